@@ -1,0 +1,32 @@
+# Causeway developer commands. `make help` lists them.
+GO       ?= go
+PKGS     ?= ./...
+# Seeds for the causal simulation run by `make test`; raise it for a soak.
+SIM_SEEDS ?= 300
+BENCHTIME ?= 1s
+
+.PHONY: help test test-short lint bench fuzz tidy
+
+help: ## List the targets.
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+test: lint ## Lint, then run every test with the race detector.
+	CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -timeout 12m $(PKGS)
+
+test-short: ## Run the tests without the race detector and with fewer seeds.
+	CAUSEWAY_SIM_SEEDS=40 $(GO) test -count=1 $(PKGS)
+
+lint: ## gofmt and go vet.
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+bench: ## Run the micro benchmarks of the causal core and print the ratio report.
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./causal/ | tee bench-causal.txt
+	$(GO) run ./causal/internal/benchreport < bench-causal.txt
+
+fuzz: ## Fuzz the clock decoder for a minute.
+	$(GO) test -run '^$$' -fuzz FuzzDecodeClock -fuzztime 60s ./causal/
+
+tidy: ## go mod tidy.
+	$(GO) mod tidy

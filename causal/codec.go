@@ -1,0 +1,203 @@
+package causal
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// HeaderKey is the name of the Kafka record header that carries a record's
+// dependency clock. A record without it claims nothing.
+const HeaderKey = "causeway-clock"
+
+// EncodingVersion is the version byte this build writes and the only one it
+// reads. A header with any other first byte fails to decode, so an encoding
+// introduced later fails closed in older readers.
+const EncodingVersion byte = 1
+
+// MaxTopicLen is the longest topic name Kafka accepts, and so the longest the
+// decoder accepts.
+const MaxTopicLen = 249
+
+// The encoding, version 1, in order:
+//
+//	version   byte (1)
+//	groups    uvarint: number of topics
+//	per topic, in strictly increasing name order:
+//	  name    uvarint length (1..249), then the name's bytes
+//	  count   uvarint: entries of this topic (at least 1)
+//	  per entry, in strictly increasing partition order:
+//	    partition  uvarint: the partition for the first entry, the gap to the
+//	               previous partition minus one for the others
+//	    offset     uvarint
+//
+// Every varint is minimal, so each clock has exactly one encoding. An entry
+// with a small partition and an offset below 2^21 takes four bytes.
+
+// AppendClock appends the encoding of c to dst and returns the extended slice.
+func AppendClock(dst []byte, c Clock) []byte {
+	return appendEntries(dst, c.entries)
+}
+
+// EncodeClock returns the encoding of c in a new slice.
+func EncodeClock(c Clock) []byte {
+	return AppendClock(make([]byte, 0, encodedSizeHint(c.entries)), c)
+}
+
+func encodedSizeHint(es []Entry) int {
+	n := 2
+	prev := ""
+	for i, e := range es {
+		if i == 0 || e.Channel.Topic != prev {
+			n += len(e.Channel.Topic) + 2
+			prev = e.Channel.Topic
+		}
+		n += 5
+	}
+	return n
+}
+
+func appendEntries(dst []byte, es []Entry) []byte {
+	dst = append(dst, EncodingVersion)
+	groups := 0
+	for i := range es {
+		if i == 0 || es[i].Channel.Topic != es[i-1].Channel.Topic {
+			groups++
+		}
+	}
+	dst = binary.AppendUvarint(dst, uint64(groups))
+	for i := 0; i < len(es); {
+		topic := es[i].Channel.Topic
+		j := i + 1
+		for j < len(es) && es[j].Channel.Topic == topic {
+			j++
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(topic)))
+		dst = append(dst, topic...)
+		dst = binary.AppendUvarint(dst, uint64(j-i))
+		prev := int64(-1)
+		for _, e := range es[i:j] {
+			dst = binary.AppendUvarint(dst, uint64(int64(e.Channel.Partition)-prev-1))
+			dst = binary.AppendUvarint(dst, uint64(e.Offset))
+			prev = int64(e.Channel.Partition)
+		}
+		i = j
+	}
+	return dst
+}
+
+// decoder reads a header left to right, remembering where it is for errors.
+type decoder struct {
+	b   []byte
+	pos int
+}
+
+func (d *decoder) fail(reason error) error { return &DecodeError{Pos: d.pos, Reason: reason} }
+
+// uvarint reads one minimal unsigned varint.
+func (d *decoder) uvarint() (uint64, error) {
+	v, n := binary.Uvarint(d.b[d.pos:])
+	switch {
+	case n == 0:
+		return 0, d.fail(ErrTruncated)
+	case n < 0:
+		return 0, d.fail(ErrOverflow)
+	case n > 1 && d.b[d.pos+n-1] == 0:
+		// A final zero byte adds nothing: the same value has a shorter form.
+		return 0, d.fail(ErrNonMinimal)
+	}
+	d.pos += n
+	return v, nil
+}
+
+// count reads a length or count that cannot exceed what the remaining bytes
+// could hold when each unit takes at least unit bytes. This bounds every
+// allocation by the input's size.
+func (d *decoder) count(unit int) (int, error) {
+	start := d.pos
+	v, err := d.uvarint()
+	if err != nil {
+		return 0, err
+	}
+	if v > uint64(len(d.b)-d.pos)/uint64(unit) {
+		d.pos = start
+		return 0, d.fail(ErrOverflow)
+	}
+	return int(v), nil
+}
+
+// DecodeClock decodes a clock header value. A nil or empty value is not an
+// absent header: callers decide absence from the header's presence and pass
+// only present values here. Every failure is a *DecodeError matching
+// ErrMalformedClock; the decoder never panics and allocates in proportion to
+// len(b) at most.
+func DecodeClock(b []byte) (Clock, error) {
+	d := decoder{b: b}
+	if len(b) == 0 {
+		return Clock{}, d.fail(ErrTruncated)
+	}
+	if b[0] != EncodingVersion {
+		return Clock{}, d.fail(ErrUnknownVersion)
+	}
+	d.pos = 1
+	// A topic group takes at least 5 bytes: name length, one name byte,
+	// count, partition and offset.
+	groups, err := d.count(5)
+	if err != nil {
+		return Clock{}, err
+	}
+	var entries []Entry
+	prevTopic := ""
+	for g := 0; g < groups; g++ {
+		nameLen, err := d.count(1)
+		if err != nil {
+			return Clock{}, err
+		}
+		switch {
+		case nameLen == 0:
+			return Clock{}, d.fail(ErrEmptyTopic)
+		case nameLen > MaxTopicLen:
+			return Clock{}, d.fail(ErrTopicTooLong)
+		}
+		name := b[d.pos : d.pos+nameLen]
+		if g > 0 && string(name) <= prevTopic {
+			return Clock{}, d.fail(ErrUnsorted)
+		}
+		topic := string(name)
+		d.pos += nameLen
+		// An entry takes at least 2 bytes.
+		n, err := d.count(2)
+		if err != nil {
+			return Clock{}, err
+		}
+		if n == 0 {
+			return Clock{}, d.fail(ErrEmptyGroup)
+		}
+		if entries == nil {
+			entries = make([]Entry, 0, min(n*groups, (len(b)-d.pos)/2))
+		}
+		part := int64(-1)
+		for range n {
+			gap, err := d.uvarint()
+			if err != nil {
+				return Clock{}, err
+			}
+			if gap > math.MaxInt32 || part+1+int64(gap) > math.MaxInt32 {
+				return Clock{}, d.fail(ErrOverflow)
+			}
+			part += 1 + int64(gap)
+			off, err := d.uvarint()
+			if err != nil {
+				return Clock{}, err
+			}
+			if off > math.MaxInt64 {
+				return Clock{}, d.fail(ErrOverflow)
+			}
+			entries = append(entries, Entry{Channel: Channel{Topic: topic, Partition: int32(part)}, Offset: int64(off)})
+		}
+		prevTopic = topic
+	}
+	if d.pos != len(b) {
+		return Clock{}, d.fail(ErrTrailingBytes)
+	}
+	return Clock{entries: entries}, nil
+}

@@ -1,0 +1,551 @@
+package causal
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Delivery is a record the gate has released to the processor. By the time
+// Next returns it, the frontier of its channel already covers its offset, so
+// stamps taken while processing it claim it.
+type Delivery[P any] struct {
+	Channel Channel
+	Offset  int64
+	// Clock is the record's full dependency clock as received.
+	Clock   Clock
+	Payload P
+}
+
+// ChannelStatus is what a node can say about one consumed channel.
+type ChannelStatus struct {
+	Channel Channel
+	// Frontier is the highest offset at or below which every business record
+	// has been delivered; -1 when nothing is accounted for yet.
+	Frontier int64
+	// Held is the number of received records not yet delivered.
+	Held int
+	// Blocked reports that the head of the queue waits on a claim; WaitingFor
+	// and WaitingOffset name the claim (frontier of WaitingFor must reach
+	// WaitingOffset).
+	Blocked       bool
+	WaitingFor    Channel
+	WaitingOffset int64
+}
+
+// Node is the delivery gate of one task: one processor instance and the
+// channels it consumes. It is a deterministic state machine: it does no I/O,
+// starts no goroutines and reads no clock. Its methods must not be called
+// concurrently. See the package documentation for the caller's duties.
+//
+// P is the payload type the caller wants back with each delivery (for
+// example the Kafka message); the node never looks inside it.
+type Node[P any] struct {
+	gateOff bool
+	mutant  mutation
+
+	// Topic interning: every topic the node has seen in its configuration or
+	// in a folded clock has a small integer id. Clocks are grouped by topic, so
+	// resolving a clock costs one map lookup per topic, not per entry.
+	ids    map[string]int32
+	topics []topicState
+	sorted []int32 // topic ids in name order, for building stamps
+
+	chans   []*chanState[P] // the scope, by channel index
+	outputs []outputState
+	outIdx  map[string]int
+
+	ready     []int32 // channel indexes whose head is deliverable, FIFO
+	readyHead int
+
+	scratch []Entry // reused to build stamps
+	err     error
+}
+
+type topicState struct {
+	name  string
+	input bool
+	feeds []int32 // outputs this input topic feeds
+	// parts maps partition -> channel index + 1 for channels in scope
+	// (0: not in scope). It only grows to the largest seeded partition.
+	parts []int32
+}
+
+// chanIndex returns the scope index of (topic, partition), or -1.
+func (t *topicState) chanIndex(p int32) int32 {
+	if p < 0 || int(p) >= len(t.parts) {
+		return -1
+	}
+	return t.parts[p] - 1
+}
+
+type partOffset struct {
+	part int32
+	off  int64
+}
+
+type outputState struct {
+	name    string
+	keepAll bool
+	keepSet map[string]bool
+	keep    []bool         // by topic id, when !keepAll
+	adv     [][]partOffset // advertised clock, by topic id, sorted by partition
+	inputs  []int32        // channel indexes whose frontier is stamped on this output
+}
+
+type held[P any] struct {
+	off     int64
+	clock   Clock
+	payload P
+}
+
+type waiter struct {
+	off int64 // the frontier this head waits for
+	ch  int32 // the waiting head's channel index
+}
+
+type chanState[P any] struct {
+	ch       Channel
+	tid      int32
+	frontier int64
+	q        queue[held[P]]
+	waiters  []waiter // min-heap by off: heads waiting on this channel's frontier
+
+	// State of the head, if any.
+	cursor    int   // clock entries before it are known satisfied
+	ready     bool  // head is in the ready FIFO
+	waitOn    int32 // channel index the head waits on, -1 if none
+	waitOnOff int64
+}
+
+// NewNode returns a node with the given inputs and outputs and no channel in
+// scope. Defaults: the gate is on, every input feeds every output, no
+// pruning. It returns an error matching ErrInvalidConfig when no input is
+// declared, a name is empty or too long or declared twice, or an output is
+// fed by a topic that is not an input.
+func NewNode[P any](opts ...NodeOpt) (*Node[P], error) {
+	var cfg nodeConfig
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	n := &Node[P]{
+		gateOff: cfg.gateOff,
+		mutant:  cfg.mutant,
+		ids:     map[string]int32{},
+		outIdx:  map[string]int{},
+	}
+	for _, oc := range cfg.outputs {
+		o := outputState{name: oc.topic, keepAll: !oc.pruned}
+		if oc.pruned {
+			o.keepSet = map[string]bool{}
+			for _, k := range oc.keep {
+				o.keepSet[k] = true
+			}
+		}
+		n.outIdx[oc.topic] = len(n.outputs)
+		n.outputs = append(n.outputs, o)
+	}
+	for _, in := range cfg.inputs {
+		tid := n.intern(in)
+		n.topics[tid].input = true
+		for oi, oc := range cfg.outputs {
+			if oc.feeds(in) {
+				n.topics[tid].feeds = append(n.topics[tid].feeds, int32(oi))
+			}
+		}
+	}
+	return n, nil
+}
+
+// intern returns the id of topic, adding it if new.
+func (n *Node[P]) intern(topic string) int32 {
+	if id, ok := n.ids[topic]; ok {
+		return id
+	}
+	id := int32(len(n.topics))
+	n.ids[topic] = id
+	n.topics = append(n.topics, topicState{name: topic})
+	pos, _ := slices.BinarySearchFunc(n.sorted, topic, func(a int32, t string) int {
+		return strings.Compare(n.topics[a].name, t)
+	})
+	n.sorted = slices.Insert(n.sorted, pos, id)
+	for i := range n.outputs {
+		o := &n.outputs[i]
+		o.adv = append(o.adv, nil)
+		if !o.keepAll {
+			o.keep = append(o.keep, o.keepSet[topic])
+		}
+	}
+	return id
+}
+
+// Err returns the failure that stopped the node, or nil.
+func (n *Node[P]) Err() error { return n.err }
+
+// Seed brings a channel into scope with the offset the consumer starts
+// reading it at: the committed offset, or, with none, the offset the reset
+// policy chose. Everything below next counts as delivered (frontier next-1).
+// The channel's topic must be an input. Seed every channel of the task before
+// the first Receive: heads evaluated before a channel enters the scope have
+// ignored claims on it.
+func (n *Node[P]) Seed(ch Channel, next int64) error {
+	if n.err != nil {
+		return n.err
+	}
+	tid, ok := n.ids[ch.Topic]
+	if !ok || !n.topics[tid].input {
+		return fmt.Errorf("causal: seed %s: topic is not an input: %w", ch, ErrNotInScope)
+	}
+	if ch.Partition < 0 || next < 0 {
+		return fmt.Errorf("causal: seed %s at %d: negative partition or offset: %w", ch, next, ErrInvalidConfig)
+	}
+	t := &n.topics[tid]
+	if t.chanIndex(ch.Partition) >= 0 {
+		return fmt.Errorf("causal: seed %s: %w", ch, ErrAlreadyInScope)
+	}
+	if int(ch.Partition) >= len(t.parts) {
+		t.parts = append(t.parts, make([]int32, int(ch.Partition)+1-len(t.parts))...)
+	}
+	idx := int32(len(n.chans))
+	t.parts[ch.Partition] = idx + 1
+	n.chans = append(n.chans, &chanState[P]{ch: ch, tid: tid, frontier: next - 1, waitOn: -1})
+	for _, oi := range t.feeds {
+		n.outputs[oi].inputs = append(n.outputs[oi].inputs, idx)
+	}
+	return nil
+}
+
+func (n *Node[P]) lookup(ch Channel) (int32, error) {
+	if tid, ok := n.ids[ch.Topic]; ok {
+		if idx := n.topics[tid].chanIndex(ch.Partition); idx >= 0 {
+			return idx, nil
+		}
+	}
+	return -1, fmt.Errorf("causal: %s: %w", ch, ErrNotInScope)
+}
+
+// ReceiveHeader is Receive for a record whose clock is still encoded. present
+// tells whether the record carries the clock header at all: an absent header
+// is the empty clock, a present one that does not decode fails the node with
+// a *ClockError naming the channel and offset (fail closed). A replayed
+// offset is dropped before its header is read.
+func (n *Node[P]) ReceiveHeader(ch Channel, off int64, header []byte, present bool, payload P) (bool, error) {
+	if n.err != nil {
+		return false, n.err
+	}
+	var clock Clock
+	if present {
+		idx, err := n.lookup(ch)
+		if err != nil {
+			return false, err
+		}
+		if off <= n.chans[idx].frontier {
+			return false, nil
+		}
+		if clock, err = DecodeClock(header); err != nil {
+			n.err = fmt.Errorf("causal: %w: %w", ErrNodeFailed, &ClockError{Channel: ch, Offset: off, Err: err})
+			return false, n.err
+		}
+	}
+	return n.Receive(ch, off, clock, payload)
+}
+
+// Receive takes a record read from channel ch at offset off with its decoded
+// clock. It returns false, with no effect, for a replay (off at or below the
+// frontier). Otherwise it folds the clock into the advertised clock of every
+// output the channel's topic feeds, queues the record and, if it is now the
+// head of its queue, bridges the frontier to just below it and evaluates it.
+// Deliverable records are then handed out by Next.
+func (n *Node[P]) Receive(ch Channel, off int64, clock Clock, payload P) (bool, error) {
+	if n.err != nil {
+		return false, n.err
+	}
+	idx, err := n.lookup(ch)
+	if err != nil {
+		return false, err
+	}
+	cs := n.chans[idx]
+	if off <= cs.frontier {
+		return false, nil
+	}
+	if last, ok := cs.q.last(); ok && off <= last.off {
+		return false, fmt.Errorf("causal: %s: offset %d after %d: %w", ch, off, last.off, ErrOutOfOrder)
+	}
+	n.fold(cs.tid, clock)
+	cs.q.push(held[P]{off: off, clock: clock, payload: payload})
+	if cs.q.len() == 1 {
+		n.headChanged(idx)
+	}
+	return true, nil
+}
+
+// Advance reports the consumer's position on ch: the offset of the next
+// record it would return (at a partition EOF under read_committed, the last
+// stable offset). When nothing is held for ch, everything below the position
+// is accounted for and the frontier moves to position-1. With records held the
+// report carries nothing the bridge has not already applied.
+func (n *Node[P]) Advance(ch Channel, position int64) error {
+	if n.err != nil {
+		return n.err
+	}
+	idx, err := n.lookup(ch)
+	if err != nil {
+		return err
+	}
+	if n.chans[idx].q.len() == 0 {
+		n.raise(idx, position-1)
+	}
+	return nil
+}
+
+// Next hands out the next deliverable record, in an order that respects
+// every claim, and reports false when none is deliverable. Before it returns,
+// the record's channel frontier covers the record (and bridges to the next
+// held record), and any heads this releases are queued for later calls: call
+// Next until it reports false after every Receive or Advance.
+func (n *Node[P]) Next() (Delivery[P], bool) {
+	if n.err != nil || n.readyHead == len(n.ready) {
+		return Delivery[P]{}, false
+	}
+	idx := n.ready[n.readyHead]
+	n.readyHead++
+	if n.readyHead == len(n.ready) {
+		n.ready, n.readyHead = n.ready[:0], 0
+	}
+	cs := n.chans[idx]
+	cs.ready = false
+	h := cs.q.pop()
+	if cs.q.len() > 0 {
+		// Bridge: everything between h and the next head is not a business
+		// record, or Kafka would have returned it in between.
+		next, _ := cs.q.first()
+		n.raise(idx, next.off-1)
+		n.headChanged(idx)
+	} else {
+		n.raise(idx, h.off)
+	}
+	return Delivery[P]{Channel: cs.ch, Offset: h.off, Clock: h.clock, Payload: h.payload}, true
+}
+
+// raise moves the frontier of channel idx up to f (never down) and wakes the
+// heads that were waiting for it to reach at most f.
+func (n *Node[P]) raise(idx int32, f int64) {
+	cs := n.chans[idx]
+	if f <= cs.frontier {
+		return
+	}
+	cs.frontier = f
+	for len(cs.waiters) > 0 && cs.waiters[0].off <= f {
+		w := heapPop(&cs.waiters)
+		n.chans[w.ch].waitOn = -1
+		n.evaluate(w.ch)
+	}
+}
+
+// headChanged is called when channel idx has a new head: it bridges the
+// frontier to just below it and evaluates it from its first entry.
+func (n *Node[P]) headChanged(idx int32) {
+	cs := n.chans[idx]
+	h, _ := cs.q.first()
+	cs.cursor = 0
+	n.raise(idx, h.off-1)
+	n.evaluate(idx)
+}
+
+// evaluate checks the head of channel idx from its cursor on. It either
+// finds the first claim the frontier does not meet and registers the head as
+// a waiter on that channel, or queues the head as deliverable.
+func (n *Node[P]) evaluate(idx int32) {
+	cs := n.chans[idx]
+	h, _ := cs.q.first()
+	es := h.clock.entries
+	if n.gateOff {
+		cs.cursor = len(es)
+	}
+	var t *topicState
+	for i := cs.cursor; i < len(es); i++ {
+		e := &es[i]
+		if i == cs.cursor || e.Channel.Topic != es[i-1].Channel.Topic {
+			t = nil
+			if tid, ok := n.ids[e.Channel.Topic]; ok && n.topics[tid].input {
+				t = &n.topics[tid]
+			}
+		}
+		if t == nil {
+			continue // restrict: the node consumes no partition of this topic
+		}
+		j := t.chanIndex(e.Channel.Partition)
+		if j < 0 || j == idx {
+			continue // restrict, or normalise (own channel)
+		}
+		dep := n.chans[j]
+		if dep.frontier >= e.Offset {
+			continue
+		}
+		if n.mutant == mutationRestrictIdle && dep.q.len() == 0 {
+			continue
+		}
+		cs.cursor = i
+		cs.waitOn, cs.waitOnOff = j, e.Offset
+		heapPush(&dep.waiters, waiter{off: e.Offset, ch: idx})
+		return
+	}
+	cs.cursor = len(es)
+	cs.ready = true
+	n.ready = append(n.ready, idx)
+}
+
+// fold joins clock into the advertised clock of every output that topic tid
+// feeds, dropping topics an output prunes.
+func (n *Node[P]) fold(tid int32, clock Clock) {
+	feeds := n.topics[tid].feeds
+	if len(feeds) == 0 {
+		return
+	}
+	es := clock.entries
+	for i := 0; i < len(es); {
+		topic := es[i].Channel.Topic
+		j := i + 1
+		for j < len(es) && es[j].Channel.Topic == topic {
+			j++
+		}
+		et := n.intern(topic)
+		for _, oi := range n.topics[tid].feeds {
+			o := &n.outputs[oi]
+			if !o.keepAll && !o.keep[et] {
+				continue
+			}
+			o.adv[et] = foldGroup(o.adv[et], es[i:j])
+		}
+		i = j
+	}
+}
+
+// foldGroup joins entries of one topic, sorted by partition, into dst.
+func foldGroup(dst []partOffset, es []Entry) []partOffset {
+	k := 0
+	for _, e := range es {
+		p := e.Channel.Partition
+		for k < len(dst) && dst[k].part < p {
+			k++
+		}
+		if k < len(dst) && dst[k].part == p {
+			dst[k].off = max(dst[k].off, e.Offset)
+			continue
+		}
+		dst = slices.Insert(dst, k, partOffset{part: p, off: e.Offset})
+	}
+	return dst
+}
+
+// Stamp returns the clock to write on a record emitted to output: its
+// advertised clock joined with the frontiers of the inputs that feed it.
+func (n *Node[P]) Stamp(output string) (Clock, error) {
+	es, err := n.stampEntries(output)
+	if err != nil {
+		return Clock{}, err
+	}
+	return Clock{entries: slices.Clone(es)}, nil
+}
+
+// AppendStamp appends the encoded stamp for output to dst, ready to be the
+// value of the HeaderKey header. It does not allocate when dst has room.
+func (n *Node[P]) AppendStamp(dst []byte, output string) ([]byte, error) {
+	es, err := n.stampEntries(output)
+	if err != nil {
+		return dst, err
+	}
+	return appendEntries(dst, es), nil
+}
+
+func (n *Node[P]) stampEntries(output string) ([]Entry, error) {
+	oi, ok := n.outIdx[output]
+	if !ok {
+		return nil, fmt.Errorf("causal: stamp %q: %w", output, ErrUnknownOutput)
+	}
+	o := &n.outputs[oi]
+	withAdvertised := n.mutant != mutationStampFrontierOnly
+	es := n.scratch[:0]
+	for _, tid := range n.sorted {
+		name := n.topics[tid].name
+		if !o.keepAll && !o.keep[tid] {
+			continue
+		}
+		start := len(es)
+		if withAdvertised {
+			for _, p := range o.adv[tid] {
+				es = append(es, Entry{Channel: Channel{Topic: name, Partition: p.part}, Offset: p.off})
+			}
+		}
+		merged := false
+		for _, ci := range o.inputs {
+			cs := n.chans[ci]
+			if cs.tid != tid || cs.frontier < 0 {
+				continue
+			}
+			es = append(es, Entry{Channel: cs.ch, Offset: cs.frontier})
+			merged = true
+		}
+		if merged {
+			es = joinSorted(es, start)
+		}
+	}
+	n.scratch = es
+	return es, nil
+}
+
+// joinSorted sorts es[start:] (one topic) by partition and joins duplicates.
+func joinSorted(es []Entry, start int) []Entry {
+	g := es[start:]
+	slices.SortFunc(g, func(a, b Entry) int { return int(a.Channel.Partition) - int(b.Channel.Partition) })
+	w := start
+	for i := start; i < len(es); i++ {
+		if w > start && es[w-1].Channel.Partition == es[i].Channel.Partition {
+			es[w-1].Offset = max(es[w-1].Offset, es[i].Offset)
+			continue
+		}
+		es[w] = es[i]
+		w++
+	}
+	return es[:w]
+}
+
+// Committable returns, for every channel in scope, the offset to commit with
+// the consumer group: frontier+1, the first record not yet accounted for.
+// Held records lie above it and are read again after a crash.
+func (n *Node[P]) Committable() []Entry {
+	out := make([]Entry, 0, len(n.chans))
+	for _, cs := range n.chans {
+		out = append(out, Entry{Channel: cs.ch, Offset: cs.frontier + 1})
+	}
+	slices.SortFunc(out, func(a, b Entry) int { return compareChannels(a.Channel, b.Channel) })
+	return out
+}
+
+// Held returns the number of records received and not yet delivered.
+func (n *Node[P]) Held() int {
+	total := 0
+	for _, cs := range n.chans {
+		total += cs.q.len()
+	}
+	return total
+}
+
+// Status describes every channel in scope, sorted by channel.
+func (n *Node[P]) Status() []ChannelStatus {
+	out := make([]ChannelStatus, 0, len(n.chans))
+	for _, cs := range n.chans {
+		st := ChannelStatus{Channel: cs.ch, Frontier: cs.frontier, Held: cs.q.len()}
+		if cs.waitOn >= 0 {
+			st.Blocked = true
+			st.WaitingFor = n.chans[cs.waitOn].ch
+			st.WaitingOffset = cs.waitOnOff
+		}
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b ChannelStatus) int { return compareChannels(a.Channel, b.Channel) })
+	return out
+}

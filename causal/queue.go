@@ -1,0 +1,89 @@
+package causal
+
+// queue is a FIFO on a slice that reuses its storage: once warm, push and pop
+// do not allocate.
+type queue[T any] struct {
+	items []T
+	head  int
+}
+
+func (q *queue[T]) len() int { return len(q.items) - q.head }
+
+func (q *queue[T]) push(v T) {
+	if q.head > 0 && len(q.items) == cap(q.items) && q.head >= len(q.items)/2 {
+		// Slide the live part down instead of growing.
+		n := copy(q.items, q.items[q.head:])
+		clear(q.items[n:])
+		q.items, q.head = q.items[:n], 0
+	}
+	q.items = append(q.items, v)
+}
+
+func (q *queue[T]) pop() T {
+	var zero T
+	v := q.items[q.head]
+	q.items[q.head] = zero // release the payload
+	q.head++
+	if q.head == len(q.items) {
+		q.items, q.head = q.items[:0], 0
+	}
+	return v
+}
+
+func (q *queue[T]) first() (T, bool) {
+	if q.len() == 0 {
+		var zero T
+		return zero, false
+	}
+	return q.items[q.head], true
+}
+
+func (q *queue[T]) last() (T, bool) {
+	if q.len() == 0 {
+		var zero T
+		return zero, false
+	}
+	return q.items[len(q.items)-1], true
+}
+
+// heapPush and heapPop keep a binary min-heap of waiters ordered by offset.
+// They are written out rather than taken from container/heap so that the hot
+// path has no interface conversions and no allocations.
+func heapPush(h *[]waiter, w waiter) {
+	*h = append(*h, w)
+	s := *h
+	i := len(s) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if s[p].off <= s[i].off {
+			break
+		}
+		s[p], s[i] = s[i], s[p]
+		i = p
+	}
+}
+
+func heapPop(h *[]waiter) waiter {
+	s := *h
+	top := s[0]
+	last := len(s) - 1
+	s[0] = s[last]
+	s = s[:last]
+	i := 0
+	for {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(s) && s[l].off < s[m].off {
+			m = l
+		}
+		if r < len(s) && s[r].off < s[m].off {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	return top
+}
