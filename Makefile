@@ -3,7 +3,8 @@ GO       ?= go
 PKGS     ?= ./...
 # Seeds for the causal simulation run by `make test`; raise it for a soak.
 SIM_SEEDS ?= 300
-BENCHTIME ?= 1s
+BENCHTIME ?= 500ms
+BENCHCOUNT ?= 5
 
 .PHONY: help test test-short lint bench fuzz tidy
 
@@ -22,8 +23,8 @@ lint: ## gofmt and go vet.
 	$(GO) vet $(PKGS)
 
 bench: ## Run the micro benchmarks of the causal core and print the ratio report.
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./causal/ | tee bench-causal.txt
-	$(GO) run ./causal/internal/benchreport < bench-causal.txt
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./causal/ | tee bench-causal.txt
+	$(GO) run ./internal/benchreport < bench-causal.txt
 
 fuzz: ## Fuzz the clock decoder for a minute.
 	$(GO) test -run '^$$' -fuzz FuzzDecodeClock -fuzztime 60s ./causal/

@@ -67,9 +67,14 @@ func NewClock(entries ...Entry) (Clock, error) {
 	slices.SortFunc(es, func(a, b Entry) int { return compareChannels(a.Channel, b.Channel) })
 	out := es[:0]
 	for _, e := range es {
-		if n := len(out); n > 0 && out[n-1].Channel == e.Channel {
-			out[n-1].Offset = max(out[n-1].Offset, e.Offset)
-			continue
+		if n := len(out); n > 0 && out[n-1].Channel.Topic == e.Channel.Topic {
+			// One string per topic: later comparisons inside the clock are
+			// then pointer comparisons.
+			e.Channel.Topic = out[n-1].Channel.Topic
+			if out[n-1].Channel.Partition == e.Channel.Partition {
+				out[n-1].Offset = max(out[n-1].Offset, e.Offset)
+				continue
+			}
 		}
 		out = append(out, e)
 	}

@@ -111,9 +111,10 @@ type chanState[P any] struct {
 	q        queue[held[P]]
 	waiters  []waiter // min-heap by off: heads waiting on this channel's frontier
 
+	lastRecv int64 // offset of the last record received, -1 before any
+
 	// State of the head, if any.
 	cursor    int   // clock entries before it are known satisfied
-	ready     bool  // head is in the ready FIFO
 	waitOn    int32 // channel index the head waits on, -1 if none
 	waitOnOff int64
 }
@@ -211,7 +212,7 @@ func (n *Node[P]) Seed(ch Channel, next int64) error {
 	}
 	idx := int32(len(n.chans))
 	t.parts[ch.Partition] = idx + 1
-	n.chans = append(n.chans, &chanState[P]{ch: ch, tid: tid, frontier: next - 1, waitOn: -1})
+	n.chans = append(n.chans, &chanState[P]{ch: ch, tid: tid, frontier: next - 1, lastRecv: next - 1, waitOn: -1})
 	for _, oi := range t.feeds {
 		n.outputs[oi].inputs = append(n.outputs[oi].inputs, idx)
 	}
@@ -271,14 +272,22 @@ func (n *Node[P]) Receive(ch Channel, off int64, clock Clock, payload P) (bool, 
 	if off <= cs.frontier {
 		return false, nil
 	}
-	if last, ok := cs.q.last(); ok && off <= last.off {
-		return false, fmt.Errorf("causal: %s: offset %d after %d: %w", ch, off, last.off, ErrOutOfOrder)
+	if off <= cs.lastRecv {
+		// Above the frontier yet not above the last record: only a rewound
+		// consumer does that (with nothing held, lastRecv <= frontier).
+		return false, fmt.Errorf("causal: %s: offset %d after %d: %w", ch, off, cs.lastRecv, ErrOutOfOrder)
 	}
-	n.fold(cs.tid, clock)
+	cs.lastRecv = off
 	cs.q.push(held[P]{off: off, clock: clock, payload: payload})
-	if cs.q.len() == 1 {
-		n.headChanged(idx)
+	if cs.q.len() > 1 {
+		n.fold(cs.tid, clock)
+		return true, nil
 	}
+	// The record is the new head: bridge, then fold and evaluate in one pass
+	// so that each topic of the clock is resolved once.
+	cs.cursor = 0
+	n.raise(idx, off-1)
+	n.foldAndEvaluate(idx, cs.tid, clock)
 	return true, nil
 }
 
@@ -316,13 +325,11 @@ func (n *Node[P]) Next() (Delivery[P], bool) {
 		n.ready, n.readyHead = n.ready[:0], 0
 	}
 	cs := n.chans[idx]
-	cs.ready = false
 	h := cs.q.pop()
 	if cs.q.len() > 0 {
 		// Bridge: everything between h and the next head is not a business
 		// record, or Kafka would have returned it in between.
-		next, _ := cs.q.first()
-		n.raise(idx, next.off-1)
+		n.raise(idx, cs.q.first().off-1)
 		n.headChanged(idx)
 	} else {
 		n.raise(idx, h.off)
@@ -349,9 +356,8 @@ func (n *Node[P]) raise(idx int32, f int64) {
 // frontier to just below it and evaluates it from its first entry.
 func (n *Node[P]) headChanged(idx int32) {
 	cs := n.chans[idx]
-	h, _ := cs.q.first()
 	cs.cursor = 0
-	n.raise(idx, h.off-1)
+	n.raise(idx, cs.q.first().off-1)
 	n.evaluate(idx)
 }
 
@@ -360,23 +366,69 @@ func (n *Node[P]) headChanged(idx int32) {
 // a waiter on that channel, or queues the head as deliverable.
 func (n *Node[P]) evaluate(idx int32) {
 	cs := n.chans[idx]
-	h, _ := cs.q.first()
-	es := h.clock.entries
-	if n.gateOff {
-		cs.cursor = len(es)
+	es := cs.q.first().clock.entries
+	if !n.gateOff {
+		for i := cs.cursor; i < len(es); {
+			j := groupEnd(es, i)
+			if tid, ok := n.ids[es[i].Channel.Topic]; ok && n.check(idx, tid, es, i, j) {
+				return
+			}
+			i = j
+		}
 	}
-	var t *topicState
-	for i := cs.cursor; i < len(es); i++ {
-		e := &es[i]
-		if i == cs.cursor || e.Channel.Topic != es[i-1].Channel.Topic {
-			t = nil
-			if tid, ok := n.ids[e.Channel.Topic]; ok && n.topics[tid].input {
-				t = &n.topics[tid]
+	n.markReady(idx)
+}
+
+// foldAndEvaluate is fold followed by evaluate from the first entry, for a
+// record that arrives at the head of its queue, sharing one topic lookup per
+// group between the two.
+func (n *Node[P]) foldAndEvaluate(idx, tid int32, clock Clock) {
+	feeds := n.topics[tid].feeds
+	es := clock.entries
+	evaluating := !n.gateOff
+	for i := 0; i < len(es); {
+		j := groupEnd(es, i)
+		et, known := int32(-1), false
+		if len(feeds) > 0 {
+			et, known = n.intern(es[i].Channel.Topic), true
+			n.foldGroupInto(feeds, et, es[i:j])
+		}
+		if evaluating {
+			if !known {
+				et, known = n.ids[es[i].Channel.Topic]
+			}
+			if known && n.check(idx, et, es, i, j) {
+				evaluating = false
 			}
 		}
-		if t == nil {
-			continue // restrict: the node consumes no partition of this topic
-		}
+		i = j
+	}
+	if evaluating || n.gateOff {
+		n.markReady(idx)
+	}
+}
+
+// groupEnd returns the end of the run of entries that share es[i]'s topic.
+func groupEnd(es []Entry, i int) int {
+	j := i + 1
+	for j < len(es) && es[j].Channel.Topic == es[i].Channel.Topic {
+		j++
+	}
+	return j
+}
+
+// check evaluates the entries es[from:to], all of topic tid, for the head of
+// channel idx, starting at its cursor. It applies normalise and restrict,
+// and on the first claim the frontier does not meet it registers the head as
+// a waiter and reports true.
+func (n *Node[P]) check(idx, tid int32, es []Entry, from, to int) bool {
+	t := &n.topics[tid]
+	if !t.input {
+		return false // restrict: the node consumes no partition of this topic
+	}
+	cs := n.chans[idx]
+	for i := max(from, cs.cursor); i < to; i++ {
+		e := &es[i]
 		j := t.chanIndex(e.Channel.Partition)
 		if j < 0 || j == idx {
 			continue // restrict, or normalise (own channel)
@@ -391,10 +443,12 @@ func (n *Node[P]) evaluate(idx int32) {
 		cs.cursor = i
 		cs.waitOn, cs.waitOnOff = j, e.Offset
 		heapPush(&dep.waiters, waiter{off: e.Offset, ch: idx})
-		return
+		return true
 	}
-	cs.cursor = len(es)
-	cs.ready = true
+	return false
+}
+
+func (n *Node[P]) markReady(idx int32) {
 	n.ready = append(n.ready, idx)
 }
 
@@ -407,20 +461,20 @@ func (n *Node[P]) fold(tid int32, clock Clock) {
 	}
 	es := clock.entries
 	for i := 0; i < len(es); {
-		topic := es[i].Channel.Topic
-		j := i + 1
-		for j < len(es) && es[j].Channel.Topic == topic {
-			j++
-		}
-		et := n.intern(topic)
-		for _, oi := range n.topics[tid].feeds {
-			o := &n.outputs[oi]
-			if !o.keepAll && !o.keep[et] {
-				continue
-			}
-			o.adv[et] = foldGroup(o.adv[et], es[i:j])
-		}
+		j := groupEnd(es, i)
+		n.foldGroupInto(feeds, n.intern(es[i].Channel.Topic), es[i:j])
 		i = j
+	}
+}
+
+// foldGroupInto joins es, entries of topic et, into the advertised clocks of
+// the outputs in feeds.
+func (n *Node[P]) foldGroupInto(feeds []int32, et int32, es []Entry) {
+	for _, oi := range feeds {
+		o := &n.outputs[oi]
+		if o.keepAll || o.keep[et] {
+			o.adv[et] = foldGroup(o.adv[et], es)
+		}
 	}
 }
 

@@ -30,21 +30,8 @@ func (q *queue[T]) pop() T {
 	return v
 }
 
-func (q *queue[T]) first() (T, bool) {
-	if q.len() == 0 {
-		var zero T
-		return zero, false
-	}
-	return q.items[q.head], true
-}
-
-func (q *queue[T]) last() (T, bool) {
-	if q.len() == 0 {
-		var zero T
-		return zero, false
-	}
-	return q.items[len(q.items)-1], true
-}
+// first returns the oldest element; the queue must not be empty.
+func (q *queue[T]) first() *T { return &q.items[q.head] }
 
 // heapPush and heapPop keep a binary min-heap of waiters ordered by offset.
 // They are written out rather than taken from container/heap so that the hot
