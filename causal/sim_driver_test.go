@@ -104,3 +104,61 @@ func TestSimulationNegativeControls(t *testing.T) {
 		})
 	}
 }
+
+// The topologies the simulation draws must include the shapes the ignore
+// branch matters for: diamonds (two paths from one topic into one
+// processor) and paths of two or more hops whose middle processor does not
+// consume the ancestor topic that the last one does.
+func TestSimulationTopologiesCoverTheShapes(t *testing.T) {
+	diamonds, skipHops := 0, 0
+	for _, seed := range simSeeds(t) {
+		s := &sim{cfg: simConfig{seed: seed}}
+		s.rng = newSimRand(seed)
+		s.buildTopology()
+		// upstream[topic] = topics it is derived from, transitively.
+		upstream := map[*simTopic]map[*simTopic]int{} // ancestor -> number of hops
+		for _, p := range s.procs {
+			for _, o := range p.outputs {
+				up := map[*simTopic]int{}
+				for _, in := range p.inputs {
+					up[in] = 1
+					for a, h := range upstream[in] {
+						if old, ok := up[a]; !ok || h+1 > old {
+							up[a] = h + 1
+						}
+					}
+				}
+				upstream[o] = up
+			}
+		}
+		diamond, skip := false, false
+		for _, p := range s.procs {
+			paths := map[*simTopic]int{}
+			for _, in := range p.inputs {
+				for a := range upstream[in] {
+					paths[a]++
+				}
+				for _, other := range p.inputs {
+					if h, ok := upstream[in][other]; ok && h >= 2 {
+						skip = true // p reads `other` directly and through >= 2 hops
+					}
+				}
+			}
+			for _, n := range paths {
+				diamond = diamond || n >= 2
+			}
+		}
+		if diamond {
+			diamonds++
+		}
+		if skip {
+			skipHops++
+		}
+	}
+	t.Logf("%d seeds: %d with a diamond, %d with a multi-hop path around a processor that skips the ancestor",
+		len(simSeeds(t)), diamonds, skipHops)
+	if len(simSeeds(t)) >= 50 {
+		assert.Positive(t, diamonds)
+		assert.Positive(t, skipHops)
+	}
+}

@@ -213,8 +213,12 @@ type sim struct {
 	res      simResult
 }
 
+func newSimRand(seed uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+}
+
 func runSim(cfg simConfig) simResult {
-	s := &sim{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.seed, cfg.seed^0x9e3779b97f4a7c15))}
+	s := &sim{cfg: cfg, rng: newSimRand(cfg.seed)}
 	s.buildTopology()
 	for _, t := range s.tasks {
 		s.startTask(t)
