@@ -1,0 +1,490 @@
+// Package task runs one task of a topology: one processor instance behind
+// its causal gate, with its state stores. It does no I/O: the caller (the
+// Kafka runtime, or the in-memory test driver) feeds it records and
+// positions, takes the stamped outputs it produced, and commits a snapshot
+// of offsets, gate checkpoint and store changes together.
+package task
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/framework/store"
+)
+
+// Observer hears about records a task did not turn into output on purpose,
+// so the runtime can log and count them. Nothing is dropped without a call.
+type Observer interface {
+	Dropped(task string, ev framework.DropEvent)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) Dropped(string, framework.DropEvent) {}
+
+// Config describes the task to build.
+type Config struct {
+	Topology  *framework.Topology
+	Processor string
+	Partition int32
+	// OutputPartitions returns the partition count of an output topic, used
+	// to place keyed records as Kafka's default partitioner would. Required
+	// when the processor has outputs.
+	OutputPartitions func(topic string) (int32, error)
+	// GateOff delivers records in arrival order, ignoring their clocks. For
+	// measurements and demonstrations only.
+	GateOff bool
+	// Now is the wall clock for wall-clock punctuations. Default time.Now.
+	Now func() time.Time
+	// Observer hears about dropped records. Default: none.
+	Observer Observer
+}
+
+// Output is a record the task emitted, stamped and placed.
+type Output struct {
+	Topic     string
+	Partition int32
+	Record    framework.Record
+}
+
+// Snapshot is what a commit must write together: offsets to commit per input
+// channel, the gate checkpoint, and the store changes since the last
+// snapshot.
+type Snapshot struct {
+	Offsets    []causal.Entry
+	Checkpoint []byte
+	Changes    map[string][]store.Change
+}
+
+// Status describes the task for operators.
+type Status struct {
+	ID       string
+	Channels []causal.ChannelStatus
+	Held     int
+	Err      error
+}
+
+type schedule struct {
+	id       int
+	interval time.Duration
+	typ      framework.PunctuationType
+	next     time.Time
+	fn       framework.Punctuator
+	anchored bool
+}
+
+// Task is one processor instance behind its gate. It is not safe for
+// concurrent use.
+type Task struct {
+	id        string
+	cfg       Config
+	info      framework.ProcessorInfo
+	policy    framework.BadInputPolicy
+	dlq       string
+	node      *causal.Node[framework.Record]
+	proc      framework.Processor
+	kv        map[string]*store.Memory
+	windows   map[string]store.Window
+	specs     map[string]framework.StoreSpec
+	outputs   []string
+	outbox    []Output
+	current   *framework.Record
+	stream    time.Time
+	schedules []*schedule
+	nextID    int
+	ctx       *taskContext
+	started   bool
+	err       error
+}
+
+// New builds a task. Restore its state with RestoreStore and RestoreGate,
+// seed its channels with Seed, then call Start before the first Receive.
+func New(cfg Config) (*Task, error) {
+	if cfg.Topology == nil {
+		return nil, errors.New("task: no topology")
+	}
+	info, ok := cfg.Topology.Processor(cfg.Processor)
+	if !ok {
+		return nil, fmt.Errorf("task: no processor %q in topology %q", cfg.Processor, cfg.Topology.Name())
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
+	}
+	if len(info.Outputs) > 0 && cfg.OutputPartitions == nil {
+		return nil, errors.New("task: OutputPartitions is required for a processor with outputs")
+	}
+	opts, err := cfg.Topology.NodeOptions(cfg.Processor)
+	if err != nil {
+		return nil, fmt.Errorf("task: %w", err)
+	}
+	policy, dlq := cfg.Topology.BadInput()
+	if policy == framework.DeadLetter {
+		opts = append(opts, causal.Output(dlq))
+	}
+	if cfg.GateOff {
+		opts = append(opts, causal.DeliverOnArrival())
+	}
+	node, err := causal.NewNode[framework.Record](opts...)
+	if err != nil {
+		return nil, fmt.Errorf("task: %w", err)
+	}
+	t := &Task{
+		id:      ID(cfg.Processor, cfg.Partition),
+		cfg:     cfg,
+		info:    info,
+		policy:  policy,
+		dlq:     dlq,
+		node:    node,
+		proc:    info.New(),
+		kv:      map[string]*store.Memory{},
+		windows: map[string]store.Window{},
+		specs:   map[string]framework.StoreSpec{},
+	}
+	t.ctx = &taskContext{t: t}
+	for _, o := range info.Outputs {
+		t.outputs = append(t.outputs, o.Topic)
+	}
+	for _, s := range info.Stores {
+		m := store.NewMemory()
+		t.kv[s.Name], t.specs[s.Name] = m, s
+		if s.Kind == framework.WindowKind {
+			t.windows[s.Name] = store.NewWindow(m)
+		}
+	}
+	return t, nil
+}
+
+// ID names a task as "processor/partition".
+func ID(processor string, partition int32) string {
+	return processor + "/" + strconv.FormatInt(int64(partition), 10)
+}
+
+// ID names this task.
+func (t *Task) ID() string { return t.id }
+
+// Partition is the partition index of the task's inputs.
+func (t *Task) Partition() int32 { return t.cfg.Partition }
+
+// Inputs lists the topics the task reads (partition Partition() of each).
+func (t *Task) Inputs() []string { return slices.Clone(t.info.Inputs) }
+
+// Stores lists the task's stores.
+func (t *Task) Stores() []framework.StoreSpec { return slices.Clone(t.info.Stores) }
+
+// Err returns the failure that stopped the task, or nil.
+func (t *Task) Err() error { return t.err }
+
+// RestoreStore applies changelog entries to a store before Start.
+func (t *Task) RestoreStore(name string, changes []store.Change) error {
+	m, ok := t.kv[name]
+	if !ok {
+		return fmt.Errorf("task %s: restore: %w: %q", t.id, framework.ErrUnknownStore, name)
+	}
+	return m.Restore(changes)
+}
+
+// RestoreGate restores the gate's checkpoint before Start.
+func (t *Task) RestoreGate(checkpoint []byte) error {
+	if err := t.node.Restore(checkpoint); err != nil {
+		return fmt.Errorf("task %s: %w", t.id, err)
+	}
+	return nil
+}
+
+// Seed brings input topic's channel into scope at the offset the consumer
+// starts at.
+func (t *Task) Seed(topic string, next int64) error {
+	if err := t.node.Seed(causal.Channel{Topic: topic, Partition: t.cfg.Partition}, next); err != nil {
+		return fmt.Errorf("task %s: %w", t.id, err)
+	}
+	return nil
+}
+
+// Start initialises the processor.
+func (t *Task) Start() error {
+	if t.started {
+		return nil
+	}
+	t.started = true
+	if err := t.proc.Init(t.ctx); err != nil {
+		return t.fail(fmt.Errorf("init: %w", err))
+	}
+	return nil
+}
+
+func (t *Task) fail(err error) error {
+	if t.err == nil {
+		t.err = fmt.Errorf("task %s: %w", t.id, err)
+	}
+	return t.err
+}
+
+// Receive takes one record read from an input (Topic, Partition, Offset and
+// Headers set) and runs the processor on everything the gate then releases.
+// An error fails the task; it is sticky.
+func (t *Task) Receive(rec framework.Record) error {
+	if t.err != nil {
+		return t.err
+	}
+	if !t.started {
+		return t.fail(errors.New("receive before Start"))
+	}
+	header, present := rec.Header(causal.HeaderKey)
+	ch := causal.Channel{Topic: rec.Topic, Partition: rec.Partition}
+	if _, err := t.node.ReceiveHeader(ch, rec.Offset, header, present, rec); err != nil {
+		return t.fail(err)
+	}
+	return t.drain()
+}
+
+// Advance reports the consumer's position on an input with nothing more to
+// read (partition EOF), and runs whatever that releases.
+func (t *Task) Advance(topic string, position int64) error {
+	if t.err != nil {
+		return t.err
+	}
+	if err := t.node.Advance(causal.Channel{Topic: topic, Partition: t.cfg.Partition}, position); err != nil {
+		return t.fail(err)
+	}
+	return t.drain()
+}
+
+func (t *Task) drain() error {
+	for {
+		d, ok := t.node.Next()
+		if !ok {
+			return nil
+		}
+		if err := t.process(d.Payload); err != nil {
+			return t.fail(err)
+		}
+	}
+}
+
+func (t *Task) process(rec framework.Record) error {
+	if rec.Timestamp.After(t.stream) {
+		t.stream = rec.Timestamp
+	}
+	t.current = &rec
+	mark := len(t.outbox)
+	err := t.proc.Process(t.ctx, rec)
+	t.current = nil
+	if err != nil {
+		if !errors.Is(err, framework.ErrDeserialize) || t.policy == framework.FailTask {
+			return fmt.Errorf("process %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+		}
+		// Outputs emitted for a record that turned out unreadable are
+		// discarded with it.
+		clear(t.outbox[mark:])
+		t.outbox = t.outbox[:mark]
+		if err := t.badInput(rec, err); err != nil {
+			return err
+		}
+	}
+	return t.punctuate(framework.StreamTime, t.stream)
+}
+
+func (t *Task) badInput(rec framework.Record, cause error) error {
+	ev := framework.DropEvent{Reason: "skipped", Record: rec, Detail: cause.Error()}
+	if t.policy == framework.DeadLetter {
+		dl := framework.Record{Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp}
+		for _, h := range rec.Headers {
+			if h.Key != causal.HeaderKey {
+				dl.Headers = append(dl.Headers, h)
+			}
+		}
+		dl = dl.WithHeader(framework.HeaderDLQTopic, []byte(rec.Topic)).
+			WithHeader(framework.HeaderDLQPartition, []byte(strconv.FormatInt(int64(rec.Partition), 10))).
+			WithHeader(framework.HeaderDLQOffset, []byte(strconv.FormatInt(rec.Offset, 10))).
+			WithHeader(framework.HeaderDLQError, []byte(cause.Error()))
+		if err := t.emit(t.dlq, dl); err != nil {
+			return fmt.Errorf("dead-letter %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+		}
+		ev.Reason = "dead-letter"
+	}
+	t.cfg.Observer.Dropped(t.id, ev)
+	return nil
+}
+
+// emit stamps rec for output and places it in the outbox.
+func (t *Task) emit(output string, rec framework.Record) error {
+	n, err := t.cfg.OutputPartitions(output)
+	if err != nil {
+		return fmt.Errorf("partitions of %q: %w", output, err)
+	}
+	if n <= 0 {
+		return fmt.Errorf("output %q has %d partitions", output, n)
+	}
+	stamp, err := t.node.AppendStamp(nil, output)
+	if err != nil {
+		return err
+	}
+	part := t.cfg.Partition % n
+	if rec.Key != nil {
+		part = framework.PartitionFor(rec.Key, n)
+	}
+	if rec.Timestamp.IsZero() {
+		rec.Timestamp = t.stream
+		if t.current != nil {
+			rec.Timestamp = t.current.Timestamp
+		}
+	}
+	rec.Topic, rec.Partition, rec.Offset = "", 0, 0
+	rec = rec.WithHeader(causal.HeaderKey, stamp)
+	t.outbox = append(t.outbox, Output{Topic: output, Partition: part, Record: rec})
+	return nil
+}
+
+// Punctuate runs the wall-clock punctuations that are due at now.
+func (t *Task) Punctuate(now time.Time) error {
+	if t.err != nil {
+		return t.err
+	}
+	if err := t.punctuate(framework.WallClockTime, now); err != nil {
+		return t.fail(err)
+	}
+	return nil
+}
+
+func (t *Task) punctuate(typ framework.PunctuationType, now time.Time) error {
+	if now.IsZero() {
+		return nil
+	}
+	for _, s := range slices.Clone(t.schedules) {
+		if s.typ != typ || !slices.Contains(t.schedules, s) {
+			continue
+		}
+		if !s.anchored {
+			s.next, s.anchored = now.Add(s.interval), true
+			continue
+		}
+		if now.Before(s.next) {
+			continue
+		}
+		for !now.Before(s.next) {
+			s.next = s.next.Add(s.interval)
+		}
+		if err := s.fn(t.ctx, now); err != nil {
+			return fmt.Errorf("punctuate (%s): %w", typ, err)
+		}
+	}
+	return nil
+}
+
+// TakeOutputs returns the records emitted since the last call.
+func (t *Task) TakeOutputs() []Output {
+	out := t.outbox
+	t.outbox = nil
+	return out
+}
+
+// Snapshot returns what to commit now. The store changes it returns are
+// forgotten by the task: if the commit fails, rebuild the task from the last
+// committed state.
+func (t *Task) Snapshot() Snapshot {
+	s := Snapshot{Offsets: t.node.Committable(), Checkpoint: t.node.Checkpoint(), Changes: map[string][]store.Change{}}
+	for name, m := range t.kv {
+		if ch := m.TakeChanges(); len(ch) > 0 {
+			s.Changes[name] = ch
+		}
+	}
+	return s
+}
+
+// Status describes the task.
+func (t *Task) Status() Status {
+	return Status{ID: t.id, Channels: t.node.Status(), Held: t.node.Held(), Err: t.err}
+}
+
+// Close closes the processor.
+func (t *Task) Close() error {
+	if !t.started {
+		return nil
+	}
+	t.started = false
+	if err := t.proc.Close(); err != nil {
+		return fmt.Errorf("task %s: close: %w", t.id, err)
+	}
+	return nil
+}
+
+// KeyValueStore gives tests and the runtime's status read access to a store.
+func (t *Task) KeyValueStore(name string) (store.KeyValue, bool) {
+	m, ok := t.kv[name]
+	return m, ok
+}
+
+// taskContext is the framework.Context handed to the processor.
+type taskContext struct{ t *Task }
+
+var _ framework.Context = (*taskContext)(nil)
+
+func (c *taskContext) Forward(rec framework.Record) error {
+	for _, o := range c.t.outputs {
+		if err := c.t.emit(o, rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *taskContext) Emit(output string, rec framework.Record) error {
+	if !slices.Contains(c.t.outputs, output) {
+		return fmt.Errorf("processor %q: %w: %q", c.t.info.Name, framework.ErrUnknownOutput, output)
+	}
+	return c.t.emit(output, rec)
+}
+
+func (c *taskContext) KeyValueStore(name string) (store.KeyValue, error) {
+	m, ok := c.t.kv[name]
+	if !ok || c.t.specs[name].Kind != framework.KeyValueKind {
+		return nil, fmt.Errorf("processor %q: %w: key-value store %q", c.t.info.Name, framework.ErrUnknownStore, name)
+	}
+	return m, nil
+}
+
+func (c *taskContext) WindowStore(name string) (store.Window, error) {
+	w, ok := c.t.windows[name]
+	if !ok {
+		return nil, fmt.Errorf("processor %q: %w: window store %q", c.t.info.Name, framework.ErrUnknownStore, name)
+	}
+	return w, nil
+}
+
+func (c *taskContext) Schedule(interval time.Duration, typ framework.PunctuationType, fn framework.Punctuator) (framework.Cancel, error) {
+	if interval <= 0 {
+		return nil, fmt.Errorf("schedule: interval %v must be positive", interval)
+	}
+	if fn == nil {
+		return nil, errors.New("schedule: nil punctuator")
+	}
+	t := c.t
+	t.nextID++
+	s := &schedule{id: t.nextID, interval: interval, typ: typ, fn: fn}
+	now := t.stream
+	if typ == framework.WallClockTime {
+		now = t.cfg.Now()
+	}
+	if !now.IsZero() {
+		s.next, s.anchored = now.Add(interval), true
+	}
+	t.schedules = append(t.schedules, s)
+	return func() {
+		t.schedules = slices.DeleteFunc(t.schedules, func(x *schedule) bool { return x == s })
+	}, nil
+}
+
+func (c *taskContext) StreamTime() time.Time { return c.t.stream }
+func (c *taskContext) TaskID() string        { return c.t.id }
+func (c *taskContext) Partition() int32      { return c.t.cfg.Partition }
+func (c *taskContext) Outputs() []string     { return slices.Clone(c.t.outputs) }
+
+func (c *taskContext) Report(ev framework.DropEvent) { c.t.cfg.Observer.Dropped(c.t.id, ev) }

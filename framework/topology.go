@@ -1,0 +1,568 @@
+package framework
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/causeway-stream/causeway/causal"
+)
+
+// StoreKind says what a store holds.
+type StoreKind int
+
+const (
+	// KeyValueKind is a store.KeyValue.
+	KeyValueKind StoreKind = iota
+	// WindowKind is a store.Window.
+	WindowKind
+)
+
+// String names the kind.
+func (k StoreKind) String() string {
+	if k == WindowKind {
+		return "window"
+	}
+	return "key-value"
+}
+
+// StoreSpec declares a state store.
+type StoreSpec struct {
+	Name string
+	Kind StoreKind
+	// Retention, for window stores: windows starting longer ago than this
+	// (in stream time) may be dropped. Zero keeps everything.
+	Retention time.Duration
+}
+
+// KeyValueStore declares a key-value store.
+func KeyValueStore(name string) StoreSpec { return StoreSpec{Name: name, Kind: KeyValueKind} }
+
+// WindowStore declares a window store with a retention period.
+func WindowStore(name string, retention time.Duration) StoreSpec {
+	return StoreSpec{Name: name, Kind: WindowKind, Retention: retention}
+}
+
+// StoreUser is implemented by processors that can name the stores they use,
+// so that Build can check those are declared. The operators implement it.
+type StoreUser interface{ UsesStores() []string }
+
+// OutputUser is implemented by processors that can name the outputs they
+// emit to by name, so that Build can check those are declared.
+type OutputUser interface{ UsesOutputs() []string }
+
+// OutputInfo describes one output of a processor.
+type OutputInfo struct {
+	Topic string
+	// FedBy lists the inputs whose records lead to output here; nil: all.
+	FedBy []string
+	// Prune, when true, drops from stamps the topics no processor downstream
+	// of this output consumes. Only set for outputs nothing outside the
+	// topology reads.
+	Prune bool
+}
+
+// ProcessorInfo describes one processor of a built topology.
+type ProcessorInfo struct {
+	Name    string
+	Inputs  []string
+	Outputs []OutputInfo
+	Stores  []StoreSpec
+	New     func() Processor
+}
+
+// TopicInfo describes a topic a topology uses.
+type TopicInfo struct {
+	Name string
+	// Partitions is the declared partition count; 0 when the topic is
+	// external and the runtime learns it from the cluster.
+	Partitions int32
+	// Internal topics are created and owned by the application
+	// (repartition topics); they are read by nothing outside it.
+	Internal bool
+}
+
+// Builder collects a topology's processors and topics. Methods record
+// mistakes and Build reports them all; a Builder is not safe for concurrent
+// use.
+type Builder struct {
+	name        string
+	procs       []*ProcessorInfo
+	topics      map[string]*TopicInfo
+	topicOrder  []string
+	badInput    BadInputPolicy
+	deadLetter  string
+	allowCycles bool
+	errs        []error
+}
+
+// NewBuilder starts a topology called name (used in descriptions).
+func NewBuilder(name string) *Builder {
+	return &Builder{name: name, topics: map[string]*TopicInfo{}}
+}
+
+// ProcessorOpt configures one processor.
+type ProcessorOpt interface{ applyProc(*ProcessorInfo) }
+
+type procOptFunc func(*ProcessorInfo)
+
+func (f procOptFunc) applyProc(p *ProcessorInfo) { f(p) }
+
+// From names the processor's input topics. All inputs of one processor must
+// be co-partitioned: one task consumes partition i of each.
+func From(topics ...string) ProcessorOpt {
+	return procOptFunc(func(p *ProcessorInfo) { p.Inputs = append(p.Inputs, topics...) })
+}
+
+// OutputOpt configures one output.
+type OutputOpt interface{ applyOutput(*OutputInfo) }
+
+type outputOptFunc func(*OutputInfo)
+
+func (f outputOptFunc) applyOutput(o *OutputInfo) { f(o) }
+
+// To declares an output topic.
+func To(topic string, opts ...OutputOpt) ProcessorOpt {
+	return procOptFunc(func(p *ProcessorInfo) {
+		o := OutputInfo{Topic: topic}
+		for _, opt := range opts {
+			opt.applyOutput(&o)
+		}
+		p.Outputs = append(p.Outputs, o)
+	})
+}
+
+// FedBy says which inputs lead to records on this output. Default: every
+// input, which is always sound.
+func FedBy(inputs ...string) OutputOpt {
+	return outputOptFunc(func(o *OutputInfo) { o.FedBy = append(o.FedBy, inputs...) })
+}
+
+// PruneDownstream drops, from the clocks stamped on this output, topics no
+// processor downstream of it consumes. Default: off for topics the user
+// names, on for internal topics. Turn it on only for outputs that nothing
+// outside the topology reads.
+func PruneDownstream() OutputOpt {
+	return outputOptFunc(func(o *OutputInfo) { o.Prune = true })
+}
+
+// Stores declares the state stores the processor uses. Store names are
+// unique within a topology.
+func Stores(specs ...StoreSpec) ProcessorOpt {
+	return procOptFunc(func(p *ProcessorInfo) { p.Stores = append(p.Stores, specs...) })
+}
+
+// Processor adds a processor. newProc is called once per task to make its
+// instance (and once by Build, to ask it which stores and outputs it uses).
+func (b *Builder) Processor(name string, newProc func() Processor, opts ...ProcessorOpt) *Builder {
+	p := &ProcessorInfo{Name: name, New: newProc}
+	for _, o := range opts {
+		o.applyProc(p)
+	}
+	b.procs = append(b.procs, p)
+	return b
+}
+
+// TopicOpt configures a topic declaration.
+type TopicOpt interface{ applyTopic(*TopicInfo) }
+
+type topicOptFunc func(*TopicInfo)
+
+func (f topicOptFunc) applyTopic(t *TopicInfo) { f(t) }
+
+// Partitions sets the partition count the topic must have.
+func Partitions(n int32) TopicOpt {
+	return topicOptFunc(func(t *TopicInfo) { t.Partitions = n })
+}
+
+// Internal marks a topic as owned by the application (a repartition topic):
+// the runtime creates it, and its clocks are pruned to what the topology
+// reads downstream.
+func Internal() TopicOpt {
+	return topicOptFunc(func(t *TopicInfo) { t.Internal = true })
+}
+
+// Topic declares facts about a topic the processors use. Topics need no
+// declaration unless they are internal or must have a set partition count.
+func (b *Builder) Topic(name string, opts ...TopicOpt) *Builder {
+	if _, dup := b.topics[name]; dup {
+		b.errs = append(b.errs, fmt.Errorf("topic %q declared twice", name))
+		return b
+	}
+	t := &TopicInfo{Name: name}
+	for _, o := range opts {
+		o.applyTopic(t)
+	}
+	b.topics[name] = t
+	b.topicOrder = append(b.topicOrder, name)
+	return b
+}
+
+// OnBadInput sets what happens to records a processor cannot deserialize.
+// DeadLetter needs the dead-letter topic's name. Default: FailTask.
+func (b *Builder) OnBadInput(policy BadInputPolicy, deadLetterTopic string) *Builder {
+	b.badInput, b.deadLetter = policy, deadLetterTopic
+	return b
+}
+
+// AllowCycles permits processors to form cycles through topics longer than
+// a processor reading its own output. Off by default: such cycles are
+// usually a wiring mistake, and when meant, every record in them must
+// eventually stop producing more.
+func (b *Builder) AllowCycles() *Builder {
+	b.allowCycles = true
+	return b
+}
+
+// Topology is a validated, immutable topology.
+type Topology struct {
+	name       string
+	procs      []ProcessorInfo
+	topics     map[string]TopicInfo
+	badInput   BadInputPolicy
+	deadLetter string
+}
+
+// Build validates the topology and returns it, or an error matching
+// ErrInvalidTopology that names every problem found.
+func (b *Builder) Build() (*Topology, error) {
+	errs := slices.Clone(b.errs)
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if b.name == "" {
+		bad("topology has no name")
+	}
+	procNames := map[string]bool{}
+	storeOwner := map[string]string{}
+	used := map[string]bool{}
+	for _, p := range b.procs {
+		switch {
+		case p.Name == "":
+			bad("a processor has no name")
+		case procNames[p.Name]:
+			bad("processor %q declared twice", p.Name)
+		}
+		procNames[p.Name] = true
+		if p.New == nil {
+			bad("processor %q has no constructor", p.Name)
+		}
+		if len(p.Inputs) == 0 {
+			bad("processor %q has no inputs", p.Name)
+		}
+		ins := map[string]bool{}
+		for _, in := range p.Inputs {
+			if err := checkTopicName(in); err != nil {
+				bad("processor %q input %q: %v", p.Name, in, err)
+			}
+			if ins[in] {
+				bad("processor %q reads %q twice", p.Name, in)
+			}
+			ins[in] = true
+			used[in] = true
+		}
+		outs := map[string]bool{}
+		for _, o := range p.Outputs {
+			if err := checkTopicName(o.Topic); err != nil {
+				bad("processor %q output %q: %v", p.Name, o.Topic, err)
+			}
+			if outs[o.Topic] {
+				bad("processor %q writes %q twice", p.Name, o.Topic)
+			}
+			outs[o.Topic] = true
+			used[o.Topic] = true
+			for _, f := range o.FedBy {
+				if !ins[f] {
+					bad("processor %q output %q fed by %q, which is not one of its inputs", p.Name, o.Topic, f)
+				}
+			}
+		}
+		stores := map[string]bool{}
+		for _, s := range p.Stores {
+			if s.Name == "" {
+				bad("processor %q declares a store with no name", p.Name)
+			}
+			if owner, dup := storeOwner[s.Name]; dup {
+				bad("store %q declared by both %q and %q", s.Name, owner, p.Name)
+			}
+			storeOwner[s.Name] = p.Name
+			stores[s.Name] = true
+		}
+		if p.New != nil {
+			inst := p.New()
+			if inst == nil {
+				bad("processor %q constructor returned nil", p.Name)
+			}
+			if su, ok := inst.(StoreUser); ok {
+				for _, s := range su.UsesStores() {
+					if !stores[s] {
+						bad("processor %q uses store %q, which it does not declare", p.Name, s)
+					}
+				}
+			}
+			if ou, ok := inst.(OutputUser); ok {
+				for _, o := range ou.UsesOutputs() {
+					if !outs[o] {
+						bad("processor %q emits to %q, which it does not declare as an output", p.Name, o)
+					}
+				}
+			}
+		}
+	}
+	for _, name := range b.topicOrder {
+		if !used[name] {
+			bad("topic %q is declared but no processor reads or writes it", name)
+		}
+	}
+	switch {
+	case b.badInput == DeadLetter && b.deadLetter == "":
+		bad("the dead-letter policy needs a dead-letter topic")
+	case b.badInput == DeadLetter && used[b.deadLetter]:
+		bad("dead-letter topic %q is also read or written by a processor", b.deadLetter)
+	}
+	t := &Topology{name: b.name, topics: map[string]TopicInfo{}, badInput: b.badInput, deadLetter: b.deadLetter}
+	for _, p := range b.procs {
+		t.procs = append(t.procs, *p)
+		for _, tn := range append(slices.Clone(p.Inputs), outputTopics(p.Outputs)...) {
+			if _, ok := t.topics[tn]; !ok {
+				t.topics[tn] = TopicInfo{Name: tn}
+			}
+		}
+	}
+	for name, ti := range b.topics {
+		t.topics[name] = *ti
+	}
+	if !b.allowCycles {
+		if cycle := t.findCycle(); cycle != nil {
+			bad("processors form a cycle through topics: %s (AllowCycles permits it)", strings.Join(cycle, " -> "))
+		}
+	}
+	if len(errs) > 0 {
+		msgs := make([]string, len(errs))
+		for i, e := range errs {
+			msgs[i] = e.Error()
+		}
+		return nil, fmt.Errorf("%w %q: %s", ErrInvalidTopology, b.name, strings.Join(msgs, "; "))
+	}
+	for i := range t.procs {
+		for j := range t.procs[i].Outputs {
+			o := &t.procs[i].Outputs[j]
+			o.Prune = o.Prune || t.topics[o.Topic].Internal
+		}
+	}
+	return t, nil
+}
+
+func checkTopicName(t string) error {
+	switch {
+	case t == "":
+		return causal.ErrEmptyTopic
+	case len(t) > causal.MaxTopicLen:
+		return causal.ErrTopicTooLong
+	}
+	return nil
+}
+
+func outputTopics(os []OutputInfo) []string {
+	out := make([]string, len(os))
+	for i, o := range os {
+		out[i] = o.Topic
+	}
+	return out
+}
+
+// findCycle returns a cycle of two or more processors (through topics), or
+// nil. A processor that reads its own output is not reported.
+func (t *Topology) findCycle() []string {
+	next := map[string][]string{} // processor -> processors reading its outputs
+	for _, p := range t.procs {
+		for _, q := range t.procs {
+			if p.Name == q.Name {
+				continue
+			}
+			for _, o := range p.Outputs {
+				if slices.Contains(q.Inputs, o.Topic) {
+					next[p.Name] = append(next[p.Name], q.Name)
+					break
+				}
+			}
+		}
+	}
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := map[string]int{}
+	var stack []string
+	var found []string
+	var visit func(string) bool
+	visit = func(n string) bool {
+		color[n] = grey
+		stack = append(stack, n)
+		for _, m := range next[n] {
+			if color[m] == grey {
+				i := slices.Index(stack, m)
+				found = append(slices.Clone(stack[i:]), m)
+				return true
+			}
+			if color[m] == white && visit(m) {
+				return true
+			}
+		}
+		stack = stack[:len(stack)-1]
+		color[n] = black
+		return false
+	}
+	for _, p := range t.procs {
+		if color[p.Name] == white && visit(p.Name) {
+			return found
+		}
+	}
+	return nil
+}
+
+// Name is the topology's name.
+func (t *Topology) Name() string { return t.name }
+
+// Processors describes the processors in the order they were added.
+func (t *Topology) Processors() []ProcessorInfo { return slices.Clone(t.procs) }
+
+// Processor returns one processor's description.
+func (t *Topology) Processor(name string) (ProcessorInfo, bool) {
+	for _, p := range t.procs {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return ProcessorInfo{}, false
+}
+
+// Topics describes every topic the topology reads or writes, by name.
+func (t *Topology) Topics() []TopicInfo {
+	out := make([]TopicInfo, 0, len(t.topics))
+	for _, ti := range t.topics {
+		out = append(out, ti)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Topic describes one topic.
+func (t *Topology) Topic(name string) (TopicInfo, bool) {
+	ti, ok := t.topics[name]
+	return ti, ok
+}
+
+// BadInput returns the bad-input policy and the dead-letter topic.
+func (t *Topology) BadInput() (BadInputPolicy, string) { return t.badInput, t.deadLetter }
+
+// SourceTopics lists the topics that processors read and no processor
+// writes: where data enters the topology.
+func (t *Topology) SourceTopics() []string {
+	written := map[string]bool{}
+	for _, p := range t.procs {
+		for _, o := range p.Outputs {
+			written[o.Topic] = true
+		}
+	}
+	var out []string
+	for _, p := range t.procs {
+		for _, in := range p.Inputs {
+			if !written[in] && !slices.Contains(out, in) {
+				out = append(out, in)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// CheckPartitions checks the topology against the partition counts of its
+// topics (from the cluster, or declared): every processor's inputs must have
+// the same count, and declared counts must match. Missing counts are errors.
+func (t *Topology) CheckPartitions(counts map[string]int32) error {
+	var errs []string
+	for _, ti := range t.Topics() {
+		if ti.Partitions > 0 {
+			if c, ok := counts[ti.Name]; ok && c != ti.Partitions {
+				errs = append(errs, fmt.Sprintf("topic %q has %d partitions, the topology declares %d", ti.Name, c, ti.Partitions))
+			}
+		}
+	}
+	for _, p := range t.procs {
+		var parts []string
+		var first int32 = -1
+		mismatch := false
+		for _, in := range p.Inputs {
+			c, ok := counts[in]
+			if !ok {
+				errs = append(errs, fmt.Sprintf("processor %q: partition count of input %q unknown", p.Name, in))
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s=%d", in, c))
+			if first < 0 {
+				first = c
+			} else if c != first {
+				mismatch = true
+			}
+		}
+		if mismatch {
+			errs = append(errs, fmt.Sprintf("processor %q: %v (%s)", p.Name, ErrNotCoPartitioned, strings.Join(parts, ", ")))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %s", ErrNotCoPartitioned, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// downstreamInputs returns the input topics of every processor reachable
+// from topic, sorted.
+func (t *Topology) downstreamInputs(topic string) []string {
+	seen := map[string]bool{}
+	keep := map[string]bool{}
+	queue := []string{topic}
+	for len(queue) > 0 {
+		tp := queue[0]
+		queue = queue[1:]
+		for _, p := range t.procs {
+			if seen[p.Name] || !slices.Contains(p.Inputs, tp) {
+				continue
+			}
+			seen[p.Name] = true
+			for _, in := range p.Inputs {
+				keep[in] = true
+			}
+			queue = append(queue, outputTopics(p.Outputs)...)
+		}
+	}
+	out := make([]string, 0, len(keep))
+	for k := range keep {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// NodeOptions returns the causal node configuration of one processor's
+// tasks: its inputs, its outputs with what feeds them and, for pruned
+// outputs, the topics gates downstream read.
+func (t *Topology) NodeOptions(processor string) ([]causal.NodeOpt, error) {
+	p, ok := t.Processor(processor)
+	if !ok {
+		return nil, fmt.Errorf("%w: no processor %q", ErrInvalidTopology, processor)
+	}
+	opts := []causal.NodeOpt{causal.Inputs(p.Inputs...)}
+	for _, o := range p.Outputs {
+		var oo []causal.OutputOpt
+		if o.FedBy != nil {
+			oo = append(oo, causal.FedBy(o.FedBy...))
+		}
+		if o.Prune {
+			oo = append(oo, causal.PruneTo(t.downstreamInputs(o.Topic)...))
+		}
+		opts = append(opts, causal.Output(o.Topic, oo...))
+	}
+	return opts, nil
+}
