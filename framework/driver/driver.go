@@ -296,11 +296,17 @@ func (d *Driver) step(ts *taskState) (bool, error) {
 	return moved, nil
 }
 
+// commit appends a task's outputs to their topics and records its snapshot,
+// as one transaction. A failed task commits nothing.
 func (d *Driver) commit(ts *taskState) {
-	for _, o := range ts.t.TakeOutputs() {
+	snap, err := ts.t.Snapshot()
+	outs := ts.t.TakeOutputs()
+	if err != nil {
+		return
+	}
+	for _, o := range outs {
 		d.append(o.Topic, o.Partition, o.Record)
 	}
-	snap := ts.t.Snapshot()
 	for name, changes := range snap.Changes {
 		ts.changelog[name] = append(ts.changelog[name], changes...)
 	}

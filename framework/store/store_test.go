@@ -74,7 +74,8 @@ func TestChangeCaptureAndRestore(t *testing.T) {
 	require.NoError(t, r.Put([]byte("b"), []byte("stale")))
 	require.NoError(t, r.Restore(changes))
 	assert.Equal(t, keys(m, "", ""), keys(r, "", ""))
-	assert.Empty(t, r.TakeChanges()[1:], "restore records nothing beyond the earlier put")
+	assert.Equal(t, []store.Change{{Key: []byte("b"), Value: []byte("stale")}}, r.TakeChanges(),
+		"restore records nothing; only the put before it is a change")
 }
 
 func TestWindowStore(t *testing.T) {

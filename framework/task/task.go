@@ -379,7 +379,8 @@ func (t *Task) punctuate(typ framework.PunctuationType, now time.Time) error {
 	return nil
 }
 
-// TakeOutputs returns the records emitted since the last call.
+// TakeOutputs returns the records emitted since the last call. Take them
+// together with Snapshot: outputs and offsets belong to one transaction.
 func (t *Task) TakeOutputs() []Output {
 	out := t.outbox
 	t.outbox = nil
@@ -388,15 +389,21 @@ func (t *Task) TakeOutputs() []Output {
 
 // Snapshot returns what to commit now. The store changes it returns are
 // forgotten by the task: if the commit fails, rebuild the task from the last
-// committed state.
-func (t *Task) Snapshot() Snapshot {
+// committed state. A failed task has no snapshot: its gate already counts
+// the record that failed as delivered (delivery precedes processing), so
+// its offsets must not be committed; it returns the failure instead, and the
+// caller commits nothing of the task since its last snapshot.
+func (t *Task) Snapshot() (Snapshot, error) {
+	if t.err != nil {
+		return Snapshot{}, t.err
+	}
 	s := Snapshot{Offsets: t.node.Committable(), Checkpoint: t.node.Checkpoint(), Changes: map[string][]store.Change{}}
 	for name, m := range t.kv {
 		if ch := m.TakeChanges(); len(ch) > 0 {
 			s.Changes[name] = ch
 		}
 	}
-	return s
+	return s, nil
 }
 
 // Status describes the task.

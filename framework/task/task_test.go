@@ -1,0 +1,207 @@
+package task_test
+
+import (
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/framework/serde"
+	"github.com/causeway-stream/causeway/framework/task"
+)
+
+type recorder struct{ events []framework.DropEvent }
+
+func (r *recorder) Dropped(_ string, ev framework.DropEvent) { r.events = append(r.events, ev) }
+
+// numbers forwards values that parse as int64 varints, doubled.
+func numbers() framework.Processor {
+	return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
+		if err := ctx.Forward(framework.Record{Value: []byte("emitted before decoding")}); err != nil {
+			return err
+		}
+		n, err := strconv.ParseInt(string(rec.Value), 10, 64)
+		if err != nil {
+			return framework.ValueError(rec, err)
+		}
+		return ctx.Forward(framework.Record{Key: rec.Key, Value: []byte(strconv.FormatInt(2*n, 10))})
+	})
+}
+
+func newTask(t *testing.T, policy framework.BadInputPolicy, obs task.Observer) *task.Task {
+	t.Helper()
+	b := framework.NewBuilder("t").Processor("double", numbers, framework.From("in"), framework.To("out"))
+	if policy != framework.FailTask {
+		b.OnBadInput(policy, "dlq")
+	}
+	topo, err := b.Build()
+	require.NoError(t, err)
+	tk, err := task.New(task.Config{Topology: topo, Processor: "double", Partition: 0,
+		OutputPartitions: func(string) (int32, error) { return 1, nil }, Observer: obs})
+	require.NoError(t, err)
+	require.NoError(t, tk.Seed("in", 0))
+	require.NoError(t, tk.Start())
+	return tk
+}
+
+func in(off int64, v string) framework.Record {
+	return framework.Record{Topic: "in", Offset: off, Value: []byte(v), Headers: []framework.Header{{Key: "trace", Value: []byte("t-1")}}}
+}
+
+func TestBadInputPolicies(t *testing.T) {
+	t.Run("fail task (default)", func(t *testing.T) {
+		obs := &recorder{}
+		tk := newTask(t, framework.FailTask, obs)
+		err := tk.Receive(in(0, "x"))
+		require.ErrorIs(t, err, framework.ErrDeserialize)
+		assert.Contains(t, err.Error(), "in/0 at offset 0")
+		assert.ErrorIs(t, tk.Receive(in(1, "1")), framework.ErrDeserialize, "the failure is sticky")
+		_, err = tk.Snapshot()
+		assert.ErrorIs(t, err, framework.ErrDeserialize, "a failed task has nothing to commit")
+		assert.Empty(t, obs.events)
+	})
+	t.Run("log and skip", func(t *testing.T) {
+		obs := &recorder{}
+		tk := newTask(t, framework.LogAndSkip, obs)
+		require.NoError(t, tk.Receive(in(0, "x")))
+		require.NoError(t, tk.Receive(in(1, "21")))
+		outs := tk.TakeOutputs()
+		var values []string
+		for _, o := range outs {
+			values = append(values, string(o.Record.Value))
+		}
+		assert.Equal(t, []string{"emitted before decoding", "42"}, values, "outputs of the bad record are discarded")
+		require.Len(t, obs.events, 1)
+		assert.Equal(t, "skipped", obs.events[0].Reason)
+		snap, err := tk.Snapshot()
+		require.NoError(t, err)
+		assert.EqualValues(t, 2, snap.Offsets[0].Offset, "a skipped record counts as delivered")
+	})
+	t.Run("dead letter", func(t *testing.T) {
+		obs := &recorder{}
+		tk := newTask(t, framework.DeadLetter, obs)
+		require.NoError(t, tk.Receive(in(0, "x")))
+		outs := tk.TakeOutputs()
+		require.Len(t, outs, 1)
+		dl := outs[0]
+		assert.Equal(t, "dlq", dl.Topic)
+		assert.Equal(t, "x", string(dl.Record.Value))
+		for k, want := range map[string]string{
+			framework.HeaderDLQTopic: "in", framework.HeaderDLQPartition: "0", framework.HeaderDLQOffset: "0", "trace": "t-1",
+		} {
+			got, ok := dl.Record.Header(k)
+			require.True(t, ok, k)
+			assert.Equal(t, want, string(got), k)
+		}
+		msg, _ := dl.Record.Header(framework.HeaderDLQError)
+		assert.Contains(t, string(msg), "invalid syntax")
+		_, stamped := dl.Record.Header(causal.HeaderKey)
+		assert.True(t, stamped)
+		require.Len(t, obs.events, 1)
+		assert.Equal(t, "dead-letter", obs.events[0].Reason)
+	})
+}
+
+// A processor error that is not about bad input always fails the task.
+func TestProcessorErrorFailsTask(t *testing.T) {
+	boom := errors.New("boom")
+	topo, err := framework.NewBuilder("t").Processor("p", func() framework.Processor {
+		return framework.ProcessorFunc(func(framework.Context, framework.Record) error { return boom })
+	}, framework.From("in")).OnBadInput(framework.LogAndSkip, "").Build()
+	require.NoError(t, err)
+	tk, err := task.New(task.Config{Topology: topo, Processor: "p"})
+	require.NoError(t, err)
+	require.NoError(t, tk.Seed("in", 0))
+	require.NoError(t, tk.Start())
+	assert.ErrorIs(t, tk.Receive(in(0, "1")), boom)
+	assert.ErrorIs(t, tk.Err(), boom)
+}
+
+func TestContextRejectsUndeclaredNames(t *testing.T) {
+	var emitErr, kvErr, winErr error
+	topo, err := framework.NewBuilder("t").Processor("p", func() framework.Processor {
+		return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
+			emitErr = ctx.Emit("nope", rec)
+			_, kvErr = ctx.KeyValueStore("w")
+			_, winErr = ctx.WindowStore("missing")
+			return nil
+		})
+	}, framework.From("in"), framework.To("out"), framework.Stores(framework.WindowStore("w", time.Hour))).Build()
+	require.NoError(t, err)
+	tk, err := task.New(task.Config{Topology: topo, Processor: "p", OutputPartitions: func(string) (int32, error) { return 1, nil }})
+	require.NoError(t, err)
+	require.NoError(t, tk.Seed("in", 0))
+	require.NoError(t, tk.Start())
+	require.NoError(t, tk.Receive(in(0, "1")))
+	assert.ErrorIs(t, emitErr, framework.ErrUnknownOutput)
+	assert.ErrorIs(t, kvErr, framework.ErrUnknownStore, "a window store is not a key-value store")
+	assert.ErrorIs(t, winErr, framework.ErrUnknownStore)
+}
+
+// Stream-time punctuation fires as record timestamps pass each interval.
+func TestStreamTimePunctuation(t *testing.T) {
+	var fired []time.Time
+	topo, err := framework.NewBuilder("t").Processor("p", func() framework.Processor {
+		return &streamTicker{fired: &fired}
+	}, framework.From("in")).Build()
+	require.NoError(t, err)
+	tk, err := task.New(task.Config{Topology: topo, Processor: "p"})
+	require.NoError(t, err)
+	require.NoError(t, tk.Seed("in", 0))
+	require.NoError(t, tk.Start())
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, sec := range []int{0, 30, 59, 61, 62, 200} {
+		rec := in(int64(i), "1")
+		rec.Timestamp = t0.Add(time.Duration(sec) * time.Second)
+		require.NoError(t, tk.Receive(rec))
+	}
+	assert.Equal(t, []time.Time{t0.Add(61 * time.Second), t0.Add(200 * time.Second)}, fired)
+}
+
+type streamTicker struct{ fired *[]time.Time }
+
+func (p *streamTicker) Init(framework.Context) error { return nil }
+func (p *streamTicker) Close() error                 { return nil }
+func (p *streamTicker) Process(ctx framework.Context, rec framework.Record) error {
+	if rec.Offset == 0 {
+		_, err := ctx.Schedule(time.Minute, framework.StreamTime, func(_ framework.Context, now time.Time) error {
+			*p.fired = append(*p.fired, now)
+			return nil
+		})
+		return err
+	}
+	return nil
+}
+
+// A corrupt clock header fails the task, naming channel and offset.
+func TestCorruptClockFailsTask(t *testing.T) {
+	tk := newTask(t, framework.LogAndSkip, &recorder{})
+	rec := in(0, "1").WithHeader(causal.HeaderKey, []byte{9})
+	err := tk.Receive(rec)
+	require.ErrorIs(t, err, causal.ErrCorruptClock)
+	assert.Contains(t, err.Error(), "in/0 at offset 0")
+	assert.ErrorIs(t, tk.Status().Err, causal.ErrCorruptClock)
+}
+
+// Keys decide the output partition as Kafka's default partitioner does.
+func TestOutputsArePartitionedByKey(t *testing.T) {
+	topo, err := framework.NewBuilder("t").Processor("p", func() framework.Processor {
+		return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error { return ctx.Forward(rec) })
+	}, framework.From("in"), framework.To("out")).Build()
+	require.NoError(t, err)
+	tk, err := task.New(task.Config{Topology: topo, Processor: "p", OutputPartitions: func(string) (int32, error) { return 7, nil }})
+	require.NoError(t, err)
+	require.NoError(t, tk.Seed("in", 0))
+	require.NoError(t, tk.Start())
+	v, err := serde.String().Serialize("v")
+	require.NoError(t, err)
+	require.NoError(t, tk.Receive(framework.Record{Topic: "in", Offset: 0, Key: []byte("foobar"), Value: v}))
+	outs := tk.TakeOutputs()
+	require.Len(t, outs, 1)
+	assert.Equal(t, framework.PartitionFor([]byte("foobar"), 7), outs[0].Partition)
+}
