@@ -169,6 +169,8 @@ func (o observer) Dropped(id string, ev framework.DropEvent) {
 	o.d.dropped = append(o.d.dropped, Dropped{Task: id, Event: ev})
 }
 
+func (o observer) Delivered(string, time.Duration) {}
+
 func (d *Driver) partitionCount(topic string) (int32, error) {
 	ps, ok := d.topics[topic]
 	if !ok {

@@ -17,15 +17,24 @@ import (
 	"github.com/causeway-stream/causeway/framework/store"
 )
 
-// Observer hears about records a task did not turn into output on purpose,
-// so the runtime can log and count them. Nothing is dropped without a call.
+// Observer hears what a task does, for logs and metrics: every record it
+// did not turn into output on purpose (nothing is dropped without a call),
+// and how long each delivered record waited at the gate.
 type Observer interface {
 	Dropped(task string, ev framework.DropEvent)
+	Delivered(task string, waited time.Duration)
 }
 
 type nopObserver struct{}
 
 func (nopObserver) Dropped(string, framework.DropEvent) {}
+func (nopObserver) Delivered(string, time.Duration)     {}
+
+// received is what the gate holds: the record and when it arrived.
+type received struct {
+	rec framework.Record
+	at  time.Time
+}
 
 // Config describes the task to build.
 type Config struct {
@@ -86,7 +95,7 @@ type Task struct {
 	info      framework.ProcessorInfo
 	policy    framework.BadInputPolicy
 	dlq       string
-	node      *causal.Node[framework.Record]
+	node      *causal.Node[received]
 	proc      framework.Processor
 	kv        map[string]*store.Memory
 	windows   map[string]store.Window
@@ -132,7 +141,7 @@ func New(cfg Config) (*Task, error) {
 	if cfg.GateOff {
 		opts = append(opts, causal.DeliverOnArrival())
 	}
-	node, err := causal.NewNode[framework.Record](opts...)
+	node, err := causal.NewNode[received](opts...)
 	if err != nil {
 		return nil, fmt.Errorf("task: %w", err)
 	}
@@ -239,7 +248,7 @@ func (t *Task) Receive(rec framework.Record) error {
 	}
 	header, present := rec.Header(causal.HeaderKey)
 	ch := causal.Channel{Topic: rec.Topic, Partition: rec.Partition}
-	if _, err := t.node.ReceiveHeader(ch, rec.Offset, header, present, rec); err != nil {
+	if _, err := t.node.ReceiveHeader(ch, rec.Offset, header, present, received{rec: rec, at: t.cfg.Now()}); err != nil {
 		return t.fail(err)
 	}
 	return t.drain()
@@ -263,7 +272,10 @@ func (t *Task) drain() error {
 		if !ok {
 			return nil
 		}
-		if err := t.process(d.Payload); err != nil {
+		if !d.Payload.at.IsZero() {
+			t.cfg.Observer.Delivered(t.id, t.cfg.Now().Sub(d.Payload.at))
+		}
+		if err := t.process(d.Payload.rec); err != nil {
 			return t.fail(err)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 type recorder struct{ events []framework.DropEvent }
 
 func (r *recorder) Dropped(_ string, ev framework.DropEvent) { r.events = append(r.events, ev) }
+func (r *recorder) Delivered(string, time.Duration)          {}
 
 // numbers forwards values that parse as int64 varints, doubled.
 func numbers() framework.Processor {

@@ -1,0 +1,222 @@
+// Package runtime runs a topology against Kafka: one worker process holds a
+// consumer-group member and a transactional producer, runs one task per
+// assigned (processor, partition index) with the causal gate in front of
+// it, and commits outputs, store changes, gate checkpoints and offsets in one
+// transaction (exactly-once, KIP-447). It serves health, readiness,
+// Prometheus metrics and task status over HTTP. Module wires it with fx.
+package runtime
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// ErrInvalidConfig is matched by every configuration error.
+var ErrInvalidConfig = errors.New("invalid configuration")
+
+// Config is what a worker needs to run. Load builds it from flags and
+// environment; every field documents its flag, variable and default.
+type Config struct {
+	// ApplicationID names the application: the consumer group, the prefix
+	// of internal topics and transactional ids. Required.
+	// Flag --application-id, env CAUSEWAY_APPLICATION_ID.
+	ApplicationID string
+	// BootstrapServers lists Kafka brokers, comma-separated. Empty starts
+	// the embedded broker instead. Flag --bootstrap-servers, env
+	// CAUSEWAY_BOOTSTRAP_SERVERS.
+	BootstrapServers string
+	// CommitInterval is how often the worker commits a transaction.
+	// Default 100ms. Flag --commit-interval, env CAUSEWAY_COMMIT_INTERVAL.
+	CommitInterval time.Duration
+	// StateDir holds the worker's instance id (and the embedded broker's
+	// data). Default ./causeway-state. Flag --state-dir, env
+	// CAUSEWAY_STATE_DIR.
+	StateDir string
+	// HTTPAddr is where /healthz, /readyz, /metrics and /status are
+	// served. Default 127.0.0.1:8080; empty disables the server. Flag
+	// --http-addr, env CAUSEWAY_HTTP_ADDR.
+	HTTPAddr string
+	// InstanceID names this worker among the application's workers; it
+	// makes the transactional id, so a restarted worker fences its previous
+	// incarnation at once. Default: a random id kept in StateDir. Flag
+	// --instance-id, env CAUSEWAY_INSTANCE_ID.
+	InstanceID string
+	// AutoOffsetReset is where a partition with no committed offset
+	// starts: "earliest" (default) or "latest". Flag --auto-offset-reset.
+	AutoOffsetReset string
+	// AllowOffsetReset lets the worker go on when a committed offset is
+	// out of range (data lost to retention). Off by default: the task
+	// fails instead. Flag --allow-offset-reset.
+	AllowOffsetReset bool
+	// CreateTopics creates missing source and output topics with
+	// DefaultPartitions partitions. Internal topics are always created.
+	// Default: on with the embedded broker, off otherwise. Flag
+	// --create-topics.
+	CreateTopics bool
+	// DefaultPartitions is the partition count of topics the worker
+	// creates. Default 4. Flag --default-partitions.
+	DefaultPartitions int
+	// MaxHeldPerChannel bounds one channel's hold queue: above it the
+	// partition is paused until the queue halves. Default 10000. Flag
+	// --max-held-per-channel.
+	MaxHeldPerChannel int
+	// ShutdownTimeout bounds a graceful stop. Default 10s. Flag
+	// --shutdown-timeout.
+	ShutdownTimeout time.Duration
+	// GateOff delivers records on arrival, ignoring clocks. For
+	// measurements and demonstrations only. Flag --gate=off.
+	GateOff bool
+	// Development switches logs to a human-readable console format.
+	// Flag --dev, env CAUSEWAY_DEV.
+	Development bool
+	// Kafka holds librdkafka properties passed through to every client
+	// (security.protocol, sasl.*, ssl.*, or tuning), overriding the
+	// worker's defaults. Flag --kafka key=value (repeatable), env
+	// CAUSEWAY_KAFKA_<PROPERTY> with dots written as underscores
+	// (CAUSEWAY_KAFKA_SASL_MECHANISM=PLAIN).
+	Kafka map[string]string
+}
+
+// DefaultConfig returns the defaults documented on Config.
+func DefaultConfig() Config {
+	return Config{
+		CommitInterval:    100 * time.Millisecond,
+		StateDir:          "causeway-state",
+		HTTPAddr:          "127.0.0.1:8080",
+		AutoOffsetReset:   "earliest",
+		DefaultPartitions: 4,
+		MaxHeldPerChannel: 10_000,
+		ShutdownTimeout:   10 * time.Second,
+		Kafka:             map[string]string{},
+	}
+}
+
+// kafkaFlag collects repeated --kafka key=value flags.
+type kafkaFlag map[string]string
+
+func (k kafkaFlag) String() string {
+	keys := make([]string, 0, len(k))
+	for key := range k {
+		keys = append(keys, key+"="+k[key])
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ",")
+}
+
+func (k kafkaFlag) Set(v string) error {
+	key, val, ok := strings.Cut(v, "=")
+	if !ok || key == "" {
+		return fmt.Errorf("want key=value, got %q", v)
+	}
+	k[key] = val
+	return nil
+}
+
+// Load reads the configuration from the environment, then the flags in
+// args (flags win), and validates it.
+func Load(args []string, env func(string) string) (Config, error) {
+	if env == nil {
+		env = os.Getenv
+	}
+	c := DefaultConfig()
+	createTopics := ""
+	gate := "on"
+	fs := flag.NewFlagSet("causeway", flag.ContinueOnError)
+	fs.SetOutput(new(strings.Builder))
+	fs.StringVar(&c.ApplicationID, "application-id", env("CAUSEWAY_APPLICATION_ID"), "application id (consumer group and topic prefix)")
+	fs.StringVar(&c.BootstrapServers, "bootstrap-servers", env("CAUSEWAY_BOOTSTRAP_SERVERS"), "Kafka brokers; empty starts the embedded broker")
+	fs.DurationVar(&c.CommitInterval, "commit-interval", envDuration(env, "CAUSEWAY_COMMIT_INTERVAL", c.CommitInterval), "transaction commit interval")
+	fs.StringVar(&c.StateDir, "state-dir", envOr(env, "CAUSEWAY_STATE_DIR", c.StateDir), "state directory")
+	fs.StringVar(&c.HTTPAddr, "http-addr", envOr(env, "CAUSEWAY_HTTP_ADDR", c.HTTPAddr), "HTTP address for health, metrics and status; empty disables")
+	fs.StringVar(&c.InstanceID, "instance-id", env("CAUSEWAY_INSTANCE_ID"), "this worker's stable id (default: kept in the state dir)")
+	fs.StringVar(&c.AutoOffsetReset, "auto-offset-reset", envOr(env, "CAUSEWAY_AUTO_OFFSET_RESET", c.AutoOffsetReset), "earliest or latest")
+	fs.BoolVar(&c.AllowOffsetReset, "allow-offset-reset", env("CAUSEWAY_ALLOW_OFFSET_RESET") == "true", "go on when a committed offset is out of range")
+	fs.StringVar(&createTopics, "create-topics", env("CAUSEWAY_CREATE_TOPICS"), "create missing topics (default: only with the embedded broker)")
+	fs.IntVar(&c.DefaultPartitions, "default-partitions", c.DefaultPartitions, "partitions of topics the worker creates")
+	fs.IntVar(&c.MaxHeldPerChannel, "max-held-per-channel", c.MaxHeldPerChannel, "hold-queue bound per channel before pausing it")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound on a graceful stop")
+	fs.StringVar(&gate, "gate", envOr(env, "CAUSEWAY_GATE", gate), "on, or off to deliver without causal order (demonstrations only)")
+	fs.BoolVar(&c.Development, "dev", env("CAUSEWAY_DEV") == "true", "console logs")
+	kafka := kafkaFlag(c.Kafka)
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "CAUSEWAY_KAFKA_") && env(k) != "" {
+			kafka[strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(k, "CAUSEWAY_KAFKA_"), "_", "."))] = v
+		}
+	}
+	fs.Var(kafka, "kafka", "librdkafka property key=value (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return c, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	switch createTopics {
+	case "":
+		c.CreateTopics = c.BootstrapServers == ""
+	case "true", "1", "on":
+		c.CreateTopics = true
+	case "false", "0", "off":
+	default:
+		return c, fmt.Errorf("%w: --create-topics %q: want true or false", ErrInvalidConfig, createTopics)
+	}
+	switch gate {
+	case "on":
+	case "off":
+		c.GateOff = true
+	default:
+		return c, fmt.Errorf("%w: --gate %q: want on or off", ErrInvalidConfig, gate)
+	}
+	return c, c.Validate()
+}
+
+func envOr(env func(string) string, key, def string) string {
+	if v := env(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func envDuration(env func(string) string, key string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(env(key)); err == nil {
+		return d
+	}
+	return def
+}
+
+var validID = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+// Validate checks the configuration, naming the first bad setting.
+func (c Config) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.ApplicationID == "":
+		return bad("application id is required (--application-id or CAUSEWAY_APPLICATION_ID)")
+	case !validID.MatchString(c.ApplicationID):
+		return bad("application id %q: use letters, digits, '.', '_' and '-'", c.ApplicationID)
+	case c.InstanceID != "" && !validID.MatchString(c.InstanceID):
+		return bad("instance id %q: use letters, digits, '.', '_' and '-'", c.InstanceID)
+	case c.CommitInterval <= 0:
+		return bad("commit interval %v must be positive", c.CommitInterval)
+	case c.AutoOffsetReset != "earliest" && c.AutoOffsetReset != "latest":
+		return bad("auto offset reset %q: want earliest or latest", c.AutoOffsetReset)
+	case c.DefaultPartitions <= 0:
+		return bad("default partitions %d must be positive", c.DefaultPartitions)
+	case c.MaxHeldPerChannel <= 0:
+		return bad("max held per channel %d must be positive", c.MaxHeldPerChannel)
+	case c.ShutdownTimeout <= 0:
+		return bad("shutdown timeout %v must be positive", c.ShutdownTimeout)
+	case c.StateDir == "":
+		return bad("state dir is required")
+	}
+	for _, k := range []string{"group.id", "transactional.id", "isolation.level", "enable.auto.commit", "enable.partition.eof"} {
+		if _, ok := c.Kafka[k]; ok {
+			return bad("kafka property %q is set by the worker and cannot be overridden", k)
+		}
+	}
+	return nil
+}

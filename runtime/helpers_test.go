@@ -1,0 +1,224 @@
+package runtime_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/runtime"
+	"github.com/causeway-stream/causeway/runtime/embedded"
+)
+
+// TestMain doubles as the worker binary for the crash and rebalance tests:
+// with CAUSEWAY_TEST_WORKER set, the test binary runs the shop topology as
+// a worker process (configured by the usual flags and variables).
+func TestMain(m *testing.M) {
+	if os.Getenv("CAUSEWAY_TEST_WORKER") != "" {
+		os.Exit(runtime.Run(shopTopology()))
+	}
+	goleak.VerifyTestMain(m,
+		// librdkafka's Go binding keeps one goroutine per process that
+		// outlives clients to serve its log channel; it is not ours.
+		goleak.IgnoreAnyFunction("github.com/confluentinc/confluent-kafka-go/v2/kafka.(*handle).eventPoll"),
+	)
+}
+
+// shopTopology: the ledger sees orders and payments (co-partitioned by order
+// id). A payment for an order the ledger has not seen is an anomaly the
+// causal gate must prevent; each payment's verdict carries the running count
+// of payments for its order, so duplicates and losses show as gaps or
+// repeats.
+func shopTopology() *framework.Topology {
+	topo, err := framework.NewBuilder("shop").
+		Processor("ledger", func() framework.Processor {
+			return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
+				orders, err := ctx.KeyValueStore("orders")
+				if err != nil {
+					return err
+				}
+				if rec.Topic == "orders" {
+					return orders.Put(rec.Key, rec.Value)
+				}
+				_, known, err := orders.Get(rec.Key)
+				if err != nil {
+					return err
+				}
+				paid, err := ctx.KeyValueStore("paid")
+				if err != nil {
+					return err
+				}
+				n := 0
+				if b, ok, err := paid.Get(rec.Key); err != nil {
+					return err
+				} else if ok {
+					n, _ = strconv.Atoi(string(b))
+				}
+				n++
+				if err := paid.Put(rec.Key, []byte(strconv.Itoa(n))); err != nil {
+					return err
+				}
+				verdict := fmt.Sprintf("%s known=%v n=%d", rec.Value, known, n)
+				return ctx.Forward(framework.Record{Key: rec.Key, Value: []byte(verdict)})
+			})
+		}, framework.From("orders", "payments"), framework.To("verdicts"),
+			framework.Stores(framework.KeyValueStore("orders"), framework.KeyValueStore("paid"))).
+		Build()
+	if err != nil {
+		panic(err) // a test fixture: the topology is a constant
+	}
+	return topo
+}
+
+func startBroker(t *testing.T, opts ...embedded.Opt) *embedded.Broker {
+	t.Helper()
+	b, err := embedded.Start(opts...)
+	require.NoError(t, err)
+	t.Cleanup(b.Close)
+	return b
+}
+
+func createTopics(t *testing.T, addr string, partitions int, topics ...string) {
+	t.Helper()
+	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": addr})
+	require.NoError(t, err)
+	defer admin.Close()
+	var specs []kafka.TopicSpecification
+	for _, tp := range topics {
+		specs = append(specs, kafka.TopicSpecification{Topic: tp, NumPartitions: partitions, ReplicationFactor: -1})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := admin.CreateTopics(ctx, specs)
+	require.NoError(t, err)
+	for _, r := range res {
+		require.Contains(t, []kafka.ErrorCode{kafka.ErrNoError, kafka.ErrTopicAlreadyExists}, r.Error.Code(), r.Topic)
+	}
+}
+
+// workload is what the test produced: for every order id, the payment ids
+// in the order they were written.
+type workload struct {
+	payments map[string][]string
+}
+
+// produceShop writes, for each of orders ids, the order and then payments
+// payments, each claiming (through a causal session per order) everything
+// its client wrote before. It returns what it wrote.
+func produceShop(t *testing.T, addr string, orders, payments int, prefix string) workload {
+	t.Helper()
+	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": addr, "enable.idempotence": true, "linger.ms": 1})
+	require.NoError(t, err)
+	defer p.Close()
+	wl := workload{payments: map[string][]string{}}
+	sessions := map[string]*causal.Session{}
+	send := func(topic, key, value string, s *causal.Session) {
+		msg := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
+			Key: []byte(key), Value: []byte(value)}
+		if !s.Clock().IsEmpty() {
+			msg.Headers = []kafka.Header{{Key: causal.HeaderKey, Value: s.AppendHeader(nil)}}
+		}
+		dr := make(chan kafka.Event, 1)
+		require.NoError(t, p.Produce(msg, dr))
+		m := (<-dr).(*kafka.Message)
+		require.NoError(t, m.TopicPartition.Error)
+		s.Produced(causal.Channel{Topic: topic, Partition: m.TopicPartition.Partition}, int64(m.TopicPartition.Offset))
+	}
+	for i := range orders {
+		id := fmt.Sprintf("%s-o%d", prefix, i)
+		sessions[id] = &causal.Session{}
+		send("orders", id, "order "+id, sessions[id])
+	}
+	for j := range payments {
+		for i := range orders {
+			id := fmt.Sprintf("%s-o%d", prefix, i)
+			pay := fmt.Sprintf("%s-p%d", id, j)
+			send("payments", id, pay, sessions[id])
+			wl.payments[id] = append(wl.payments[id], pay)
+		}
+	}
+	return wl
+}
+
+// readCommitted reads every committed record of topic (read_committed),
+// waiting until want records are there or the timeout passes.
+func readCommitted(t *testing.T, addr, topic string, want int, timeout time.Duration) []*kafka.Message {
+	t.Helper()
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": addr, "group.id": "reader-" + strconv.FormatInt(time.Now().UnixNano(), 36),
+		"isolation.level": "read_committed", "auto.offset.reset": "earliest", "enable.auto.commit": false})
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.Subscribe(topic, nil))
+	var out []*kafka.Message
+	deadline := time.Now().Add(timeout)
+	for len(out) < want && time.Now().Before(deadline) {
+		if m, ok := c.Poll(100).(*kafka.Message); ok && m.TopicPartition.Error == nil {
+			out = append(out, m)
+		}
+	}
+	// A little more, to see duplicates beyond the count.
+	quiet := time.Now().Add(time.Second)
+	for time.Now().Before(quiet) {
+		if m, ok := c.Poll(100).(*kafka.Message); ok && m.TopicPartition.Error == nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// checkVerdicts is the oracle for the shop: every payment written has
+// exactly one verdict, no verdict reports an unknown order, and each order's
+// running counts go 1, 2, ... in offset order. It returns every problem.
+func checkVerdicts(wl workload, verdicts []*kafka.Message) []string {
+	var problems []string
+	type v struct {
+		pay   string
+		known bool
+		n     int
+		off   int64
+	}
+	byOrder := map[string][]v{}
+	seen := map[string]int{}
+	for _, m := range verdicts {
+		f := strings.Fields(string(m.Value))
+		if len(f) != 3 {
+			problems = append(problems, "unreadable verdict "+string(m.Value))
+			continue
+		}
+		n, _ := strconv.Atoi(strings.TrimPrefix(f[2], "n="))
+		byOrder[string(m.Key)] = append(byOrder[string(m.Key)], v{pay: f[0], known: f[1] == "known=true", n: n, off: int64(m.TopicPartition.Offset)})
+		seen[f[0]]++
+	}
+	for order, pays := range wl.payments {
+		for _, p := range pays {
+			switch seen[p] {
+			case 1:
+			case 0:
+				problems = append(problems, "lost: no verdict for "+p)
+			default:
+				problems = append(problems, fmt.Sprintf("duplicate: %d verdicts for %s", seen[p], p))
+			}
+		}
+		vs := byOrder[order]
+		sort.Slice(vs, func(i, j int) bool { return vs[i].off < vs[j].off })
+		for i, x := range vs {
+			if !x.known {
+				problems = append(problems, "causal: "+x.pay+" was processed before its order")
+			}
+			if x.n != i+1 {
+				problems = append(problems, fmt.Sprintf("state: verdict %d of %s says n=%d", i+1, order, x.n))
+			}
+		}
+	}
+	return problems
+}

@@ -1,0 +1,120 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+)
+
+// Server serves a worker's operations endpoints:
+//
+//	GET  /healthz              200 while the worker runs
+//	GET  /readyz               200 when every assigned task is running
+//	GET  /metrics              Prometheus metrics
+//	GET  /status               JSON Status
+//	POST /tasks/{id}/restart   rebuild a task from its committed state
+type Server struct {
+	w    *Worker
+	log  *zap.Logger
+	srv  *http.Server
+	ln   net.Listener
+	done chan struct{}
+}
+
+// NewServer returns a server for w on addr; it listens on Start.
+func NewServer(addr string, w *Worker, log *zap.Logger) *Server {
+	s := &Server{w: w, log: log, done: make(chan struct{})}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(w.metrics.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /status", s.statusJSON)
+	mux.HandleFunc("POST /tasks/{processor}/{partition}/restart", s.restart)
+	s.srv = &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	return s
+}
+
+// Start listens and serves in a goroutine that Stop waits for.
+func (s *Server) Start(context.Context) error {
+	ln, err := net.Listen("tcp", s.srv.Addr)
+	if err != nil {
+		return fmt.Errorf("http listen %s: %w", s.srv.Addr, err)
+	}
+	s.ln = ln
+	s.log.Info("serving status and metrics", zap.String("addr", ln.Addr().String()))
+	go func() {
+		defer close(s.done)
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("http server", zap.Error(err))
+		}
+	}()
+	return nil
+}
+
+// Addr is the address the server listens on, once started.
+func (s *Server) Addr() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// Stop shuts the server down and waits for its goroutine.
+func (s *Server) Stop(ctx context.Context) error {
+	if s.ln == nil {
+		return nil
+	}
+	err := s.srv.Shutdown(ctx)
+	<-s.done
+	return err
+}
+
+func (s *Server) healthz(rw http.ResponseWriter, _ *http.Request) {
+	select {
+	case <-s.w.Done():
+		http.Error(rw, "worker stopped", http.StatusServiceUnavailable)
+	default:
+		fmt.Fprintln(rw, "ok")
+	}
+}
+
+func (s *Server) readyz(rw http.ResponseWriter, _ *http.Request) {
+	if !s.w.Ready() {
+		http.Error(rw, "not ready", http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(rw, "ready")
+}
+
+func (s *Server) statusJSON(rw http.ResponseWriter, _ *http.Request) {
+	rw.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(rw)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(s.w.Status()); err != nil {
+		s.log.Warn("write status", zap.Error(err))
+	}
+}
+
+func (s *Server) restart(rw http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("processor") + "/" + r.PathValue("partition")
+	ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
+	defer cancel()
+	err := s.w.RestartTask(ctx, id)
+	switch {
+	case errors.Is(err, ErrNoTask):
+		http.Error(rw, err.Error(), http.StatusNotFound)
+	case err != nil:
+		http.Error(rw, err.Error(), http.StatusInternalServerError)
+	default:
+		rw.WriteHeader(http.StatusAccepted)
+		fmt.Fprintf(rw, "task %s restarted\n", strings.TrimSpace(id))
+	}
+}

@@ -1,0 +1,102 @@
+package runtime
+
+import (
+	"time"
+)
+
+// Status is what /status reports: the worker and each of its tasks.
+type Status struct {
+	ApplicationID string       `json:"application_id"`
+	InstanceID    string       `json:"instance_id"`
+	Ready         bool         `json:"ready"`
+	Error         string       `json:"error,omitempty"`
+	Tasks         []TaskStatus `json:"tasks"`
+}
+
+// TaskStatus describes one task.
+type TaskStatus struct {
+	ID        string          `json:"id"`
+	State     TaskState       `json:"state"`
+	Held      int             `json:"held"`
+	LastError string          `json:"last_error,omitempty"`
+	Channels  []ChannelStatus `json:"channels"`
+}
+
+// ChannelStatus describes one input channel of a task.
+type ChannelStatus struct {
+	Channel  string `json:"channel"`
+	Frontier int64  `json:"frontier"`
+	Held     int    `json:"held"`
+	// Committed is the next offset the task resumes from after a restart.
+	Committed int64 `json:"committed"`
+	// Blocked is set when the head of the channel's queue waits for a
+	// cause: the frontier of WaitingFor must reach WaitingOffset.
+	Blocked       bool       `json:"blocked"`
+	WaitingFor    string     `json:"waiting_for,omitempty"`
+	WaitingOffset int64      `json:"waiting_offset,omitempty"`
+	BlockedSince  *time.Time `json:"blocked_since,omitempty"`
+}
+
+// Status returns the worker's status as of its last commit interval.
+func (w *Worker) Status() Status {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.status
+}
+
+// Ready reports whether every assigned task is running (a failed task does
+// not make the worker unready: the others go on).
+func (w *Worker) Ready() bool {
+	st := w.Status()
+	return st.Ready
+}
+
+// publishStatus snapshots the tasks for readers on other goroutines.
+func (w *Worker) publishStatus() {
+	now := w.now()
+	st := Status{ApplicationID: w.cfg.ApplicationID, InstanceID: w.instanceID, Ready: w.fatalErr == nil && len(w.assigned) > 0}
+	if w.fatalErr != nil {
+		st.Error = w.fatalErr.Error()
+	}
+	for _, rt := range w.tasks {
+		ts := TaskStatus{ID: rt.id, State: rt.state}
+		if rt.err != nil {
+			ts.LastError = rt.err.Error()
+		}
+		if rt.state == StateRestoring {
+			st.Ready = false
+		}
+		for _, s := range []TaskState{StateRestoring, StateRunning, StateFailed} {
+			v := 0.0
+			if s == rt.state {
+				v = 1
+			}
+			w.metrics.TaskState.WithLabelValues(rt.id, string(s)).Set(v)
+		}
+		if rt.t != nil {
+			tst := rt.t.Status()
+			ts.Held = tst.Held
+			for _, c := range tst.Channels {
+				cs := ChannelStatus{Channel: c.Channel.String(), Frontier: c.Frontier, Held: c.Held, Committed: rt.committed[c.Channel.Topic]}
+				w.metrics.Held.WithLabelValues(rt.id, cs.Channel).Set(float64(c.Held))
+				if c.Blocked {
+					cs.Blocked, cs.WaitingFor, cs.WaitingOffset = true, c.WaitingFor.String(), c.WaitingOffset
+					b, ok := rt.blocked[c.Channel]
+					if !ok || b.on != c.WaitingFor || b.off != c.WaitingOffset {
+						b = blockedSince{on: c.WaitingFor, off: c.WaitingOffset, since: now}
+						rt.blocked[c.Channel] = b
+					}
+					since := b.since
+					cs.BlockedSince = &since
+				} else {
+					delete(rt.blocked, c.Channel)
+				}
+				ts.Channels = append(ts.Channels, cs)
+			}
+		}
+		st.Tasks = append(st.Tasks, ts)
+	}
+	w.mu.Lock()
+	w.status = st
+	w.mu.Unlock()
+}
