@@ -9,18 +9,18 @@ import (
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	RecordsIn       *prometheus.CounterVec   // by topic
-	RecordsOut      *prometheus.CounterVec   // by topic
-	Deliveries      *prometheus.CounterVec   // by task
-	Held            *prometheus.GaugeVec     // by task and channel
-	GateWait        prometheus.Histogram     // receive to delivery
-	Dropped         *prometheus.CounterVec   // by task and reason
-	Commits         prometheus.Counter       // committed transactions
-	Aborts          prometheus.Counter       // aborted transactions
-	CommitSeconds   prometheus.Histogram     // BeginTransaction to committed
-	RestoreRecords  *prometheus.CounterVec   // changelog records restored, by task
-	RestoreProgress *prometheus.GaugeVec     // 0..1, by task
-	TaskState       *prometheus.GaugeVec     // 1 for the task's current state
+	RecordsIn       *prometheus.CounterVec // by topic
+	RecordsOut      *prometheus.CounterVec // by topic
+	Deliveries      *prometheus.CounterVec // by task
+	Held            *prometheus.GaugeVec   // by task and channel
+	GateWait        prometheus.Histogram   // receive to delivery
+	Dropped         *prometheus.CounterVec // by task and reason
+	Commits         prometheus.Counter     // committed transactions
+	Aborts          prometheus.Counter     // aborted transactions
+	CommitSeconds   prometheus.Histogram   // BeginTransaction to committed
+	RestoreRecords  *prometheus.CounterVec // changelog records restored, by task
+	RestoreProgress *prometheus.GaugeVec   // 0..1, by task
+	TaskState       *prometheus.GaugeVec   // 1 for the task's current state
 }
 
 // NewMetrics registers the worker's metrics (and Go and process collectors)

@@ -1085,5 +1085,5 @@ func (w *Worker) readChangelog(rts []*runningTask) (map[string]*restoredTask, er
 }
 
 // lower-case zap field helpers used across the package.
-func fieldTopic(t string) zap.Field        { return zap.String("topic", t) }
-func fieldPartitions(n int32) zap.Field    { return zap.Int32("partitions", n) }
+func fieldTopic(t string) zap.Field     { return zap.String("topic", t) }
+func fieldPartitions(n int32) zap.Field { return zap.Int32("partitions", n) }
