@@ -47,6 +47,13 @@ type Config struct {
 	// incarnation at once. Default: a random id kept in StateDir. Flag
 	// --instance-id, env CAUSEWAY_INSTANCE_ID.
 	InstanceID string
+	// StaticMembership joins the consumer group as a static member
+	// (group.instance.id, KIP-345) named after the instance id: a worker
+	// restarted with the same state dir takes its partitions back at once,
+	// without a rebalance. The price: a worker that stops for good hands
+	// its partitions over only after the session timeout. Default on. Flag
+	// --static-membership.
+	StaticMembership bool
 	// AutoOffsetReset is where a partition with no committed offset
 	// starts: "earliest" (default) or "latest". Flag --auto-offset-reset.
 	AutoOffsetReset string
@@ -90,6 +97,7 @@ func DefaultConfig() Config {
 		StateDir:          "causeway-state",
 		HTTPAddr:          "127.0.0.1:8080",
 		AutoOffsetReset:   "earliest",
+		StaticMembership:  true,
 		DefaultPartitions: 4,
 		MaxHeldPerChannel: 10_000,
 		ShutdownTimeout:   10 * time.Second,
@@ -135,6 +143,7 @@ func Load(args []string, env func(string) string) (Config, error) {
 	fs.StringVar(&c.StateDir, "state-dir", envOr(env, "CAUSEWAY_STATE_DIR", c.StateDir), "state directory")
 	fs.StringVar(&c.HTTPAddr, "http-addr", envOr(env, "CAUSEWAY_HTTP_ADDR", c.HTTPAddr), "HTTP address for health, metrics and status; empty disables")
 	fs.StringVar(&c.InstanceID, "instance-id", env("CAUSEWAY_INSTANCE_ID"), "this worker's stable id (default: kept in the state dir)")
+	fs.BoolVar(&c.StaticMembership, "static-membership", envOr(env, "CAUSEWAY_STATIC_MEMBERSHIP", "true") == "true", "join the group as a static member (fast restarts)")
 	fs.StringVar(&c.AutoOffsetReset, "auto-offset-reset", envOr(env, "CAUSEWAY_AUTO_OFFSET_RESET", c.AutoOffsetReset), "earliest or latest")
 	fs.BoolVar(&c.AllowOffsetReset, "allow-offset-reset", env("CAUSEWAY_ALLOW_OFFSET_RESET") == "true", "go on when a committed offset is out of range")
 	fs.StringVar(&createTopics, "create-topics", env("CAUSEWAY_CREATE_TOPICS"), "create missing topics (default: only with the embedded broker)")
@@ -213,7 +222,7 @@ func (c Config) Validate() error {
 	case c.StateDir == "":
 		return bad("state dir is required")
 	}
-	for _, k := range []string{"group.id", "transactional.id", "isolation.level", "enable.auto.commit", "enable.partition.eof"} {
+	for _, k := range []string{"group.id", "group.instance.id", "transactional.id", "isolation.level", "enable.auto.commit", "enable.partition.eof"} {
 		if _, ok := c.Kafka[k]; ok {
 			return bad("kafka property %q is set by the worker and cannot be overridden", k)
 		}

@@ -62,6 +62,9 @@ func (w *Worker) clientConfig(defaults kafka.ConfigMap) kafka.ConfigMap {
 func (w *Worker) consumerConfig() kafka.ConfigMap {
 	cm := w.clientConfig(consumerDefaults)
 	cm["group.id"] = w.cfg.ApplicationID
+	if w.cfg.StaticMembership {
+		cm["group.instance.id"] = w.cfg.ApplicationID + "-" + w.instanceID
+	}
 	cm["isolation.level"] = "read_committed"
 	cm["enable.auto.commit"] = false
 	cm["enable.partition.eof"] = true

@@ -86,6 +86,8 @@ type Worker struct {
 	paused    map[causal.Channel]bool
 	assigned  []kafka.TopicPartition
 	fatalErr  error
+	// failedCommits counts transactions failed in a row, for backoff.
+	failedCommits int
 
 	restarts chan restartRequest
 	stop     chan struct{}
@@ -526,6 +528,18 @@ func (w *Worker) assign(parts []kafka.TopicPartition) error {
 	if err := w.consumer.Assign(assigned); err != nil {
 		return fmt.Errorf("assign: %w", err)
 	}
+	// librdkafka keeps a partition's pause across Assign: resume what this
+	// worker paused, and let backpressure decide again.
+	var resume []kafka.TopicPartition
+	for ch := range w.paused {
+		topic := ch.Topic
+		resume = append(resume, kafka.TopicPartition{Topic: &topic, Partition: ch.Partition})
+	}
+	if len(resume) > 0 {
+		if err := w.consumer.Resume(resume); err != nil {
+			w.log.Warn("resume after assign", zap.Error(err))
+		}
+	}
 	w.paused = map[causal.Channel]bool{}
 	w.publishStatus()
 	return nil
@@ -689,9 +703,9 @@ type pendingCommit struct {
 	outs []task.Output
 }
 
-// commit writes one transaction: every running task's outputs, store
-// changes, checkpoint and offsets. Failed tasks contribute nothing; their
-// committed offsets stay where they were.
+// commit writes one transaction: every task's outputs, store changes,
+// checkpoint and offsets. A task that failed while processing contributes
+// nothing, and its committed offsets stay where they were.
 func (w *Worker) commit() error {
 	if len(w.tasks) == 0 || w.consumer == nil {
 		return nil
@@ -699,9 +713,11 @@ func (w *Worker) commit() error {
 	var work []pendingCommit
 	dirty := false
 	for _, rt := range w.tasks {
-		if rt.state != StateRunning {
+		if rt.t == nil || rt.state == StateRestoring {
 			continue
 		}
+		// A failed task still commits what came before its failure when its
+		// snapshot says that is well defined (a record refused at receipt).
 		snap, err := rt.t.Snapshot()
 		outs := rt.t.TakeOutputs()
 		if err != nil {
@@ -771,6 +787,7 @@ func (w *Worker) commit() error {
 	if err := w.commitTransaction(ctx); err != nil {
 		return err
 	}
+	w.failedCommits = 0
 	for _, p := range work {
 		for _, e := range p.snap.Offsets {
 			p.rt.committed[e.Channel.Topic] = e.Offset
@@ -855,13 +872,36 @@ func (w *Worker) commitTransaction(ctx context.Context) error {
 // stops the worker when the error is fatal (a fenced producer).
 func (w *Worker) onCommitError(err error) {
 	fatal, _, _ := kafkaErr(err)
-	if fatal {
-		w.fatalErr = fmt.Errorf("producer: %w (another worker with instance id %q may have taken over)", err, w.instanceID)
+	if fatal || fenced(err) || w.producer.GetFatalError() != nil {
+		w.fatalErr = fmt.Errorf("producer fenced or failed: %w (another worker with instance id %q may have taken over)", err, w.instanceID)
 		return
 	}
-	w.log.Warn("transaction failed; aborting and rebuilding tasks from committed state", zap.Error(err))
+	w.failedCommits++
+	w.log.Warn("transaction failed; aborting and rebuilding tasks from committed state",
+		zap.Error(err), zap.Int("consecutive_failures", w.failedCommits))
 	w.abort()
+	// Back off on repeated failures so a persistent fault does not spin.
+	if w.failedCommits > 1 {
+		select {
+		case <-time.After(min(time.Duration(1<<min(w.failedCommits, 6))*50*time.Millisecond, 5*time.Second)):
+		case <-w.stop:
+		}
+	}
 	w.rebuildAll()
+}
+
+// fenced reports whether err says another producer took over the
+// transactional id: the one error a worker must never retry.
+func fenced(err error) bool {
+	var ke kafka.Error
+	if !errors.As(err, &ke) {
+		return false
+	}
+	switch ke.Code() {
+	case kafka.ErrFenced, kafka.ErrProducerFenced, kafka.ErrInvalidProducerEpoch:
+		return true
+	}
+	return false
 }
 
 func (w *Worker) abort() {

@@ -29,7 +29,12 @@ func testConfig(t *testing.T, addr, app string) runtime.Config {
 
 func startWorker(t *testing.T, cfg runtime.Config) *runtime.Worker {
 	t.Helper()
-	w, err := runtime.NewWorker(cfg, shopTopology(), zaptest.NewLogger(t), nil)
+	return startWorkerWith(t, cfg, nil)
+}
+
+func startWorkerWith(t *testing.T, cfg runtime.Config, m *runtime.Metrics) *runtime.Worker {
+	t.Helper()
+	w, err := runtime.NewWorker(cfg, shopTopology(), zaptest.NewLogger(t), m)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

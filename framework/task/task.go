@@ -109,6 +109,9 @@ type Task struct {
 	ctx       *taskContext
 	started   bool
 	err       error
+	// broken is set when the task failed part-way through processing a
+	// record: its state then no longer matches any offset.
+	broken bool
 }
 
 // New builds a task. Restore its state with RestoreStore and RestoreGate,
@@ -229,7 +232,17 @@ func (t *Task) Start() error {
 	return nil
 }
 
+// fail stops the task after a failure while processing: the gate has
+// already counted the record as delivered, so no snapshot is valid any more.
 func (t *Task) fail(err error) error {
+	t.broken = true
+	return t.refuse(err)
+}
+
+// refuse stops the task on input it could not accept (a corrupt clock):
+// the record never entered the gate, so everything before it can still be
+// committed.
+func (t *Task) refuse(err error) error {
 	if t.err == nil {
 		t.err = fmt.Errorf("task %s: %w", t.id, err)
 	}
@@ -249,7 +262,7 @@ func (t *Task) Receive(rec framework.Record) error {
 	header, present := rec.Header(causal.HeaderKey)
 	ch := causal.Channel{Topic: rec.Topic, Partition: rec.Partition}
 	if _, err := t.node.ReceiveHeader(ch, rec.Offset, header, present, received{rec: rec, at: t.cfg.Now()}); err != nil {
-		return t.fail(err)
+		return t.refuse(err)
 	}
 	return t.drain()
 }
@@ -261,7 +274,7 @@ func (t *Task) Advance(topic string, position int64) error {
 		return t.err
 	}
 	if err := t.node.Advance(causal.Channel{Topic: topic, Partition: t.cfg.Partition}, position); err != nil {
-		return t.fail(err)
+		return t.refuse(err)
 	}
 	return t.drain()
 }
@@ -401,12 +414,16 @@ func (t *Task) TakeOutputs() []Output {
 
 // Snapshot returns what to commit now. The store changes it returns are
 // forgotten by the task: if the commit fails, rebuild the task from the last
-// committed state. A failed task has no snapshot: its gate already counts
-// the record that failed as delivered (delivery precedes processing), so
-// its offsets must not be committed; it returns the failure instead, and the
-// caller commits nothing of the task since its last snapshot.
+// committed state.
+//
+// A task that failed while processing a record has no snapshot: its gate
+// already counts that record as delivered (delivery precedes processing),
+// so its offsets must not be committed. Snapshot returns the failure, and
+// the caller commits nothing of the task since its last snapshot. A task
+// that refused a record at receipt (a corrupt clock) still has one: it
+// covers everything before that record and nothing of it.
 func (t *Task) Snapshot() (Snapshot, error) {
-	if t.err != nil {
+	if t.broken {
 		return Snapshot{}, t.err
 	}
 	s := Snapshot{Offsets: t.node.Committable(), Checkpoint: t.node.Checkpoint(), Changes: map[string][]store.Change{}}

@@ -189,6 +189,18 @@ func TestCorruptClockFailsTask(t *testing.T) {
 	assert.ErrorIs(t, tk.Status().Err, causal.ErrCorruptClock)
 }
 
+// A task that refused a corrupt record can still commit everything before
+// it, and nothing of it.
+func TestCorruptClockLeavesEarlierWorkCommittable(t *testing.T) {
+	tk := newTask(t, framework.FailTask, &recorder{})
+	require.NoError(t, tk.Receive(in(0, "1")))
+	require.Error(t, tk.Receive(in(1, "2").WithHeader(causal.HeaderKey, []byte{9})))
+	snap, err := tk.Snapshot()
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, snap.Offsets[0].Offset, "commit up to, not past, the corrupt record")
+	assert.Len(t, tk.TakeOutputs(), 2, "the outputs of the record before it stay")
+}
+
 // Keys decide the output partition as Kafka's default partitioner does.
 func TestOutputsArePartitionedByKey(t *testing.T) {
 	topo, err := framework.NewBuilder("t").Processor("p", func() framework.Processor {

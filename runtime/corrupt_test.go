@@ -1,0 +1,152 @@
+package runtime_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/runtime"
+)
+
+func getStatus(t *testing.T, addr string) runtime.Status {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/status")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var st runtime.Status
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
+	return st
+}
+
+func taskState(st runtime.Status, id string) (runtime.TaskStatus, bool) {
+	for _, ts := range st.Tasks {
+		if ts.ID == id {
+			return ts, true
+		}
+	}
+	return runtime.TaskStatus{}, false
+}
+
+// A corrupt clock header on one partition fails only that task: /status
+// shows it FAILED with the channel and offset, the other task keeps going,
+// the committed offset stays at the bad record, and a restart retries it
+// (and fails again while the record is still corrupt).
+func TestCorruptHeaderFailsOnlyItsTask(t *testing.T) {
+	b := startBroker(t)
+	createTopics(t, b.Addr(), 2, "orders", "payments", "verdicts")
+	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr()})
+	require.NoError(t, err)
+	defer p.Close()
+	// One causal session for the whole client, so each payment claims its
+	// order; a record given headers carries those instead.
+	var session causal.Session
+	send := func(topic string, partition int32, key, value string, headers []kafka.Header) int64 {
+		if headers == nil && !session.Clock().IsEmpty() {
+			headers = []kafka.Header{{Key: causal.HeaderKey, Value: session.AppendHeader(nil)}}
+		}
+		dr := make(chan kafka.Event, 1)
+		require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition},
+			Key: []byte(key), Value: []byte(value), Headers: headers}, dr))
+		m := (<-dr).(*kafka.Message)
+		require.NoError(t, m.TopicPartition.Error)
+		off := int64(m.TopicPartition.Offset)
+		session.Produced(causal.Channel{Topic: topic, Partition: partition}, off)
+		return off
+	}
+	send("orders", 0, "a", "order a", nil)
+	send("payments", 0, "a", "a-p0", nil)
+	bad := send("payments", 0, "a", "a-p1", []kafka.Header{{Key: causal.HeaderKey, Value: []byte{0xff, 0x01}}})
+	send("payments", 0, "a", "a-p2", nil)
+
+	cfg := testConfig(t, b.Addr(), "shop-corrupt")
+	cfg.HTTPAddr = "127.0.0.1:0"
+	w, err := runtime.NewWorker(cfg, shopTopology(), zaptest.NewLogger(t), nil)
+	require.NoError(t, err)
+	srv := runtime.NewServer(cfg.HTTPAddr, w, zaptest.NewLogger(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, w.Start(ctx))
+	require.NoError(t, srv.Start(ctx))
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		assert.NoError(t, srv.Stop(stopCtx))
+		assert.NoError(t, w.Stop(stopCtx))
+	})
+
+	var failed runtime.TaskStatus
+	require.Eventually(t, func() bool {
+		ts, ok := taskState(getStatus(t, srv.Addr()), "ledger/0")
+		failed = ts
+		return ok && ts.State == runtime.StateFailed
+	}, 30*time.Second, 50*time.Millisecond)
+	assert.Contains(t, failed.LastError, fmt.Sprintf("corrupt clock header on payments/0 at offset %d", bad))
+
+	// The other partition's task keeps processing.
+	send("orders", 1, "b", "order b", nil)
+	send("payments", 1, "b", "b-p0", nil)
+	verdicts := readCommitted(t, b.Addr(), "verdicts", 2, 30*time.Second)
+	var got []string
+	for _, v := range verdicts {
+		got = append(got, string(v.Value))
+	}
+	assert.ElementsMatch(t, []string{"a-p0 known=true n=1", "b-p0 known=true n=1"}, got)
+	other, _ := taskState(getStatus(t, srv.Addr()), "ledger/1")
+	assert.Equal(t, runtime.StateRunning, other.State)
+	resp, err := http.Get("http://" + srv.Addr() + "/readyz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "one failed task does not make the worker unready")
+
+	// Nothing past the bad record is committed for its partition.
+	require.Eventually(t, func() bool {
+		return committedOffset(t, b.Addr(), "shop-corrupt", "payments", 0) == bad
+	}, 10*time.Second, 100*time.Millisecond)
+
+	// A restart retries the record, and fails on it again.
+	resp, err = http.Post("http://"+srv.Addr()+"/tasks/ledger/0/restart", "", nil)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusAccepted, resp.StatusCode, string(body))
+	require.Eventually(t, func() bool {
+		ts, _ := taskState(getStatus(t, srv.Addr()), "ledger/0")
+		return ts.State == runtime.StateFailed && strings.Contains(ts.LastError, fmt.Sprintf("at offset %d", bad))
+	}, 30*time.Second, 50*time.Millisecond, "status after restart: %+v", getStatus(t, srv.Addr()))
+	assert.Equal(t, bad, committedOffset(t, b.Addr(), "shop-corrupt", "payments", 0))
+
+	resp, err = http.Post("http://"+srv.Addr()+"/tasks/nope/9/restart", "", nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+
+	metrics, err := http.Get("http://" + srv.Addr() + "/metrics")
+	require.NoError(t, err)
+	mb, _ := io.ReadAll(metrics.Body)
+	metrics.Body.Close()
+	assert.Contains(t, string(mb), `causeway_task_state{state="FAILED",task="ledger/0"} 1`)
+	assert.Contains(t, string(mb), "causeway_transaction_commits_total")
+}
+
+// committedOffset reads the consumer group's committed offset of one
+// partition.
+func committedOffset(t *testing.T, addr, group, topic string, partition int32) int64 {
+	t.Helper()
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": addr, "group.id": group})
+	require.NoError(t, err)
+	defer c.Close()
+	got, err := c.Committed([]kafka.TopicPartition{{Topic: &topic, Partition: partition}}, 5000)
+	require.NoError(t, err)
+	return int64(got[0].Offset)
+}

@@ -1,0 +1,176 @@
+package runtime_test
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// workerProcess is a worker running as a separate process: this test
+// binary, started with CAUSEWAY_TEST_WORKER set (see TestMain).
+type workerProcess struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	logs *syncBuffer
+	done chan struct{}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func spawnWorker(t *testing.T, addr, app, stateDir string, extra ...string) *workerProcess {
+	t.Helper()
+	args := append([]string{"--application-id", app, "--bootstrap-servers", addr, "--state-dir", stateDir,
+		"--http-addr", "", "--commit-interval", "50ms"}, extra...)
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "CAUSEWAY_TEST_WORKER=1")
+	logs := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	require.NoError(t, cmd.Start())
+	wp := &workerProcess{t: t, cmd: cmd, logs: logs, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait() // the exit status is read from cmd.ProcessState
+		close(wp.done)
+	}()
+	t.Cleanup(func() { wp.kill() })
+	return wp
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (w *workerProcess) kill() {
+	select {
+	case <-w.done:
+		return
+	default:
+	}
+	_ = w.cmd.Process.Kill() // it may have exited on its own meanwhile
+	<-w.done
+}
+
+// stop sends SIGTERM and waits for a graceful exit.
+func (w *workerProcess) stop(timeout time.Duration) error {
+	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	select {
+	case <-w.done:
+		if code := w.cmd.ProcessState.ExitCode(); code != 0 {
+			return fmt.Errorf("worker exited with %d", code)
+		}
+		return nil
+	case <-time.After(timeout):
+		w.kill()
+		return fmt.Errorf("worker did not stop within %v", timeout)
+	}
+}
+
+func (w *workerProcess) tail() string {
+	s := w.logs.String()
+	if len(s) > 4000 {
+		s = s[len(s)-4000:]
+	}
+	return s
+}
+
+// Crash test: the worker is killed with SIGKILL at random points, many
+// times, while input keeps arriving, and restarted each time from the same
+// state dir. The committed verdicts must still be exactly once and causal.
+func TestCrashRecoveryExactlyOnce(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 7))
+	t.Logf("kill schedule seed %d", seed)
+	b := startBroker(t)
+	createTopics(t, b.Addr(), 2, "orders", "payments", "verdicts")
+	state := t.TempDir()
+	wl := workload{payments: map[string][]string{}}
+	merge := func(w workload) {
+		for k, v := range w.payments {
+			wl.payments[k] = append(wl.payments[k], v...)
+		}
+	}
+	w := spawnWorker(t, b.Addr(), "shop-crash", state)
+	const kills = 8
+	working := 0 // incarnations killed after they had partitions and had committed
+	for round := range kills {
+		merge(produceShop(t, b.Addr(), 4, 3, fmt.Sprintf("r%d", round)))
+		time.Sleep(time.Duration(200+rng.IntN(1300)) * time.Millisecond)
+		w.kill()
+		if strings.Contains(w.logs.String(), "partitions assigned") {
+			working++
+		}
+		w = spawnWorker(t, b.Addr(), "shop-crash", state)
+	}
+	t.Logf("%d of %d killed workers had been assigned partitions", working, kills)
+	assert.GreaterOrEqual(t, working, kills/2, "most kills must hit a working worker, or the test proves little")
+	merge(produceShop(t, b.Addr(), 4, 3, "last"))
+	want := 0
+	for _, p := range wl.payments {
+		want += len(p)
+	}
+	verdicts := readCommitted(t, b.Addr(), "verdicts", want, 90*time.Second)
+	problems := checkVerdicts(wl, verdicts)
+	assert.Empty(t, problems, "seed %d; worker log tail:\n%s", seed, w.tail())
+	assert.Len(t, verdicts, want)
+	require.NoError(t, w.stop(30*time.Second), w.tail())
+}
+
+// Rebalance test: a second and third worker join mid-run, then the first
+// leaves; partitions move between processes and nothing is lost, duplicated
+// or processed out of causal order.
+func TestRebalanceExactlyOnce(t *testing.T) {
+	b := startBroker(t)
+	createTopics(t, b.Addr(), 3, "orders", "payments", "verdicts")
+	wl := workload{payments: map[string][]string{}}
+	merge := func(w workload) {
+		for k, v := range w.payments {
+			wl.payments[k] = append(wl.payments[k], v...)
+		}
+	}
+	// Dynamic membership, so that a leaving worker's partitions move at once.
+	dyn := []string{"--static-membership=false"}
+	a := spawnWorker(t, b.Addr(), "shop-rebalance", t.TempDir(), dyn...)
+	merge(produceShop(t, b.Addr(), 6, 3, "a"))
+	time.Sleep(time.Second)
+	bw := spawnWorker(t, b.Addr(), "shop-rebalance", t.TempDir(), dyn...)
+	merge(produceShop(t, b.Addr(), 6, 3, "b"))
+	time.Sleep(time.Second)
+	c := spawnWorker(t, b.Addr(), "shop-rebalance", t.TempDir(), dyn...)
+	merge(produceShop(t, b.Addr(), 6, 3, "c"))
+	time.Sleep(time.Second)
+	require.NoError(t, a.stop(30*time.Second), a.tail())
+	merge(produceShop(t, b.Addr(), 6, 3, "d"))
+	want := 0
+	for _, p := range wl.payments {
+		want += len(p)
+	}
+	verdicts := readCommitted(t, b.Addr(), "verdicts", want, 90*time.Second)
+	assert.Empty(t, checkVerdicts(wl, verdicts), "logs:\n%s\n---\n%s", bw.tail(), c.tail())
+	assert.Len(t, verdicts, want)
+	require.NoError(t, bw.stop(30*time.Second), bw.tail())
+	require.NoError(t, c.stop(30*time.Second), c.tail())
+	assert.True(t, strings.Contains(a.logs.String(), "partitions revoked"), "the first worker never gave up partitions")
+}
