@@ -38,6 +38,7 @@ var (
 		"fetch.max.bytes":               64 << 20,
 		"enable.auto.offset.store":      false,
 		"log.connection.close":          false,
+		"enable.metrics.push":           false,
 	}
 	producerDefaults = kafka.ConfigMap{
 		"linger.ms":                    5,
@@ -47,6 +48,7 @@ var (
 		"transaction.timeout.ms":       10000,
 		"message.timeout.ms":           10000,
 		"log.connection.close":         false,
+		"enable.metrics.push":          false,
 	}
 )
 
