@@ -6,13 +6,16 @@ SIM_SEEDS ?= 300
 BENCHTIME ?= 500ms
 BENCHCOUNT ?= 5
 
-.PHONY: help run test test-short lint bench fuzz tidy
+.PHONY: help run run-orders test test-short lint bench fuzz tidy
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
 run: ## Count the words of a bundled book on the embedded broker, then print the top words.
 	$(GO) run ./examples/wordcount demo
+
+run-orders: ## The orders shop with lagging partitions, gate on and gate off, side by side.
+	$(GO) run ./examples/orders demo
 
 test: lint ## Lint, then run every test with the race detector.
 	CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -timeout 12m $(PKGS)

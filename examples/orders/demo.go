@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/runtime"
+	"github.com/causeway-stream/causeway/runtime/embedded"
+)
+
+// demoOptions configure a run of the shop.
+type demoOptions struct {
+	orders  int
+	lag     time.Duration // how long the lagging partitions are unreadable
+	timeout time.Duration
+}
+
+// partitions of each topic: the inputs of each processor are
+// co-partitioned; the audit log needs no such thing.
+var partitions = map[string]int{
+	OrdersTopic: 3, PaymentsTopic: 3, RequestsTopic: 3, BilledTopic: 3, ShipmentsTopic: 3, AuditTopic: 1,
+}
+
+func demo(topo *framework.Topology, args []string) int {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	o := demoOptions{}
+	fs.IntVar(&o.orders, "orders", 60, "orders the client writes")
+	fs.DurationVar(&o.lag, "lag", 3*time.Second, "how long the lagging partitions stay behind")
+	fs.DurationVar(&o.timeout, "timeout", time.Minute, "give up on a run after this long")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fmt.Printf("A client writes %d orders, each followed by its payment and a shipment or cancellation request.\n", o.orders)
+	fmt.Printf("Partition 0 of orders and partition 1 of payments lag %v behind. The same run, with the gate on and off:\n\n", o.lag)
+	on, err := runShop(ctx, topo, false, o, os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gate on:", err)
+		return 1
+	}
+	off, err := runShop(ctx, topo, true, o, os.Stdout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gate off:", err)
+		return 1
+	}
+	printComparison(os.Stdout, on, off)
+	if !on.Clean() || off.AnomalyCount() == 0 {
+		return 1
+	}
+	return 0
+}
+
+func printComparison(out io.Writer, on, off Report) {
+	row := func(name string, a, b int) { fmt.Fprintf(out, "  %-40s %8d %9d\n", name, a, b) }
+	fmt.Fprintf(out, "\n  %-40s %8s %9s\n", "", "gate on", "gate off")
+	row("payment handled for an unknown order", on.Anomalies[AnomalyUnknownOrder], off.Anomalies[AnomalyUnknownOrder])
+	row("shipment or cancellation before payment", on.Anomalies[AnomalyUnpaid], off.Anomalies[AnomalyUnpaid])
+	row("audit saw a shipment before its order", on.Anomalies[AnomalyLaterFirst], off.Anomalies[AnomalyLaterFirst])
+	row("duplicates", on.Duplicates, off.Duplicates)
+	row("losses", on.Losses, off.Losses)
+	fmt.Fprintln(out, "\nExactly-once holds either way; only the gate keeps effects behind their causes.")
+}
+
+// runShop runs the whole shop once on a fresh embedded broker and verifies
+// its committed outputs.
+func runShop(ctx context.Context, topo *framework.Topology, gateOff bool, o demoOptions, out io.Writer) (Report, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	mode := "gate on"
+	if gateOff {
+		mode = "gate off"
+	}
+	b, err := embedded.Start()
+	if err != nil {
+		return Report{}, err
+	}
+	defer b.Close()
+	if err := createTopics(ctx, b.Addr()); err != nil {
+		return Report{}, err
+	}
+	// Fetches of these partitions fail until the lag is over: the worker
+	// sees payments before their orders and requests before their payments.
+	lag := b.Cluster().Fault(
+		kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: OrdersTopic, Partitions: []int32{0}, Err: kerr.NotLeaderForPartition, Count: -1},
+		kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: PaymentsTopic, Partitions: []int32{1}, Err: kerr.NotLeaderForPartition, Count: -1},
+	)
+	client, err := NewClient(b.Addr())
+	if err != nil {
+		return Report{}, err
+	}
+	written, err := client.Shop(ctx, o.orders)
+	client.Close()
+	if err != nil {
+		return Report{}, err
+	}
+	state, err := os.MkdirTemp("", "causeway-orders-")
+	if err != nil {
+		return Report{}, err
+	}
+	defer os.RemoveAll(state)
+	cfg := runtime.DefaultConfig()
+	cfg.ApplicationID, cfg.BootstrapServers, cfg.StateDir, cfg.HTTPAddr, cfg.GateOff = "shop", b.Addr(), state, "", gateOff
+	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(os.Stderr), zap.ErrorLevel))
+	w, err := runtime.NewWorker(cfg, topo, log, nil)
+	if err != nil {
+		return Report{}, err
+	}
+	if err := w.Start(ctx); err != nil {
+		return Report{}, err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := w.Stop(stopCtx); err != nil {
+			fmt.Fprintln(os.Stderr, "stop worker:", err)
+		}
+	}()
+	fmt.Fprintf(out, "  %-8s: partitions lagging...", mode)
+	select {
+	case <-time.After(o.lag):
+	case <-ctx.Done():
+		return Report{}, ctx.Err()
+	}
+	lag.Remove()
+	fmt.Fprint(out, " caught up, reading committed outputs...")
+	outputs, err := readOutputs(ctx, b.Addr(), o.orders)
+	if err != nil {
+		return Report{}, err
+	}
+	r := Verify(written, outputs)
+	fmt.Fprintf(out, " %s\n", r)
+	return r, nil
+}
+
+func createTopics(ctx context.Context, addr string) error {
+	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": addr, "enable.metrics.push": false})
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	var specs []kafka.TopicSpecification
+	for t, n := range partitions {
+		specs = append(specs, kafka.TopicSpecification{Topic: t, NumPartitions: n, ReplicationFactor: -1})
+	}
+	res, err := admin.CreateTopics(ctx, specs)
+	if err != nil {
+		return fmt.Errorf("create topics: %w", err)
+	}
+	for _, r := range res {
+		if r.Error.Code() != kafka.ErrNoError {
+			return fmt.Errorf("create topic %s: %w", r.Topic, r.Error)
+		}
+	}
+	return nil
+}
+
+// readOutputs reads the committed records of the three output topics until
+// each has one per order (then a moment more, to catch duplicates).
+func readOutputs(ctx context.Context, addr string, orders int) (map[string][]string, error) {
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": addr, "group.id": "verifier-" + strconv.FormatInt(time.Now().UnixNano(), 36),
+		"isolation.level": "read_committed", "auto.offset.reset": "earliest", "enable.auto.commit": false, "enable.metrics.push": false})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if err := c.SubscribeTopics([]string{BilledTopic, ShipmentsTopic, AuditTopic}, nil); err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	complete := func() bool {
+		return len(out[BilledTopic]) >= orders && len(out[ShipmentsTopic]) >= orders && len(out[AuditTopic]) >= orders
+	}
+	var quietUntil time.Time
+	for {
+		if complete() && quietUntil.IsZero() {
+			quietUntil = time.Now().Add(time.Second)
+		}
+		if !quietUntil.IsZero() && time.Now().After(quietUntil) {
+			return out, nil
+		}
+		if ctx.Err() != nil {
+			// Report what arrived: the verifier counts the rest as lost.
+			return out, nil
+		}
+		if m, ok := c.Poll(50).(*kafka.Message); ok && m.TopicPartition.Error == nil {
+			out[*m.TopicPartition.Topic] = append(out[*m.TopicPartition.Topic], string(m.Value))
+		}
+	}
+}
