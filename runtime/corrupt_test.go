@@ -45,7 +45,7 @@ func taskState(st runtime.Status, id string) (runtime.TaskStatus, bool) {
 func TestCorruptHeaderFailsOnlyItsTask(t *testing.T) {
 	b := startBroker(t)
 	createTopics(t, b.Addr(), 2, "orders", "payments", "verdicts")
-	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr()})
+	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false})
 	require.NoError(t, err)
 	defer p.Close()
 	// One causal session for the whole client, so each payment claims its
@@ -143,7 +143,7 @@ func TestCorruptHeaderFailsOnlyItsTask(t *testing.T) {
 // partition.
 func committedOffset(t *testing.T, addr, group, topic string, partition int32) int64 {
 	t.Helper()
-	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": addr, "group.id": group})
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": addr, "group.id": group, "enable.metrics.push": false})
 	require.NoError(t, err)
 	defer c.Close()
 	got, err := c.Committed([]kafka.TopicPartition{{Topic: &topic, Partition: partition}}, 5000)

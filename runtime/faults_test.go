@@ -69,7 +69,7 @@ func TestProducerFencingFailsLoudly(t *testing.T) {
 	require.NoError(t, w.Start(ctx))
 	readCommitted(t, b.Addr(), "verdicts", 20, 30*time.Second)
 
-	zombie, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "transactional.id": "shop-fence-one"})
+	zombie, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "transactional.id": "shop-fence-one", "enable.metrics.push": false})
 	require.NoError(t, err)
 	require.NoError(t, zombie.InitTransactions(ctx))
 	zombie.Close()

@@ -90,7 +90,7 @@ func startBroker(t *testing.T, opts ...embedded.Opt) *embedded.Broker {
 
 func createTopics(t *testing.T, addr string, partitions int, topics ...string) {
 	t.Helper()
-	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": addr})
+	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": addr, "enable.metrics.push": false})
 	require.NoError(t, err)
 	defer admin.Close()
 	var specs []kafka.TopicSpecification
@@ -117,7 +117,7 @@ type workload struct {
 // its client wrote before. It returns what it wrote.
 func produceShop(t *testing.T, addr string, orders, payments int, prefix string) workload {
 	t.Helper()
-	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": addr, "enable.idempotence": true, "linger.ms": 1})
+	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": addr, "enable.idempotence": true, "linger.ms": 1, "enable.metrics.push": false})
 	require.NoError(t, err)
 	defer p.Close()
 	wl := workload{payments: map[string][]string{}}
@@ -155,7 +155,7 @@ func produceShop(t *testing.T, addr string, orders, payments int, prefix string)
 func readCommitted(t *testing.T, addr, topic string, want int, timeout time.Duration) []*kafka.Message {
 	t.Helper()
 	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": addr, "group.id": "reader-" + strconv.FormatInt(time.Now().UnixNano(), 36),
-		"isolation.level": "read_committed", "auto.offset.reset": "earliest", "enable.auto.commit": false})
+		"isolation.level": "read_committed", "auto.offset.reset": "earliest", "enable.auto.commit": false, "enable.metrics.push": false})
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.Subscribe(topic, nil))

@@ -458,6 +458,9 @@ func (w *Worker) rebalance(c *kafka.Consumer, ev kafka.Event) error {
 	case kafka.AssignedPartitions:
 		w.log.Info("partitions assigned", zap.Int("partitions", len(e.Partitions)))
 		if err := w.assign(e.Partitions); err != nil {
+			if errors.Is(err, ErrStopped) {
+				return nil // asked to stop while restoring: the run loop shuts down
+			}
 			w.fatalErr = err
 			return err
 		}
@@ -929,7 +932,7 @@ func (w *Worker) rebuildAll() {
 	if len(parts) == 0 {
 		return
 	}
-	if err := w.assign(parts); err != nil {
+	if err := w.assign(parts); err != nil && !errors.Is(err, ErrStopped) {
 		w.fatalErr = err
 	}
 }
