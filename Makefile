@@ -5,6 +5,8 @@ PKGS     ?= ./...
 SIM_SEEDS ?= 300
 BENCHTIME ?= 500ms
 BENCHCOUNT ?= 5
+E2E_RECORDS ?= 200000
+E2E_RUNS ?= 3
 
 .PHONY: help run run-orders test test-short lint bench fuzz tidy
 
@@ -28,9 +30,10 @@ lint: ## gofmt and go vet.
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-bench: ## Run the micro benchmarks of the causal core and print the ratio report.
+bench: ## Micro benchmarks of the causal core, then the end-to-end comparison (about 6 minutes); results in bench-results/.
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./causal/ | tee bench-causal.txt
 	$(GO) run ./internal/benchreport < bench-causal.txt
+	$(GO) run ./internal/e2ebench -records $(E2E_RECORDS) -runs $(E2E_RUNS) -out bench-results
 
 fuzz: ## Fuzz the clock decoder for a minute.
 	$(GO) test -run '^$$' -fuzz FuzzDecodeClock -fuzztime 60s ./causal/

@@ -1,0 +1,490 @@
+// Command e2ebench measures, in one run against one broker, what Causeway
+// costs over a hand-written librdkafka transactional loop, and what causal
+// delivery costs on top of that. It writes a JSON result file, a markdown
+// table and a PNG chart. `make bench` runs it; docs/benchmarks.md explains
+// the method.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	goruntime "runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/runtime/embedded"
+)
+
+// The configurations, in the order of the report.
+const (
+	cfgHand    = "hand-written librdkafka loop"
+	cfgFranz   = "franz-go GroupTransactSession"
+	cfgGateOff = "Causeway, gate off"
+	cfgGateOn  = "Causeway, gate on"
+	cfgTwoHop  = "Causeway, two hops, gate on"
+)
+
+var allConfigs = []string{cfgHand, cfgFranz, cfgGateOff, cfgGateOn, cfgTwoHop}
+
+// configIDs are the short names -configs takes.
+var configIDs = map[string]string{"hand": cfgHand, "franz": cfgFranz, "off": cfgGateOff, "on": cfgGateOn, "twohop": cfgTwoHop}
+
+type options struct {
+	records     int
+	runs        int
+	sizes       []int
+	partitions  int
+	latRecords  int
+	latRate     int
+	out         string
+	configs     []string
+	brokerOnly  bool
+	brokerPort  int
+	brokerReady string
+}
+
+// result is one measured run of one configuration.
+type result struct {
+	Config          string  `json:"config"`
+	ValueBytes      int     `json:"value_bytes"`
+	Run             int     `json:"run"`
+	Records         int     `json:"records"`
+	RecordsPerSec   float64 `json:"records_per_sec"`
+	P50Millis       float64 `json:"p50_ms"`
+	P99Millis       float64 `json:"p99_ms"`
+	HeaderBytes     float64 `json:"header_bytes_per_record"`
+	AllocsPerRecord float64 `json:"allocs_per_record"`
+	CommitShare     float64 `json:"commit_time_share"`
+}
+
+func main() {
+	o := options{}
+	var sizes, configs string
+	flag.IntVar(&o.records, "records", 200_000, "records per throughput run")
+	flag.IntVar(&o.runs, "runs", 3, "runs of every configuration, interleaved")
+	flag.StringVar(&sizes, "sizes", "100,1000", "value sizes in bytes")
+	flag.IntVar(&o.partitions, "partitions", 4, "partitions per topic")
+	flag.IntVar(&o.latRecords, "latency-records", 3000, "records in the latency phase")
+	flag.IntVar(&o.latRate, "latency-rate", 3000, "records per second in the latency phase")
+	flag.StringVar(&o.out, "out", "bench-results", "directory for the result files")
+	flag.StringVar(&configs, "configs", "hand,franz,off,on,twohop", "configurations to run: hand, franz, off, on, twohop")
+	flag.BoolVar(&o.brokerOnly, "broker-only", false, "run only the broker (used by the benchmark itself)")
+	flag.IntVar(&o.brokerPort, "broker-port", 0, "broker port with -broker-only")
+	flag.StringVar(&o.brokerReady, "broker-ready", "", "file to write the broker address to with -broker-only")
+	flag.Parse()
+	if o.brokerOnly {
+		os.Exit(runBroker(o))
+	}
+	for _, s := range strings.Split(sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			fmt.Fprintf(os.Stderr, "bad size %q\n", s)
+			os.Exit(2)
+		}
+		o.sizes = append(o.sizes, n)
+	}
+	for _, c := range strings.Split(configs, ",") {
+		name, ok := configIDs[strings.TrimSpace(c)]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "unknown configuration %q\n", c)
+			os.Exit(2)
+		}
+		o.configs = append(o.configs, name)
+	}
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "e2ebench:", err)
+		os.Exit(1)
+	}
+}
+
+// runBroker serves the embedded broker in this process until killed: the
+// benchmark keeps the broker's own work out of the measured process.
+func runBroker(o options) int {
+	b, err := embedded.Start(embedded.Port(o.brokerPort))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer b.Close()
+	if err := os.WriteFile(o.brokerReady, []byte(b.Addr()), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+	<-sig
+	return 0
+}
+
+func startBrokerProcess() (addr string, stop func(), err error) {
+	ready, err := os.CreateTemp("", "e2ebench-broker-")
+	if err != nil {
+		return "", nil, err
+	}
+	ready.Close()
+	os.Remove(ready.Name())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmd := exec.Command(os.Args[0], "-broker-only", "-broker-port", strconv.Itoa(port), "-broker-ready", ready.Name())
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	stop = func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM) // it may have exited already
+		_ = cmd.Wait()
+		os.Remove(ready.Name())
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(ready.Name()); err == nil && len(b) > 0 {
+			return string(b), stop, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	return "", nil, errors.New("the broker process did not start")
+}
+
+func run(o options) error {
+	addr, stop, err := startBrokerProcess()
+	if err != nil {
+		return err
+	}
+	defer stop()
+	fmt.Printf("broker at %s; %d records per run, values %v bytes, %d runs of %d configurations, interleaved\n",
+		addr, o.records, o.sizes, o.runs, len(o.configs))
+	var results []result
+	id := 0
+	for r := 1; r <= o.runs; r++ {
+		for _, size := range o.sizes {
+			// Rotate the order each run so no configuration always goes first.
+			order := slices.Clone(o.configs)
+			k := (r - 1) % len(order)
+			order = append(order[k:], order[:k]...)
+			for _, c := range order {
+				id++
+				res, err := measure(addr, c, size, r, id, o)
+				if err != nil {
+					return fmt.Errorf("%s, %d bytes, run %d: %w", c, size, r, err)
+				}
+				fmt.Printf("  run %d  %5dB  %-32s %9.0f rec/s  p50 %6.1f ms  p99 %6.1f ms  %5.1f B hdr  %6.1f allocs  %4.1f%% commit\n",
+					r, size, c, res.RecordsPerSec, res.P50Millis, res.P99Millis, res.HeaderBytes, res.AllocsPerRecord, 100*res.CommitShare)
+				results = append(results, res)
+			}
+		}
+	}
+	return report(o, results)
+}
+
+// clockFor builds the 8-entry clock the input records carry: claims on
+// upstream topics no pipeline reads, plus, for the two-hop run, one claim
+// on the side input that makes records wait for it.
+func clockFor(sideTopic string, partition int32, sideOffset int64) []byte {
+	var es []causal.Entry
+	for i := range 8 {
+		es = append(es, causal.Entry{Channel: causal.Channel{Topic: "upstream-" + strconv.Itoa(i/4), Partition: int32(i % 4)}, Offset: 1_000_000 + int64(i)})
+	}
+	if sideTopic != "" {
+		es[7] = causal.Entry{Channel: causal.Channel{Topic: sideTopic, Partition: partition}, Offset: sideOffset}
+	}
+	c, err := causal.NewClock(es...)
+	if err != nil {
+		panic(err) // constant input
+	}
+	return causal.EncodeClock(c)
+}
+
+func createTopics(ctx context.Context, addr string, partitions int, names ...string) error {
+	cm := kafka.ConfigMap{"bootstrap.servers": addr, "enable.metrics.push": false}
+	admin, err := kafka.NewAdminClient(&cm)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	var specs []kafka.TopicSpecification
+	for _, n := range names {
+		specs = append(specs, kafka.TopicSpecification{Topic: n, NumPartitions: partitions, ReplicationFactor: -1})
+	}
+	res, err := admin.CreateTopics(ctx, specs)
+	if err != nil {
+		return err
+	}
+	for _, r := range res {
+		if r.Error.Code() != kafka.ErrNoError {
+			return fmt.Errorf("create %s: %w", r.Topic, r.Error)
+		}
+	}
+	return nil
+}
+
+type producer struct{ p *kafka.Producer }
+
+func newProducer(addr string, linger int) (*producer, error) {
+	cm := producerTuned(addr)
+	cm["linger.ms"], cm["enable.idempotence"] = linger, true
+	p, err := kafka.NewProducer(&cm)
+	return &producer{p}, err
+}
+
+func (p *producer) send(topic string, partition int32, key, value, clock []byte, ts time.Time) error {
+	msg := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition}, Key: key, Value: value,
+		Headers: []kafka.Header{{Key: causal.HeaderKey, Value: clock}}, Timestamp: ts}
+	for {
+		err := p.p.Produce(msg, nil)
+		var ke kafka.Error
+		if errors.As(err, &ke) && ke.Code() == kafka.ErrQueueFull {
+			p.p.Flush(10)
+			continue
+		}
+		return err
+	}
+}
+
+func (p *producer) close() error {
+	defer p.p.Close()
+	if n := p.p.Flush(60_000); n > 0 {
+		return fmt.Errorf("%d records not delivered", n)
+	}
+	return nil
+}
+
+// produce writes n records with keys prefix+i, spread evenly over the
+// partitions; for the two-hop run it first fills the side input that the
+// records' clocks claim, so the claims name records that exist.
+func produce(addr string, t *topics, prefix string, n, size, partitions int, twoHop bool) error {
+	p, err := newProducer(addr, 5)
+	if err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewPCG(uint64(size), 1))
+	value := make([]byte, size)
+	for i := range value {
+		value[i] = byte('a' + rng.IntN(26))
+	}
+	per := (n + partitions - 1) / partitions
+	side := ""
+	base := make([]int64, partitions) // where this call's side records start
+	if twoHop {
+		side = t.in2
+		for part := range partitions {
+			base[part] = t.sideWritten[part]
+			for j := range per/2 + 1 {
+				if err := p.send(t.in2, int32(part), []byte(prefix+"s"+strconv.Itoa(j)), []byte("side"), clockFor("", 0, 0), time.Now()); err != nil {
+					return err
+				}
+				t.sideWritten[part]++
+			}
+		}
+	}
+	count := make([]int64, partitions)
+	for i := range n {
+		part := int32(i % partitions)
+		// Record k of a partition claims side record k/2 of this call: the
+		// claims walk through the side input as the records do.
+		clock := clockFor(side, part, base[part]+count[part]/2)
+		count[part]++
+		if err := p.send(t.in, part, []byte(prefix+"k"+strconv.Itoa(i)), value, clock, time.Now()); err != nil {
+			return err
+		}
+	}
+	return p.close()
+}
+
+// reader follows the output topic with read_committed and times what
+// arrives: warm-up records, the burst, and the latency records.
+type reader struct {
+	mu          sync.Mutex
+	warm        int
+	warmWant    int
+	bulk        int
+	bulkWant    int
+	last        time.Time
+	mem1        goruntime.MemStats
+	commit1     float64
+	headerBytes int
+	latencies   []float64
+	latWant     int
+	warmDone    chan struct{}
+	bulkDone    chan struct{}
+	latDone     chan struct{}
+}
+
+func (r *reader) follow(ctx context.Context, addr, topic string, partitions int, p pipeline) error {
+	cm := consumerTuned(addr)
+	cm["group.id"], cm["isolation.level"], cm["enable.auto.commit"] = "reader-"+topic, "read_committed", false
+	c, err := kafka.NewConsumer(&cm)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var tps []kafka.TopicPartition
+	for part := range partitions {
+		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: int32(part), Offset: kafka.OffsetBeginning})
+	}
+	if err := c.Assign(tps); err != nil {
+		return err
+	}
+	for ctx.Err() == nil {
+		m, ok := c.Poll(5).(*kafka.Message)
+		if !ok || m.TopicPartition.Error != nil {
+			continue
+		}
+		now := time.Now()
+		switch key := string(m.Key); {
+		case strings.HasPrefix(key, "warm-"):
+			r.warm++
+			if r.warm == r.warmWant {
+				close(r.warmDone)
+			}
+		case strings.HasPrefix(key, "lat-"):
+			r.mu.Lock()
+			r.latencies = append(r.latencies, float64(now.Sub(m.Timestamp).Microseconds())/1000)
+			if len(r.latencies) == r.latWant {
+				close(r.latDone)
+			}
+			r.mu.Unlock()
+		default:
+			r.bulk++
+			for _, h := range m.Headers {
+				if h.Key == causal.HeaderKey {
+					r.headerBytes += len(h.Value)
+				}
+			}
+			if r.bulk == r.bulkWant {
+				r.last = now
+				goruntime.ReadMemStats(&r.mem1)
+				r.commit1 = p.commitSeconds()
+				close(r.bulkDone)
+			}
+		}
+	}
+	return nil
+}
+
+const warmRecords = 2000
+
+func measure(addr, config string, size, run, id int, o options) (result, error) {
+	res := result{Config: config, ValueBytes: size, Run: run, Records: o.records}
+	prefix := fmt.Sprintf("b%d", id)
+	t := topics{in: prefix + "-in", in2: prefix + "-side", mid: prefix + "-mid", out: prefix + "-out", group: prefix,
+		sideWritten: make([]int64, o.partitions)}
+	twoHop := config == cfgTwoHop
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	names := []string{t.in, t.out}
+	if twoHop {
+		names = append(names, t.in2, t.mid)
+	}
+	if err := createTopics(ctx, addr, o.partitions, names...); err != nil {
+		return res, err
+	}
+	if err := produce(addr, &t, "warm-", warmRecords, size, o.partitions, twoHop); err != nil {
+		return res, err
+	}
+	dir, err := os.MkdirTemp("", "e2ebench-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(dir)
+	var p pipeline
+	switch config {
+	case cfgHand:
+		p = &handLoop{addr: addr, t: t}
+	case cfgFranz:
+		p = &franzLoop{addr: addr, t: t}
+	case cfgGateOff, cfgGateOn, cfgTwoHop:
+		p = &worker{addr: addr, t: t, gateOff: config == cfgGateOff, twoHop: twoHop, dir: dir}
+	default:
+		return res, fmt.Errorf("unknown configuration %q", config)
+	}
+	r := &reader{warmWant: warmRecords, bulkWant: o.records, latWant: o.latRecords,
+		warmDone: make(chan struct{}), bulkDone: make(chan struct{}), latDone: make(chan struct{})}
+	readCtx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
+	readErr := make(chan error, 1)
+	go func() { readErr <- r.follow(readCtx, addr, t.out, o.partitions, p) }()
+	if err := p.start(ctx); err != nil {
+		return res, err
+	}
+	wait := func(phase string, done chan struct{}) error {
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("%s phase: %w", phase, ctx.Err())
+		}
+	}
+	// Warm up (group joined, clients connected), then the burst: throughput
+	// is the burst's size over the time from its first write to its last
+	// committed record becoming visible.
+	if err := wait("warm-up", r.warmDone); err != nil {
+		return res, err
+	}
+	var mem0 goruntime.MemStats
+	goruntime.ReadMemStats(&mem0)
+	commit0 := p.commitSeconds()
+	start := time.Now()
+	if err := produce(addr, &t, "", o.records, size, o.partitions, twoHop); err != nil {
+		return res, err
+	}
+	if err := wait("throughput", r.bulkDone); err != nil {
+		return res, err
+	}
+	// Latency: records produced at a steady rate into the running pipeline,
+	// timed from their produce timestamp to their visibility downstream.
+	lp, err := newProducer(addr, 0)
+	if err != nil {
+		return res, err
+	}
+	tick := time.NewTicker(time.Second / time.Duration(o.latRate))
+	for i := range o.latRecords {
+		<-tick.C
+		part := int32(i % o.partitions)
+		if err := lp.send(t.in, part, []byte("lat-"+strconv.Itoa(i)), make([]byte, size), clockFor("", 0, 0), time.Now()); err != nil {
+			tick.Stop()
+			return res, err
+		}
+	}
+	tick.Stop()
+	if err := lp.close(); err != nil {
+		return res, err
+	}
+	if err := wait("latency", r.latDone); err != nil {
+		return res, err
+	}
+	stopReading()
+	if err := <-readErr; err != nil {
+		return res, err
+	}
+	if err := p.stop(); err != nil {
+		return res, err
+	}
+	secs := r.last.Sub(start).Seconds()
+	res.RecordsPerSec = float64(o.records) / secs
+	slices.Sort(r.latencies)
+	res.P50Millis = r.latencies[len(r.latencies)/2]
+	res.P99Millis = r.latencies[len(r.latencies)*99/100]
+	res.HeaderBytes = float64(r.headerBytes) / float64(r.bulk)
+	res.AllocsPerRecord = float64(r.mem1.Mallocs-mem0.Mallocs) / float64(o.records)
+	res.CommitShare = (r.commit1 - commit0) / secs
+	return res, nil
+}

@@ -1,0 +1,338 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/runtime"
+)
+
+// pipeline is one configuration under test: it reads topics.in and writes
+// every record to topics.out, exactly once, until stopped.
+type pipeline interface {
+	start(ctx context.Context) error
+	// commitSeconds is the time spent committing transactions so far.
+	commitSeconds() float64
+	stop() error
+}
+
+type topics struct {
+	in, in2, mid, out string
+	group             string
+	sideWritten       []int64 // side records written so far, per partition
+}
+
+// consumerTuned and producerTuned are the librdkafka settings of the
+// hand-written loop: the same fetch, queue and linger choices as the
+// worker's (docs/operations.md), so both sides get the client at its best.
+func consumerTuned(addr string) kafka.ConfigMap {
+	return kafka.ConfigMap{
+		"bootstrap.servers":          addr,
+		"fetch.wait.max.ms":          10,
+		"queued.min.messages":        100000,
+		"queued.max.messages.kbytes": 262144,
+		"max.partition.fetch.bytes":  4 << 20,
+		"fetch.max.bytes":            64 << 20,
+		"enable.metrics.push":        false,
+	}
+}
+
+func producerTuned(addr string) kafka.ConfigMap {
+	return kafka.ConfigMap{
+		"bootstrap.servers":            addr,
+		"linger.ms":                    5,
+		"batch.size":                   1 << 20,
+		"queue.buffering.max.messages": 1000000,
+		"queue.buffering.max.kbytes":   1 << 20,
+		"go.delivery.reports":          false,
+		"enable.metrics.push":          false,
+	}
+}
+
+// handLoop is what a user writes without a framework: poll, produce, and
+// every 100 ms send the consumer's positions and commit the transaction.
+type handLoop struct {
+	addr    string
+	t       topics
+	c       *kafka.Consumer
+	p       *kafka.Producer
+	done    chan struct{}
+	quit    chan struct{}
+	err     error
+	mu      sync.Mutex
+	commitS float64
+}
+
+func (h *handLoop) start(ctx context.Context) error {
+	cc := consumerTuned(h.addr)
+	cc["group.id"], cc["isolation.level"], cc["enable.auto.commit"], cc["auto.offset.reset"] = h.t.group, "read_committed", false, "earliest"
+	var err error
+	if h.c, err = kafka.NewConsumer(&cc); err != nil {
+		return err
+	}
+	pc := producerTuned(h.addr)
+	pc["transactional.id"] = h.t.group + "-tx"
+	if h.p, err = kafka.NewProducer(&pc); err != nil {
+		return err
+	}
+	if err := h.p.InitTransactions(ctx); err != nil {
+		return err
+	}
+	if err := h.c.Subscribe(h.t.in, nil); err != nil {
+		return err
+	}
+	h.done, h.quit = make(chan struct{}), make(chan struct{})
+	go h.run()
+	return nil
+}
+
+func (h *handLoop) run() {
+	defer close(h.done)
+	out := h.t.out
+	if err := h.p.BeginTransaction(); err != nil {
+		h.err = err
+		return
+	}
+	next := time.Now().Add(100 * time.Millisecond)
+	dirty := false
+	for {
+		select {
+		case <-h.quit:
+			return
+		default:
+		}
+		if m, ok := h.c.Poll(10).(*kafka.Message); ok && m.TopicPartition.Error == nil {
+			msg := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &out, Partition: m.TopicPartition.Partition},
+				Key: m.Key, Value: m.Value, Headers: m.Headers, Timestamp: m.Timestamp}
+			for {
+				err := h.p.Produce(msg, nil)
+				var ke kafka.Error
+				if errors.As(err, &ke) && ke.Code() == kafka.ErrQueueFull {
+					h.p.Flush(10)
+					continue
+				}
+				if err != nil {
+					h.err = err
+					return
+				}
+				break
+			}
+			dirty = true
+		}
+		if time.Now().After(next) {
+			next = time.Now().Add(100 * time.Millisecond)
+			if !dirty {
+				continue
+			}
+			began := time.Now()
+			if err := h.commit(); err != nil {
+				h.err = err
+				return
+			}
+			h.mu.Lock()
+			h.commitS += time.Since(began).Seconds()
+			h.mu.Unlock()
+			dirty = false
+		}
+	}
+}
+
+func (h *handLoop) commit() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	parts, err := h.c.Assignment()
+	if err != nil {
+		return err
+	}
+	pos, err := h.c.Position(parts)
+	if err != nil {
+		return err
+	}
+	md, err := h.c.GetConsumerGroupMetadata()
+	if err != nil {
+		return err
+	}
+	if err := h.p.SendOffsetsToTransaction(ctx, pos, md); err != nil {
+		return err
+	}
+	if err := h.p.CommitTransaction(ctx); err != nil {
+		return err
+	}
+	return h.p.BeginTransaction()
+}
+
+func (h *handLoop) commitSeconds() float64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.commitS
+}
+
+func (h *handLoop) stop() error {
+	close(h.quit)
+	<-h.done
+	h.c.Close()
+	h.p.Close()
+	return h.err
+}
+
+// franzLoop is the same loop on franz-go's GroupTransactSession.
+type franzLoop struct {
+	addr    string
+	t       topics
+	s       *kgo.GroupTransactSession
+	done    chan struct{}
+	cancel  context.CancelFunc
+	err     error
+	mu      sync.Mutex
+	commitS float64
+}
+
+func (f *franzLoop) start(context.Context) error {
+	var err error
+	f.s, err = kgo.NewGroupTransactSession(
+		kgo.SeedBrokers(f.addr),
+		kgo.ConsumerGroup(f.t.group),
+		kgo.ConsumeTopics(f.t.in),
+		kgo.TransactionalID(f.t.group+"-tx"),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.RequireStableFetchOffsets(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(5*time.Millisecond),
+		kgo.FetchMaxWait(10*time.Millisecond),
+	)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel, f.done = cancel, make(chan struct{})
+	go f.run(ctx)
+	return nil
+}
+
+func (f *franzLoop) run(ctx context.Context) {
+	defer close(f.done)
+	if err := f.s.Begin(); err != nil {
+		f.err = err
+		return
+	}
+	next := time.Now().Add(100 * time.Millisecond)
+	dirty := false
+	for ctx.Err() == nil {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+		fetches := f.s.PollFetches(pctx)
+		cancel()
+		fetches.EachRecord(func(r *kgo.Record) {
+			f.s.Produce(ctx, &kgo.Record{Topic: f.t.out, Partition: r.Partition, Key: r.Key, Value: r.Value, Headers: r.Headers, Timestamp: r.Timestamp}, nil)
+			dirty = true
+		})
+		if time.Now().After(next) {
+			next = time.Now().Add(100 * time.Millisecond)
+			if !dirty {
+				continue
+			}
+			began := time.Now()
+			if _, err := f.s.End(ctx, kgo.TryCommit); err != nil {
+				if ctx.Err() == nil {
+					f.err = err
+				}
+				return
+			}
+			if err := f.s.Begin(); err != nil {
+				f.err = err
+				return
+			}
+			f.mu.Lock()
+			f.commitS += time.Since(began).Seconds()
+			f.mu.Unlock()
+			dirty = false
+		}
+	}
+}
+
+func (f *franzLoop) commitSeconds() float64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.commitS
+}
+
+func (f *franzLoop) stop() error {
+	f.cancel()
+	<-f.done
+	f.s.Close()
+	return f.err
+}
+
+// worker runs a Causeway topology.
+type worker struct {
+	addr    string
+	t       topics
+	gateOff bool
+	twoHop  bool
+	dir     string
+	w       *runtime.Worker
+	m       *runtime.Metrics
+}
+
+func passThrough() framework.Processor {
+	return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error { return ctx.Forward(rec) })
+}
+
+func (w *worker) topology() (*framework.Topology, error) {
+	b := framework.NewBuilder("bench")
+	if !w.twoHop {
+		return b.Processor("pass", passThrough, framework.From(w.t.in), framework.To(w.t.out)).Build()
+	}
+	in2 := w.t.in2
+	return b.Processor("first", passThrough, framework.From(w.t.in), framework.To(w.t.mid)).
+		Processor("second", func() framework.Processor {
+			return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
+				if rec.Topic == in2 {
+					return nil // the side input only has to be delivered before what claims it
+				}
+				return ctx.Forward(rec)
+			})
+		}, framework.From(w.t.mid, w.t.in2), framework.To(w.t.out)).Build()
+}
+
+func (w *worker) start(ctx context.Context) error {
+	topo, err := w.topology()
+	if err != nil {
+		return err
+	}
+	cfg := runtime.DefaultConfig()
+	cfg.ApplicationID, cfg.BootstrapServers, cfg.StateDir, cfg.HTTPAddr = w.t.group, w.addr, w.dir, ""
+	cfg.GateOff, cfg.CreateTopics = w.gateOff, false
+	w.m = runtime.NewMetrics()
+	if w.w, err = runtime.NewWorker(cfg, topo, zap.NewNop(), w.m); err != nil {
+		return err
+	}
+	return w.w.Start(ctx)
+}
+
+func (w *worker) commitSeconds() float64 {
+	var m dto.Metric
+	if err := w.m.CommitSeconds.(prometheus.Metric).Write(&m); err != nil {
+		return 0
+	}
+	return m.GetHistogram().GetSampleSum()
+}
+
+func (w *worker) stop() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := w.w.Stop(ctx); err != nil {
+		return fmt.Errorf("stop worker: %w", err)
+	}
+	return nil
+}

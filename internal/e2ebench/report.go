@@ -1,0 +1,230 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+// summary is the median of every measure over the runs of one
+// configuration and value size.
+type summary struct {
+	Config     string  `json:"config"`
+	ValueBytes int     `json:"value_bytes"`
+	Runs       int     `json:"runs"`
+	PerSec     float64 `json:"records_per_sec"`
+	P50        float64 `json:"p50_ms"`
+	P99        float64 `json:"p99_ms"`
+	Header     float64 `json:"header_bytes_per_record"`
+	Allocs     float64 `json:"allocs_per_record"`
+	Commit     float64 `json:"commit_time_share"`
+}
+
+// target is one ratio the project holds itself to.
+type target struct {
+	What  string  `json:"what"`
+	Value float64 `json:"value"`
+	Goal  string  `json:"goal"`
+	Met   bool    `json:"met"`
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func summarize(results []result) []summary {
+	type key struct {
+		c string
+		s int
+	}
+	groups := map[key][]result{}
+	var order []key
+	for _, r := range results {
+		k := key{r.Config, r.ValueBytes}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	slices.SortFunc(order, func(a, b key) int {
+		if a.s != b.s {
+			return a.s - b.s
+		}
+		return slices.Index(allConfigs, a.c) - slices.Index(allConfigs, b.c)
+	})
+	var out []summary
+	for _, k := range order {
+		rs := groups[k]
+		pick := func(f func(result) float64) float64 {
+			xs := make([]float64, len(rs))
+			for i, r := range rs {
+				xs[i] = f(r)
+			}
+			return median(xs)
+		}
+		out = append(out, summary{Config: k.c, ValueBytes: k.s, Runs: len(rs),
+			PerSec: pick(func(r result) float64 { return r.RecordsPerSec }),
+			P50:    pick(func(r result) float64 { return r.P50Millis }),
+			P99:    pick(func(r result) float64 { return r.P99Millis }),
+			Header: pick(func(r result) float64 { return r.HeaderBytes }),
+			Allocs: pick(func(r result) float64 { return r.AllocsPerRecord }),
+			Commit: pick(func(r result) float64 { return r.CommitShare }),
+		})
+	}
+	return out
+}
+
+func find(ss []summary, config string, size int) (summary, bool) {
+	for _, s := range ss {
+		if s.Config == config && s.ValueBytes == size {
+			return s, true
+		}
+	}
+	return summary{}, false
+}
+
+func targets(ss []summary, sizes []int) []target {
+	var out []target
+	for _, size := range sizes {
+		hand, okH := find(ss, cfgHand, size)
+		on, okOn := find(ss, cfgGateOn, size)
+		off, okOff := find(ss, cfgGateOff, size)
+		if okH && okOn {
+			v := on.PerSec / hand.PerSec
+			out = append(out, target{fmt.Sprintf("%dB: Causeway gate on / hand-written loop, throughput", size), v, ">= 0.90", v >= 0.90})
+		}
+		if okOn && okOff {
+			v := on.PerSec / off.PerSec
+			out = append(out, target{fmt.Sprintf("%dB: gate on / gate off, throughput", size), v, ">= 0.95", v >= 0.95})
+			v = on.P99 / off.P99
+			out = append(out, target{fmt.Sprintf("%dB: gate on / gate off, p99 latency", size), v, "<= 1.10", v <= 1.10})
+			v = on.Allocs - off.Allocs
+			out = append(out, target{fmt.Sprintf("%dB: gate on - gate off, allocations per record", size), v, "<= 2", v <= 2})
+		}
+	}
+	return out
+}
+
+func report(o options, results []result) error {
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	ss := summarize(results)
+	ts := targets(ss, o.sizes)
+	js, err := json.MarshalIndent(map[string]any{"options": map[string]any{
+		"records": o.records, "runs": o.runs, "sizes": o.sizes, "partitions": o.partitions,
+		"latency_records": o.latRecords, "latency_rate": o.latRate},
+		"runs": results, "medians": ss, "targets": ts}, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(o.out, "e2e.json"), js, 0o644); err != nil {
+		return err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Medians of %d interleaved runs, %d records each, %d partitions.\n\n", o.runs, o.records, o.partitions)
+	b.WriteString("| configuration | value | records/s | p50 ms | p99 ms | header B/record | allocs/record | commit time |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, s := range ss {
+		fmt.Fprintf(&b, "| %s | %d B | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f%% |\n",
+			s.Config, s.ValueBytes, s.PerSec, s.P50, s.P99, s.Header, s.Allocs, 100*s.Commit)
+	}
+	b.WriteString("\n| target | value | goal | |\n|---|---:|---|---|\n")
+	for _, t := range ts {
+		verdict := "met"
+		if !t.Met {
+			verdict = "MISSED"
+		}
+		fmt.Fprintf(&b, "| %s | %.2f | %s | %s |\n", t.What, t.Value, t.Goal, verdict)
+	}
+	if err := os.WriteFile(filepath.Join(o.out, "e2e.md"), []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	fmt.Println()
+	fmt.Print(b.String())
+	return chart(ss, o.sizes, filepath.Join(o.out, "e2e.png"))
+}
+
+// chart draws throughput and p99 latency per configuration, one bar group
+// per value size.
+func chart(ss []summary, sizes []int, path string) error {
+	var configs []string
+	for _, c := range allConfigs {
+		for _, s := range ss {
+			if s.Config == c && !slices.Contains(configs, c) {
+				configs = append(configs, c)
+			}
+		}
+	}
+	panel := func(title, ylabel string, value func(summary) float64) (*plot.Plot, error) {
+		p := plot.New()
+		p.Title.Text, p.Y.Label.Text = title, ylabel
+		w := vg.Points(14)
+		for i, c := range configs {
+			var vals plotter.Values
+			for _, size := range sizes {
+				s, _ := find(ss, c, size)
+				vals = append(vals, value(s))
+			}
+			bars, err := plotter.NewBarChart(vals, w)
+			if err != nil {
+				return nil, err
+			}
+			bars.Color = palette[i%len(palette)]
+			bars.LineStyle.Width = 0
+			bars.Offset = w * vg.Length(i-len(configs)/2)
+			p.Add(bars)
+			p.Legend.Add(c, bars)
+		}
+		var names []string
+		for _, s := range sizes {
+			names = append(names, fmt.Sprintf("%d-byte values", s))
+		}
+		p.NominalX(names...)
+		p.Legend.Top, p.Legend.Left = true, true
+		p.Y.Min = 0
+		return p, nil
+	}
+	tp, err := panel("Throughput", "records per second", func(s summary) float64 { return s.PerSec })
+	if err != nil {
+		return err
+	}
+	lp, err := panel("End-to-end latency, p99", "milliseconds", func(s summary) float64 { return s.P99 })
+	if err != nil {
+		return err
+	}
+	img := vgimg.New(vg.Points(1100), vg.Points(450))
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Points(20), PadY: vg.Points(10), PadLeft: vg.Points(10), PadRight: vg.Points(10), PadTop: vg.Points(10), PadBottom: vg.Points(10)}
+	canvases := plot.Align([][]*plot.Plot{{tp, lp}}, tiles, dc)
+	tp.Draw(canvases[0][0])
+	lp.Draw(canvases[0][1])
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	png := vgimg.PngCanvas{Canvas: img}
+	if _, err := png.WriteTo(f); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+var palette = []color.Color{
+	color.RGBA{R: 0x4c, G: 0x72, B: 0xb0, A: 0xff}, color.RGBA{R: 0x55, G: 0xa8, B: 0x68, A: 0xff},
+	color.RGBA{R: 0xc4, G: 0x4e, B: 0x52, A: 0xff}, color.RGBA{R: 0x81, G: 0x72, B: 0xb2, A: 0xff},
+	color.RGBA{R: 0xcc, G: 0xb9, B: 0x74, A: 0xff},
+}
