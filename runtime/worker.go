@@ -45,6 +45,8 @@ type runningTask struct {
 	t         *task.Task
 	state     TaskState
 	err       error
+	// streamed counts outputs produced into the open transaction.
+	streamed int
 	// committed is the next offset per input topic as last committed (or
 	// seeded), which is what the task resumes from.
 	committed map[string]int64
@@ -88,6 +90,17 @@ type Worker struct {
 	fatalErr  error
 	// failedCommits counts transactions failed in a row, for backoff.
 	failedCommits int
+	// inTxn is set while a transaction is open: outputs stream into it as
+	// tasks emit them, and commit closes it.
+	inTxn    bool
+	txnBegan time.Time
+	produced map[string]int // outputs per topic in the open transaction
+	// mustAbort is set when a task failed mid-processing after streaming
+	// outputs into the open transaction: those outputs cannot be committed
+	// without the offsets the failed task no longer has.
+	mustAbort bool
+	// keepFailed, during a rebuild, names the failed tasks to leave failed.
+	keepFailed map[string]error
 
 	restarts chan restartRequest
 	stop     chan struct{}
@@ -118,6 +131,7 @@ func NewWorker(cfg Config, topo *framework.Topology, log *zap.Logger, metrics *M
 		cfg: cfg, topo: topo, log: log, metrics: metrics, now: time.Now,
 		byChannel: map[causal.Channel][]*runningTask{},
 		paused:    map[causal.Channel]bool{},
+		produced:  map[string]int{},
 		restarts:  make(chan restartRequest),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
@@ -283,6 +297,7 @@ func (w *Worker) run() {
 		ev := w.consumer.Poll(10)
 		if ev != nil {
 			w.handle(ev)
+			w.stream()
 		}
 		if w.fatalErr == nil && !w.now().Before(nextCommit) {
 			w.tick()
@@ -316,7 +331,9 @@ func (w *Worker) tick() {
 }
 
 func (w *Worker) shutdown() {
-	if err := w.commit(); err != nil {
+	if w.mustAbort {
+		w.abort()
+	} else if err := w.commit(); err != nil {
 		w.log.Warn("last commit before shutdown failed; its work will be redone by the next owner", zap.Error(err))
 		w.abort()
 	}
@@ -439,6 +456,11 @@ func (w *Worker) failTask(rt *runningTask, err error) {
 		return
 	}
 	rt.state, rt.err = StateFailed, err
+	if rt.t != nil {
+		if _, snapErr := rt.t.Snapshot(); snapErr != nil && rt.streamed > 0 {
+			w.mustAbort = true
+		}
+	}
 	fields := []zap.Field{zap.String("task", rt.id), zap.Error(err)}
 	var ce *causal.ClockError
 	if errors.As(err, &ce) {
@@ -466,7 +488,7 @@ func (w *Worker) rebalance(c *kafka.Consumer, ev kafka.Event) error {
 		}
 	case kafka.RevokedPartitions:
 		w.log.Info("partitions revoked", zap.Int("partitions", len(e.Partitions)), zap.Bool("lost", c.AssignmentLost()))
-		if !c.AssignmentLost() {
+		if !c.AssignmentLost() && !w.mustAbort {
 			if err := w.commit(); err != nil {
 				w.log.Warn("commit on revocation failed; the next owner redoes the work", zap.Error(err))
 				w.abort()
@@ -575,6 +597,15 @@ func (w *Worker) build(rts []*runningTask) error {
 		}
 	}
 	for _, rt := range rts {
+		if prev, ok := w.keepFailed[rt.id]; ok {
+			// Stays failed, but its committed offsets still hold the group's
+			// offsets back.
+			if err := w.seedOffsets(rt, restored[rt.id], group); err != nil {
+				return err
+			}
+			rt.t, rt.state, rt.err = nil, StateFailed, prev
+			continue
+		}
 		if err := w.buildOne(rt, restored[rt.id], group); err != nil {
 			rt.t = nil
 			w.failTask(rt, err)
@@ -612,21 +643,31 @@ func (w *Worker) buildOne(rt *runningTask, r *restoredTask, group map[causal.Cha
 			}
 		}
 	}
-	for _, in := range t.Inputs() {
-		ch := causal.Channel{Topic: in, Partition: rt.partition}
-		next, err := w.startOffset(ch, r, group)
-		if err != nil {
-			return err
-		}
+	if err := w.seedOffsets(rt, r, group); err != nil {
+		return err
+	}
+	for in, next := range rt.committed {
 		if err := t.Seed(in, next); err != nil {
 			return err
 		}
-		rt.committed[in] = next
 	}
 	if err := t.Start(); err != nil {
 		return err
 	}
 	rt.state = StateRunning
+	return nil
+}
+
+// seedOffsets sets, for each input of rt, the offset it resumes from.
+func (w *Worker) seedOffsets(rt *runningTask, r *restoredTask, group map[causal.Channel]int64) error {
+	pi, _ := w.topo.Processor(rt.processor)
+	for _, in := range pi.Inputs {
+		next, err := w.startOffset(causal.Channel{Topic: in, Partition: rt.partition}, r, group)
+		if err != nil {
+			return err
+		}
+		rt.committed[in] = next
+	}
 	return nil
 }
 
@@ -703,18 +744,74 @@ func (w *Worker) partitionCount(topic string) (int32, error) {
 type pendingCommit struct {
 	rt   *runningTask
 	snap task.Snapshot
-	outs []task.Output
 }
 
-// commit writes one transaction: every task's outputs, store changes,
-// checkpoint and offsets. A task that failed while processing contributes
-// nothing, and its committed offsets stay where they were.
+// begin opens a transaction if none is open.
+func (w *Worker) begin() error {
+	if w.inTxn {
+		return nil
+	}
+	if err := w.producer.BeginTransaction(); err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	w.inTxn, w.txnBegan = true, w.now()
+	return nil
+}
+
+// stream produces what running tasks have emitted into the open
+// transaction, so that sending overlaps processing and a commit only waits
+// for the tail.
+func (w *Worker) stream() {
+	for _, rt := range w.tasks {
+		if rt.state != StateRunning || rt.t == nil {
+			continue
+		}
+		outs := rt.t.TakeOutputs()
+		if len(outs) == 0 {
+			continue
+		}
+		if err := w.begin(); err != nil {
+			w.onCommitError(err)
+			return
+		}
+		for _, o := range outs {
+			if err := w.produceOutput(o); err != nil {
+				w.onCommitError(err)
+				return
+			}
+		}
+		rt.streamed += len(outs)
+	}
+}
+
+func (w *Worker) produceOutput(o task.Output) error {
+	topic := o.Topic
+	msg := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: o.Partition},
+		Key: o.Record.Key, Value: o.Record.Value, Headers: headersOut(o.Record.Headers), Timestamp: o.Record.Timestamp}
+	if err := w.produce(msg); err != nil {
+		return err
+	}
+	w.produced[o.Topic]++
+	return nil
+}
+
+// commit closes the open transaction with every task's remaining outputs,
+// store changes, checkpoint and offsets. A task that failed while
+// processing contributes nothing, and its committed offsets stay where they
+// were; if it had already streamed outputs, the transaction is aborted
+// instead and the healthy tasks redo their work from committed state.
 func (w *Worker) commit() error {
 	if len(w.tasks) == 0 || w.consumer == nil {
 		return nil
 	}
+	if w.mustAbort {
+		w.log.Warn("a task failed after its outputs were sent: aborting the transaction; the other tasks redo their work")
+		w.abort()
+		w.rebuildAll(true)
+		return nil
+	}
 	var work []pendingCommit
-	dirty := false
+	dirty := w.inTxn
 	for _, rt := range w.tasks {
 		if rt.t == nil || rt.state == StateRestoring {
 			continue
@@ -722,12 +819,11 @@ func (w *Worker) commit() error {
 		// A failed task still commits what came before its failure when its
 		// snapshot says that is well defined (a record refused at receipt).
 		snap, err := rt.t.Snapshot()
-		outs := rt.t.TakeOutputs()
 		if err != nil {
-			w.failTask(rt, err)
+			rt.t.TakeOutputs()
 			continue
 		}
-		if len(outs) > 0 || len(snap.Changes) > 0 {
+		if len(snap.Changes) > 0 {
 			dirty = true
 		}
 		for _, e := range snap.Offsets {
@@ -735,26 +831,20 @@ func (w *Worker) commit() error {
 				dirty = true
 			}
 		}
-		work = append(work, pendingCommit{rt: rt, snap: snap, outs: outs})
+		work = append(work, pendingCommit{rt: rt, snap: snap})
 	}
 	if !dirty {
 		return nil
 	}
-	began := w.now()
-	if err := w.producer.BeginTransaction(); err != nil {
-		return fmt.Errorf("begin transaction: %w", err)
+	if err := w.begin(); err != nil {
+		return err
 	}
 	cl := changelogTopic(w.cfg.ApplicationID)
-	produced := map[string]int{}
 	for _, p := range work {
-		for _, o := range p.outs {
-			topic := o.Topic
-			msg := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: o.Partition},
-				Key: o.Record.Key, Value: o.Record.Value, Headers: headersOut(o.Record.Headers), Timestamp: o.Record.Timestamp}
-			if err := w.produce(msg); err != nil {
+		for _, o := range p.rt.t.TakeOutputs() {
+			if err := w.produceOutput(o); err != nil {
 				return err
 			}
-			produced[o.Topic]++
 		}
 		for name, changes := range p.snap.Changes {
 			for _, c := range changes {
@@ -790,17 +880,22 @@ func (w *Worker) commit() error {
 	if err := w.commitTransaction(ctx); err != nil {
 		return err
 	}
+	w.inTxn = false
 	w.failedCommits = 0
 	for _, p := range work {
 		for _, e := range p.snap.Offsets {
 			p.rt.committed[e.Channel.Topic] = e.Offset
 		}
 	}
-	for topic, n := range produced {
+	for _, rt := range w.tasks {
+		rt.streamed = 0
+	}
+	for topic, n := range w.produced {
 		w.metrics.RecordsOut.WithLabelValues(topic).Add(float64(n))
 	}
+	clear(w.produced)
 	w.metrics.Commits.Inc()
-	w.metrics.CommitSeconds.Observe(w.now().Sub(began).Seconds())
+	w.metrics.CommitSeconds.Observe(w.now().Sub(w.txnBegan).Seconds())
 	return nil
 }
 
@@ -890,7 +985,7 @@ func (w *Worker) onCommitError(err error) {
 		case <-w.stop:
 		}
 	}
-	w.rebuildAll()
+	w.rebuildAll(true)
 }
 
 // fenced reports whether err says another producer took over the
@@ -908,6 +1003,15 @@ func fenced(err error) bool {
 }
 
 func (w *Worker) abort() {
+	w.mustAbort = false
+	if !w.inTxn {
+		return
+	}
+	w.inTxn = false
+	clear(w.produced)
+	for _, rt := range w.tasks {
+		rt.streamed = 0
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := w.producer.AbortTransaction(ctx); err != nil {
@@ -926,8 +1030,19 @@ func (w *Worker) abort() {
 
 // rebuildAll throws every task away and builds it again from what was
 // committed, then rewinds the consumer to match. Never patch in memory.
-func (w *Worker) rebuildAll() {
+// With keepFailed, tasks that have failed stay failed and are not run
+// again: a record that fails its processor every time would otherwise fail,
+// abort and rebuild forever. Only an explicit restart rebuilds them.
+func (w *Worker) rebuildAll(keepFailed bool) {
 	parts := w.assigned
+	w.keepFailed = map[string]error{}
+	if keepFailed {
+		for _, rt := range w.tasks {
+			if rt.state == StateFailed {
+				w.keepFailed[rt.id] = rt.err
+			}
+		}
+	}
 	w.closeTasks()
 	if len(parts) == 0 {
 		return
@@ -935,6 +1050,7 @@ func (w *Worker) rebuildAll() {
 	if err := w.assign(parts); err != nil && !errors.Is(err, ErrStopped) {
 		w.fatalErr = err
 	}
+	w.keepFailed = nil
 }
 
 // restart commits what healthy tasks have done, then rebuilds every task
@@ -953,7 +1069,7 @@ func (w *Worker) restart(id string) error {
 		return err
 	}
 	w.log.Info("restarting task from its committed state", zap.String("task", id))
-	w.rebuildAll()
+	w.rebuildAll(false)
 	return w.fatalErr
 }
 

@@ -404,8 +404,10 @@ func (t *Task) punctuate(typ framework.PunctuationType, now time.Time) error {
 	return nil
 }
 
-// TakeOutputs returns the records emitted since the last call. Take them
-// together with Snapshot: outputs and offsets belong to one transaction.
+// TakeOutputs returns the records emitted since the last call. Outputs
+// belong to the same transaction as the next Snapshot's offsets: produce
+// them into the transaction that commits that snapshot (a runtime may
+// stream them into the open transaction as they come).
 func (t *Task) TakeOutputs() []Output {
 	out := t.outbox
 	t.outbox = nil

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"os/signal"
 	goruntime "runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,6 +53,7 @@ type options struct {
 	latRate     int
 	out         string
 	configs     []string
+	cpuProfile  string
 	brokerOnly  bool
 	brokerPort  int
 	brokerReady string
@@ -82,6 +84,7 @@ func main() {
 	flag.IntVar(&o.latRate, "latency-rate", 3000, "records per second in the latency phase")
 	flag.StringVar(&o.out, "out", "bench-results", "directory for the result files")
 	flag.StringVar(&configs, "configs", "hand,franz,off,on,twohop", "configurations to run: hand, franz, off, on, twohop")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured process to this file")
 	flag.BoolVar(&o.brokerOnly, "broker-only", false, "run only the broker (used by the benchmark itself)")
 	flag.IntVar(&o.brokerPort, "broker-port", 0, "broker port with -broker-only")
 	flag.StringVar(&o.brokerReady, "broker-ready", "", "file to write the broker address to with -broker-only")
@@ -105,7 +108,20 @@ func main() {
 		}
 		o.configs = append(o.configs, name)
 	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(o); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "e2ebench:", err)
 		os.Exit(1)
 	}
