@@ -38,7 +38,7 @@ func NewMetrics() *Metrics {
 		Dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "causeway_dropped_records_total", Help: "Records dropped on purpose (bad input, late, unmatched)."}, []string{"task", "reason"}),
 		Commits: prometheus.NewCounter(prometheus.CounterOpts{Name: "causeway_transaction_commits_total", Help: "Committed transactions."}),
 		Aborts:  prometheus.NewCounter(prometheus.CounterOpts{Name: "causeway_transaction_aborts_total", Help: "Aborted transactions."}),
-		CommitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "causeway_transaction_commit_seconds", Help: "Duration of a commit, from beginning the transaction to committed.",
+		CommitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "causeway_transaction_commit_seconds", Help: "Duration of a commit: from closing the interval (store changes, checkpoints, offsets) to committed.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 12)}),
 		RestoreRecords:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "causeway_restore_records_total", Help: "Changelog records applied while restoring."}, []string{"task"}),
 		RestoreProgress: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "causeway_restore_progress_ratio", Help: "Share of the changelog read while restoring a task."}, []string{"task"}),

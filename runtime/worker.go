@@ -93,7 +93,6 @@ type Worker struct {
 	// inTxn is set while a transaction is open: outputs stream into it as
 	// tasks emit them, and commit closes it.
 	inTxn    bool
-	txnBegan time.Time
 	produced map[string]int // outputs per topic in the open transaction
 	// mustAbort is set when a task failed mid-processing after streaming
 	// outputs into the open transaction: those outputs cannot be committed
@@ -754,7 +753,7 @@ func (w *Worker) begin() error {
 	if err := w.producer.BeginTransaction(); err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
-	w.inTxn, w.txnBegan = true, w.now()
+	w.inTxn = true
 	return nil
 }
 
@@ -836,6 +835,7 @@ func (w *Worker) commit() error {
 	if !dirty {
 		return nil
 	}
+	closing := w.now()
 	if err := w.begin(); err != nil {
 		return err
 	}
@@ -895,7 +895,7 @@ func (w *Worker) commit() error {
 	}
 	clear(w.produced)
 	w.metrics.Commits.Inc()
-	w.metrics.CommitSeconds.Observe(w.now().Sub(w.txnBegan).Seconds())
+	w.metrics.CommitSeconds.Observe(w.now().Sub(closing).Seconds())
 	return nil
 }
 
