@@ -443,9 +443,44 @@ func (w *Worker) advanceIdle() {
 	if err != nil {
 		return
 	}
+	position := map[causal.Channel]int64{}
 	for _, tp := range pos {
 		if tp.Offset >= 0 {
-			w.advance(causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}, int64(tp.Offset))
+			ch := causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}
+			position[ch] = int64(tp.Offset)
+			w.advance(ch, int64(tp.Offset))
+		}
+	}
+	w.checkUnsatisfiable(position)
+}
+
+// unsatisfiableAfter is how long a head must have waited before the worker
+// asks the broker whether its claim can be met at all. It only decides
+// when to look; nothing is ever delivered or advanced on a timer.
+const unsatisfiableAfter = 3 * time.Second
+
+// checkUnsatisfiable fails a task whose blocked head claims an offset that
+// does not exist: the consumer has read its channel to the end and the
+// claim lies beyond it. A real cause was appended before the record that
+// claims it, so such a claim is a producer's mistake, and waiting would be
+// silent forever.
+func (w *Worker) checkUnsatisfiable(position map[causal.Channel]int64) {
+	now := w.now()
+	for _, rt := range w.tasks {
+		if rt.state != StateRunning || rt.t == nil {
+			continue
+		}
+		for ch, b := range rt.blocked {
+			pos, ok := position[b.on]
+			if !ok || now.Sub(b.since) < unsatisfiableAfter {
+				continue
+			}
+			_, high, err := w.consumer.QueryWatermarkOffsets(b.on.Topic, b.on.Partition, 5000)
+			if err != nil || pos < high || b.off < high {
+				continue
+			}
+			w.failTask(rt, fmt.Errorf("the head of %s claims %s up to offset %d, which can never be met: %s ends at offset %d "+
+				"and the consumer has read it all; the producer of that record stamped an offset that does not exist", ch, b.on, b.off, b.on, high-1))
 		}
 	}
 }

@@ -252,6 +252,25 @@ func createTopics(ctx context.Context, addr string, partitions int, names ...str
 	return nil
 }
 
+func deleteTopics(ctx context.Context, addr string, names ...string) error {
+	cm := kafka.ConfigMap{"bootstrap.servers": addr, "enable.metrics.push": false}
+	admin, err := kafka.NewAdminClient(&cm)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	res, err := admin.DeleteTopics(ctx, names)
+	if err != nil {
+		return fmt.Errorf("delete topics: %w", err)
+	}
+	for _, r := range res {
+		if r.Error.Code() != kafka.ErrNoError {
+			return fmt.Errorf("delete %s: %w", r.Topic, r.Error)
+		}
+	}
+	return nil
+}
+
 type producer struct{ p *kafka.Producer }
 
 func newProducer(addr string, linger int) (*producer, error) {
@@ -492,6 +511,11 @@ func measure(addr, config string, size, run, id int, o options) (result, error) 
 		return res, err
 	}
 	if err := p.stop(); err != nil {
+		return res, err
+	}
+	// The broker keeps everything in memory: drop this run's topics so the
+	// next run does not pay for them.
+	if err := deleteTopics(ctx, addr, names...); err != nil {
 		return res, err
 	}
 	secs := r.last.Sub(start).Seconds()
