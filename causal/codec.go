@@ -131,6 +131,12 @@ func (d *decoder) count(unit int) (int, error) {
 // ErrMalformedClock; the decoder never panics and allocates in proportion to
 // len(b) at most.
 func DecodeClock(b []byte) (Clock, error) {
+	return decodeClock(b, func(name []byte) string { return string(name) })
+}
+
+// decodeClock is DecodeClock with the topic names turned into strings by
+// name, which may hand out shared copies of names it has seen before.
+func decodeClock(b []byte, name func([]byte) string) (Clock, error) {
 	d := decoder{b: b}
 	if len(b) == 0 {
 		return Clock{}, d.fail(ErrTruncated)
@@ -158,11 +164,11 @@ func DecodeClock(b []byte) (Clock, error) {
 		case nameLen > MaxTopicLen:
 			return Clock{}, d.fail(ErrTopicTooLong)
 		}
-		name := b[d.pos : d.pos+nameLen]
-		if g > 0 && string(name) <= prevTopic {
+		raw := b[d.pos : d.pos+nameLen]
+		if g > 0 && string(raw) <= prevTopic {
 			return Clock{}, d.fail(ErrUnsorted)
 		}
-		topic := string(name)
+		topic := name(raw)
 		d.pos += nameLen
 		// An entry takes at least 2 bytes.
 		n, err := d.count(2)

@@ -161,6 +161,16 @@ func NewNode[P any](opts ...NodeOpt) (*Node[P], error) {
 	return n, nil
 }
 
+// knownTopic returns the node's own copy of a topic name it already knows,
+// so that decoding a clock does not allocate the same names for every
+// record. Unknown names are copied as usual and are not added here.
+func (n *Node[P]) knownTopic(b []byte) string {
+	if id, ok := n.ids[string(b)]; ok {
+		return n.topics[id].name
+	}
+	return string(b)
+}
+
 // intern returns the id of topic, adding it if new.
 func (n *Node[P]) intern(topic string) int32 {
 	if id, ok := n.ids[topic]; ok {
@@ -246,7 +256,7 @@ func (n *Node[P]) ReceiveHeader(ch Channel, off int64, header []byte, present bo
 		if off <= n.chans[idx].frontier {
 			return false, nil
 		}
-		if clock, err = DecodeClock(header); err != nil {
+		if clock, err = decodeClock(header, n.knownTopic); err != nil {
 			n.err = fmt.Errorf("causal: %w: %w", ErrNodeFailed, &ClockError{Channel: ch, Offset: off, Err: err})
 			return false, n.err
 		}
@@ -512,7 +522,8 @@ func (n *Node[P]) AppendStamp(dst []byte, output string) ([]byte, error) {
 	if err != nil {
 		return dst, err
 	}
-	return appendEntries(dst, es), nil
+	// Grow once to the encoded size rather than doubling through appends.
+	return appendEntries(slices.Grow(dst, encodedSizeHint(es)), es), nil
 }
 
 func (n *Node[P]) stampEntries(output string) ([]Entry, error) {

@@ -94,6 +94,9 @@ type Worker struct {
 	// tasks emit them, and commit closes it.
 	inTxn    bool
 	produced map[string]int // outputs per topic in the open transaction
+	// topicNames keeps one *string per output topic for kafka.Message,
+	// instead of a new one per record.
+	topicNames map[string]*string
 	// mustAbort is set when a task failed mid-processing after streaming
 	// outputs into the open transaction: those outputs cannot be committed
 	// without the offsets the failed task no longer has.
@@ -128,12 +131,13 @@ func NewWorker(cfg Config, topo *framework.Topology, log *zap.Logger, metrics *M
 	}
 	return &Worker{
 		cfg: cfg, topo: topo, log: log, metrics: metrics, now: time.Now,
-		byChannel: map[causal.Channel][]*runningTask{},
-		paused:    map[causal.Channel]bool{},
-		produced:  map[string]int{},
-		restarts:  make(chan restartRequest),
-		stop:      make(chan struct{}),
-		done:      make(chan struct{}),
+		byChannel:  map[causal.Channel][]*runningTask{},
+		paused:     map[causal.Channel]bool{},
+		produced:   map[string]int{},
+		topicNames: map[string]*string{},
+		restarts:   make(chan restartRequest),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
 	}, nil
 }
 
@@ -819,8 +823,13 @@ func (w *Worker) stream() {
 }
 
 func (w *Worker) produceOutput(o task.Output) error {
-	topic := o.Topic
-	msg := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: o.Partition},
+	topic, ok := w.topicNames[o.Topic]
+	if !ok {
+		name := o.Topic
+		topic = &name
+		w.topicNames[o.Topic] = topic
+	}
+	msg := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: topic, Partition: o.Partition},
 		Key: o.Record.Key, Value: o.Record.Value, Headers: headersOut(o.Record.Headers), Timestamp: o.Record.Timestamp}
 	if err := w.produce(msg); err != nil {
 		return err
