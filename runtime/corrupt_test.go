@@ -109,6 +109,18 @@ func TestCorruptHeaderFailsOnlyItsTask(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "one failed task does not make the worker unready")
 
+	// What the task did before the bad record reached the changelog: its
+	// store change for the good payment is there.
+	require.Eventually(t, func() bool {
+		want := string(runtime.StoreKey("ledger", 0, "paid", []byte("a")))
+		for _, m := range readCommitted(t, b.Addr(), "shop-corrupt-changelog", 1<<30, 2*time.Second) {
+			if string(m.Key) == want && string(m.Value) == "1" {
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 200*time.Millisecond, "the failed task's store change before the bad record is not in the changelog")
+
 	// Nothing past the bad record is committed for its partition.
 	require.Eventually(t, func() bool {
 		return committedOffset(t, b.Addr(), "shop-corrupt", "payments", 0) == bad

@@ -494,10 +494,8 @@ func (w *Worker) failTask(rt *runningTask, err error) {
 		return
 	}
 	rt.state, rt.err = StateFailed, err
-	if rt.t != nil {
-		if _, snapErr := rt.t.Snapshot(); snapErr != nil && rt.streamed > 0 {
-			w.mustAbort = true
-		}
+	if rt.t != nil && rt.t.Broken() && rt.streamed > 0 {
+		w.mustAbort = true
 	}
 	fields := []zap.Field{zap.String("task", rt.id), zap.Error(err)}
 	var ce *causal.ClockError

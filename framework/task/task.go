@@ -414,6 +414,11 @@ func (t *Task) TakeOutputs() []Output {
 	return out
 }
 
+// Broken reports whether the task failed part-way through processing a
+// record, which voids its snapshot (see Snapshot). Unlike Snapshot it has no
+// side effects.
+func (t *Task) Broken() bool { return t.broken }
+
 // Snapshot returns what to commit now. The store changes it returns are
 // forgotten by the task: if the commit fails, rebuild the task from the last
 // committed state.

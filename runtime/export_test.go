@@ -1,0 +1,4 @@
+package runtime
+
+// StoreKey exposes the changelog key of a store entry to the external tests.
+var StoreKey = storeKey
