@@ -54,6 +54,7 @@ type options struct {
 	out         string
 	configs     []string
 	cpuProfile  string
+	from        string
 	brokerOnly  bool
 	brokerPort  int
 	brokerReady string
@@ -84,6 +85,7 @@ func main() {
 	flag.IntVar(&o.latRate, "latency-rate", 3000, "records per second in the latency phase")
 	flag.StringVar(&o.out, "out", "bench-results", "directory for the result files")
 	flag.StringVar(&configs, "configs", "hand,franz,off,on,twohop", "configurations to run: hand, franz, off, on, twohop")
+	flag.StringVar(&o.from, "from", "", "write the report from this earlier e2e.json instead of measuring")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured process to this file")
 	flag.BoolVar(&o.brokerOnly, "broker-only", false, "run only the broker (used by the benchmark itself)")
 	flag.IntVar(&o.brokerPort, "broker-port", 0, "broker port with -broker-only")
@@ -107,6 +109,13 @@ func main() {
 			os.Exit(2)
 		}
 		o.configs = append(o.configs, name)
+	}
+	if o.from != "" {
+		if err := replot(o); err != nil {
+			fmt.Fprintln(os.Stderr, "e2ebench:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if o.cpuProfile != "" {
 		f, err := os.Create(o.cpuProfile)

@@ -117,6 +117,31 @@ func targets(ss []summary, sizes []int) []target {
 	return out
 }
 
+// replot writes the report again from an earlier result file.
+func replot(o options) error {
+	b, err := os.ReadFile(o.from)
+	if err != nil {
+		return err
+	}
+	var saved struct {
+		Options struct {
+			Records    int   `json:"records"`
+			Runs       int   `json:"runs"`
+			Sizes      []int `json:"sizes"`
+			Partitions int   `json:"partitions"`
+			LatRecords int   `json:"latency_records"`
+			LatRate    int   `json:"latency_rate"`
+		} `json:"options"`
+		Runs []result `json:"runs"`
+	}
+	if err := json.Unmarshal(b, &saved); err != nil {
+		return fmt.Errorf("%s: %w", o.from, err)
+	}
+	o.records, o.runs, o.sizes, o.partitions = saved.Options.Records, saved.Options.Runs, saved.Options.Sizes, saved.Options.Partitions
+	o.latRecords, o.latRate = saved.Options.LatRecords, saved.Options.LatRate
+	return report(o, saved.Runs)
+}
+
 func report(o options, results []result) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
@@ -194,7 +219,12 @@ func chart(ss []summary, sizes []int, path string) error {
 		}
 		p.NominalX(names...)
 		p.Legend.Top, p.Legend.Left = true, true
-		p.Y.Min = 0
+		// Headroom above the tallest bar for the legend.
+		top := 0.0
+		for _, s := range ss {
+			top = max(top, value(s))
+		}
+		p.Y.Min, p.Y.Max = 0, top*1.45
 		return p, nil
 	}
 	tp, err := panel("Throughput", "records per second", func(s summary) float64 { return s.PerSec })
