@@ -178,7 +178,7 @@ func TestGateMatchesNaiveReference(t *testing.T) {
 			"replay": func(t *rapid.T) {
 				ch := rapid.SampledFrom(scope).Draw(t, "channel")
 				if ref.frontier[ch] < 0 {
-					t.Skip("nothing to replay")
+					return // nothing delivered on this channel yet, so nothing to replay
 				}
 				off := rapid.Int64Range(0, ref.frontier[ch]).Draw(t, "off")
 				got, err := n.Receive(ch, off, genClock.Draw(t, "clock"), off)
