@@ -33,16 +33,17 @@ import (
 // The configurations, in the order of the report.
 const (
 	cfgHand    = "hand-written librdkafka loop"
+	cfgHandCP  = "hand-written loop + checkpoint writes"
 	cfgFranz   = "franz-go GroupTransactSession"
 	cfgGateOff = "Causeway, gate off"
 	cfgGateOn  = "Causeway, gate on"
 	cfgTwoHop  = "Causeway, two hops, gate on"
 )
 
-var allConfigs = []string{cfgHand, cfgFranz, cfgGateOff, cfgGateOn, cfgTwoHop}
+var allConfigs = []string{cfgHand, cfgHandCP, cfgFranz, cfgGateOff, cfgGateOn, cfgTwoHop}
 
 // configIDs are the short names -configs takes.
-var configIDs = map[string]string{"hand": cfgHand, "franz": cfgFranz, "off": cfgGateOff, "on": cfgGateOn, "twohop": cfgTwoHop}
+var configIDs = map[string]string{"hand": cfgHand, "handcp": cfgHandCP, "franz": cfgFranz, "off": cfgGateOff, "on": cfgGateOn, "twohop": cfgTwoHop}
 
 type options struct {
 	records     int
@@ -84,7 +85,7 @@ func main() {
 	flag.IntVar(&o.latRecords, "latency-records", 3000, "records in the latency phase")
 	flag.IntVar(&o.latRate, "latency-rate", 3000, "records per second in the latency phase")
 	flag.StringVar(&o.out, "out", "bench-results", "directory for the result files")
-	flag.StringVar(&configs, "configs", "hand,franz,off,on,twohop", "configurations to run: hand, franz, off, on, twohop")
+	flag.StringVar(&configs, "configs", "hand,franz,off,on,twohop", "configurations to run: hand, handcp (hand with checkpoint writes), franz, off, on, twohop")
 	flag.StringVar(&o.from, "from", "", "write the report from this earlier e2e.json instead of measuring")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured process to this file")
 	flag.BoolVar(&o.brokerOnly, "broker-only", false, "run only the broker (used by the benchmark itself)")
@@ -430,11 +431,14 @@ func measure(addr, config string, size, run, id int, o options) (result, error) 
 	res := result{Config: config, ValueBytes: size, Run: run, Records: o.records}
 	prefix := fmt.Sprintf("b%d", id)
 	t := topics{in: prefix + "-in", in2: prefix + "-side", mid: prefix + "-mid", out: prefix + "-out", group: prefix,
-		sideWritten: make([]int64, o.partitions)}
+		sideWritten: make([]int64, o.partitions), checkpoints: prefix + "-checkpoints"}
 	twoHop := config == cfgTwoHop
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	names := []string{t.in, t.out}
+	if config == cfgHandCP {
+		names = append(names, t.checkpoints)
+	}
 	if twoHop {
 		names = append(names, t.in2, t.mid)
 	}
@@ -451,8 +455,8 @@ func measure(addr, config string, size, run, id int, o options) (result, error) 
 	defer os.RemoveAll(dir)
 	var p pipeline
 	switch config {
-	case cfgHand:
-		p = &handLoop{addr: addr, t: t}
+	case cfgHand, cfgHandCP:
+		p = &handLoop{addr: addr, t: t, checkpoints: config == cfgHandCP}
 	case cfgFranz:
 		p = &franzLoop{addr: addr, t: t}
 	case cfgGateOff, cfgGateOn, cfgTwoHop:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -30,6 +31,7 @@ type topics struct {
 	in, in2, mid, out string
 	group             string
 	sideWritten       []int64 // side records written so far, per partition
+	checkpoints       string  // compacted topic for the checkpointing hand loop
 }
 
 // consumerTuned and producerTuned are the librdkafka settings of the
@@ -62,15 +64,20 @@ func producerTuned(addr string) kafka.ConfigMap {
 // handLoop is what a user writes without a framework: poll, produce, and
 // every 100 ms send the consumer's positions and commit the transaction.
 type handLoop struct {
-	addr    string
-	t       topics
-	c       *kafka.Consumer
-	p       *kafka.Producer
-	done    chan struct{}
-	quit    chan struct{}
-	err     error
-	mu      sync.Mutex
-	commitS float64
+	addr string
+	t    topics
+	// checkpoints, when set, also writes one record per assigned input
+	// partition to a compacted topic in every transaction, as Causeway does
+	// with its task checkpoints: the loop then pays for the same extra
+	// partitions per transaction.
+	checkpoints bool
+	c           *kafka.Consumer
+	p           *kafka.Producer
+	done        chan struct{}
+	quit        chan struct{}
+	err         error
+	mu          sync.Mutex
+	commitS     float64
 }
 
 func (h *handLoop) start(ctx context.Context) error {
@@ -157,6 +164,16 @@ func (h *handLoop) commit() error {
 	pos, err := h.c.Position(parts)
 	if err != nil {
 		return err
+	}
+	if h.checkpoints {
+		cp := h.t.checkpoints
+		for _, tp := range pos {
+			msg := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &cp, Partition: tp.Partition},
+				Key: []byte("checkpoint-" + strconv.Itoa(int(tp.Partition))), Value: []byte(tp.Offset.String())}
+			if err := h.p.Produce(msg, nil); err != nil {
+				return err
+			}
+		}
 	}
 	md, err := h.c.GetConsumerGroupMetadata()
 	if err != nil {
