@@ -34,16 +34,17 @@ import (
 const (
 	cfgHand    = "hand-written librdkafka loop"
 	cfgHandCP  = "hand-written loop + checkpoint writes"
+	cfgHandKey = "hand-written loop, outputs placed by key"
 	cfgFranz   = "franz-go GroupTransactSession"
 	cfgGateOff = "Causeway, gate off"
 	cfgGateOn  = "Causeway, gate on"
 	cfgTwoHop  = "Causeway, two hops, gate on"
 )
 
-var allConfigs = []string{cfgHand, cfgHandCP, cfgFranz, cfgGateOff, cfgGateOn, cfgTwoHop}
+var allConfigs = []string{cfgHand, cfgHandKey, cfgHandCP, cfgFranz, cfgGateOff, cfgGateOn, cfgTwoHop}
 
 // configIDs are the short names -configs takes.
-var configIDs = map[string]string{"hand": cfgHand, "handcp": cfgHandCP, "franz": cfgFranz, "off": cfgGateOff, "on": cfgGateOn, "twohop": cfgTwoHop}
+var configIDs = map[string]string{"hand": cfgHand, "handcp": cfgHandCP, "handkey": cfgHandKey, "franz": cfgFranz, "off": cfgGateOff, "on": cfgGateOn, "twohop": cfgTwoHop}
 
 type options struct {
 	records     int
@@ -85,7 +86,7 @@ func main() {
 	flag.IntVar(&o.latRecords, "latency-records", 3000, "records in the latency phase")
 	flag.IntVar(&o.latRate, "latency-rate", 3000, "records per second in the latency phase")
 	flag.StringVar(&o.out, "out", "bench-results", "directory for the result files")
-	flag.StringVar(&configs, "configs", "hand,franz,off,on,twohop", "configurations to run: hand, handcp (hand with checkpoint writes), franz, off, on, twohop")
+	flag.StringVar(&configs, "configs", "hand,franz,off,on,twohop", "configurations to run: hand, handkey (outputs placed by key), handcp (with checkpoint writes), franz, off, on, twohop")
 	flag.StringVar(&o.from, "from", "", "write the report from this earlier e2e.json instead of measuring")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured process to this file")
 	flag.BoolVar(&o.brokerOnly, "broker-only", false, "run only the broker (used by the benchmark itself)")
@@ -455,8 +456,8 @@ func measure(addr, config string, size, run, id int, o options) (result, error) 
 	defer os.RemoveAll(dir)
 	var p pipeline
 	switch config {
-	case cfgHand, cfgHandCP:
-		p = &handLoop{addr: addr, t: t, checkpoints: config == cfgHandCP}
+	case cfgHand, cfgHandCP, cfgHandKey:
+		p = &handLoop{addr: addr, t: t, checkpoints: config == cfgHandCP, byKey: config == cfgHandKey}
 	case cfgFranz:
 		p = &franzLoop{addr: addr, t: t}
 	case cfgGateOff, cfgGateOn, cfgTwoHop:

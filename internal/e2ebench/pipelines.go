@@ -71,13 +71,16 @@ type handLoop struct {
 	// with its task checkpoints: the loop then pays for the same extra
 	// partitions per transaction.
 	checkpoints bool
-	c           *kafka.Consumer
-	p           *kafka.Producer
-	done        chan struct{}
-	quit        chan struct{}
-	err         error
-	mu          sync.Mutex
-	commitS     float64
+	// byKey places outputs by their key (librdkafka's partitioner), as
+	// Causeway and Kafka Streams do, instead of on the input's partition.
+	byKey   bool
+	c       *kafka.Consumer
+	p       *kafka.Producer
+	done    chan struct{}
+	quit    chan struct{}
+	err     error
+	mu      sync.Mutex
+	commitS float64
 }
 
 func (h *handLoop) start(ctx context.Context) error {
@@ -89,6 +92,7 @@ func (h *handLoop) start(ctx context.Context) error {
 	}
 	pc := producerTuned(h.addr)
 	pc["transactional.id"] = h.t.group + "-tx"
+	pc["partitioner"] = "murmur2_random" // where a keyed loop puts records: the same partitions Causeway picks
 	if h.p, err = kafka.NewProducer(&pc); err != nil {
 		return err
 	}
@@ -119,7 +123,11 @@ func (h *handLoop) run() {
 		default:
 		}
 		if m, ok := h.c.Poll(10).(*kafka.Message); ok && m.TopicPartition.Error == nil {
-			msg := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &out, Partition: m.TopicPartition.Partition},
+			part := m.TopicPartition.Partition
+			if h.byKey {
+				part = kafka.PartitionAny
+			}
+			msg := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &out, Partition: part},
 				Key: m.Key, Value: m.Value, Headers: m.Headers, Timestamp: m.Timestamp}
 			for {
 				err := h.p.Produce(msg, nil)
