@@ -54,9 +54,10 @@ type runningTask struct {
 }
 
 type blockedSince struct {
-	on    causal.Channel
-	off   int64
-	since time.Time
+	on      causal.Channel
+	off     int64
+	since   time.Time
+	checked time.Time // when the claim was last checked against the broker
 }
 
 type restartRequest struct {
@@ -101,8 +102,6 @@ type Worker struct {
 	// outputs into the open transaction: those outputs cannot be committed
 	// without the offsets the failed task no longer has.
 	mustAbort bool
-	// keepFailed, during a rebuild, names the failed tasks to leave failed.
-	keepFailed map[string]error
 
 	restarts chan restartRequest
 	stop     chan struct{}
@@ -476,9 +475,12 @@ func (w *Worker) checkUnsatisfiable(position map[causal.Channel]int64) {
 		}
 		for ch, b := range rt.blocked {
 			pos, ok := position[b.on]
-			if !ok || now.Sub(b.since) < unsatisfiableAfter {
+			// At most one broker query per claim per unsatisfiableAfter.
+			if !ok || now.Sub(b.since) < unsatisfiableAfter || now.Sub(b.checked) < unsatisfiableAfter {
 				continue
 			}
+			b.checked = now
+			rt.blocked[ch] = b
 			_, high, err := w.consumer.QueryWatermarkOffsets(b.on.Topic, b.on.Partition, 5000)
 			if err != nil || pos < high || b.off < high {
 				continue
@@ -515,7 +517,7 @@ func (w *Worker) rebalance(c *kafka.Consumer, ev kafka.Event) error {
 	switch e := ev.(type) {
 	case kafka.AssignedPartitions:
 		w.log.Info("partitions assigned", zap.Int("partitions", len(e.Partitions)))
-		if err := w.assign(e.Partitions); err != nil {
+		if err := w.assign(e.Partitions, nil); err != nil {
 			if errors.Is(err, ErrStopped) {
 				return nil // asked to stop while restoring: the run loop shuts down
 			}
@@ -543,7 +545,7 @@ func (w *Worker) rebalance(c *kafka.Consumer, ev kafka.Event) error {
 
 // assign builds the tasks of the assigned partitions from committed state
 // and starts fetching where they resume.
-func (w *Worker) assign(parts []kafka.TopicPartition) error {
+func (w *Worker) assign(parts []kafka.TopicPartition, keepFailed map[string]error) error {
 	have := map[causal.Channel]bool{}
 	for _, tp := range parts {
 		have[causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}] = true
@@ -562,7 +564,7 @@ func (w *Worker) assign(parts []kafka.TopicPartition) error {
 		}
 	}
 	w.publishStatus()
-	if err := w.build(w.tasks); err != nil {
+	if err := w.build(w.tasks, keepFailed); err != nil {
 		return err
 	}
 	start := map[causal.Channel]int64{}
@@ -608,8 +610,9 @@ func (w *Worker) assign(parts []kafka.TopicPartition) error {
 
 // build restores the given tasks from the changelog and committed offsets,
 // seeds and starts them, and indexes them by channel. Each task it builds
-// replaces any previous instance.
-func (w *Worker) build(rts []*runningTask) error {
+// replaces any previous instance. Tasks named in keepFailed are not run:
+// they get their committed offsets and stay failed with the given error.
+func (w *Worker) build(rts []*runningTask, keepFailed map[string]error) error {
 	restored, err := w.readChangelog(rts)
 	if err != nil {
 		return err
@@ -633,7 +636,7 @@ func (w *Worker) build(rts []*runningTask) error {
 		}
 	}
 	for _, rt := range rts {
-		if prev, ok := w.keepFailed[rt.id]; ok {
+		if prev, ok := keepFailed[rt.id]; ok {
 			// Stays failed, but its committed offsets still hold the group's
 			// offsets back.
 			if err := w.seedOffsets(rt, restored[rt.id], group); err != nil {
@@ -1077,11 +1080,11 @@ func (w *Worker) abort() {
 // abort and rebuild forever. Only an explicit restart rebuilds them.
 func (w *Worker) rebuildAll(keepFailed bool) {
 	parts := w.assigned
-	w.keepFailed = map[string]error{}
+	failed := map[string]error{}
 	if keepFailed {
 		for _, rt := range w.tasks {
 			if rt.state == StateFailed {
-				w.keepFailed[rt.id] = rt.err
+				failed[rt.id] = rt.err
 			}
 		}
 	}
@@ -1089,10 +1092,9 @@ func (w *Worker) rebuildAll(keepFailed bool) {
 	if len(parts) == 0 {
 		return
 	}
-	if err := w.assign(parts); err != nil && !errors.Is(err, ErrStopped) {
+	if err := w.assign(parts, failed); err != nil && !errors.Is(err, ErrStopped) {
 		w.fatalErr = err
 	}
-	w.keepFailed = nil
 }
 
 // restart commits what healthy tasks have done, then rebuilds every task

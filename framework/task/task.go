@@ -383,19 +383,23 @@ func (t *Task) punctuate(typ framework.PunctuationType, now time.Time) error {
 	if now.IsZero() {
 		return nil
 	}
-	for _, s := range slices.Clone(t.schedules) {
-		if s.typ != typ || !slices.Contains(t.schedules, s) {
-			continue
-		}
-		if !s.anchored {
+	var due []*schedule
+	for _, s := range t.schedules {
+		switch {
+		case s.typ != typ:
+		case !s.anchored:
 			s.next, s.anchored = now.Add(s.interval), true
-			continue
+		case !now.Before(s.next):
+			for !now.Before(s.next) {
+				s.next = s.next.Add(s.interval)
+			}
+			due = append(due, s) // allocates only when something fires
 		}
-		if now.Before(s.next) {
+	}
+	for _, s := range due {
+		// A callback may have cancelled a later one.
+		if !slices.Contains(t.schedules, s) {
 			continue
-		}
-		for !now.Before(s.next) {
-			s.next = s.next.Add(s.interval)
 		}
 		if err := s.fn(t.ctx, now); err != nil {
 			return fmt.Errorf("punctuate (%s): %w", typ, err)
