@@ -66,8 +66,6 @@ func TestCorruptHeaderFailsOnlyItsTask(t *testing.T) {
 	}
 	send("orders", 0, "a", "order a", nil)
 	send("payments", 0, "a", "a-p0", nil)
-	bad := send("payments", 0, "a", "a-p1", []kafka.Header{{Key: causal.HeaderKey, Value: []byte{0xff, 0x01}}})
-	send("payments", 0, "a", "a-p2", nil)
 
 	cfg := testConfig(t, b.Addr(), "shop-corrupt")
 	cfg.HTTPAddr = "127.0.0.1:0"
@@ -78,6 +76,13 @@ func TestCorruptHeaderFailsOnlyItsTask(t *testing.T) {
 	defer cancel()
 	require.NoError(t, w.Start(ctx))
 	require.NoError(t, srv.Start(ctx))
+
+	// The good payment is processed first: it claims its order, and a task
+	// that fails stops delivering what it still holds, so the corrupt record
+	// must not arrive before the order has been read.
+	readCommitted(t, b.Addr(), "verdicts", 1, 30*time.Second)
+	bad := send("payments", 0, "a", "a-p1", []kafka.Header{{Key: causal.HeaderKey, Value: []byte{0xff, 0x01}}})
+	send("payments", 0, "a", "a-p2", nil)
 	t.Cleanup(func() {
 		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
