@@ -114,14 +114,11 @@ func (n *Node[P]) Restore(b []byte) error {
 	for oi := range n.outputs {
 		es := clocks[n.outputs[oi].name].entries
 		for i := 0; i < len(es); {
-			j := i + 1
-			for j < len(es) && es[j].Channel.Topic == es[i].Channel.Topic {
-				j++
-			}
+			j := groupEnd(es, i)
 			tid := n.intern(es[i].Channel.Topic)
 			o := &n.outputs[oi]
 			if o.keepAll || o.keep[tid] {
-				o.adv[tid] = foldGroup(o.adv[tid], es[i:j])
+				o.adv[tid] = foldGroup(o.adv[tid], n.partsOf(es[i:j]))
 			}
 			i = j
 		}

@@ -131,79 +131,102 @@ func (d *decoder) count(unit int) (int, error) {
 // ErrMalformedClock; the decoder never panics and allocates in proportion to
 // len(b) at most.
 func DecodeClock(b []byte) (Clock, error) {
-	return decodeClock(b, func(name []byte) string { return string(name) })
+	var groupBuf [8]rawGroup
+	var partBuf [32]partOffset
+	groups, parts, err := decodeRaw(b, groupBuf[:0], partBuf[:0])
+	if err != nil {
+		return Clock{}, err
+	}
+	if len(parts) == 0 {
+		return Clock{}, nil
+	}
+	entries := make([]Entry, 0, len(parts))
+	for _, g := range groups {
+		topic := string(g.name)
+		for _, p := range parts[g.from:g.to] {
+			entries = append(entries, Entry{Channel: Channel{Topic: topic, Partition: p.part}, Offset: p.off})
+		}
+	}
+	return Clock{entries: entries}, nil
 }
 
-// decodeClock is DecodeClock with the topic names turned into strings by
-// name, which may hand out shared copies of names it has seen before.
-func decodeClock(b []byte, name func([]byte) string) (Clock, error) {
+// rawGroup is one topic of an encoded clock as decodeRaw leaves it: the
+// name's bytes inside the header, and where the topic's entries lie in the
+// parts decodeRaw filled.
+type rawGroup struct {
+	name     []byte
+	from, to int
+}
+
+// decodeRaw validates an encoded clock and appends its topics to groups and
+// its entries, sorted by partition within each topic, to parts. It turns no
+// name into a string, so with reused slices it does not allocate; the names
+// alias b. On failure the returned slices hold a partial decoding.
+func decodeRaw(b []byte, groups []rawGroup, parts []partOffset) ([]rawGroup, []partOffset, error) {
 	d := decoder{b: b}
 	if len(b) == 0 {
-		return Clock{}, d.fail(ErrTruncated)
+		return groups, parts, d.fail(ErrTruncated)
 	}
 	if b[0] != EncodingVersion {
-		return Clock{}, d.fail(ErrUnknownVersion)
+		return groups, parts, d.fail(ErrUnknownVersion)
 	}
 	d.pos = 1
 	// A topic group takes at least 5 bytes: name length, one name byte,
 	// count, partition and offset.
-	groups, err := d.count(5)
+	count, err := d.count(5)
 	if err != nil {
-		return Clock{}, err
+		return groups, parts, err
 	}
-	var entries []Entry
-	prevTopic := ""
-	for g := 0; g < groups; g++ {
+	var prev []byte
+	for g := 0; g < count; g++ {
 		nameLen, err := d.count(1)
 		if err != nil {
-			return Clock{}, err
+			return groups, parts, err
 		}
 		switch {
 		case nameLen == 0:
-			return Clock{}, d.fail(ErrEmptyTopic)
+			return groups, parts, d.fail(ErrEmptyTopic)
 		case nameLen > MaxTopicLen:
-			return Clock{}, d.fail(ErrTopicTooLong)
+			return groups, parts, d.fail(ErrTopicTooLong)
 		}
-		raw := b[d.pos : d.pos+nameLen]
-		if g > 0 && string(raw) <= prevTopic {
-			return Clock{}, d.fail(ErrUnsorted)
+		name := b[d.pos : d.pos+nameLen]
+		if g > 0 && string(name) <= string(prev) {
+			return groups, parts, d.fail(ErrUnsorted)
 		}
-		topic := name(raw)
 		d.pos += nameLen
 		// An entry takes at least 2 bytes.
 		n, err := d.count(2)
 		if err != nil {
-			return Clock{}, err
+			return groups, parts, err
 		}
 		if n == 0 {
-			return Clock{}, d.fail(ErrEmptyGroup)
+			return groups, parts, d.fail(ErrEmptyGroup)
 		}
-		if entries == nil {
-			entries = make([]Entry, 0, min(n*groups, (len(b)-d.pos)/2))
-		}
+		from := len(parts)
 		part := int64(-1)
 		for range n {
 			gap, err := d.uvarint()
 			if err != nil {
-				return Clock{}, err
+				return groups, parts, err
 			}
 			if gap > math.MaxInt32 || part+1+int64(gap) > math.MaxInt32 {
-				return Clock{}, d.fail(ErrOverflow)
+				return groups, parts, d.fail(ErrOverflow)
 			}
 			part += 1 + int64(gap)
 			off, err := d.uvarint()
 			if err != nil {
-				return Clock{}, err
+				return groups, parts, err
 			}
 			if off > math.MaxInt64 {
-				return Clock{}, d.fail(ErrOverflow)
+				return groups, parts, d.fail(ErrOverflow)
 			}
-			entries = append(entries, Entry{Channel: Channel{Topic: topic, Partition: int32(part)}, Offset: int64(off)})
+			parts = append(parts, partOffset{part: int32(part), off: int64(off)})
 		}
-		prevTopic = topic
+		groups = append(groups, rawGroup{name: name, from: from, to: len(parts)})
+		prev = name
 	}
 	if d.pos != len(b) {
-		return Clock{}, d.fail(ErrTrailingBytes)
+		return groups, parts, d.fail(ErrTrailingBytes)
 	}
-	return Clock{entries: entries}, nil
+	return groups, parts, nil
 }

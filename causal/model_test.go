@@ -1,6 +1,7 @@
 package causal_test
 
 import (
+	"bytes"
 	"slices"
 	"testing"
 
@@ -125,6 +126,13 @@ func TestGateMatchesNaiveReference(t *testing.T) {
 				stamp, err := n.Stamp("out")
 				if err != nil {
 					t.Fatal(err)
+				}
+				encoded, err := n.AppendStamp(nil, "out")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(encoded, causal.EncodeClock(stamp)) {
+					t.Fatalf("AppendStamp %x is not the encoding of Stamp %v", encoded, stamp)
 				}
 				if off, _ := stamp.Get(d.Channel); off < d.Offset {
 					t.Fatalf("stamp %v does not claim the record being processed %s@%d", stamp, d.Channel, d.Offset)

@@ -1,6 +1,7 @@
 package causal
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,8 +13,6 @@ import (
 type Delivery[P any] struct {
 	Channel Channel
 	Offset  int64
-	// Clock is the record's full dependency clock as received.
-	Clock   Clock
 	Payload P
 }
 
@@ -58,8 +57,22 @@ type Node[P any] struct {
 	ready     []int32 // channel indexes whose head is deliverable, FIFO
 	readyHead int
 
-	scratch []Entry // reused to build stamps
-	err     error
+	stampParts []partOffset // reused to merge a topic's stamp entries
+
+	// Reused while receiving: the decoded header.
+	rawGroups []rawGroup
+	rawParts  []partOffset
+
+	err error
+}
+
+// claim is one entry of a held record's clock that the gate must check: a
+// partition of an input topic other than the record's own channel. Entries
+// for topics the node does not consume are dropped on receipt (restrict).
+type claim struct {
+	tid  int32
+	part int32
+	off  int64
 }
 
 type topicState struct {
@@ -95,7 +108,7 @@ type outputState struct {
 
 type held[P any] struct {
 	off     int64
-	clock   Clock
+	claims  int // how many of the channel's queued claims are this record's
 	payload P
 }
 
@@ -109,7 +122,8 @@ type chanState[P any] struct {
 	tid      int32
 	frontier int64
 	q        queue[held[P]]
-	waiters  []waiter // min-heap by off: heads waiting on this channel's frontier
+	claims   queue[claim] // the claims of the held records, in their order
+	waiters  []waiter     // min-heap by off: heads waiting on this channel's frontier
 
 	lastRecv int64 // offset of the last record received, -1 before any
 
@@ -159,16 +173,6 @@ func NewNode[P any](opts ...NodeOpt) (*Node[P], error) {
 		}
 	}
 	return n, nil
-}
-
-// knownTopic returns the node's own copy of a topic name it already knows,
-// so that decoding a clock does not allocate the same names for every
-// record. Unknown names are copied as usual and are not added here.
-func (n *Node[P]) knownTopic(b []byte) string {
-	if id, ok := n.ids[string(b)]; ok {
-		return n.topics[id].name
-	}
-	return string(b)
 }
 
 // intern returns the id of topic, adding it if new.
@@ -242,26 +246,38 @@ func (n *Node[P]) lookup(ch Channel) (int32, error) {
 // tells whether the record carries the clock header at all: an absent header
 // is the empty clock, a present one that does not decode fails the node with
 // a *ClockError naming the channel and offset (fail closed). A replayed
-// offset is dropped before its header is read.
+// offset is dropped before its header is read. Once the node is warm it does
+// not allocate.
 func (n *Node[P]) ReceiveHeader(ch Channel, off int64, header []byte, present bool, payload P) (bool, error) {
-	if n.err != nil {
-		return false, n.err
+	idx, fresh, err := n.admit(ch, off)
+	if !fresh || err != nil {
+		return false, err
 	}
-	var clock Clock
 	if present {
-		idx, err := n.lookup(ch)
+		n.rawGroups, n.rawParts, err = decodeRaw(header, n.rawGroups[:0], n.rawParts[:0])
 		if err != nil {
-			return false, err
-		}
-		if off <= n.chans[idx].frontier {
-			return false, nil
-		}
-		if clock, err = decodeClock(header, n.knownTopic); err != nil {
 			n.err = fmt.Errorf("causal: %w: %w", ErrNodeFailed, &ClockError{Channel: ch, Offset: off, Err: err})
 			return false, n.err
 		}
 	}
-	return n.Receive(ch, off, clock, payload)
+	if err := n.inOrder(idx, off); err != nil {
+		return false, err
+	}
+	before := n.chans[idx].claims.len()
+	if present {
+		feeds := n.topics[n.chans[idx].tid].feeds
+		for _, g := range n.rawGroups {
+			tid, ok := n.ids[string(g.name)]
+			if !ok && len(feeds) > 0 {
+				tid, ok = n.intern(string(g.name)), true
+			}
+			if ok {
+				n.absorb(idx, tid, n.rawParts[g.from:g.to])
+			}
+		}
+	}
+	n.hold(idx, off, n.chans[idx].claims.len()-before, payload)
+	return true, nil
 }
 
 // Receive takes a record read from channel ch at offset off with its decoded
@@ -271,34 +287,97 @@ func (n *Node[P]) ReceiveHeader(ch Channel, off int64, header []byte, present bo
 // head of its queue, bridges the frontier to just below it and evaluates it.
 // Deliverable records are then handed out by Next.
 func (n *Node[P]) Receive(ch Channel, off int64, clock Clock, payload P) (bool, error) {
+	idx, fresh, err := n.admit(ch, off)
+	if !fresh || err != nil {
+		return false, err
+	}
+	if err := n.inOrder(idx, off); err != nil {
+		return false, err
+	}
+	before := n.chans[idx].claims.len()
+	feeds := n.topics[n.chans[idx].tid].feeds
+	es := clock.entries
+	for i := 0; i < len(es); {
+		j := groupEnd(es, i)
+		tid, ok := n.ids[es[i].Channel.Topic]
+		if !ok && len(feeds) > 0 {
+			tid, ok = n.intern(es[i].Channel.Topic), true
+		}
+		if ok {
+			n.absorb(idx, tid, n.partsOf(es[i:j]))
+		}
+		i = j
+	}
+	n.hold(idx, off, n.chans[idx].claims.len()-before, payload)
+	return true, nil
+}
+
+// admit finds the scope index of ch and reports whether off is new there
+// (above the frontier); a replay is not new and not an error.
+func (n *Node[P]) admit(ch Channel, off int64) (int32, bool, error) {
 	if n.err != nil {
-		return false, n.err
+		return -1, false, n.err
 	}
 	idx, err := n.lookup(ch)
 	if err != nil {
-		return false, err
+		return -1, false, err
 	}
+	return idx, off > n.chans[idx].frontier, nil
+}
+
+// inOrder refuses an offset above the frontier that is not above the last
+// record received: only a rewound consumer does that (with nothing held,
+// lastRecv <= frontier).
+func (n *Node[P]) inOrder(idx int32, off int64) error {
 	cs := n.chans[idx]
-	if off <= cs.frontier {
-		return false, nil
-	}
 	if off <= cs.lastRecv {
-		// Above the frontier yet not above the last record: only a rewound
-		// consumer does that (with nothing held, lastRecv <= frontier).
-		return false, fmt.Errorf("causal: %s: offset %d after %d: %w", ch, off, cs.lastRecv, ErrOutOfOrder)
+		return fmt.Errorf("causal: %s: offset %d after %d: %w", cs.ch, off, cs.lastRecv, ErrOutOfOrder)
 	}
+	return nil
+}
+
+// partsOf copies the partitions and offsets of es, entries of one topic,
+// into reused storage.
+func (n *Node[P]) partsOf(es []Entry) []partOffset {
+	n.rawParts = n.rawParts[:0]
+	for _, e := range es {
+		n.rawParts = append(n.rawParts, partOffset{part: e.Channel.Partition, off: e.Offset})
+	}
+	return n.rawParts
+}
+
+// absorb takes one topic group, tid, of a clock received on channel idx: it
+// folds the group into the advertised clock of every output the channel's
+// topic feeds, and queues on the channel what the gate has to check, dropping
+// the record's own channel (normalise) and topics the node does not consume
+// (restrict).
+func (n *Node[P]) absorb(idx, tid int32, parts []partOffset) {
+	cs := n.chans[idx]
+	n.foldGroupInto(n.topics[cs.tid].feeds, tid, parts)
+	if n.gateOff || !n.topics[tid].input {
+		return
+	}
+	for _, p := range parts {
+		if tid == cs.tid && p.part == cs.ch.Partition {
+			continue
+		}
+		cs.claims.push(claim{tid: tid, part: p.part, off: p.off})
+	}
+}
+
+// hold queues the record, whose claims absorb queued (k of them), and, if
+// it is the new head of its queue, bridges the frontier to just below it
+// and evaluates it.
+func (n *Node[P]) hold(idx int32, off int64, k int, payload P) {
+	cs := n.chans[idx]
 	cs.lastRecv = off
-	cs.q.push(held[P]{off: off, clock: clock, payload: payload})
+	cs.q.push(held[P]{off: off, claims: k, payload: payload})
 	if cs.q.len() > 1 {
-		n.fold(cs.tid, clock)
-		return true, nil
+		return
 	}
-	// The record is the new head: bridge, then fold and evaluate in one pass
-	// so that each topic of the clock is resolved once.
 	cs.cursor = 0
 	n.raise(idx, off-1)
-	n.foldAndEvaluate(idx, cs.tid, clock)
-	return true, nil
+	n.evaluate(idx)
 }
 
 // Advance reports the consumer's position on ch: the offset of the next
@@ -336,6 +415,7 @@ func (n *Node[P]) Next() (Delivery[P], bool) {
 	}
 	cs := n.chans[idx]
 	h := cs.q.pop()
+	cs.claims.drop(h.claims)
 	if cs.q.len() > 0 {
 		// Bridge: everything between h and the next head is not a business
 		// record, or Kafka would have returned it in between.
@@ -344,7 +424,7 @@ func (n *Node[P]) Next() (Delivery[P], bool) {
 	} else {
 		n.raise(idx, h.off)
 	}
-	return Delivery[P]{Channel: cs.ch, Offset: h.off, Clock: h.clock, Payload: h.payload}, true
+	return Delivery[P]{Channel: cs.ch, Offset: h.off, Payload: h.payload}, true
 }
 
 // raise moves the frontier of channel idx up to f (never down) and wakes the
@@ -371,51 +451,32 @@ func (n *Node[P]) headChanged(idx int32) {
 	n.evaluate(idx)
 }
 
-// evaluate checks the head of channel idx from its cursor on. It either
-// finds the first claim the frontier does not meet and registers the head as
-// a waiter on that channel, or queues the head as deliverable.
+// evaluate checks the claims of the head of channel idx from its cursor on.
+// It either finds the first claim the frontier does not meet and registers
+// the head as a waiter on that channel, or queues the head as deliverable.
+// A claim on a partition outside the scope is ignored (restrict).
 func (n *Node[P]) evaluate(idx int32) {
 	cs := n.chans[idx]
-	es := cs.q.first().clock.entries
-	if !n.gateOff {
-		for i := cs.cursor; i < len(es); {
-			j := groupEnd(es, i)
-			if tid, ok := n.ids[es[i].Channel.Topic]; ok && n.check(idx, tid, es, i, j) {
-				return
-			}
-			i = j
+	claims := cs.claims.front(cs.q.first().claims)
+	for i := cs.cursor; i < len(claims); i++ {
+		c := &claims[i]
+		j := n.topics[c.tid].chanIndex(c.part)
+		if j < 0 {
+			continue
 		}
+		dep := n.chans[j]
+		if dep.frontier >= c.off {
+			continue
+		}
+		if n.mutant == mutationRestrictIdle && dep.q.len() == 0 {
+			continue
+		}
+		cs.cursor = i
+		cs.waitOn, cs.waitOnOff = j, c.off
+		heapPush(&dep.waiters, waiter{off: c.off, ch: idx})
+		return
 	}
 	n.markReady(idx)
-}
-
-// foldAndEvaluate is fold followed by evaluate from the first entry, for a
-// record that arrives at the head of its queue, sharing one topic lookup per
-// group between the two.
-func (n *Node[P]) foldAndEvaluate(idx, tid int32, clock Clock) {
-	feeds := n.topics[tid].feeds
-	es := clock.entries
-	evaluating := !n.gateOff
-	for i := 0; i < len(es); {
-		j := groupEnd(es, i)
-		et, known := int32(-1), false
-		if len(feeds) > 0 {
-			et, known = n.intern(es[i].Channel.Topic), true
-			n.foldGroupInto(feeds, et, es[i:j])
-		}
-		if evaluating {
-			if !known {
-				et, known = n.ids[es[i].Channel.Topic]
-			}
-			if known && n.check(idx, et, es, i, j) {
-				evaluating = false
-			}
-		}
-		i = j
-	}
-	if evaluating || n.gateOff {
-		n.markReady(idx)
-	}
 }
 
 // groupEnd returns the end of the run of entries that share es[i]'s topic.
@@ -427,80 +488,33 @@ func groupEnd(es []Entry, i int) int {
 	return j
 }
 
-// check evaluates the entries es[from:to], all of topic tid, for the head of
-// channel idx, starting at its cursor. It applies normalise and restrict,
-// and on the first claim the frontier does not meet it registers the head as
-// a waiter and reports true.
-func (n *Node[P]) check(idx, tid int32, es []Entry, from, to int) bool {
-	t := &n.topics[tid]
-	if !t.input {
-		return false // restrict: the node consumes no partition of this topic
-	}
-	cs := n.chans[idx]
-	for i := max(from, cs.cursor); i < to; i++ {
-		e := &es[i]
-		j := t.chanIndex(e.Channel.Partition)
-		if j < 0 || j == idx {
-			continue // restrict, or normalise (own channel)
-		}
-		dep := n.chans[j]
-		if dep.frontier >= e.Offset {
-			continue
-		}
-		if n.mutant == mutationRestrictIdle && dep.q.len() == 0 {
-			continue
-		}
-		cs.cursor = i
-		cs.waitOn, cs.waitOnOff = j, e.Offset
-		heapPush(&dep.waiters, waiter{off: e.Offset, ch: idx})
-		return true
-	}
-	return false
-}
-
 func (n *Node[P]) markReady(idx int32) {
 	n.ready = append(n.ready, idx)
 }
 
-// fold joins clock into the advertised clock of every output that topic tid
-// feeds, dropping topics an output prunes.
-func (n *Node[P]) fold(tid int32, clock Clock) {
-	feeds := n.topics[tid].feeds
-	if len(feeds) == 0 {
-		return
-	}
-	es := clock.entries
-	for i := 0; i < len(es); {
-		j := groupEnd(es, i)
-		n.foldGroupInto(feeds, n.intern(es[i].Channel.Topic), es[i:j])
-		i = j
-	}
-}
-
-// foldGroupInto joins es, entries of topic et, into the advertised clocks of
-// the outputs in feeds.
-func (n *Node[P]) foldGroupInto(feeds []int32, et int32, es []Entry) {
+// foldGroupInto joins parts, the entries of topic et, into the advertised
+// clocks of the outputs in feeds.
+func (n *Node[P]) foldGroupInto(feeds []int32, et int32, parts []partOffset) {
 	for _, oi := range feeds {
 		o := &n.outputs[oi]
 		if o.keepAll || o.keep[et] {
-			o.adv[et] = foldGroup(o.adv[et], es)
+			o.adv[et] = foldGroup(o.adv[et], parts)
 		}
 	}
 }
 
 // foldGroup joins entries of one topic, sorted by partition, into dst.
-func foldGroup(dst []partOffset, es []Entry) []partOffset {
+func foldGroup(dst []partOffset, parts []partOffset) []partOffset {
 	k := 0
-	for _, e := range es {
-		p := e.Channel.Partition
-		for k < len(dst) && dst[k].part < p {
+	for _, e := range parts {
+		for k < len(dst) && dst[k].part < e.part {
 			k++
 		}
-		if k < len(dst) && dst[k].part == p {
-			dst[k].off = max(dst[k].off, e.Offset)
+		if k < len(dst) && dst[k].part == e.part {
+			dst[k].off = max(dst[k].off, e.off)
 			continue
 		}
-		dst = slices.Insert(dst, k, partOffset{part: p, off: e.Offset})
+		dst = slices.Insert(dst, k, e)
 	}
 	return dst
 }
@@ -508,74 +522,113 @@ func foldGroup(dst []partOffset, es []Entry) []partOffset {
 // Stamp returns the clock to write on a record emitted to output: its
 // advertised clock joined with the frontiers of the inputs that feed it.
 func (n *Node[P]) Stamp(output string) (Clock, error) {
-	es, err := n.stampEntries(output)
-	if err != nil {
-		return Clock{}, err
+	oi, ok := n.outIdx[output]
+	if !ok {
+		return Clock{}, fmt.Errorf("causal: stamp %q: %w", output, ErrUnknownOutput)
 	}
-	return Clock{entries: slices.Clone(es)}, nil
+	o := &n.outputs[oi]
+	var es []Entry
+	for _, tid := range n.sorted {
+		name := n.topics[tid].name
+		for _, p := range n.stampGroup(o, tid) {
+			es = append(es, Entry{Channel: Channel{Topic: name, Partition: p.part}, Offset: p.off})
+		}
+	}
+	return Clock{entries: es}, nil
 }
 
 // AppendStamp appends the encoded stamp for output to dst, ready to be the
-// value of the HeaderKey header. It does not allocate when dst has room.
+// value of the HeaderKey header: the encoding of what Stamp returns. It
+// encodes straight from the advertised clock and the frontiers, and does not
+// allocate when dst has room.
 func (n *Node[P]) AppendStamp(dst []byte, output string) ([]byte, error) {
-	es, err := n.stampEntries(output)
-	if err != nil {
-		return dst, err
-	}
-	// Grow once to the encoded size rather than doubling through appends.
-	return appendEntries(slices.Grow(dst, encodedSizeHint(es)), es), nil
-}
-
-func (n *Node[P]) stampEntries(output string) ([]Entry, error) {
 	oi, ok := n.outIdx[output]
 	if !ok {
-		return nil, fmt.Errorf("causal: stamp %q: %w", output, ErrUnknownOutput)
+		return dst, fmt.Errorf("causal: stamp %q: %w", output, ErrUnknownOutput)
 	}
 	o := &n.outputs[oi]
-	withAdvertised := n.mutant != mutationStampFrontierOnly
-	es := n.scratch[:0]
+	groups := 0
 	for _, tid := range n.sorted {
-		name := n.topics[tid].name
-		if !o.keepAll && !o.keep[tid] {
-			continue
-		}
-		start := len(es)
-		if withAdvertised {
-			for _, p := range o.adv[tid] {
-				es = append(es, Entry{Channel: Channel{Topic: name, Partition: p.part}, Offset: p.off})
-			}
-		}
-		merged := false
-		for _, ci := range o.inputs {
-			cs := n.chans[ci]
-			if cs.tid != tid || cs.frontier < 0 {
-				continue
-			}
-			es = append(es, Entry{Channel: cs.ch, Offset: cs.frontier})
-			merged = true
-		}
-		if merged {
-			es = joinSorted(es, start)
+		if n.hasStampGroup(o, tid) {
+			groups++
 		}
 	}
-	n.scratch = es
-	return es, nil
+	dst = append(dst, EncodingVersion)
+	dst = binary.AppendUvarint(dst, uint64(groups))
+	for _, tid := range n.sorted {
+		parts := n.stampGroup(o, tid)
+		if len(parts) == 0 {
+			continue
+		}
+		name := n.topics[tid].name
+		dst = binary.AppendUvarint(dst, uint64(len(name)))
+		dst = append(dst, name...)
+		dst = binary.AppendUvarint(dst, uint64(len(parts)))
+		prev := int64(-1)
+		for _, p := range parts {
+			dst = binary.AppendUvarint(dst, uint64(int64(p.part)-prev-1))
+			dst = binary.AppendUvarint(dst, uint64(p.off))
+			prev = int64(p.part)
+		}
+	}
+	return dst, nil
 }
 
-// joinSorted sorts es[start:] (one topic) by partition and joins duplicates.
-func joinSorted(es []Entry, start int) []Entry {
-	g := es[start:]
-	slices.SortFunc(g, func(a, b Entry) int { return int(a.Channel.Partition) - int(b.Channel.Partition) })
-	w := start
-	for i := start; i < len(es); i++ {
-		if w > start && es[w-1].Channel.Partition == es[i].Channel.Partition {
-			es[w-1].Offset = max(es[w-1].Offset, es[i].Offset)
+// stampAdvertised returns the advertised entries of topic tid that output
+// o's stamp carries.
+func (n *Node[P]) stampAdvertised(o *outputState, tid int32) []partOffset {
+	if (!o.keepAll && !o.keep[tid]) || n.mutant == mutationStampFrontierOnly {
+		return nil
+	}
+	return o.adv[tid]
+}
+
+// hasStampGroup reports whether output o's stamp has entries of topic tid.
+func (n *Node[P]) hasStampGroup(o *outputState, tid int32) bool {
+	if !o.keepAll && !o.keep[tid] {
+		return false
+	}
+	if len(n.stampAdvertised(o, tid)) > 0 {
+		return true
+	}
+	for _, ci := range o.inputs {
+		if cs := n.chans[ci]; cs.tid == tid && cs.frontier >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// stampGroup returns the entries of topic tid in output o's stamp, sorted by
+// partition: the advertised ones joined with the frontiers of o's inputs of
+// that topic.
+func (n *Node[P]) stampGroup(o *outputState, tid int32) []partOffset {
+	if !o.keepAll && !o.keep[tid] {
+		return nil
+	}
+	adv := n.stampAdvertised(o, tid)
+	parts := n.stampParts[:0]
+	for _, ci := range o.inputs {
+		if cs := n.chans[ci]; cs.tid == tid && cs.frontier >= 0 {
+			parts = append(parts, partOffset{part: cs.ch.Partition, off: cs.frontier})
+		}
+	}
+	if len(parts) == 0 {
+		return adv
+	}
+	parts = append(parts, adv...)
+	slices.SortFunc(parts, func(a, b partOffset) int { return int(a.part) - int(b.part) })
+	w := 0
+	for _, p := range parts {
+		if w > 0 && parts[w-1].part == p.part {
+			parts[w-1].off = max(parts[w-1].off, p.off)
 			continue
 		}
-		es[w] = es[i]
+		parts[w] = p
 		w++
 	}
-	return es[:w]
+	n.stampParts = parts
+	return parts[:w]
 }
 
 // Committable returns, for every channel in scope, the offset to commit with

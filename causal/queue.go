@@ -30,6 +30,18 @@ func (q *queue[T]) pop() T {
 	return v
 }
 
+// front returns the k oldest elements; the queue must hold at least k.
+func (q *queue[T]) front(k int) []T { return q.items[q.head : q.head+k] }
+
+// drop removes the k oldest elements; the queue must hold at least k.
+func (q *queue[T]) drop(k int) {
+	clear(q.items[q.head : q.head+k])
+	q.head += k
+	if q.head == len(q.items) {
+		q.items, q.head = q.items[:0], 0
+	}
+}
+
 // first returns the oldest element; the queue must not be empty.
 func (q *queue[T]) first() *T { return &q.items[q.head] }
 
