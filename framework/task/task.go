@@ -90,25 +90,32 @@ type schedule struct {
 // Task is one processor instance behind its gate. It is not safe for
 // concurrent use.
 type Task struct {
-	id        string
-	cfg       Config
-	info      framework.ProcessorInfo
-	policy    framework.BadInputPolicy
-	dlq       string
-	node      *causal.Node[received]
-	proc      framework.Processor
-	kv        map[string]*store.Memory
-	windows   map[string]store.Window
-	specs     map[string]framework.StoreSpec
-	outputs   []string
-	outbox    []Output
-	current   *framework.Record
-	stream    time.Time
-	schedules []*schedule
-	nextID    int
-	ctx       *taskContext
-	started   bool
-	err       error
+	id       string
+	cfg      Config
+	info     framework.ProcessorInfo
+	policy   framework.BadInputPolicy
+	dlq      string
+	node     *causal.Node[received]
+	proc     framework.Processor
+	kv       map[string]*store.Memory
+	windows  map[string]store.Window
+	specs    map[string]framework.StoreSpec
+	outputs  []string
+	outbox   []Output
+	spare    []Output // the outbox TakeOutputs handed out before the last
+	current  framework.Record
+	inRecord bool // current is the record being processed
+	// Stamps and output header lists are carved from slabs, so that an
+	// output costs no allocation of its own; a slab is never written again
+	// once carved, and lives as long as any output that points into it.
+	stampSlab  []byte
+	headerSlab []framework.Header
+	stream     time.Time
+	schedules  []*schedule
+	nextID     int
+	ctx        *taskContext
+	started    bool
+	err        error
 	// broken is set when the task failed part-way through processing a
 	// record: its state then no longer matches any offset.
 	broken bool
@@ -261,10 +268,11 @@ func (t *Task) Receive(rec framework.Record) error {
 	}
 	header, present := rec.Header(causal.HeaderKey)
 	ch := causal.Channel{Topic: rec.Topic, Partition: rec.Partition}
-	if _, err := t.node.ReceiveHeader(ch, rec.Offset, header, present, received{rec: rec, at: t.cfg.Now()}); err != nil {
+	now := t.cfg.Now()
+	if _, err := t.node.ReceiveHeader(ch, rec.Offset, header, present, received{rec: rec, at: now}); err != nil {
 		return t.refuse(err)
 	}
-	return t.drain()
+	return t.drain(now)
 }
 
 // Advance reports the consumer's position on an input with nothing more to
@@ -276,17 +284,19 @@ func (t *Task) Advance(topic string, position int64) error {
 	if err := t.node.Advance(causal.Channel{Topic: topic, Partition: t.cfg.Partition}, position); err != nil {
 		return t.refuse(err)
 	}
-	return t.drain()
+	return t.drain(t.cfg.Now())
 }
 
-func (t *Task) drain() error {
+// drain processes every record the gate releases; now is when the call that
+// released them began, which is what each one's wait is measured to.
+func (t *Task) drain(now time.Time) error {
 	for {
 		d, ok := t.node.Next()
 		if !ok {
 			return nil
 		}
 		if !d.Payload.at.IsZero() {
-			t.cfg.Observer.Delivered(t.id, t.cfg.Now().Sub(d.Payload.at))
+			t.cfg.Observer.Delivered(t.id, now.Sub(d.Payload.at))
 		}
 		if err := t.process(d.Payload.rec); err != nil {
 			return t.fail(err)
@@ -298,10 +308,10 @@ func (t *Task) process(rec framework.Record) error {
 	if rec.Timestamp.After(t.stream) {
 		t.stream = rec.Timestamp
 	}
-	t.current = &rec
+	t.current, t.inRecord = rec, true
 	mark := len(t.outbox)
 	err := t.proc.Process(t.ctx, rec)
-	t.current = nil
+	t.current, t.inRecord = framework.Record{}, false
 	if err != nil {
 		if !errors.Is(err, framework.ErrDeserialize) || t.policy == framework.FailTask {
 			return fmt.Errorf("process %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
@@ -348,7 +358,7 @@ func (t *Task) emit(output string, rec framework.Record) error {
 	if n <= 0 {
 		return fmt.Errorf("output %q has %d partitions", output, n)
 	}
-	stamp, err := t.node.AppendStamp(nil, output)
+	stamp, err := t.appendStamp(output)
 	if err != nil {
 		return err
 	}
@@ -358,14 +368,57 @@ func (t *Task) emit(output string, rec framework.Record) error {
 	}
 	if rec.Timestamp.IsZero() {
 		rec.Timestamp = t.stream
-		if t.current != nil {
+		if t.inRecord {
 			rec.Timestamp = t.current.Timestamp
 		}
 	}
 	rec.Topic, rec.Partition, rec.Offset = "", 0, 0
-	rec = rec.WithHeader(causal.HeaderKey, stamp)
+	rec.Headers = t.withClock(rec.Headers, stamp)
 	t.outbox = append(t.outbox, Output{Topic: output, Partition: part, Record: rec})
 	return nil
+}
+
+const (
+	stampSlabLen  = 16 << 10
+	headerSlabLen = 256
+)
+
+// appendStamp encodes the stamp for output into the stamp slab.
+func (t *Task) appendStamp(output string) ([]byte, error) {
+	if cap(t.stampSlab)-len(t.stampSlab) < stampSlabLen/16 {
+		t.stampSlab = make([]byte, 0, stampSlabLen)
+	}
+	at := len(t.stampSlab)
+	b, err := t.node.AppendStamp(t.stampSlab, output)
+	if err != nil {
+		return nil, err
+	}
+	// A stamp longer than the room left moved the slab to a larger array;
+	// carving goes on there, which is as good.
+	t.stampSlab = b
+	return b[at:len(b):len(b)], nil
+}
+
+// withClock returns hs without any clock header and with clock appended, in
+// a list carved from the header slab; hs itself is never written.
+func (t *Task) withClock(hs []framework.Header, clock []byte) []framework.Header {
+	n := 1
+	for _, h := range hs {
+		if h.Key != causal.HeaderKey {
+			n++
+		}
+	}
+	if cap(t.headerSlab)-len(t.headerSlab) < n {
+		t.headerSlab = make([]framework.Header, 0, max(headerSlabLen, n))
+	}
+	at := len(t.headerSlab)
+	for _, h := range hs {
+		if h.Key != causal.HeaderKey {
+			t.headerSlab = append(t.headerSlab, h)
+		}
+	}
+	t.headerSlab = append(t.headerSlab, framework.Header{Key: causal.HeaderKey, Value: clock})
+	return t.headerSlab[at : at+n : at+n]
 }
 
 // Punctuate runs the wall-clock punctuations that are due at now.
@@ -411,10 +464,13 @@ func (t *Task) punctuate(typ framework.PunctuationType, now time.Time) error {
 // TakeOutputs returns the records emitted since the last call. Outputs
 // belong to the same transaction as the next Snapshot's offsets: produce
 // them into the transaction that commits that snapshot (a runtime may
-// stream them into the open transaction as they come).
+// stream them into the open transaction as they come). The returned slice
+// is reused after the next call: copy out what must outlive it (the Output
+// values themselves, and the records' bytes, stay valid).
 func (t *Task) TakeOutputs() []Output {
 	out := t.outbox
-	t.outbox = nil
+	clear(t.spare)
+	t.outbox, t.spare = t.spare[:0], out
 	return out
 }
 
