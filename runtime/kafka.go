@@ -210,28 +210,6 @@ func kafkaErr(err error) (fatal, retriable, abortable bool) {
 	return ke.IsFatal(), ke.IsRetriable(), ke.TxnRequiresAbort()
 }
 
-func headersIn(hs []kafka.Header) []framework.Header {
-	if len(hs) == 0 {
-		return nil
-	}
-	out := make([]framework.Header, len(hs))
-	for i, h := range hs {
-		out[i] = framework.Header{Key: h.Key, Value: h.Value}
-	}
-	return out
-}
-
-func headersOut(hs []framework.Header) []kafka.Header {
-	if len(hs) == 0 {
-		return nil
-	}
-	out := make([]kafka.Header, len(hs))
-	for i, h := range hs {
-		out[i] = kafka.Header{Key: h.Key, Value: h.Value}
-	}
-	return out
-}
-
 func partitionString(topic string, p int32) string {
 	return topic + "/" + strconv.FormatInt(int64(p), 10)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/causal"
@@ -98,6 +99,17 @@ type Worker struct {
 	// topicNames keeps one *string per output topic for kafka.Message,
 	// instead of a new one per record.
 	topicNames map[string]*string
+	// touched is the tasks the last consumer event went to: the only ones
+	// with outputs to stream.
+	touched []*runningTask
+	// recordsIn caches the input counter of each topic.
+	recordsIn map[string]prometheus.Counter
+	// headerSlab is carved into the header lists of received records.
+	headerSlab []framework.Header
+	// out and outHeaders are reused for every output produced: Produce
+	// copies the message before it returns.
+	out        kafka.Message
+	outHeaders []kafka.Header
 	// mustAbort is set when a task failed mid-processing after streaming
 	// outputs into the open transaction: those outputs cannot be committed
 	// without the offsets the failed task no longer has.
@@ -134,6 +146,7 @@ func NewWorker(cfg Config, topo *framework.Topology, log *zap.Logger, metrics *M
 		paused:     map[causal.Channel]bool{},
 		produced:   map[string]int{},
 		topicNames: map[string]*string{},
+		recordsIn:  map[string]prometheus.Counter{},
 		restarts:   make(chan restartRequest),
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
@@ -287,17 +300,27 @@ func (w *Worker) run() {
 	defer close(w.done)
 	defer w.closeClients()
 	nextCommit := w.now().Add(w.cfg.CommitInterval)
+	// Stop and restart requests are looked at when the consumer is idle and
+	// every so many events otherwise: a select per record costs more than the
+	// record's own bookkeeping.
+	const eventsPerCheck = 64
+	events := 0
 	for {
-		select {
-		case <-w.stop:
-			w.shutdown()
-			return
-		case req := <-w.restarts:
-			req.reply <- w.restart(req.id)
-		default:
+		if events%eventsPerCheck == 0 {
+			select {
+			case <-w.stop:
+				w.shutdown()
+				return
+			case req := <-w.restarts:
+				req.reply <- w.restart(req.id)
+			default:
+			}
 		}
 		ev := w.consumer.Poll(10)
-		if ev != nil {
+		events++
+		if ev == nil {
+			events = 0
+		} else {
 			w.handle(ev)
 			w.stream()
 		}
@@ -371,10 +394,11 @@ func (w *Worker) handle(ev kafka.Event) {
 			w.partitionError(ch, tp.Error)
 			return
 		}
-		w.metrics.RecordsIn.WithLabelValues(ch.Topic).Inc()
-		rec := framework.Record{Key: e.Key, Value: e.Value, Headers: headersIn(e.Headers), Timestamp: e.Timestamp,
+		w.countIn(ch.Topic)
+		rec := framework.Record{Key: e.Key, Value: e.Value, Headers: w.headersIn(e.Headers), Timestamp: e.Timestamp,
 			Topic: ch.Topic, Partition: ch.Partition, Offset: int64(tp.Offset)}
-		for _, rt := range w.byChannel[ch] {
+		w.touched = w.byChannel[ch]
+		for _, rt := range w.touched {
 			if rt.state != StateRunning {
 				continue
 			}
@@ -386,7 +410,9 @@ func (w *Worker) handle(ev kafka.Event) {
 		if e.Topic == nil || e.Offset < 0 {
 			return
 		}
-		w.advance(causal.Channel{Topic: *e.Topic, Partition: e.Partition}, int64(e.Offset))
+		ch := causal.Channel{Topic: *e.Topic, Partition: e.Partition}
+		w.touched = w.byChannel[ch]
+		w.advance(ch, int64(e.Offset))
 	case kafka.Error:
 		if e.IsFatal() {
 			w.fatalErr = fmt.Errorf("consumer: %w", e)
@@ -663,7 +689,7 @@ func (w *Worker) buildOne(rt *runningTask, r *restoredTask, group map[causal.Cha
 	t, err := task.New(task.Config{
 		Topology: w.topo, Processor: rt.processor, Partition: rt.partition,
 		OutputPartitions: w.partitionCount, GateOff: w.cfg.GateOff, Now: w.now,
-		Observer: taskObserver{w},
+		Observer: taskObserver{w: w, deliveries: w.metrics.Deliveries.WithLabelValues(rt.id)},
 	})
 	if err != nil {
 		return err
@@ -797,11 +823,14 @@ func (w *Worker) begin() error {
 	return nil
 }
 
-// stream produces what running tasks have emitted into the open
-// transaction, so that sending overlaps processing and a commit only waits
-// for the tail.
+// stream produces what the tasks the last event went to have emitted into
+// the open transaction, so that sending overlaps processing and a commit
+// only waits for the tail. (Outputs of punctuations and idle advances wait
+// for the commit.)
 func (w *Worker) stream() {
-	for _, rt := range w.tasks {
+	touched := w.touched
+	w.touched = nil
+	for _, rt := range touched {
 		if rt.state != StateRunning || rt.t == nil {
 			continue
 		}
@@ -830,13 +859,50 @@ func (w *Worker) produceOutput(o task.Output) error {
 		topic = &name
 		w.topicNames[o.Topic] = topic
 	}
-	msg := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: topic, Partition: o.Partition},
-		Key: o.Record.Key, Value: o.Record.Value, Headers: headersOut(o.Record.Headers), Timestamp: o.Record.Timestamp}
-	if err := w.produce(msg); err != nil {
+	w.outHeaders = w.outHeaders[:0]
+	for _, h := range o.Record.Headers {
+		w.outHeaders = append(w.outHeaders, kafka.Header{Key: h.Key, Value: h.Value})
+	}
+	w.out = kafka.Message{TopicPartition: kafka.TopicPartition{Topic: topic, Partition: o.Partition},
+		Key: o.Record.Key, Value: o.Record.Value, Headers: w.outHeaders, Timestamp: o.Record.Timestamp}
+	err := w.produce(&w.out)
+	w.out = kafka.Message{}
+	clear(w.outHeaders)
+	if err != nil {
 		return err
 	}
 	w.produced[o.Topic]++
 	return nil
+}
+
+// countIn counts one record read from topic.
+func (w *Worker) countIn(topic string) {
+	c, ok := w.recordsIn[topic]
+	if !ok {
+		c = w.metrics.RecordsIn.WithLabelValues(topic)
+		w.recordsIn[topic] = c
+	}
+	c.Inc()
+}
+
+// headerSlabLen is how many headers one slab of received headers holds.
+const headerSlabLen = 1024
+
+// headersIn converts a received message's headers, carving the list from
+// the header slab. Carved lists are never written again, so records that a
+// gate holds keep theirs.
+func (w *Worker) headersIn(hs []kafka.Header) []framework.Header {
+	if len(hs) == 0 {
+		return nil
+	}
+	if cap(w.headerSlab)-len(w.headerSlab) < len(hs) {
+		w.headerSlab = make([]framework.Header, 0, max(headerSlabLen, len(hs)))
+	}
+	at := len(w.headerSlab)
+	for _, h := range hs {
+		w.headerSlab = append(w.headerSlab, framework.Header{Key: h.Key, Value: h.Value})
+	}
+	return w.headerSlab[at : at+len(hs) : at+len(hs)]
 }
 
 // commit closes the open transaction with every task's remaining outputs,
@@ -1160,7 +1226,11 @@ func (w *Worker) backpressure() {
 	}
 }
 
-type taskObserver struct{ w *Worker }
+// taskObserver turns one task's events into logs and metrics.
+type taskObserver struct {
+	w          *Worker
+	deliveries prometheus.Counter // of this task
+}
 
 func (o taskObserver) Dropped(id string, ev framework.DropEvent) {
 	o.w.metrics.Dropped.WithLabelValues(id, ev.Reason).Inc()
@@ -1170,7 +1240,7 @@ func (o taskObserver) Dropped(id string, ev framework.DropEvent) {
 }
 
 func (o taskObserver) Delivered(id string, waited time.Duration) {
-	o.w.metrics.Deliveries.WithLabelValues(id).Inc()
+	o.deliveries.Inc()
 	o.w.metrics.GateWait.Observe(waited.Seconds())
 }
 
