@@ -74,6 +74,11 @@ type result struct {
 	HeaderBytes     float64 `json:"header_bytes_per_record"`
 	AllocsPerRecord float64 `json:"allocs_per_record"`
 	CommitShare     float64 `json:"commit_time_share"`
+	// CPU time per burst record, in microseconds, of the measuring process
+	// (the pipeline, plus the input writer and output reader every
+	// configuration shares) and of the broker process.
+	ClientCPUMicros float64 `json:"client_cpu_us_per_record"`
+	BrokerCPUMicros float64 `json:"broker_cpu_us_per_record"`
 }
 
 func main() {
@@ -157,23 +162,23 @@ func runBroker(o options) int {
 	return 0
 }
 
-func startBrokerProcess() (addr string, stop func(), err error) {
+func startBrokerProcess() (addr string, pid int, stop func(), err error) {
 	ready, err := os.CreateTemp("", "e2ebench-broker-")
 	if err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	ready.Close()
 	os.Remove(ready.Name())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	cmd := exec.Command(os.Args[0], "-broker-only", "-broker-port", strconv.Itoa(port), "-broker-ready", ready.Name())
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	stop = func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM) // it may have exited already
@@ -183,16 +188,16 @@ func startBrokerProcess() (addr string, stop func(), err error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		if b, err := os.ReadFile(ready.Name()); err == nil && len(b) > 0 {
-			return string(b), stop, nil
+			return string(b), cmd.Process.Pid, stop, nil
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	stop()
-	return "", nil, errors.New("the broker process did not start")
+	return "", 0, nil, errors.New("the broker process did not start")
 }
 
 func run(o options) error {
-	addr, stop, err := startBrokerProcess()
+	addr, brokerPid, stop, err := startBrokerProcess()
 	if err != nil {
 		return err
 	}
@@ -201,6 +206,15 @@ func run(o options) error {
 		addr, o.records, o.sizes, o.runs, len(o.configs))
 	var results []result
 	id := 0
+	// The first run in a fresh broker is slower whatever it runs (the
+	// broker's heap and the page cache warm up): run one that is not counted.
+	id++
+	warm := o
+	warm.records = min(o.records, 50_000)
+	if _, err := measure(addr, brokerPid, o.configs[0], o.sizes[0], 0, id, warm); err != nil {
+		return fmt.Errorf("warm-up run: %w", err)
+	}
+	fmt.Println("  warm-up run done (not counted)")
 	for r := 1; r <= o.runs; r++ {
 		for _, size := range o.sizes {
 			// Rotate the order each run so no configuration always goes first.
@@ -209,12 +223,13 @@ func run(o options) error {
 			order = append(order[k:], order[:k]...)
 			for _, c := range order {
 				id++
-				res, err := measure(addr, c, size, r, id, o)
+				res, err := measure(addr, brokerPid, c, size, r, id, o)
 				if err != nil {
 					return fmt.Errorf("%s, %d bytes, run %d: %w", c, size, r, err)
 				}
-				fmt.Printf("  run %d  %5dB  %-32s %9.0f rec/s  p50 %6.1f ms  p99 %6.1f ms  %5.1f B hdr  %6.1f allocs  %4.1f%% commit\n",
-					r, size, c, res.RecordsPerSec, res.P50Millis, res.P99Millis, res.HeaderBytes, res.AllocsPerRecord, 100*res.CommitShare)
+				fmt.Printf("  run %d  %5dB  %-32s %9.0f rec/s  p50 %6.1f ms  p99 %6.1f ms  %5.1f B hdr  %6.1f allocs  %4.1f%% commit  cpu µs/rec %5.1f + %5.1f broker\n",
+					r, size, c, res.RecordsPerSec, res.P50Millis, res.P99Millis, res.HeaderBytes, res.AllocsPerRecord, 100*res.CommitShare,
+					res.ClientCPUMicros, res.BrokerCPUMicros)
 				results = append(results, res)
 			}
 		}
@@ -366,6 +381,9 @@ type reader struct {
 	last        time.Time
 	mem1        goruntime.MemStats
 	commit1     float64
+	brokerPid   int
+	client1     time.Duration // CPU time of this process at the burst's end
+	broker1     time.Duration // and of the broker
 	headerBytes int
 	latencies   []float64
 	latWant     int
@@ -419,6 +437,7 @@ func (r *reader) follow(ctx context.Context, addr, topic string, partitions int,
 				r.last = now
 				goruntime.ReadMemStats(&r.mem1)
 				r.commit1 = p.commitSeconds()
+				r.client1, r.broker1 = processCPU(0), processCPU(r.brokerPid)
 				close(r.bulkDone)
 			}
 		}
@@ -428,7 +447,7 @@ func (r *reader) follow(ctx context.Context, addr, topic string, partitions int,
 
 const warmRecords = 2000
 
-func measure(addr, config string, size, run, id int, o options) (result, error) {
+func measure(addr string, brokerPid int, config string, size, run, id int, o options) (result, error) {
 	res := result{Config: config, ValueBytes: size, Run: run, Records: o.records}
 	prefix := fmt.Sprintf("b%d", id)
 	t := topics{in: prefix + "-in", in2: prefix + "-side", mid: prefix + "-mid", out: prefix + "-out", group: prefix,
@@ -491,6 +510,8 @@ func measure(addr, config string, size, run, id int, o options) (result, error) 
 	var mem0 goruntime.MemStats
 	goruntime.ReadMemStats(&mem0)
 	commit0 := p.commitSeconds()
+	client0, broker0 := processCPU(0), processCPU(brokerPid)
+	r.brokerPid = brokerPid
 	start := time.Now()
 	if err := produce(addr, &t, "", o.records, size, o.partitions, twoHop); err != nil {
 		return res, err
@@ -540,5 +561,41 @@ func measure(addr, config string, size, run, id int, o options) (result, error) 
 	res.HeaderBytes = float64(r.headerBytes) / float64(r.bulk)
 	res.AllocsPerRecord = float64(r.mem1.Mallocs-mem0.Mallocs) / float64(o.records)
 	res.CommitShare = (r.commit1 - commit0) / secs
+	res.ClientCPUMicros = (r.client1 - client0).Seconds() * 1e6 / float64(o.records)
+	res.BrokerCPUMicros = (r.broker1 - broker0).Seconds() * 1e6 / float64(o.records)
 	return res, nil
+}
+
+// processCPU is the user and system CPU time a process has used so far, all
+// threads included; pid 0 is this process. It reads /proc, and is 0 where
+// there is none.
+func processCPU(pid int) time.Duration {
+	if pid == 0 {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			return 0
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name, which is in parentheses and may hold
+	// spaces: state is field 3, utime 14 and stime 15 (in clock ticks).
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	const ticksPerSecond = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / ticksPerSecond
 }
