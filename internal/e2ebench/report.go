@@ -28,6 +28,8 @@ type summary struct {
 	Header     float64 `json:"header_bytes_per_record"`
 	Allocs     float64 `json:"allocs_per_record"`
 	Commit     float64 `json:"commit_time_share"`
+	ClientCPU  float64 `json:"client_cpu_us_per_record"`
+	BrokerCPU  float64 `json:"broker_cpu_us_per_record"`
 }
 
 // target is one ratio the project holds itself to.
@@ -75,12 +77,14 @@ func summarize(results []result) []summary {
 			return median(xs)
 		}
 		out = append(out, summary{Config: k.c, ValueBytes: k.s, Runs: len(rs),
-			PerSec: pick(func(r result) float64 { return r.RecordsPerSec }),
-			P50:    pick(func(r result) float64 { return r.P50Millis }),
-			P99:    pick(func(r result) float64 { return r.P99Millis }),
-			Header: pick(func(r result) float64 { return r.HeaderBytes }),
-			Allocs: pick(func(r result) float64 { return r.AllocsPerRecord }),
-			Commit: pick(func(r result) float64 { return r.CommitShare }),
+			PerSec:    pick(func(r result) float64 { return r.RecordsPerSec }),
+			P50:       pick(func(r result) float64 { return r.P50Millis }),
+			P99:       pick(func(r result) float64 { return r.P99Millis }),
+			Header:    pick(func(r result) float64 { return r.HeaderBytes }),
+			Allocs:    pick(func(r result) float64 { return r.AllocsPerRecord }),
+			Commit:    pick(func(r result) float64 { return r.CommitShare }),
+			ClientCPU: pick(func(r result) float64 { return r.ClientCPUMicros }),
+			BrokerCPU: pick(func(r result) float64 { return r.BrokerCPUMicros }),
 		})
 	}
 	return out
@@ -160,11 +164,11 @@ func report(o options, results []result) error {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Medians of %d interleaved runs, %d records each, %d partitions.\n\n", o.runs, o.records, o.partitions)
-	b.WriteString("| configuration | value | records/s | p50 ms | p99 ms | header B/record | allocs/record | commit time |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| configuration | value | records/s | p50 ms | p99 ms | header B/record | allocs/record | commit time | CPU µs/record, measuring process | CPU µs/record, broker |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range ss {
-		fmt.Fprintf(&b, "| %s | %d B | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f%% |\n",
-			s.Config, s.ValueBytes, s.PerSec, s.P50, s.P99, s.Header, s.Allocs, 100*s.Commit)
+		fmt.Fprintf(&b, "| %s | %d B | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f%% | %.1f | %.1f |\n",
+			s.Config, s.ValueBytes, s.PerSec, s.P50, s.P99, s.Header, s.Allocs, 100*s.Commit, s.ClientCPU, s.BrokerCPU)
 	}
 	b.WriteString("\n| target | value | goal | |\n|---|---:|---|---|\n")
 	for _, t := range ts {
