@@ -59,9 +59,12 @@ type Node[P any] struct {
 
 	stampParts []partOffset // reused to merge a topic's stamp entries
 
-	// Reused while receiving: the decoded header.
+	// Reused while receiving: the decoded header, and the claims of the
+	// record being received. Claims are copied to the channel's queue only
+	// when the record has to wait.
 	rawGroups []rawGroup
 	rawParts  []partOffset
+	claims    []claim
 
 	err error
 }
@@ -263,7 +266,7 @@ func (n *Node[P]) ReceiveHeader(ch Channel, off int64, header []byte, present bo
 	if err := n.inOrder(idx, off); err != nil {
 		return false, err
 	}
-	before := n.chans[idx].claims.len()
+	n.claims = n.claims[:0]
 	if present {
 		feeds := n.topics[n.chans[idx].tid].feeds
 		for _, g := range n.rawGroups {
@@ -276,7 +279,7 @@ func (n *Node[P]) ReceiveHeader(ch Channel, off int64, header []byte, present bo
 			}
 		}
 	}
-	n.hold(idx, off, n.chans[idx].claims.len()-before, payload)
+	n.hold(idx, off, payload)
 	return true, nil
 }
 
@@ -294,7 +297,7 @@ func (n *Node[P]) Receive(ch Channel, off int64, clock Clock, payload P) (bool, 
 	if err := n.inOrder(idx, off); err != nil {
 		return false, err
 	}
-	before := n.chans[idx].claims.len()
+	n.claims = n.claims[:0]
 	feeds := n.topics[n.chans[idx].tid].feeds
 	es := clock.entries
 	for i := 0; i < len(es); {
@@ -304,11 +307,11 @@ func (n *Node[P]) Receive(ch Channel, off int64, clock Clock, payload P) (bool, 
 			tid, ok = n.intern(es[i].Channel.Topic), true
 		}
 		if ok {
-			n.absorb(idx, tid, n.partsOf(es[i:j]))
+			n.absorbEntries(idx, tid, es[i:j])
 		}
 		i = j
 	}
-	n.hold(idx, off, n.chans[idx].claims.len()-before, payload)
+	n.hold(idx, off, payload)
 	return true, nil
 }
 
@@ -348,7 +351,7 @@ func (n *Node[P]) partsOf(es []Entry) []partOffset {
 
 // absorb takes one topic group, tid, of a clock received on channel idx: it
 // folds the group into the advertised clock of every output the channel's
-// topic feeds, and queues on the channel what the gate has to check, dropping
+// topic feeds, and collects in n.claims what the gate has to check, dropping
 // the record's own channel (normalise) and topics the node does not consume
 // (restrict).
 func (n *Node[P]) absorb(idx, tid int32, parts []partOffset) {
@@ -361,23 +364,64 @@ func (n *Node[P]) absorb(idx, tid int32, parts []partOffset) {
 		if tid == cs.tid && p.part == cs.ch.Partition {
 			continue
 		}
-		cs.claims.push(claim{tid: tid, part: p.part, off: p.off})
+		n.claims = append(n.claims, claim{tid: tid, part: p.part, off: p.off})
 	}
 }
 
-// hold queues the record, whose claims absorb queued (k of them), and, if
-// it is the new head of its queue, bridges the frontier to just below it
-// and evaluates it.
-func (n *Node[P]) hold(idx int32, off int64, k int, payload P) {
+// absorbEntries is absorb for entries of a decoded Clock.
+func (n *Node[P]) absorbEntries(idx, tid int32, es []Entry) {
 	cs := n.chans[idx]
-	cs.lastRecv = off
-	cs.q.push(held[P]{off: off, claims: k, payload: payload})
-	if cs.q.len() > 1 {
+	for _, oi := range n.topics[cs.tid].feeds {
+		o := &n.outputs[oi]
+		if !o.keepAll && !o.keep[tid] {
+			continue
+		}
+		// foldGroup, written out for entries rather than converting them.
+		adv, k := o.adv[tid], 0
+		for _, e := range es {
+			p := e.Channel.Partition
+			for k < len(adv) && adv[k].part < p {
+				k++
+			}
+			if k < len(adv) && adv[k].part == p {
+				adv[k].off = max(adv[k].off, e.Offset)
+				continue
+			}
+			adv = slices.Insert(adv, k, partOffset{part: p, off: e.Offset})
+		}
+		o.adv[tid] = adv
+	}
+	if n.gateOff || !n.topics[tid].input {
 		return
 	}
+	for _, e := range es {
+		if tid == cs.tid && e.Channel.Partition == cs.ch.Partition {
+			continue
+		}
+		n.claims = append(n.claims, claim{tid: tid, part: e.Channel.Partition, off: e.Offset})
+	}
+}
+
+// hold queues the record with the claims absorb collected and, if it is the
+// new head of its queue, bridges the frontier to just below it and
+// evaluates it. The claims are kept (on the channel's claim queue) only if
+// the record cannot be delivered at once: a deliverable head never needs
+// them again.
+func (n *Node[P]) hold(idx int32, off int64, payload P) {
+	cs := n.chans[idx]
+	cs.lastRecv = off
+	if cs.q.len() > 0 {
+		cs.q.push(held[P]{off: off, claims: len(n.claims), payload: payload})
+		cs.claims.pushAll(n.claims)
+		return
+	}
+	cs.q.push(held[P]{off: off, payload: payload})
 	cs.cursor = 0
 	n.raise(idx, off-1)
-	n.evaluate(idx)
+	if n.check(idx, n.claims) {
+		cs.q.first().claims = len(n.claims)
+		cs.claims.pushAll(n.claims)
+	}
 }
 
 // Advance reports the consumer's position on ch: the offset of the next
@@ -457,7 +501,13 @@ func (n *Node[P]) headChanged(idx int32) {
 // A claim on a partition outside the scope is ignored (restrict).
 func (n *Node[P]) evaluate(idx int32) {
 	cs := n.chans[idx]
-	claims := cs.claims.front(cs.q.first().claims)
+	n.check(idx, cs.claims.front(cs.q.first().claims))
+}
+
+// check evaluates claims, those of the head of channel idx, from its cursor
+// on, and reports whether the head now waits.
+func (n *Node[P]) check(idx int32, claims []claim) bool {
+	cs := n.chans[idx]
 	for i := cs.cursor; i < len(claims); i++ {
 		c := &claims[i]
 		j := n.topics[c.tid].chanIndex(c.part)
@@ -474,9 +524,10 @@ func (n *Node[P]) evaluate(idx int32) {
 		cs.cursor = i
 		cs.waitOn, cs.waitOnOff = j, c.off
 		heapPush(&dep.waiters, waiter{off: c.off, ch: idx})
-		return
+		return true
 	}
 	n.markReady(idx)
+	return false
 }
 
 // groupEnd returns the end of the run of entries that share es[i]'s topic.

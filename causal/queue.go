@@ -19,6 +19,19 @@ func (q *queue[T]) push(v T) {
 	q.items = append(q.items, v)
 }
 
+// pushAll appends vs in order.
+func (q *queue[T]) pushAll(vs []T) {
+	if len(vs) == 0 {
+		return
+	}
+	if q.head > 0 && len(q.items)+len(vs) > cap(q.items) && q.head >= len(q.items)/2 {
+		n := copy(q.items, q.items[q.head:])
+		clear(q.items[n:])
+		q.items, q.head = q.items[:n], 0
+	}
+	q.items = append(q.items, vs...)
+}
+
 func (q *queue[T]) pop() T {
 	var zero T
 	v := q.items[q.head]
