@@ -35,16 +35,17 @@ const (
 	cfgHand    = "hand-written librdkafka loop"
 	cfgHandCP  = "hand-written loop + checkpoint writes"
 	cfgHandKey = "hand-written loop, outputs placed by key"
+	cfgHandPad = "hand-written loop, stamp-sized headers"
 	cfgFranz   = "franz-go GroupTransactSession"
 	cfgGateOff = "Causeway, gate off"
 	cfgGateOn  = "Causeway, gate on"
 	cfgTwoHop  = "Causeway, two hops, gate on"
 )
 
-var allConfigs = []string{cfgHand, cfgHandKey, cfgHandCP, cfgFranz, cfgGateOff, cfgGateOn, cfgTwoHop}
+var allConfigs = []string{cfgHand, cfgHandKey, cfgHandCP, cfgHandPad, cfgFranz, cfgGateOff, cfgGateOn, cfgTwoHop}
 
 // configIDs are the short names -configs takes.
-var configIDs = map[string]string{"hand": cfgHand, "handcp": cfgHandCP, "handkey": cfgHandKey, "franz": cfgFranz, "off": cfgGateOff, "on": cfgGateOn, "twohop": cfgTwoHop}
+var configIDs = map[string]string{"hand": cfgHand, "handcp": cfgHandCP, "handkey": cfgHandKey, "handpad": cfgHandPad, "franz": cfgFranz, "off": cfgGateOff, "on": cfgGateOn, "twohop": cfgTwoHop}
 
 type options struct {
 	records     int
@@ -91,7 +92,7 @@ func main() {
 	flag.IntVar(&o.latRecords, "latency-records", 3000, "records in the latency phase")
 	flag.IntVar(&o.latRate, "latency-rate", 3000, "records per second in the latency phase")
 	flag.StringVar(&o.out, "out", "bench-results", "directory for the result files")
-	flag.StringVar(&configs, "configs", "hand,franz,off,on,twohop", "configurations to run: hand, handkey (outputs placed by key), handcp (with checkpoint writes), franz, off, on, twohop")
+	flag.StringVar(&configs, "configs", "hand,franz,off,on,twohop", "configurations to run: hand, handkey (outputs placed by key), handcp (with checkpoint writes), handpad (headers as long as Causeway's stamps), franz, off, on, twohop")
 	flag.StringVar(&o.from, "from", "", "write the report from this earlier e2e.json instead of measuring")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured process to this file")
 	flag.BoolVar(&o.brokerOnly, "broker-only", false, "run only the broker (used by the benchmark itself)")
@@ -206,6 +207,7 @@ func run(o options) error {
 		addr, o.records, o.sizes, o.runs, len(o.configs))
 	var results []result
 	id := 0
+	shuffle := rand.New(rand.NewPCG(1, 2)) // fixed: the same orders every time
 	// The first run in a fresh broker is slower whatever it runs (the
 	// broker's heap and the page cache warm up): run one that is not counted.
 	id++
@@ -217,11 +219,15 @@ func run(o options) error {
 	fmt.Println("  warm-up run done (not counted)")
 	for r := 1; r <= o.runs; r++ {
 		for _, size := range o.sizes {
-			// Rotate the order each run so no configuration always goes first.
+			// A new order each round: with a plain rotation every
+			// configuration would always follow the same one, and whatever a
+			// run leaves behind (the broker's clean-up of its topics, a
+			// client's last background work) would always land on the same
+			// successor.
 			order := slices.Clone(o.configs)
-			k := (r - 1) % len(order)
-			order = append(order[k:], order[:k]...)
+			shuffle.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 			for _, c := range order {
+				time.Sleep(settle)
 				id++
 				res, err := measure(addr, brokerPid, c, size, r, id, o)
 				if err != nil {
@@ -447,6 +453,16 @@ func (r *reader) follow(ctx context.Context, addr, topic string, partitions int,
 
 const warmRecords = 2000
 
+// stampExtraBytes is how much longer Causeway's stamp on an output is than
+// the input's clock in the pass-through runs: the stamp also names the
+// task's input channel (a 5-character topic, one partition, a 3-byte
+// offset, and the group's framing).
+const stampExtraBytes = 11
+
+// settle is the pause before each run, for the previous one's after-effects
+// to die down.
+const settle = 2 * time.Second
+
 func measure(addr string, brokerPid int, config string, size, run, id int, o options) (result, error) {
 	res := result{Config: config, ValueBytes: size, Run: run, Records: o.records}
 	prefix := fmt.Sprintf("b%d", id)
@@ -475,8 +491,11 @@ func measure(addr string, brokerPid int, config string, size, run, id int, o opt
 	defer os.RemoveAll(dir)
 	var p pipeline
 	switch config {
-	case cfgHand, cfgHandCP, cfgHandKey:
+	case cfgHand, cfgHandCP, cfgHandKey, cfgHandPad:
 		p = &handLoop{addr: addr, t: t, checkpoints: config == cfgHandCP, byKey: config == cfgHandKey}
+		if config == cfgHandPad {
+			p.(*handLoop).padHeader = stampExtraBytes
+		}
 	case cfgFranz:
 		p = &franzLoop{addr: addr, t: t}
 	case cfgGateOff, cfgGateOn, cfgTwoHop:

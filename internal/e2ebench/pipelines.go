@@ -73,14 +73,17 @@ type handLoop struct {
 	checkpoints bool
 	// byKey places outputs by their key (librdkafka's partitioner), as
 	// Causeway and Kafka Streams do, instead of on the input's partition.
-	byKey   bool
-	c       *kafka.Consumer
-	p       *kafka.Producer
-	done    chan struct{}
-	quit    chan struct{}
-	err     error
-	mu      sync.Mutex
-	commitS float64
+	byKey bool
+	// padHeader lengthens the clock header of every output by this many
+	// bytes, to tell what the stamp's extra length costs by itself.
+	padHeader int
+	c         *kafka.Consumer
+	p         *kafka.Producer
+	done      chan struct{}
+	quit      chan struct{}
+	err       error
+	mu        sync.Mutex
+	commitS   float64
 }
 
 func (h *handLoop) start(ctx context.Context) error {
@@ -110,6 +113,7 @@ func (h *handLoop) start(ctx context.Context) error {
 func (h *handLoop) run() {
 	defer close(h.done)
 	out := h.t.out
+	var padded []byte // reused: Produce copies it
 	if err := h.p.BeginTransaction(); err != nil {
 		h.err = err
 		return
@@ -127,8 +131,13 @@ func (h *handLoop) run() {
 			if h.byKey {
 				part = kafka.PartitionAny
 			}
+			headers := m.Headers
+			if h.padHeader > 0 && len(headers) == 1 {
+				padded = append(append(padded[:0], headers[0].Value...), make([]byte, h.padHeader)...)
+				headers = []kafka.Header{{Key: headers[0].Key, Value: padded}}
+			}
 			msg := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &out, Partition: part},
-				Key: m.Key, Value: m.Value, Headers: m.Headers, Timestamp: m.Timestamp}
+				Key: m.Key, Value: m.Value, Headers: headers, Timestamp: m.Timestamp}
 			for {
 				err := h.p.Produce(msg, nil)
 				var ke kafka.Error
