@@ -379,23 +379,26 @@ func produce(addr string, t *topics, prefix string, n, size, partitions int, two
 // reader follows the output topic with read_committed and times what
 // arrives: warm-up records, the burst, and the latency records.
 type reader struct {
-	mu          sync.Mutex
-	warm        int
-	warmWant    int
-	bulk        int
-	bulkWant    int
-	last        time.Time
-	mem1        goruntime.MemStats
-	commit1     float64
-	brokerPid   int
-	client1     time.Duration // CPU time of this process at the burst's end
-	broker1     time.Duration // and of the broker
-	headerBytes int
-	latencies   []float64
-	latWant     int
-	warmDone    chan struct{}
-	bulkDone    chan struct{}
-	latDone     chan struct{}
+	mu        sync.Mutex
+	warm      int
+	warmWant  int
+	bulk      int
+	bulkWant  int
+	brokerPid int
+	// At the first burst record and at the last: the time it became
+	// visible, Go heap allocations, commit time so far, and CPU time of this
+	// process and of the broker.
+	first, last      time.Time
+	mem0, mem1       goruntime.MemStats
+	commit0, commit1 float64
+	client0, client1 time.Duration
+	broker0, broker1 time.Duration
+	headerBytes      int
+	latencies        []float64
+	latWant          int
+	warmDone         chan struct{}
+	bulkDone         chan struct{}
+	latDone          chan struct{}
 }
 
 func (r *reader) follow(ctx context.Context, addr, topic string, partitions int, p pipeline) error {
@@ -433,6 +436,12 @@ func (r *reader) follow(ctx context.Context, addr, topic string, partitions int,
 			}
 			r.mu.Unlock()
 		default:
+			if r.bulk == 0 {
+				r.first = now
+				goruntime.ReadMemStats(&r.mem0)
+				r.commit0 = p.commitSeconds()
+				r.client0, r.broker0 = processCPU(0), processCPU(r.brokerPid)
+			}
 			r.bulk++
 			for _, h := range m.Headers {
 				if h.Key == causal.HeaderKey {
@@ -481,7 +490,13 @@ func measure(addr string, brokerPid int, config string, size, run, id int, o opt
 	if err := createTopics(ctx, addr, o.partitions, names...); err != nil {
 		return res, err
 	}
+	// The input is written before the pipeline starts: warm-up records
+	// first, then the burst, so the pipeline meets the burst as a backlog
+	// and the load producer takes no CPU while it is measured.
 	if err := produce(addr, &t, "warm-", warmRecords, size, o.partitions, twoHop); err != nil {
+		return res, err
+	}
+	if err := produce(addr, &t, "", o.records, size, o.partitions, twoHop); err != nil {
 		return res, err
 	}
 	dir, err := os.MkdirTemp("", "e2ebench-")
@@ -503,7 +518,7 @@ func measure(addr string, brokerPid int, config string, size, run, id int, o opt
 	default:
 		return res, fmt.Errorf("unknown configuration %q", config)
 	}
-	r := &reader{warmWant: warmRecords, bulkWant: o.records, latWant: o.latRecords,
+	r := &reader{warmWant: warmRecords, bulkWant: o.records, latWant: o.latRecords, brokerPid: brokerPid,
 		warmDone: make(chan struct{}), bulkDone: make(chan struct{}), latDone: make(chan struct{})}
 	readCtx, stopReading := context.WithCancel(ctx)
 	defer stopReading()
@@ -520,19 +535,11 @@ func measure(addr string, brokerPid int, config string, size, run, id int, o opt
 			return fmt.Errorf("%s phase: %w", phase, ctx.Err())
 		}
 	}
-	// Warm up (group joined, clients connected), then the burst: throughput
-	// is the burst's size over the time from its first write to its last
-	// committed record becoming visible.
+	// Throughput is the burst's size over the time from its first record
+	// becoming visible at the output (read_committed) to its last: the
+	// warm-up records before it have the group joined and the clients
+	// connected by then.
 	if err := wait("warm-up", r.warmDone); err != nil {
-		return res, err
-	}
-	var mem0 goruntime.MemStats
-	goruntime.ReadMemStats(&mem0)
-	commit0 := p.commitSeconds()
-	client0, broker0 := processCPU(0), processCPU(brokerPid)
-	r.brokerPid = brokerPid
-	start := time.Now()
-	if err := produce(addr, &t, "", o.records, size, o.partitions, twoHop); err != nil {
 		return res, err
 	}
 	if err := wait("throughput", r.bulkDone); err != nil {
@@ -572,16 +579,16 @@ func measure(addr string, brokerPid int, config string, size, run, id int, o opt
 	if err := deleteTopics(ctx, addr, names...); err != nil {
 		return res, err
 	}
-	secs := r.last.Sub(start).Seconds()
+	secs := r.last.Sub(r.first).Seconds()
 	res.RecordsPerSec = float64(o.records) / secs
 	slices.Sort(r.latencies)
 	res.P50Millis = r.latencies[len(r.latencies)/2]
 	res.P99Millis = r.latencies[len(r.latencies)*99/100]
 	res.HeaderBytes = float64(r.headerBytes) / float64(r.bulk)
-	res.AllocsPerRecord = float64(r.mem1.Mallocs-mem0.Mallocs) / float64(o.records)
-	res.CommitShare = (r.commit1 - commit0) / secs
-	res.ClientCPUMicros = (r.client1 - client0).Seconds() * 1e6 / float64(o.records)
-	res.BrokerCPUMicros = (r.broker1 - broker0).Seconds() * 1e6 / float64(o.records)
+	res.AllocsPerRecord = float64(r.mem1.Mallocs-r.mem0.Mallocs) / float64(o.records)
+	res.CommitShare = (r.commit1 - r.commit0) / secs
+	res.ClientCPUMicros = (r.client1 - r.client0).Seconds() * 1e6 / float64(o.records)
+	res.BrokerCPUMicros = (r.broker1 - r.broker0).Seconds() * 1e6 / float64(o.records)
 	return res, nil
 }
 
