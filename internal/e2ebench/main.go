@@ -312,6 +312,39 @@ func newProducer(addr string, linger int) (*producer, error) {
 	return &producer{p}, err
 }
 
+// newTxnProducer is newProducer with a transaction open.
+func newTxnProducer(addr, id string) (*producer, error) {
+	cm := producerTuned(addr)
+	cm["linger.ms"], cm["transactional.id"] = 5, id
+	kp, err := kafka.NewProducer(&cm)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := kp.InitTransactions(ctx); err != nil {
+		kp.Close()
+		return nil, err
+	}
+	if err := kp.BeginTransaction(); err != nil {
+		kp.Close()
+		return nil, err
+	}
+	return &producer{kp}, nil
+}
+
+// commit waits until every record sent is with the broker, calls before,
+// and commits the transaction, returning when the commit began.
+func (p *producer) commit(before func()) (time.Time, error) {
+	for p.p.Flush(1000) > 0 {
+	}
+	before()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return start, p.p.CommitTransaction(ctx)
+}
+
 func (p *producer) send(topic string, partition int32, key, value, clock []byte, ts time.Time) error {
 	msg := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition}, Key: key, Value: value,
 		Headers: []kafka.Header{{Key: causal.HeaderKey, Value: clock}}, Timestamp: ts}
@@ -337,10 +370,20 @@ func (p *producer) close() error {
 // produce writes n records with keys prefix+i, spread evenly over the
 // partitions; for the two-hop run it first fills the side input that the
 // records' clocks claim, so the claims name records that exist.
-func produce(addr string, t *topics, prefix string, n, size, partitions int, twoHop bool) error {
-	p, err := newProducer(addr, 5)
+// produce writes n keyed records to the input (and, for the two-hop run,
+// the side records they claim). With atCommit set it writes them in one
+// transaction: it calls atCommit once everything is sent and returns the
+// time the commit began.
+func produce(addr string, t *topics, prefix string, n, size, partitions int, twoHop bool, atCommit func()) (time.Time, error) {
+	var p *producer
+	var err error
+	if atCommit != nil {
+		p, err = newTxnProducer(addr, t.group+"-load")
+	} else {
+		p, err = newProducer(addr, 5)
+	}
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	rng := rand.New(rand.NewPCG(uint64(size), 1))
 	value := make([]byte, size)
@@ -356,7 +399,7 @@ func produce(addr string, t *topics, prefix string, n, size, partitions int, two
 			base[part] = t.sideWritten[part]
 			for j := range per/2 + 1 {
 				if err := p.send(t.in2, int32(part), []byte(prefix+"s"+strconv.Itoa(j)), []byte("side"), clockFor("", 0, 0), time.Now()); err != nil {
-					return err
+					return time.Time{}, err
 				}
 				t.sideWritten[part]++
 			}
@@ -370,10 +413,22 @@ func produce(addr string, t *topics, prefix string, n, size, partitions int, two
 		clock := clockFor(side, part, base[part]+count[part]/2)
 		count[part]++
 		if err := p.send(t.in, part, []byte(prefix+"k"+strconv.Itoa(i)), value, clock, time.Now()); err != nil {
-			return err
+			return time.Time{}, err
 		}
 	}
-	return p.close()
+	if atCommit == nil {
+		return time.Time{}, p.close()
+	}
+	start, err := p.commit(atCommit)
+	if err != nil {
+		return start, err
+	}
+	if twoHop {
+		for part := range partitions {
+			t.sideWritten[part]++ // the commit marker takes an offset
+		}
+	}
+	return start, p.close()
 }
 
 // reader follows the output topic with read_committed and times what
@@ -385,10 +440,11 @@ type reader struct {
 	bulk      int
 	bulkWant  int
 	brokerPid int
-	// At the first burst record and at the last: the time it became
-	// visible, Go heap allocations, commit time so far, and CPU time of this
-	// process and of the broker.
-	first, last      time.Time
+	// When the burst was committed to the input and when its last record
+	// became visible at the output: Go heap allocations, commit time so far,
+	// and CPU time of this process and of the broker (and, at the end, the
+	// time).
+	last             time.Time
 	mem0, mem1       goruntime.MemStats
 	commit0, commit1 float64
 	client0, client1 time.Duration
@@ -436,12 +492,6 @@ func (r *reader) follow(ctx context.Context, addr, topic string, partitions int,
 			}
 			r.mu.Unlock()
 		default:
-			if r.bulk == 0 {
-				r.first = now
-				goruntime.ReadMemStats(&r.mem0)
-				r.commit0 = p.commitSeconds()
-				r.client0, r.broker0 = processCPU(0), processCPU(r.brokerPid)
-			}
 			r.bulk++
 			for _, h := range m.Headers {
 				if h.Key == causal.HeaderKey {
@@ -490,13 +540,7 @@ func measure(addr string, brokerPid int, config string, size, run, id int, o opt
 	if err := createTopics(ctx, addr, o.partitions, names...); err != nil {
 		return res, err
 	}
-	// The input is written before the pipeline starts: warm-up records
-	// first, then the burst, so the pipeline meets the burst as a backlog
-	// and the load producer takes no CPU while it is measured.
-	if err := produce(addr, &t, "warm-", warmRecords, size, o.partitions, twoHop); err != nil {
-		return res, err
-	}
-	if err := produce(addr, &t, "", o.records, size, o.partitions, twoHop); err != nil {
+	if _, err := produce(addr, &t, "warm-", warmRecords, size, o.partitions, twoHop, nil); err != nil {
 		return res, err
 	}
 	dir, err := os.MkdirTemp("", "e2ebench-")
@@ -535,11 +579,21 @@ func measure(addr string, brokerPid int, config string, size, run, id int, o opt
 			return fmt.Errorf("%s phase: %w", phase, ctx.Err())
 		}
 	}
-	// Throughput is the burst's size over the time from its first record
-	// becoming visible at the output (read_committed) to its last: the
-	// warm-up records before it have the group joined and the clients
-	// connected by then.
+	// Warm up (group joined, clients connected), then the burst. The burst
+	// is written in one transaction, so the pipelines (read_committed) see
+	// none of it until it is all there: they meet it as a backlog, and the
+	// load producer is idle while they are measured. Throughput is the
+	// burst's size over the time from its commit to its last record
+	// becoming visible at the output.
 	if err := wait("warm-up", r.warmDone); err != nil {
+		return res, err
+	}
+	start, err := produce(addr, &t, "", o.records, size, o.partitions, twoHop, func() {
+		goruntime.ReadMemStats(&r.mem0)
+		r.commit0 = p.commitSeconds()
+		r.client0, r.broker0 = processCPU(0), processCPU(brokerPid)
+	})
+	if err != nil {
 		return res, err
 	}
 	if err := wait("throughput", r.bulkDone); err != nil {
@@ -579,7 +633,7 @@ func measure(addr string, brokerPid int, config string, size, run, id int, o opt
 	if err := deleteTopics(ctx, addr, names...); err != nil {
 		return res, err
 	}
-	secs := r.last.Sub(r.first).Seconds()
+	secs := r.last.Sub(start).Seconds()
 	res.RecordsPerSec = float64(o.records) / secs
 	slices.Sort(r.latencies)
 	res.P50Millis = r.latencies[len(r.latencies)/2]
