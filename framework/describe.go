@@ -24,6 +24,9 @@ func (t *Topology) Describe() string {
 			if o.Prune {
 				note += " (clocks pruned)"
 			}
+			if o.KeepPartition {
+				note += " (input partition kept)"
+			}
 			fmt.Fprintf(&b, "    --> %s%s\n", o.Topic, note)
 		}
 		for _, s := range p.Stores {

@@ -62,6 +62,9 @@ type OutputInfo struct {
 	// of this output consumes. Only set for outputs nothing outside the
 	// topology reads.
 	Prune bool
+	// KeepPartition, when true, writes every record to the partition the
+	// task reads instead of placing keyed records by key.
+	KeepPartition bool
 }
 
 // ProcessorInfo describes one processor of a built topology.
@@ -146,6 +149,20 @@ func FedBy(inputs ...string) OutputOpt {
 // outside the topology reads.
 func PruneDownstream() OutputOpt {
 	return outputOptFunc(func(o *OutputInfo) { o.Prune = true })
+}
+
+// KeepPartition writes every record on this output to the partition index
+// of the task that emits it (the input partition), instead of placing keyed
+// records by their key with Kafka's default partitioner (murmur2). Default:
+// off. Use it where the output must stay partitioned as the input is: a
+// per-record transform of a topic already partitioned as downstream needs,
+// or an output nothing downstream groups or joins by key. Placing by key
+// scatters each task's records over every output partition, which costs
+// the producer and the broker a good deal more per record (see
+// docs/benchmarks.md). Kafka Streams does this with a custom
+// StreamPartitioner.
+func KeepPartition() OutputOpt {
+	return outputOptFunc(func(o *OutputInfo) { o.KeepPartition = true })
 }
 
 // Stores declares the state stores the processor uses. Store names are

@@ -101,6 +101,7 @@ type Task struct {
 	windows  map[string]store.Window
 	specs    map[string]framework.StoreSpec
 	outputs  []string
+	keepPart map[string]bool // outputs that keep the task's partition
 	outbox   []Output
 	spare    []Output // the outbox TakeOutputs handed out before the last
 	current  framework.Record
@@ -170,6 +171,12 @@ func New(cfg Config) (*Task, error) {
 	t.ctx = &taskContext{t: t}
 	for _, o := range info.Outputs {
 		t.outputs = append(t.outputs, o.Topic)
+		if o.KeepPartition {
+			if t.keepPart == nil {
+				t.keepPart = map[string]bool{}
+			}
+			t.keepPart[o.Topic] = true
+		}
 	}
 	for _, s := range info.Stores {
 		m := store.NewMemory()
@@ -363,7 +370,7 @@ func (t *Task) emit(output string, rec framework.Record) error {
 		return err
 	}
 	part := t.cfg.Partition % n
-	if rec.Key != nil {
+	if rec.Key != nil && !t.keepPart[output] {
 		part = framework.PartitionFor(rec.Key, n)
 	}
 	if rec.Timestamp.IsZero() {

@@ -203,20 +203,41 @@ func TestCorruptClockLeavesEarlierWorkCommittable(t *testing.T) {
 	assert.Len(t, tk.TakeOutputs(), 2, "the outputs of the record before it stay")
 }
 
-// Keys decide the output partition as Kafka's default partitioner does.
-func TestOutputsArePartitionedByKey(t *testing.T) {
-	topo, err := framework.NewBuilder("t").Processor("p", func() framework.Processor {
-		return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error { return ctx.Forward(rec) })
-	}, framework.From("in"), framework.To("out")).Build()
-	require.NoError(t, err)
-	tk, err := task.New(task.Config{Topology: topo, Processor: "p", OutputPartitions: func(string) (int32, error) { return 7, nil }})
-	require.NoError(t, err)
-	require.NoError(t, tk.Seed("in", 0))
-	require.NoError(t, tk.Start())
-	v, err := serde.String().Serialize("v")
-	require.NoError(t, err)
-	require.NoError(t, tk.Receive(framework.Record{Topic: "in", Offset: 0, Key: []byte("foobar"), Value: v}))
-	outs := tk.TakeOutputs()
-	require.Len(t, outs, 1)
-	assert.Equal(t, framework.PartitionFor([]byte("foobar"), 7), outs[0].Partition)
+// Keys decide the output partition as Kafka's default partitioner does,
+// unless the output keeps the task's partition; keyless records always stay
+// on it.
+func TestOutputPlacement(t *testing.T) {
+	key := []byte("foobar")
+	byKey := framework.PartitionFor(key, 7)
+	const taskPartition = 3
+	require.NotEqual(t, int32(taskPartition), byKey, "the test needs the two placements to differ")
+	tests := []struct {
+		name string
+		opts []framework.OutputOpt
+		key  []byte
+		want int32
+	}{
+		{"keyed, default", nil, key, byKey},
+		{"keyed, KeepPartition", []framework.OutputOpt{framework.KeepPartition()}, key, taskPartition},
+		{"keyless, default", nil, nil, taskPartition},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			topo, err := framework.NewBuilder("t").Processor("p", func() framework.Processor {
+				return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error { return ctx.Forward(rec) })
+			}, framework.From("in"), framework.To("out", tt.opts...)).Build()
+			require.NoError(t, err)
+			tk, err := task.New(task.Config{Topology: topo, Processor: "p", Partition: taskPartition,
+				OutputPartitions: func(string) (int32, error) { return 7, nil }})
+			require.NoError(t, err)
+			require.NoError(t, tk.Seed("in", 0))
+			require.NoError(t, tk.Start())
+			v, err := serde.String().Serialize("v")
+			require.NoError(t, err)
+			require.NoError(t, tk.Receive(framework.Record{Topic: "in", Partition: taskPartition, Key: tt.key, Value: v}))
+			outs := tk.TakeOutputs()
+			require.Len(t, outs, 1)
+			assert.Equal(t, tt.want, outs[0].Partition)
+		})
+	}
 }

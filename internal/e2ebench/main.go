@@ -39,13 +39,14 @@ const (
 	cfgFranz   = "franz-go GroupTransactSession"
 	cfgGateOff = "Causeway, gate off"
 	cfgGateOn  = "Causeway, gate on"
+	cfgOnKey   = "Causeway, gate on, outputs placed by key"
 	cfgTwoHop  = "Causeway, two hops, gate on"
 )
 
-var allConfigs = []string{cfgHand, cfgHandKey, cfgHandCP, cfgHandPad, cfgFranz, cfgGateOff, cfgGateOn, cfgTwoHop}
+var allConfigs = []string{cfgHand, cfgHandKey, cfgHandCP, cfgHandPad, cfgFranz, cfgGateOff, cfgGateOn, cfgOnKey, cfgTwoHop}
 
 // configIDs are the short names -configs takes.
-var configIDs = map[string]string{"hand": cfgHand, "handcp": cfgHandCP, "handkey": cfgHandKey, "handpad": cfgHandPad, "franz": cfgFranz, "off": cfgGateOff, "on": cfgGateOn, "twohop": cfgTwoHop}
+var configIDs = map[string]string{"hand": cfgHand, "handcp": cfgHandCP, "handkey": cfgHandKey, "handpad": cfgHandPad, "franz": cfgFranz, "off": cfgGateOff, "on": cfgGateOn, "onkey": cfgOnKey, "twohop": cfgTwoHop}
 
 type options struct {
 	records     int
@@ -92,7 +93,7 @@ func main() {
 	flag.IntVar(&o.latRecords, "latency-records", 3000, "records in the latency phase")
 	flag.IntVar(&o.latRate, "latency-rate", 3000, "records per second in the latency phase")
 	flag.StringVar(&o.out, "out", "bench-results", "directory for the result files")
-	flag.StringVar(&configs, "configs", "hand,franz,off,on,twohop", "configurations to run: hand, handkey (outputs placed by key), handcp (with checkpoint writes), handpad (headers as long as Causeway's stamps), franz, off, on, twohop")
+	flag.StringVar(&configs, "configs", "hand,handkey,franz,off,on,onkey,twohop", "configurations to run: hand, handkey (outputs placed by key), handcp (with checkpoint writes), handpad (headers as long as Causeway's stamps), franz, off, on, onkey (outputs placed by key), twohop")
 	flag.StringVar(&o.from, "from", "", "write the report from this earlier e2e.json instead of measuring")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured process to this file")
 	flag.BoolVar(&o.brokerOnly, "broker-only", false, "run only the broker (used by the benchmark itself)")
@@ -557,8 +558,8 @@ func measure(addr string, brokerPid int, config string, size, run, id int, o opt
 		}
 	case cfgFranz:
 		p = &franzLoop{addr: addr, t: t}
-	case cfgGateOff, cfgGateOn, cfgTwoHop:
-		p = &worker{addr: addr, t: t, gateOff: config == cfgGateOff, twoHop: twoHop, dir: dir}
+	case cfgGateOff, cfgGateOn, cfgOnKey, cfgTwoHop:
+		p = &worker{addr: addr, t: t, gateOff: config == cfgGateOff, twoHop: twoHop, byKey: config == cfgOnKey, dir: dir}
 	default:
 		return res, fmt.Errorf("unknown configuration %q", config)
 	}

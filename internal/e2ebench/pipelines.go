@@ -313,9 +313,13 @@ type worker struct {
 	t       topics
 	gateOff bool
 	twoHop  bool
-	dir     string
-	w       *runtime.Worker
-	m       *runtime.Metrics
+	// byKey places outputs by key (murmur2), Causeway's default; otherwise
+	// they keep the input's partition (framework.KeepPartition), as the
+	// hand-written loop does.
+	byKey bool
+	dir   string
+	w     *runtime.Worker
+	m     *runtime.Metrics
 }
 
 func passThrough() framework.Processor {
@@ -324,11 +328,15 @@ func passThrough() framework.Processor {
 
 func (w *worker) topology() (*framework.Topology, error) {
 	b := framework.NewBuilder("bench")
+	var place []framework.OutputOpt
+	if !w.byKey {
+		place = append(place, framework.KeepPartition())
+	}
 	if !w.twoHop {
-		return b.Processor("pass", passThrough, framework.From(w.t.in), framework.To(w.t.out)).Build()
+		return b.Processor("pass", passThrough, framework.From(w.t.in), framework.To(w.t.out, place...)).Build()
 	}
 	in2 := w.t.in2
-	return b.Processor("first", passThrough, framework.From(w.t.in), framework.To(w.t.mid)).
+	return b.Processor("first", passThrough, framework.From(w.t.in), framework.To(w.t.mid, place...)).
 		Processor("second", func() framework.Processor {
 			return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
 				if rec.Topic == in2 {
@@ -336,7 +344,7 @@ func (w *worker) topology() (*framework.Topology, error) {
 				}
 				return ctx.Forward(rec)
 			})
-		}, framework.From(w.t.mid, w.t.in2), framework.To(w.t.out)).Build()
+		}, framework.From(w.t.mid, w.t.in2), framework.To(w.t.out, place...)).Build()
 }
 
 func (w *worker) start(ctx context.Context) error {
