@@ -30,7 +30,7 @@ lint: ## gofmt and go vet.
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-bench: ## Micro benchmarks of the causal core, then the end-to-end comparison (about 8 minutes); results in bench-results/.
+bench: ## Micro benchmarks of the causal core, then the end-to-end comparison (about 10 minutes); results in bench-results/.
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./causal/ | tee bench-causal.txt
 	@# A missed target fails the make, but only after the end-to-end comparison has run too.
 	@status=0; \
