@@ -61,6 +61,25 @@ func producerTuned(addr string) kafka.ConfigMap {
 	}
 }
 
+// commitTimer adds up the time a loop spends committing; commitSeconds may
+// be read while the loop runs.
+type commitTimer struct {
+	mu      sync.Mutex
+	seconds float64
+}
+
+func (c *commitTimer) add(d time.Duration) {
+	c.mu.Lock()
+	c.seconds += d.Seconds()
+	c.mu.Unlock()
+}
+
+func (c *commitTimer) commitSeconds() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.seconds
+}
+
 // handLoop is what a user writes without a framework: poll, produce, and
 // every 100 ms send the consumer's positions and commit the transaction.
 type handLoop struct {
@@ -82,8 +101,7 @@ type handLoop struct {
 	done      chan struct{}
 	quit      chan struct{}
 	err       error
-	mu        sync.Mutex
-	commitS   float64
+	commitTimer
 }
 
 func (h *handLoop) start(ctx context.Context) error {
@@ -163,9 +181,7 @@ func (h *handLoop) run() {
 				h.err = err
 				return
 			}
-			h.mu.Lock()
-			h.commitS += time.Since(began).Seconds()
-			h.mu.Unlock()
+			h.add(time.Since(began))
 			dirty = false
 		}
 	}
@@ -205,12 +221,6 @@ func (h *handLoop) commit() error {
 	return h.p.BeginTransaction()
 }
 
-func (h *handLoop) commitSeconds() float64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.commitS
-}
-
 func (h *handLoop) stop() error {
 	close(h.quit)
 	<-h.done
@@ -221,14 +231,13 @@ func (h *handLoop) stop() error {
 
 // franzLoop is the same loop on franz-go's GroupTransactSession.
 type franzLoop struct {
-	addr    string
-	t       topics
-	s       *kgo.GroupTransactSession
-	done    chan struct{}
-	cancel  context.CancelFunc
-	err     error
-	mu      sync.Mutex
-	commitS float64
+	addr   string
+	t      topics
+	s      *kgo.GroupTransactSession
+	done   chan struct{}
+	cancel context.CancelFunc
+	err    error
+	commitTimer
 }
 
 func (f *franzLoop) start(context.Context) error {
@@ -286,18 +295,10 @@ func (f *franzLoop) run(ctx context.Context) {
 				f.err = err
 				return
 			}
-			f.mu.Lock()
-			f.commitS += time.Since(began).Seconds()
-			f.mu.Unlock()
+			f.add(time.Since(began))
 			dirty = false
 		}
 	}
-}
-
-func (f *franzLoop) commitSeconds() float64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.commitS
 }
 
 func (f *franzLoop) stop() error {
