@@ -210,6 +210,17 @@ func kafkaErr(err error) (fatal, retriable, abortable bool) {
 	return ke.IsFatal(), ke.IsRetriable(), ke.TxnRequiresAbort()
 }
 
+// errorCode is the librdkafka error code err carries, or ErrNoError if it
+// carries none. Call it only with a non-nil error: its kafka.Error escapes to
+// the heap, which the produce path cannot afford on every record.
+func errorCode(err error) kafka.ErrorCode {
+	var ke kafka.Error
+	if !errors.As(err, &ke) {
+		return kafka.ErrNoError
+	}
+	return ke.Code()
+}
+
 func partitionString(topic string, p int32) string {
 	return topic + "/" + strconv.FormatInt(int64(p), 10)
 }

@@ -434,8 +434,7 @@ func (w *Worker) advance(ch causal.Channel, position int64) {
 }
 
 func (w *Worker) partitionError(ch causal.Channel, err error) {
-	var ke kafka.Error
-	if errors.As(err, &ke) && (ke.Code() == kafka.ErrAutoOffsetReset || ke.Code() == kafka.ErrOffsetOutOfRange) {
+	if code := errorCode(err); code == kafka.ErrAutoOffsetReset || code == kafka.ErrOffsetOutOfRange {
 		for _, rt := range w.byChannel[ch] {
 			w.failTask(rt, fmt.Errorf("offset of %s out of range: records were lost before they were processed "+
 				"(retention or truncation); restart with --allow-offset-reset to skip them: %w", ch, err))
@@ -1048,11 +1047,10 @@ func (w *Worker) groupOffsets(work []pendingCommit) []kafka.TopicPartition {
 func (w *Worker) produce(msg *kafka.Message) error {
 	for {
 		err := w.producer.Produce(msg, nil)
-		var ke kafka.Error
 		if err == nil {
 			return nil
 		}
-		if errors.As(err, &ke) && ke.Code() == kafka.ErrQueueFull {
+		if errorCode(err) == kafka.ErrQueueFull {
 			w.producer.Flush(100)
 			continue
 		}
@@ -1102,11 +1100,7 @@ func (w *Worker) onCommitError(err error) {
 // fenced reports whether err says another producer took over the
 // transactional id: the one error a worker must never retry.
 func fenced(err error) bool {
-	var ke kafka.Error
-	if !errors.As(err, &ke) {
-		return false
-	}
-	switch ke.Code() {
+	switch errorCode(err) {
 	case kafka.ErrFenced, kafka.ErrProducerFenced, kafka.ErrInvalidProducerEpoch:
 		return true
 	}
@@ -1130,8 +1124,7 @@ func (w *Worker) abort() {
 			w.fatalErr = fmt.Errorf("abort transaction: %w", err)
 			return
 		}
-		var ke kafka.Error
-		if !errors.As(err, &ke) || ke.Code() != kafka.ErrState {
+		if errorCode(err) != kafka.ErrState {
 			w.log.Warn("abort transaction", zap.Error(err))
 		}
 		return

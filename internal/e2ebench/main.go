@@ -58,6 +58,7 @@ type options struct {
 	out         string
 	configs     []string
 	cpuProfile  string
+	brokerProf  string
 	from        string
 	brokerOnly  bool
 	brokerPort  int
@@ -94,6 +95,7 @@ func main() {
 	flag.IntVar(&o.latRate, "latency-rate", 3000, "records per second in the latency phase")
 	flag.StringVar(&o.out, "out", "bench-results", "directory for the result files")
 	flag.StringVar(&configs, "configs", "hand,handkey,franz,off,on,onkey,twohop", "configurations to run: hand, handkey (outputs placed by key), handcp (with checkpoint writes), handpad (headers as long as Causeway's stamps), franz, off, on, onkey (outputs placed by key), twohop")
+	flag.StringVar(&o.brokerProf, "broker-cpuprofile", "", "write a CPU profile of the broker process to this file")
 	flag.StringVar(&o.from, "from", "", "write the report from this earlier e2e.json instead of measuring")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured process to this file")
 	flag.BoolVar(&o.brokerOnly, "broker-only", false, "run only the broker (used by the benchmark itself)")
@@ -148,6 +150,18 @@ func main() {
 // runBroker serves the embedded broker in this process until killed: the
 // benchmark keeps the broker's own work out of the measured process.
 func runBroker(o options) int {
+	if o.brokerProf != "" {
+		f, err := os.Create(o.brokerProf)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
 	b, err := embedded.Start(embedded.Port(o.brokerPort))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -164,7 +178,7 @@ func runBroker(o options) int {
 	return 0
 }
 
-func startBrokerProcess() (addr string, pid int, stop func(), err error) {
+func startBrokerProcess(profile string) (addr string, pid int, stop func(), err error) {
 	ready, err := os.CreateTemp("", "e2ebench-broker-")
 	if err != nil {
 		return "", 0, nil, err
@@ -177,7 +191,8 @@ func startBrokerProcess() (addr string, pid int, stop func(), err error) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	cmd := exec.Command(os.Args[0], "-broker-only", "-broker-port", strconv.Itoa(port), "-broker-ready", ready.Name())
+	cmd := exec.Command(os.Args[0], "-broker-only", "-broker-port", strconv.Itoa(port), "-broker-ready", ready.Name(),
+		"-broker-cpuprofile", profile)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return "", 0, nil, err
@@ -199,7 +214,7 @@ func startBrokerProcess() (addr string, pid int, stop func(), err error) {
 }
 
 func run(o options) error {
-	addr, brokerPid, stop, err := startBrokerProcess()
+	addr, brokerPid, stop, err := startBrokerProcess(o.brokerProf)
 	if err != nil {
 		return err
 	}

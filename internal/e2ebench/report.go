@@ -32,12 +32,61 @@ type summary struct {
 	BrokerCPU  float64 `json:"broker_cpu_us_per_record"`
 }
 
-// target is one ratio the project holds itself to.
+// target is one ratio the project holds itself to. Value compares the
+// medians; the round figures compare the two configurations within each
+// round, where they ran minutes apart at most, and show how far the
+// comparison moves from round to round.
 type target struct {
-	What  string  `json:"what"`
-	Value float64 `json:"value"`
-	Goal  string  `json:"goal"`
-	Met   bool    `json:"met"`
+	What        string  `json:"what"`
+	Value       float64 `json:"value"`
+	Goal        string  `json:"goal"`
+	Met         bool    `json:"met"`
+	Rounds      int     `json:"rounds"`
+	RoundMedian float64 `json:"round_median"`
+	RoundMin    float64 `json:"round_min"`
+	RoundMax    float64 `json:"round_max"`
+}
+
+// compare is how a target sets two measures side by side.
+type compare func(a, b float64) float64
+
+func ratio(a, b float64) float64      { return a / b }
+func difference(a, b float64) float64 { return a - b }
+
+// perRound compares configuration a with b, on the measure f, within every
+// round that ran both at this size, and returns the median, least and
+// greatest of those comparisons and how many rounds there were.
+func perRound(results []result, a, b string, size int, f func(result) float64, cmp compare) (med, lo, hi float64, n int) {
+	type pair struct {
+		a, b       float64
+		hasA, hasB bool
+	}
+	rounds := map[int]*pair{}
+	for _, r := range results {
+		if r.ValueBytes != size || (r.Config != a && r.Config != b) {
+			continue
+		}
+		p := rounds[r.Run]
+		if p == nil {
+			p = &pair{}
+			rounds[r.Run] = p
+		}
+		if r.Config == a {
+			p.a, p.hasA = f(r), true
+		} else {
+			p.b, p.hasB = f(r), true
+		}
+	}
+	var xs []float64
+	for _, p := range rounds {
+		if p.hasA && p.hasB {
+			xs = append(xs, cmp(p.a, p.b))
+		}
+	}
+	if len(xs) == 0 {
+		return 0, 0, 0, 0
+	}
+	return median(xs), slices.Min(xs), slices.Max(xs), len(xs)
 }
 
 func median(xs []float64) float64 {
@@ -99,29 +148,42 @@ func find(ss []summary, config string, size int) (summary, bool) {
 	return summary{}, false
 }
 
-func targets(ss []summary, sizes []int) []target {
+func targets(ss []summary, results []result, sizes []int) []target {
+	perSec := func(r result) float64 { return r.RecordsPerSec }
+	p99 := func(r result) float64 { return r.P99Millis }
+	allocs := func(r result) float64 { return r.AllocsPerRecord }
+	specs := []struct {
+		what     string
+		a, b     string
+		f        func(result) float64
+		cmp      compare
+		goal     string
+		met      func(float64) bool
+		fromSumm func(a, b summary) float64
+	}{
+		{"Causeway gate on / hand-written loop, throughput (both keep the input partition)", cfgGateOn, cfgHand, perSec, ratio,
+			">= 0.90", func(v float64) bool { return v >= 0.90 }, func(a, b summary) float64 { return a.PerSec / b.PerSec }},
+		{"Causeway gate on / hand-written loop, throughput (both place by key)", cfgOnKey, cfgHandKey, perSec, ratio,
+			">= 0.90", func(v float64) bool { return v >= 0.90 }, func(a, b summary) float64 { return a.PerSec / b.PerSec }},
+		{"gate on / gate off, throughput", cfgGateOn, cfgGateOff, perSec, ratio,
+			">= 0.95", func(v float64) bool { return v >= 0.95 }, func(a, b summary) float64 { return a.PerSec / b.PerSec }},
+		{"gate on / gate off, p99 latency", cfgGateOn, cfgGateOff, p99, ratio,
+			"<= 1.10", func(v float64) bool { return v <= 1.10 }, func(a, b summary) float64 { return a.P99 / b.P99 }},
+		{"gate on - gate off, allocations per record", cfgGateOn, cfgGateOff, allocs, difference,
+			"<= 2", func(v float64) bool { return v <= 2 }, func(a, b summary) float64 { return a.Allocs - b.Allocs }},
+	}
 	var out []target
 	for _, size := range sizes {
-		hand, okH := find(ss, cfgHand, size)
-		on, okOn := find(ss, cfgGateOn, size)
-		off, okOff := find(ss, cfgGateOff, size)
-		if okH && okOn {
-			v := on.PerSec / hand.PerSec
-			out = append(out, target{fmt.Sprintf("%dB: Causeway gate on / hand-written loop, throughput (both keep the input partition)", size), v, ">= 0.90", v >= 0.90})
-		}
-		handKey, okHK := find(ss, cfgHandKey, size)
-		onKey, okOK := find(ss, cfgOnKey, size)
-		if okHK && okOK {
-			v := onKey.PerSec / handKey.PerSec
-			out = append(out, target{fmt.Sprintf("%dB: Causeway gate on / hand-written loop, throughput (both place by key)", size), v, ">= 0.90", v >= 0.90})
-		}
-		if okOn && okOff {
-			v := on.PerSec / off.PerSec
-			out = append(out, target{fmt.Sprintf("%dB: gate on / gate off, throughput", size), v, ">= 0.95", v >= 0.95})
-			v = on.P99 / off.P99
-			out = append(out, target{fmt.Sprintf("%dB: gate on / gate off, p99 latency", size), v, "<= 1.10", v <= 1.10})
-			v = on.Allocs - off.Allocs
-			out = append(out, target{fmt.Sprintf("%dB: gate on - gate off, allocations per record", size), v, "<= 2", v <= 2})
+		for _, sp := range specs {
+			a, okA := find(ss, sp.a, size)
+			b, okB := find(ss, sp.b, size)
+			if !okA || !okB {
+				continue
+			}
+			v := sp.fromSumm(a, b)
+			t := target{What: fmt.Sprintf("%dB: %s", size, sp.what), Value: v, Goal: sp.goal, Met: sp.met(v)}
+			t.RoundMedian, t.RoundMin, t.RoundMax, t.Rounds = perRound(results, sp.a, sp.b, size, sp.f, sp.cmp)
+			out = append(out, t)
 		}
 	}
 	return out
@@ -157,7 +219,7 @@ func report(o options, results []result) error {
 		return err
 	}
 	ss := summarize(results)
-	ts := targets(ss, o.sizes)
+	ts := targets(ss, results, o.sizes)
 	js, err := json.MarshalIndent(map[string]any{"options": map[string]any{
 		"records": o.records, "runs": o.runs, "sizes": o.sizes, "partitions": o.partitions,
 		"latency_records": o.latRecords, "latency_rate": o.latRate},
@@ -176,13 +238,14 @@ func report(o options, results []result) error {
 		fmt.Fprintf(&b, "| %s | %d B | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f%% | %.1f | %.1f |\n",
 			s.Config, s.ValueBytes, s.PerSec, s.P50, s.P99, s.Header, s.Allocs, 100*s.Commit, s.ClientCPU, s.BrokerCPU)
 	}
-	b.WriteString("\n| target | value | goal | |\n|---|---:|---|---|\n")
+	b.WriteString("\nTargets: the value compares the medians above; the round columns compare the two configurations within each round.\n\n")
+	b.WriteString("| target | value | goal | | round median | round range |\n|---|---:|---|---|---:|---|\n")
 	for _, t := range ts {
 		verdict := "met"
 		if !t.Met {
 			verdict = "MISSED"
 		}
-		fmt.Fprintf(&b, "| %s | %.2f | %s | %s |\n", t.What, t.Value, t.Goal, verdict)
+		fmt.Fprintf(&b, "| %s | %.2f | %s | %s | %.2f | %.2f – %.2f |\n", t.What, t.Value, t.Goal, verdict, t.RoundMedian, t.RoundMin, t.RoundMax)
 	}
 	if err := os.WriteFile(filepath.Join(o.out, "e2e.md"), []byte(b.String()), 0o644); err != nil {
 		return err

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func runOf(config string, size, round int, perSec, allocs float64) result {
+	return result{Config: config, ValueBytes: size, Run: round, RecordsPerSec: perSec, AllocsPerRecord: allocs}
+}
+
+func TestPerRound(t *testing.T) {
+	perSec := func(r result) float64 { return r.RecordsPerSec }
+	allocs := func(r result) float64 { return r.AllocsPerRecord }
+	results := []result{
+		// Round 1: on is half of hand; round 2: equal; round 3: on is 0.8
+		// of hand. Round 4 ran only hand and must not count. The 1 KB runs
+		// and the gate-off runs must not mix in.
+		runOf(cfgHand, 100, 1, 100, 30), runOf(cfgGateOn, 100, 1, 50, 31),
+		runOf(cfgGateOn, 100, 2, 90, 33), runOf(cfgHand, 100, 2, 90, 30),
+		runOf(cfgHand, 100, 3, 100, 30), runOf(cfgGateOn, 100, 3, 80, 30),
+		runOf(cfgHand, 100, 4, 10, 30),
+		runOf(cfgHand, 1000, 1, 1, 30), runOf(cfgGateOn, 1000, 1, 1000, 30),
+		runOf(cfgGateOff, 100, 1, 1, 30),
+	}
+	tests := []struct {
+		name        string
+		f           func(result) float64
+		cmp         compare
+		med, lo, hi float64
+		rounds      int
+	}{
+		{"throughput ratio", perSec, ratio, 0.8, 0.5, 1, 3},
+		{"allocation difference", allocs, difference, 1, 0, 3, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			med, lo, hi, n := perRound(results, cfgGateOn, cfgHand, 100, tt.f, tt.cmp)
+			assert.Equal(t, tt.rounds, n)
+			assert.InDelta(t, tt.med, med, 1e-9)
+			assert.InDelta(t, tt.lo, lo, 1e-9)
+			assert.InDelta(t, tt.hi, hi, 1e-9)
+		})
+	}
+	_, _, _, n := perRound(results, cfgOnKey, cfgHand, 100, perSec, ratio)
+	assert.Zero(t, n, "no round ran both")
+}
+
+func TestTargetsCompareMediansAndRounds(t *testing.T) {
+	// Medians: hand 100, on 80 (0.80, missed). Rounds: 0.5, 1.0, 0.8.
+	results := []result{
+		runOf(cfgHand, 100, 1, 100, 0), runOf(cfgGateOn, 100, 1, 50, 0),
+		runOf(cfgHand, 100, 2, 90, 0), runOf(cfgGateOn, 100, 2, 90, 0),
+		runOf(cfgHand, 100, 3, 100, 0), runOf(cfgGateOn, 100, 3, 80, 0),
+	}
+	ts := targets(summarize(results), results, []int{100})
+	require.Len(t, ts, 1, "only the target whose two configurations ran")
+	got := ts[0]
+	assert.Contains(t, got.What, "hand-written loop")
+	assert.InDelta(t, 0.8, got.Value, 1e-9)
+	assert.False(t, got.Met)
+	assert.Equal(t, 3, got.Rounds)
+	assert.InDelta(t, 0.8, got.RoundMedian, 1e-9)
+	assert.InDelta(t, 0.5, got.RoundMin, 1e-9)
+	assert.InDelta(t, 1.0, got.RoundMax, 1e-9)
+}
