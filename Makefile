@@ -6,7 +6,7 @@ SIM_SEEDS ?= 300
 BENCHTIME ?= 500ms
 BENCHCOUNT ?= 5
 E2E_RECORDS ?= 200000
-E2E_RUNS ?= 3
+E2E_RUNS ?= 5
 
 .PHONY: help run run-orders test test-short lint bench fuzz tidy
 
@@ -30,7 +30,7 @@ lint: ## gofmt and go vet.
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-bench: ## Micro benchmarks of the causal core, then the end-to-end comparison (about 10 minutes); results in bench-results/.
+bench: ## Micro benchmarks of the causal core, then the end-to-end comparison (about 15 minutes); results in bench-results/.
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./causal/ | tee bench-causal.txt
 	@# A missed target fails the make, but only after the end-to-end comparison has run too.
 	@status=0; \
