@@ -20,7 +20,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -61,6 +60,7 @@ type options struct {
 	brokerProf  string
 	from        string
 	brokerOnly  bool
+	reader      readerArgs
 	brokerPort  int
 	brokerReady string
 }
@@ -78,8 +78,8 @@ type result struct {
 	AllocsPerRecord float64 `json:"allocs_per_record"`
 	CommitShare     float64 `json:"commit_time_share"`
 	// CPU time per burst record, in microseconds, of the measuring process
-	// (the pipeline, plus the input writer and output reader every
-	// configuration shares) and of the broker process.
+	// (the pipeline, and the load producer, idle while the burst is timed)
+	// and of the broker process.
 	ClientCPUMicros float64 `json:"client_cpu_us_per_record"`
 	BrokerCPUMicros float64 `json:"broker_cpu_us_per_record"`
 }
@@ -101,9 +101,19 @@ func main() {
 	flag.BoolVar(&o.brokerOnly, "broker-only", false, "run only the broker (used by the benchmark itself)")
 	flag.IntVar(&o.brokerPort, "broker-port", 0, "broker port with -broker-only")
 	flag.StringVar(&o.brokerReady, "broker-ready", "", "file to write the broker address to with -broker-only")
+	flag.BoolVar(&o.reader.only, "reader-only", false, "run only the output reader (used by the benchmark itself)")
+	flag.StringVar(&o.reader.addr, "reader-addr", "", "broker address with -reader-only")
+	flag.StringVar(&o.reader.topic, "reader-topic", "", "topic to follow with -reader-only")
+	flag.IntVar(&o.reader.warm, "reader-warm", 0, "warm-up records to wait for with -reader-only")
+	flag.IntVar(&o.reader.bulk, "reader-bulk", 0, "burst records to wait for with -reader-only")
+	flag.IntVar(&o.reader.lat, "reader-lat", 0, "latency records to wait for with -reader-only")
 	flag.Parse()
 	if o.brokerOnly {
 		os.Exit(runBroker(o))
+	}
+	if o.reader.only {
+		o.reader.partitions = o.partitions
+		os.Exit(runReader(o.reader))
 	}
 	for _, s := range strings.Split(sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -453,85 +463,6 @@ func produce(addr string, t *topics, prefix string, n, size, partitions int, two
 	return start, p.close()
 }
 
-// reader follows the output topic with read_committed and times what
-// arrives: warm-up records, the burst, and the latency records.
-type reader struct {
-	mu        sync.Mutex
-	warm      int
-	warmWant  int
-	bulk      int
-	bulkWant  int
-	brokerPid int
-	// When the burst was committed to the input and when its last record
-	// became visible at the output: Go heap allocations, commit time so far,
-	// and CPU time of this process and of the broker (and, at the end, the
-	// time).
-	last             time.Time
-	mem0, mem1       goruntime.MemStats
-	commit0, commit1 float64
-	client0, client1 time.Duration
-	broker0, broker1 time.Duration
-	headerBytes      int
-	latencies        []float64
-	latWant          int
-	warmDone         chan struct{}
-	bulkDone         chan struct{}
-	latDone          chan struct{}
-}
-
-func (r *reader) follow(ctx context.Context, addr, topic string, partitions int, p pipeline) error {
-	cm := consumerTuned(addr)
-	cm["group.id"], cm["isolation.level"], cm["enable.auto.commit"] = "reader-"+topic, "read_committed", false
-	c, err := kafka.NewConsumer(&cm)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	var tps []kafka.TopicPartition
-	for part := range partitions {
-		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: int32(part), Offset: kafka.OffsetBeginning})
-	}
-	if err := c.Assign(tps); err != nil {
-		return err
-	}
-	for ctx.Err() == nil {
-		m, ok := c.Poll(5).(*kafka.Message)
-		if !ok || m.TopicPartition.Error != nil {
-			continue
-		}
-		now := time.Now()
-		switch key := string(m.Key); {
-		case strings.HasPrefix(key, "warm-"):
-			r.warm++
-			if r.warm == r.warmWant {
-				close(r.warmDone)
-			}
-		case strings.HasPrefix(key, "lat-"):
-			r.mu.Lock()
-			r.latencies = append(r.latencies, float64(now.Sub(m.Timestamp).Microseconds())/1000)
-			if len(r.latencies) == r.latWant {
-				close(r.latDone)
-			}
-			r.mu.Unlock()
-		default:
-			r.bulk++
-			for _, h := range m.Headers {
-				if h.Key == causal.HeaderKey {
-					r.headerBytes += len(h.Value)
-				}
-			}
-			if r.bulk == r.bulkWant {
-				r.last = now
-				goruntime.ReadMemStats(&r.mem1)
-				r.commit1 = p.commitSeconds()
-				r.client1, r.broker1 = processCPU(0), processCPU(r.brokerPid)
-				close(r.bulkDone)
-			}
-		}
-	}
-	return nil
-}
-
 const warmRecords = 2000
 
 // stampExtraBytes is about how much longer Causeway's stamp on an output is
@@ -584,12 +515,25 @@ func measure(addr string, brokerPid int, config string, size, run, id int, o opt
 	default:
 		return res, fmt.Errorf("unknown configuration %q", config)
 	}
-	r := &reader{warmWant: warmRecords, bulkWant: o.records, latWant: o.latRecords, brokerPid: brokerPid,
-		warmDone: make(chan struct{}), bulkDone: make(chan struct{}), latDone: make(chan struct{})}
-	readCtx, stopReading := context.WithCancel(ctx)
-	defer stopReading()
-	readErr := make(chan error, 1)
-	go func() { readErr <- r.follow(readCtx, addr, t.out, o.partitions, p) }()
+	// Allocations, commit time and CPU when the burst was committed to the
+	// input and when its last record became visible at the output.
+	type snapshot struct {
+		mem            goruntime.MemStats
+		commit         float64
+		client, broker time.Duration
+	}
+	var before, after snapshot
+	take := func(s *snapshot) {
+		goruntime.ReadMemStats(&s.mem)
+		s.commit = p.commitSeconds()
+		s.client, s.broker = processCPU(0), processCPU(brokerPid)
+	}
+	r, err := startReader(readerArgs{addr: addr, topic: t.out, partitions: o.partitions, warm: warmRecords, bulk: o.records, lat: o.latRecords},
+		func() { take(&after) })
+	if err != nil {
+		return res, fmt.Errorf("start the output reader: %w", err)
+	}
+	defer r.kill()
 	if err := p.start(ctx); err != nil {
 		return res, err
 	}
@@ -597,6 +541,13 @@ func measure(addr string, brokerPid int, config string, size, run, id int, o opt
 		select {
 		case <-done:
 			return nil
+		case <-r.exited:
+			select {
+			case <-done: // the reader's last report came with its exit
+				return nil
+			default:
+			}
+			return fmt.Errorf("%s phase: the output reader stopped: %v", phase, r.exitErr)
 		case <-ctx.Done():
 			return fmt.Errorf("%s phase: %w", phase, ctx.Err())
 		}
@@ -610,11 +561,7 @@ func measure(addr string, brokerPid int, config string, size, run, id int, o opt
 	if err := wait("warm-up", r.warmDone); err != nil {
 		return res, err
 	}
-	start, err := produce(addr, &t, "", o.records, size, o.partitions, twoHop, func() {
-		goruntime.ReadMemStats(&r.mem0)
-		r.commit0 = p.commitSeconds()
-		r.client0, r.broker0 = processCPU(0), processCPU(brokerPid)
-	})
+	start, err := produce(addr, &t, "", o.records, size, o.partitions, twoHop, func() { take(&before) })
 	if err != nil {
 		return res, err
 	}
@@ -643,9 +590,9 @@ func measure(addr string, brokerPid int, config string, size, run, id int, o opt
 	if err := wait("latency", r.latDone); err != nil {
 		return res, err
 	}
-	stopReading()
-	if err := <-readErr; err != nil {
-		return res, err
+	<-r.exited
+	if r.exitErr != nil {
+		return res, fmt.Errorf("output reader: %w", r.exitErr)
 	}
 	if err := p.stop(); err != nil {
 		return res, err
@@ -661,10 +608,10 @@ func measure(addr string, brokerPid int, config string, size, run, id int, o opt
 	res.P50Millis = r.latencies[len(r.latencies)/2]
 	res.P99Millis = r.latencies[len(r.latencies)*99/100]
 	res.HeaderBytes = float64(r.headerBytes) / float64(r.bulk)
-	res.AllocsPerRecord = float64(r.mem1.Mallocs-r.mem0.Mallocs) / float64(o.records)
-	res.CommitShare = (r.commit1 - r.commit0) / secs
-	res.ClientCPUMicros = (r.client1 - r.client0).Seconds() * 1e6 / float64(o.records)
-	res.BrokerCPUMicros = (r.broker1 - r.broker0).Seconds() * 1e6 / float64(o.records)
+	res.AllocsPerRecord = float64(after.mem.Mallocs-before.mem.Mallocs) / float64(o.records)
+	res.CommitShare = (after.commit - before.commit) / secs
+	res.ClientCPUMicros = (after.client - before.client).Seconds() * 1e6 / float64(o.records)
+	res.BrokerCPUMicros = (after.broker - before.broker).Seconds() * 1e6 / float64(o.records)
 	return res, nil
 }
 

@@ -232,7 +232,7 @@ func report(o options, results []result) error {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Medians of %d interleaved runs, %d records each, %d partitions.\n\n", o.runs, o.records, o.partitions)
-	b.WriteString("| configuration | value | records/s | p50 ms | p99 ms | header B/record | allocs/record | commit time | CPU µs/record, measuring process | CPU µs/record, broker |\n")
+	b.WriteString("| configuration | value | records/s | p50 ms | p99 ms | header B/record | allocs/record | commit time | CPU µs/record, pipeline's process | CPU µs/record, broker |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range ss {
 		fmt.Fprintf(&b, "| %s | %d B | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f%% | %.1f | %.1f |\n",
