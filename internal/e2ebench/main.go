@@ -82,6 +82,9 @@ type result struct {
 	// and of the broker process.
 	ClientCPUMicros float64 `json:"client_cpu_us_per_record"`
 	BrokerCPUMicros float64 `json:"broker_cpu_us_per_record"`
+	// The same for the output reader's process, which does the same work
+	// for every configuration.
+	ReaderCPUMicros float64 `json:"reader_cpu_us_per_record"`
 }
 
 func main() {
@@ -259,9 +262,9 @@ func run(o options) error {
 				if err != nil {
 					return fmt.Errorf("%s, %d bytes, run %d: %w", c, size, r, err)
 				}
-				fmt.Printf("  run %d  %5dB  %-32s %9.0f rec/s  p50 %6.1f ms  p99 %6.1f ms  %5.1f B hdr  %6.1f allocs  %4.1f%% commit  cpu µs/rec %5.1f + %5.1f broker\n",
+				fmt.Printf("  run %d  %5dB  %-32s %9.0f rec/s  p50 %6.1f ms  p99 %6.1f ms  %5.1f B hdr  %6.1f allocs  %4.1f%% commit  cpu µs/rec %5.1f + %5.1f broker + %4.1f reader\n",
 					r, size, c, res.RecordsPerSec, res.P50Millis, res.P99Millis, res.HeaderBytes, res.AllocsPerRecord, 100*res.CommitShare,
-					res.ClientCPUMicros, res.BrokerCPUMicros)
+					res.ClientCPUMicros, res.BrokerCPUMicros, res.ReaderCPUMicros)
 				results = append(results, res)
 			}
 		}
@@ -518,18 +521,18 @@ func measure(addr string, brokerPid int, config string, size, run, id int, o opt
 	// Allocations, commit time and CPU when the burst was committed to the
 	// input and when its last record became visible at the output.
 	type snapshot struct {
-		mem            goruntime.MemStats
-		commit         float64
-		client, broker time.Duration
+		mem                    goruntime.MemStats
+		commit                 float64
+		client, broker, reader time.Duration
 	}
 	var before, after snapshot
-	take := func(s *snapshot) {
+	take := func(s *snapshot, readerPid int) {
 		goruntime.ReadMemStats(&s.mem)
 		s.commit = p.commitSeconds()
-		s.client, s.broker = processCPU(0), processCPU(brokerPid)
+		s.client, s.broker, s.reader = processCPU(0), processCPU(brokerPid), processCPU(readerPid)
 	}
 	r, err := startReader(readerArgs{addr: addr, topic: t.out, partitions: o.partitions, warm: warmRecords, bulk: o.records, lat: o.latRecords},
-		func() { take(&after) })
+		func(pid int) { take(&after, pid) })
 	if err != nil {
 		return res, fmt.Errorf("start the output reader: %w", err)
 	}
@@ -561,7 +564,7 @@ func measure(addr string, brokerPid int, config string, size, run, id int, o opt
 	if err := wait("warm-up", r.warmDone); err != nil {
 		return res, err
 	}
-	start, err := produce(addr, &t, "", o.records, size, o.partitions, twoHop, func() { take(&before) })
+	start, err := produce(addr, &t, "", o.records, size, o.partitions, twoHop, func() { take(&before, r.pid()) })
 	if err != nil {
 		return res, err
 	}
@@ -612,6 +615,7 @@ func measure(addr string, brokerPid int, config string, size, run, id int, o opt
 	res.CommitShare = (after.commit - before.commit) / secs
 	res.ClientCPUMicros = (after.client - before.client).Seconds() * 1e6 / float64(o.records)
 	res.BrokerCPUMicros = (after.broker - before.broker).Seconds() * 1e6 / float64(o.records)
+	res.ReaderCPUMicros = (after.reader - before.reader).Seconds() * 1e6 / float64(o.records)
 	return res, nil
 }
 

@@ -121,9 +121,10 @@ type reader struct {
 	exitErr     error         // why, if it failed; read after exited
 }
 
-// startReader starts a reader process; onBulk runs as soon as the burst's
-// last record is reported visible, before bulkDone closes.
-func startReader(args readerArgs, onBulk func()) (*reader, error) {
+// startReader starts a reader process; onBulk runs, with the process's id,
+// as soon as the burst's last record is reported visible, before bulkDone
+// closes.
+func startReader(args readerArgs, onBulk func(pid int)) (*reader, error) {
 	cmd := exec.Command(os.Args[0], "-reader-only", "-reader-addr", args.addr, "-reader-topic", args.topic,
 		"-partitions", strconv.Itoa(args.partitions), "-reader-warm", strconv.Itoa(args.warm),
 		"-reader-bulk", strconv.Itoa(args.bulk), "-reader-lat", strconv.Itoa(args.lat))
@@ -146,7 +147,7 @@ func startReader(args readerArgs, onBulk func()) (*reader, error) {
 	return r, nil
 }
 
-func (r *reader) scan(sc *bufio.Scanner, onBulk func()) error {
+func (r *reader) scan(sc *bufio.Scanner, onBulk func(pid int)) error {
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -166,7 +167,7 @@ func (r *reader) scan(sc *bufio.Scanner, onBulk func()) error {
 			if err := errors.Join(err1, err2, err3); err != nil {
 				return fmt.Errorf("bad report %q: %w", sc.Text(), err)
 			}
-			onBulk()
+			onBulk(r.pid())
 			r.last, r.headerBytes, r.bulk = time.Unix(0, ns), hb, n
 			close(r.bulkDone)
 		case "lat":
@@ -184,6 +185,9 @@ func (r *reader) scan(sc *bufio.Scanner, onBulk func()) error {
 	}
 	return sc.Err()
 }
+
+// pid is the reader process's id.
+func (r *reader) pid() int { return r.cmd.Process.Pid }
 
 // kill stops the reader process if it is still running.
 func (r *reader) kill() {

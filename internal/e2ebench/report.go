@@ -30,6 +30,7 @@ type summary struct {
 	Commit     float64 `json:"commit_time_share"`
 	ClientCPU  float64 `json:"client_cpu_us_per_record"`
 	BrokerCPU  float64 `json:"broker_cpu_us_per_record"`
+	ReaderCPU  float64 `json:"reader_cpu_us_per_record"`
 }
 
 // target is one ratio the project holds itself to. Value compares the
@@ -134,6 +135,7 @@ func summarize(results []result) []summary {
 			Commit:    pick(func(r result) float64 { return r.CommitShare }),
 			ClientCPU: pick(func(r result) float64 { return r.ClientCPUMicros }),
 			BrokerCPU: pick(func(r result) float64 { return r.BrokerCPUMicros }),
+			ReaderCPU: pick(func(r result) float64 { return r.ReaderCPUMicros }),
 		})
 	}
 	return out
@@ -232,11 +234,11 @@ func report(o options, results []result) error {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Medians of %d interleaved runs, %d records each, %d partitions.\n\n", o.runs, o.records, o.partitions)
-	b.WriteString("| configuration | value | records/s | p50 ms | p99 ms | header B/record | allocs/record | commit time | CPU µs/record, pipeline's process | CPU µs/record, broker |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| configuration | value | records/s | p50 ms | p99 ms | header B/record | allocs/record | commit time | CPU µs/record, pipeline's process | CPU µs/record, broker | CPU µs/record, output reader |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range ss {
-		fmt.Fprintf(&b, "| %s | %d B | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f%% | %.1f | %.1f |\n",
-			s.Config, s.ValueBytes, s.PerSec, s.P50, s.P99, s.Header, s.Allocs, 100*s.Commit, s.ClientCPU, s.BrokerCPU)
+		fmt.Fprintf(&b, "| %s | %d B | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f%% | %.1f | %.1f | %.1f |\n",
+			s.Config, s.ValueBytes, s.PerSec, s.P50, s.P99, s.Header, s.Allocs, 100*s.Commit, s.ClientCPU, s.BrokerCPU, s.ReaderCPU)
 	}
 	b.WriteString("\nTargets: the value compares the medians above; the round columns compare the two configurations within each round.\n\n")
 	b.WriteString("| target | value | goal | | round median | round range |\n|---|---:|---|---|---:|---|\n")
