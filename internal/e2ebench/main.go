@@ -10,6 +10,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -187,8 +188,38 @@ func runBroker(o options) int {
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
-	<-sig
+	select {
+	case <-sig:
+	case <-parentGone():
+	}
 	return 0
+}
+
+// parentGone is closed when this process's standard input reaches its end.
+// The benchmark's helper processes (broker, output reader) get a pipe from
+// the measuring process as their input and write nothing to it, so this
+// happens when the measuring process closes it or exits, however it exits:
+// a helper never outlives the benchmark.
+func parentGone() <-chan struct{} {
+	gone := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		close(gone)
+	}()
+	return gone
+}
+
+// helperCommand is a helper process running this program with args, its
+// standard error going to ours and its standard input a pipe that keeps it
+// alive (see parentGone) until the returned closer is closed.
+func helperCommand(args ...string) (*exec.Cmd, io.Closer, error) {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	return cmd, stdin, nil
 }
 
 func startBrokerProcess(profile string) (addr string, pid int, stop func(), err error) {
@@ -204,15 +235,18 @@ func startBrokerProcess(profile string) (addr string, pid int, stop func(), err 
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	cmd := exec.Command(os.Args[0], "-broker-only", "-broker-port", strconv.Itoa(port), "-broker-ready", ready.Name(),
+	cmd, stdin, err := helperCommand("-broker-only", "-broker-port", strconv.Itoa(port), "-broker-ready", ready.Name(),
 		"-broker-cpuprofile", profile)
-	cmd.Stderr = os.Stderr
+	if err != nil {
+		return "", 0, nil, err
+	}
 	if err := cmd.Start(); err != nil {
 		return "", 0, nil, err
 	}
 	stop = func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM) // it may have exited already
 		_ = cmd.Wait()
+		_ = stdin.Close()
 		os.Remove(ready.Name())
 	}
 	deadline := time.Now().Add(30 * time.Second)

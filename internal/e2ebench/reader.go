@@ -66,7 +66,13 @@ func follow(args readerArgs, out io.Writer) error {
 	var lat strings.Builder
 	lat.WriteString("lat")
 	lats := 0
+	gone := parentGone()
 	for {
+		select {
+		case <-gone:
+			return errors.New("the measuring process is gone")
+		default:
+		}
 		m, ok := c.Poll(5).(*kafka.Message)
 		if !ok {
 			continue
@@ -110,6 +116,7 @@ func follow(args readerArgs, out io.Writer) error {
 // close as the reader reports each phase done.
 type reader struct {
 	cmd         *exec.Cmd
+	stdin       io.Closer // keeps the process alive; see parentGone
 	warmDone    chan struct{}
 	bulkDone    chan struct{}
 	latDone     chan struct{}
@@ -125,10 +132,12 @@ type reader struct {
 // as soon as the burst's last record is reported visible, before bulkDone
 // closes.
 func startReader(args readerArgs, onBulk func(pid int)) (*reader, error) {
-	cmd := exec.Command(os.Args[0], "-reader-only", "-reader-addr", args.addr, "-reader-topic", args.topic,
+	cmd, stdin, err := helperCommand("-reader-only", "-reader-addr", args.addr, "-reader-topic", args.topic,
 		"-partitions", strconv.Itoa(args.partitions), "-reader-warm", strconv.Itoa(args.warm),
 		"-reader-bulk", strconv.Itoa(args.bulk), "-reader-lat", strconv.Itoa(args.lat))
-	cmd.Stderr = os.Stderr
+	if err != nil {
+		return nil, err
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -136,12 +145,13 @@ func startReader(args readerArgs, onBulk func(pid int)) (*reader, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	r := &reader{cmd: cmd, warmDone: make(chan struct{}), bulkDone: make(chan struct{}), latDone: make(chan struct{}),
+	r := &reader{cmd: cmd, stdin: stdin, warmDone: make(chan struct{}), bulkDone: make(chan struct{}), latDone: make(chan struct{}),
 		exited: make(chan struct{})}
 	go func() {
 		defer close(r.exited)
 		scanErr := r.scan(bufio.NewScanner(stdout), onBulk)
 		waitErr := cmd.Wait()
+		_ = stdin.Close()
 		r.exitErr = errors.Join(scanErr, waitErr)
 	}()
 	return r, nil
