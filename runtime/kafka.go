@@ -210,9 +210,10 @@ func kafkaErr(err error) (fatal, retriable, abortable bool) {
 	return ke.IsFatal(), ke.IsRetriable(), ke.TxnRequiresAbort()
 }
 
-// errorCode is the librdkafka error code err carries, or ErrNoError if it
-// carries none. Call it only with a non-nil error: its kafka.Error escapes to
-// the heap, which the produce path cannot afford on every record.
+// errorCode is the librdkafka error code err carries, possibly wrapped, or
+// ErrNoError if it carries none (nil included). Its kafka.Error escapes to
+// the heap, so hot paths call it only once they have an error: the produce
+// path cannot afford an allocation per record.
 func errorCode(err error) kafka.ErrorCode {
 	var ke kafka.Error
 	if !errors.As(err, &ke) {
