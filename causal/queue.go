@@ -10,12 +10,7 @@ type queue[T any] struct {
 func (q *queue[T]) len() int { return len(q.items) - q.head }
 
 func (q *queue[T]) push(v T) {
-	if q.head > 0 && len(q.items) == cap(q.items) && q.head >= len(q.items)/2 {
-		// Slide the live part down instead of growing.
-		n := copy(q.items, q.items[q.head:])
-		clear(q.items[n:])
-		q.items, q.head = q.items[:n], 0
-	}
+	q.makeRoom(1)
 	q.items = append(q.items, v)
 }
 
@@ -24,12 +19,19 @@ func (q *queue[T]) pushAll(vs []T) {
 	if len(vs) == 0 {
 		return
 	}
-	if q.head > 0 && len(q.items)+len(vs) > cap(q.items) && q.head >= len(q.items)/2 {
+	q.makeRoom(len(vs))
+	q.items = append(q.items, vs...)
+}
+
+// makeRoom slides the live part down, instead of letting the next append
+// grow the storage, when k more elements do not fit and at least half of the
+// storage in use lies before the head.
+func (q *queue[T]) makeRoom(k int) {
+	if q.head > 0 && len(q.items)+k > cap(q.items) && q.head >= len(q.items)/2 {
 		n := copy(q.items, q.items[q.head:])
 		clear(q.items[n:])
 		q.items, q.head = q.items[:n], 0
 	}
-	q.items = append(q.items, vs...)
 }
 
 func (q *queue[T]) pop() T {

@@ -94,11 +94,10 @@ type Worker struct {
 	failedCommits int
 	// inTxn is set while a transaction is open: outputs stream into it as
 	// tasks emit them, and commit closes it.
-	inTxn    bool
-	produced map[string]int // outputs per topic in the open transaction
-	// topicNames keeps one *string per output topic for kafka.Message,
-	// instead of a new one per record.
-	topicNames map[string]*string
+	inTxn bool
+	// outTopics holds what the worker keeps per output topic, found with
+	// one lookup per record produced.
+	outTopics map[string]*outTopic
 	// touched is the tasks the last consumer event went to: the only ones
 	// with outputs to stream.
 	touched []*runningTask
@@ -142,14 +141,13 @@ func NewWorker(cfg Config, topo *framework.Topology, log *zap.Logger, metrics *M
 	}
 	return &Worker{
 		cfg: cfg, topo: topo, log: log, metrics: metrics, now: time.Now,
-		byChannel:  map[causal.Channel][]*runningTask{},
-		paused:     map[causal.Channel]bool{},
-		produced:   map[string]int{},
-		topicNames: map[string]*string{},
-		recordsIn:  map[string]prometheus.Counter{},
-		restarts:   make(chan restartRequest),
-		stop:       make(chan struct{}),
-		done:       make(chan struct{}),
+		byChannel: map[causal.Channel][]*runningTask{},
+		paused:    map[causal.Channel]bool{},
+		outTopics: map[string]*outTopic{},
+		recordsIn: map[string]prometheus.Counter{},
+		restarts:  make(chan restartRequest),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
 	}, nil
 }
 
@@ -851,18 +849,26 @@ func (w *Worker) stream() {
 	}
 }
 
+// outTopic is the worker's state for one output topic.
+type outTopic struct {
+	// name is the topic's name; kafka.Message points at it rather than at a
+	// new string per record.
+	name string
+	// produced counts the outputs in the open transaction.
+	produced int
+}
+
 func (w *Worker) produceOutput(o task.Output) error {
-	topic, ok := w.topicNames[o.Topic]
+	ot, ok := w.outTopics[o.Topic]
 	if !ok {
-		name := o.Topic
-		topic = &name
-		w.topicNames[o.Topic] = topic
+		ot = &outTopic{name: o.Topic}
+		w.outTopics[o.Topic] = ot
 	}
 	w.outHeaders = w.outHeaders[:0]
 	for _, h := range o.Record.Headers {
 		w.outHeaders = append(w.outHeaders, kafka.Header{Key: h.Key, Value: h.Value})
 	}
-	w.out = kafka.Message{TopicPartition: kafka.TopicPartition{Topic: topic, Partition: o.Partition},
+	w.out = kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &ot.name, Partition: o.Partition},
 		Key: o.Record.Key, Value: o.Record.Value, Headers: w.outHeaders, Timestamp: o.Record.Timestamp}
 	err := w.produce(&w.out)
 	w.out = kafka.Message{}
@@ -870,7 +876,7 @@ func (w *Worker) produceOutput(o task.Output) error {
 	if err != nil {
 		return err
 	}
-	w.produced[o.Topic]++
+	ot.produced++
 	return nil
 }
 
@@ -1000,10 +1006,12 @@ func (w *Worker) commit() error {
 	for _, rt := range w.tasks {
 		rt.streamed = 0
 	}
-	for topic, n := range w.produced {
-		w.metrics.RecordsOut.WithLabelValues(topic).Add(float64(n))
+	for _, ot := range w.outTopics {
+		if ot.produced > 0 {
+			w.metrics.RecordsOut.WithLabelValues(ot.name).Add(float64(ot.produced))
+			ot.produced = 0
+		}
 	}
-	clear(w.produced)
 	w.metrics.Commits.Inc()
 	w.metrics.CommitSeconds.Observe(w.now().Sub(closing).Seconds())
 	return nil
@@ -1113,7 +1121,9 @@ func (w *Worker) abort() {
 		return
 	}
 	w.inTxn = false
-	clear(w.produced)
+	for _, ot := range w.outTopics {
+		ot.produced = 0
+	}
 	for _, rt := range w.tasks {
 		rt.streamed = 0
 	}
