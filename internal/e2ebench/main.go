@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/runtime/embedded"
@@ -64,6 +65,10 @@ type options struct {
 	reader      readerArgs
 	brokerPort  int
 	brokerReady string
+	segmentSize int
+	// pageFaultUs is what the first touch of a fresh page cost when the run
+	// began (pageFaultMicros); it goes into the report.
+	pageFaultUs float64
 }
 
 // result is one measured run of one configuration.
@@ -86,6 +91,11 @@ type result struct {
 	// The same for the output reader's process, which does the same work
 	// for every configuration.
 	ReaderCPUMicros float64 `json:"reader_cpu_us_per_record"`
+	// Page faults per burst record of the measuring process and of the
+	// broker: the first touch of memory the system has to hand out. See
+	// pageFaultMicros for what one costs.
+	ClientFaults float64 `json:"client_page_faults_per_record"`
+	BrokerFaults float64 `json:"broker_page_faults_per_record"`
 }
 
 func main() {
@@ -103,6 +113,7 @@ func main() {
 	flag.StringVar(&o.from, "from", "", "write the report from this earlier e2e.json instead of measuring")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured process to this file")
 	flag.BoolVar(&o.brokerOnly, "broker-only", false, "run only the broker (used by the benchmark itself)")
+	flag.IntVar(&o.segmentSize, "broker-segment-bytes", 1<<20, "the broker's log.segment.bytes: kfake keeps each partition's active segment in memory and grows it by doubling, so large segments make the broker copy, and fault in fresh pages, far more")
 	flag.IntVar(&o.brokerPort, "broker-port", 0, "broker port with -broker-only")
 	flag.StringVar(&o.brokerReady, "broker-ready", "", "file to write the broker address to with -broker-only")
 	flag.BoolVar(&o.reader.only, "reader-only", false, "run only the output reader (used by the benchmark itself)")
@@ -176,7 +187,8 @@ func runBroker(o options) int {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	b, err := embedded.Start(embedded.Port(o.brokerPort))
+	b, err := embedded.Start(embedded.Port(o.brokerPort),
+		embedded.KfakeOpts(kfake.BrokerConfigs(map[string]string{"log.segment.bytes": strconv.Itoa(o.segmentSize)})))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -222,7 +234,7 @@ func helperCommand(args ...string) (*exec.Cmd, io.Closer, error) {
 	return cmd, stdin, nil
 }
 
-func startBrokerProcess(profile string) (addr string, pid int, stop func(), err error) {
+func startBrokerProcess(o options) (addr string, pid int, stop func(), err error) {
 	ready, err := os.CreateTemp("", "e2ebench-broker-")
 	if err != nil {
 		return "", 0, nil, err
@@ -236,10 +248,11 @@ func startBrokerProcess(profile string) (addr string, pid int, stop func(), err 
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	cmd, stdin, err := helperCommand("-broker-only", "-broker-port", strconv.Itoa(port), "-broker-ready", ready.Name(),
-		"-broker-cpuprofile", profile)
+		"-broker-cpuprofile", o.brokerProf, "-broker-segment-bytes", strconv.Itoa(o.segmentSize))
 	if err != nil {
 		return "", 0, nil, err
 	}
+	cmd.Env = append(os.Environ(), "GODEBUG="+brokerGODEBUG())
 	if err := cmd.Start(); err != nil {
 		return "", 0, nil, err
 	}
@@ -261,22 +274,27 @@ func startBrokerProcess(profile string) (addr string, pid int, stop func(), err 
 }
 
 func run(o options) error {
-	addr, brokerPid, stop, err := startBrokerProcess(o.brokerProf)
+	var err error
+	if o.pageFaultUs, err = pageFaultMicros(); err != nil {
+		return err
+	}
+	addr, brokerPid, stop, err := startBrokerProcess(o)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	fmt.Printf("broker at %s; %d records per run, values %v bytes, %d runs of %d configurations, interleaved\n",
-		addr, o.records, o.sizes, o.runs, len(o.configs))
+	fmt.Printf("broker at %s; %d records per run, values %v bytes, %d runs of %d configurations, interleaved; a page fault costs %.1f µs here\n",
+		addr, o.records, o.sizes, o.runs, len(o.configs), o.pageFaultUs)
 	var results []result
 	id := 0
 	shuffle := rand.New(rand.NewPCG(1, 2)) // fixed: the same orders every time
-	// The first run in a fresh broker is slower whatever it runs (the
-	// broker's heap and the page cache warm up): run one that is not counted.
+	// The first run in a fresh broker is slower whatever it runs: the
+	// broker's heap grows into memory the system has to fault in, which on
+	// a small VM costs it several times its usual CPU per record. A run that
+	// is not counted, as large as the largest counted one, grows it first;
+	// later runs reuse that memory.
 	id++
-	warm := o
-	warm.records = min(o.records, 50_000)
-	if _, err := measure(addr, brokerPid, o.configs[0], o.sizes[0], 0, id, warm); err != nil {
+	if _, err := measure(addr, brokerPid, o.configs[0], slices.Max(o.sizes), 0, id, o); err != nil {
 		return fmt.Errorf("warm-up run: %w", err)
 	}
 	fmt.Println("  warm-up run done (not counted)")
@@ -296,9 +314,9 @@ func run(o options) error {
 				if err != nil {
 					return fmt.Errorf("%s, %d bytes, run %d: %w", c, size, r, err)
 				}
-				fmt.Printf("  run %d  %5dB  %-32s %9.0f rec/s  p50 %6.1f ms  p99 %6.1f ms  %5.1f B hdr  %6.1f allocs  %4.1f%% commit  cpu µs/rec %5.1f + %5.1f broker + %4.1f reader\n",
+				fmt.Printf("  run %d  %5dB  %-32s %9.0f rec/s  p50 %6.1f ms  p99 %6.1f ms  %5.1f B hdr  %6.1f allocs  %4.1f%% commit  cpu µs/rec %5.1f + %5.1f broker + %4.1f reader  faults/rec %.2f + %.2f broker\n",
 					r, size, c, res.RecordsPerSec, res.P50Millis, res.P99Millis, res.HeaderBytes, res.AllocsPerRecord, 100*res.CommitShare,
-					res.ClientCPUMicros, res.BrokerCPUMicros, res.ReaderCPUMicros)
+					res.ClientCPUMicros, res.BrokerCPUMicros, res.ReaderCPUMicros, res.ClientFaults, res.BrokerFaults)
 				results = append(results, res)
 			}
 		}
@@ -557,13 +575,13 @@ func measure(addr string, brokerPid int, config string, size, run, id int, o opt
 	type snapshot struct {
 		mem                    goruntime.MemStats
 		commit                 float64
-		client, broker, reader time.Duration
+		client, broker, reader usage
 	}
 	var before, after snapshot
 	take := func(s *snapshot, readerPid int) {
 		goruntime.ReadMemStats(&s.mem)
 		s.commit = p.commitSeconds()
-		s.client, s.broker, s.reader = processCPU(0), processCPU(brokerPid), processCPU(readerPid)
+		s.client, s.broker, s.reader = processUsage(0), processUsage(brokerPid), processUsage(readerPid)
 	}
 	r, err := startReader(readerArgs{addr: addr, topic: t.out, partitions: o.partitions, warm: warmRecords, bulk: o.records, lat: o.latRecords},
 		func(pid int) { take(&after, pid) })
@@ -647,42 +665,85 @@ func measure(addr string, brokerPid int, config string, size, run, id int, o opt
 	res.HeaderBytes = float64(r.headerBytes) / float64(r.bulk)
 	res.AllocsPerRecord = float64(after.mem.Mallocs-before.mem.Mallocs) / float64(o.records)
 	res.CommitShare = (after.commit - before.commit) / secs
-	res.ClientCPUMicros = (after.client - before.client).Seconds() * 1e6 / float64(o.records)
-	res.BrokerCPUMicros = (after.broker - before.broker).Seconds() * 1e6 / float64(o.records)
-	res.ReaderCPUMicros = (after.reader - before.reader).Seconds() * 1e6 / float64(o.records)
+	perRecord := func(n float64) float64 { return n / float64(o.records) }
+	res.ClientCPUMicros = perRecord((after.client.cpu - before.client.cpu).Seconds() * 1e6)
+	res.BrokerCPUMicros = perRecord((after.broker.cpu - before.broker.cpu).Seconds() * 1e6)
+	res.ReaderCPUMicros = perRecord((after.reader.cpu - before.reader.cpu).Seconds() * 1e6)
+	res.ClientFaults = perRecord(float64(after.client.faults - before.client.faults))
+	res.BrokerFaults = perRecord(float64(after.broker.faults - before.broker.faults))
 	return res, nil
 }
 
-// processCPU is the user and system CPU time a process has used so far, all
-// threads included; pid 0 is this process. It reads /proc, and is 0 where
-// there is none.
-func processCPU(pid int) time.Duration {
+// usage is what a process has used so far: user and system CPU time, all
+// threads included, and page faults.
+type usage struct {
+	cpu    time.Duration
+	faults int64
+}
+
+// processUsage reads a process's usage; pid 0 is this process. Other
+// processes are read from /proc; where that fails the usage is zero.
+func processUsage(pid int) usage {
 	if pid == 0 {
 		var ru syscall.Rusage
 		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-			return 0
+			return usage{}
 		}
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		return usage{cpu: time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), faults: ru.Minflt + ru.Majflt}
 	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0
+		return usage{}
 	}
 	// Fields after the command name, which is in parentheses and may hold
-	// spaces: state is field 3, utime 14 and stime 15 (in clock ticks).
+	// spaces: state is field 3, minflt 10, majflt 12, utime 14 and stime
+	// 15 (in clock ticks).
 	i := strings.LastIndexByte(string(b), ')')
 	if i < 0 {
-		return 0
+		return usage{}
 	}
 	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 13 {
-		return 0
+		return usage{}
 	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0
+	var n [4]int64
+	for k, field := range []int{7, 9, 11, 12} {
+		if n[k], err = strconv.ParseInt(f[field], 10, 64); err != nil {
+			return usage{}
+		}
 	}
 	const ticksPerSecond = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / ticksPerSecond
+	return usage{cpu: time.Duration(n[2]+n[3]) * time.Second / ticksPerSecond, faults: n[0] + n[1]}
+}
+
+// brokerGODEBUG is the broker process's GODEBUG: the caller's, with the Go
+// runtime told to hand freed memory back lazily (MADV_FREE). The broker's
+// heap swings by hundreds of megabytes as each run's topics come and go;
+// handed back at once, the memory has to be faulted in again by the next
+// run, which on a virtual machine where a fault is dear lands on whichever
+// configuration comes next.
+func brokerGODEBUG() string {
+	if cur := os.Getenv("GODEBUG"); cur != "" {
+		return cur + ",madvdontneed=0"
+	}
+	return "madvdontneed=0"
+}
+
+// pageFaultMicros is what the first touch of a page of fresh memory costs
+// on this machine, in microseconds: a few megabytes mapped and written one
+// byte a page. It is reported with the results because it says how much of
+// their spread the machine's memory handling can explain.
+func pageFaultMicros() (float64, error) {
+	const size = 64 << 20
+	page := os.Getpagesize()
+	b, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		return 0, fmt.Errorf("map memory: %w", err)
+	}
+	defer func() { _ = syscall.Munmap(b) }()
+	began := time.Now()
+	for i := 0; i < size; i += page {
+		b[i] = 1
+	}
+	return time.Since(began).Seconds() * 1e6 / float64(size/page), nil
 }

@@ -31,6 +31,8 @@ type summary struct {
 	ClientCPU  float64 `json:"client_cpu_us_per_record"`
 	BrokerCPU  float64 `json:"broker_cpu_us_per_record"`
 	ReaderCPU  float64 `json:"reader_cpu_us_per_record"`
+	// Page faults per record, pipeline's process plus broker.
+	Faults float64 `json:"page_faults_per_record"`
 }
 
 // target is one ratio the project holds itself to. Value compares the
@@ -136,6 +138,7 @@ func summarize(results []result) []summary {
 			ClientCPU: pick(func(r result) float64 { return r.ClientCPUMicros }),
 			BrokerCPU: pick(func(r result) float64 { return r.BrokerCPUMicros }),
 			ReaderCPU: pick(func(r result) float64 { return r.ReaderCPUMicros }),
+			Faults:    pick(func(r result) float64 { return r.ClientFaults + r.BrokerFaults }),
 		})
 	}
 	return out
@@ -199,12 +202,14 @@ func replot(o options) error {
 	}
 	var saved struct {
 		Options struct {
-			Records    int   `json:"records"`
-			Runs       int   `json:"runs"`
-			Sizes      []int `json:"sizes"`
-			Partitions int   `json:"partitions"`
-			LatRecords int   `json:"latency_records"`
-			LatRate    int   `json:"latency_rate"`
+			Records    int     `json:"records"`
+			Runs       int     `json:"runs"`
+			Sizes      []int   `json:"sizes"`
+			Partitions int     `json:"partitions"`
+			LatRecords int     `json:"latency_records"`
+			LatRate    int     `json:"latency_rate"`
+			Segment    int     `json:"broker_segment_bytes"`
+			PageFault  float64 `json:"page_fault_us"`
 		} `json:"options"`
 		Runs []result `json:"runs"`
 	}
@@ -213,6 +218,7 @@ func replot(o options) error {
 	}
 	o.records, o.runs, o.sizes, o.partitions = saved.Options.Records, saved.Options.Runs, saved.Options.Sizes, saved.Options.Partitions
 	o.latRecords, o.latRate = saved.Options.LatRecords, saved.Options.LatRate
+	o.segmentSize, o.pageFaultUs = saved.Options.Segment, saved.Options.PageFault
 	return report(o, saved.Runs)
 }
 
@@ -224,7 +230,8 @@ func report(o options, results []result) error {
 	ts := targets(ss, results, o.sizes)
 	js, err := json.MarshalIndent(map[string]any{"options": map[string]any{
 		"records": o.records, "runs": o.runs, "sizes": o.sizes, "partitions": o.partitions,
-		"latency_records": o.latRecords, "latency_rate": o.latRate},
+		"latency_records": o.latRecords, "latency_rate": o.latRate,
+		"broker_segment_bytes": o.segmentSize, "page_fault_us": o.pageFaultUs},
 		"runs": results, "medians": ss, "targets": ts}, "", "  ")
 	if err != nil {
 		return err
@@ -233,12 +240,13 @@ func report(o options, results []result) error {
 		return err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Medians of %d interleaved runs, %d records each, %d partitions.\n\n", o.runs, o.records, o.partitions)
-	b.WriteString("| configuration | value | records/s | p50 ms | p99 ms | header B/record | allocs/record | commit time | CPU µs/record, pipeline's process | CPU µs/record, broker | CPU µs/record, output reader |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "Medians of %d interleaved runs, %d records each, %d partitions; broker segments of %d bytes.\n", o.runs, o.records, o.partitions, o.segmentSize)
+	fmt.Fprintf(&b, "On this machine the first touch of a fresh memory page cost %.1f µs.\n\n", o.pageFaultUs)
+	b.WriteString("| configuration | value | records/s | p50 ms | p99 ms | header B/record | allocs/record | commit time | CPU µs/record, pipeline's process | CPU µs/record, broker | CPU µs/record, output reader | page faults/record, pipeline's process and broker |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range ss {
-		fmt.Fprintf(&b, "| %s | %d B | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f%% | %.1f | %.1f | %.1f |\n",
-			s.Config, s.ValueBytes, s.PerSec, s.P50, s.P99, s.Header, s.Allocs, 100*s.Commit, s.ClientCPU, s.BrokerCPU, s.ReaderCPU)
+		fmt.Fprintf(&b, "| %s | %d B | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f%% | %.1f | %.1f | %.1f | %.2f |\n",
+			s.Config, s.ValueBytes, s.PerSec, s.P50, s.P99, s.Header, s.Allocs, 100*s.Commit, s.ClientCPU, s.BrokerCPU, s.ReaderCPU, s.Faults)
 	}
 	b.WriteString("\nTargets: the value compares the medians above; the round columns compare the two configurations within each round.\n\n")
 	b.WriteString("| target | value | goal | | round median | round range |\n|---|---:|---|---|---:|---|\n")
