@@ -65,6 +65,7 @@ type options struct {
 	reader      readerArgs
 	brokerPort  int
 	brokerReady string
+	// segmentSize is the broker's log.segment.bytes.
 	segmentSize int
 	// pageFaultUs is what the first touch of a fresh page cost when the run
 	// began (pageFaultMicros); it goes into the report.
@@ -733,8 +734,8 @@ func brokerGODEBUG() string {
 }
 
 // pageFaultMicros is what the first touch of a page of fresh memory costs
-// on this machine, in microseconds: a few megabytes mapped and written one
-// byte a page. It is reported with the results because it says how much of
+// on this machine, in microseconds: 64 MiB mapped and written one byte a
+// page. It is reported with the results because it says how much of
 // their spread the machine's memory handling can explain.
 func pageFaultMicros() (float64, error) {
 	const size = 64 << 20

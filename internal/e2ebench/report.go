@@ -240,8 +240,15 @@ func report(o options, results []result) error {
 		return err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Medians of %d interleaved runs, %d records each, %d partitions; broker segments of %d bytes.\n", o.runs, o.records, o.partitions, o.segmentSize)
-	fmt.Fprintf(&b, "On this machine the first touch of a fresh memory page cost %.1f µs.\n\n", o.pageFaultUs)
+	fmt.Fprintf(&b, "Medians of %d interleaved runs, %d records each, %d partitions", o.runs, o.records, o.partitions)
+	if o.segmentSize > 0 { // results saved before these were recorded have neither
+		fmt.Fprintf(&b, "; broker segments of %d bytes", o.segmentSize)
+	}
+	b.WriteString(".\n")
+	if o.pageFaultUs > 0 {
+		fmt.Fprintf(&b, "On this machine the first touch of a fresh memory page cost %.1f µs.\n", o.pageFaultUs)
+	}
+	b.WriteString("\n")
 	b.WriteString("| configuration | value | records/s | p50 ms | p99 ms | header B/record | allocs/record | commit time | CPU µs/record, pipeline's process | CPU µs/record, broker | CPU µs/record, output reader | page faults/record, pipeline's process and broker |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range ss {
