@@ -155,12 +155,7 @@ func main() {
 		return
 	}
 	if o.cpuProfile != "" {
-		f, err := os.Create(o.cpuProfile)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
+		if err := startCPUProfile(o.cpuProfile); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -173,16 +168,25 @@ func main() {
 	}
 }
 
+// startCPUProfile starts this process's CPU profile into a new file at
+// path; pprof.StopCPUProfile ends it.
+func startCPUProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return fmt.Errorf("start CPU profile: %w", err)
+	}
+	return nil
+}
+
 // runBroker serves the embedded broker in this process until killed: the
 // benchmark keeps the broker's own work out of the measured process.
 func runBroker(o options) int {
 	if o.brokerProf != "" {
-		f, err := os.Create(o.brokerProf)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
+		if err := startCPUProfile(o.brokerProf); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}

@@ -55,7 +55,7 @@ func TestTargetsCompareMediansAndRounds(t *testing.T) {
 		runOf(cfgHand, 100, 2, 90, 0), runOf(cfgGateOn, 100, 2, 90, 0),
 		runOf(cfgHand, 100, 3, 100, 0), runOf(cfgGateOn, 100, 3, 80, 0),
 	}
-	ts := targets(summarize(results), results, []int{100})
+	ts := targets(results, []int{100})
 	require.Len(t, ts, 1, "only the target whose two configurations ran")
 	got := ts[0]
 	assert.Contains(t, got.What, "hand-written loop")
