@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"image/color"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,16 +39,47 @@ type summary struct {
 // target is one ratio the project holds itself to. Value compares the
 // medians; the round figures compare the two configurations within each
 // round, where they ran minutes apart at most, and show how far the
-// comparison moves from round to round.
+// comparison moves from round to round. The interval is how far Value
+// could move with other runs of the same machine (a bootstrap over the
+// runs); Settled says whether all of it lies on the same side of the goal
+// as Value, so that the verdict would stand.
 type target struct {
-	What        string  `json:"what"`
-	Value       float64 `json:"value"`
-	Goal        string  `json:"goal"`
-	Met         bool    `json:"met"`
-	Rounds      int     `json:"rounds"`
-	RoundMedian float64 `json:"round_median"`
-	RoundMin    float64 `json:"round_min"`
-	RoundMax    float64 `json:"round_max"`
+	What         string  `json:"what"`
+	Value        float64 `json:"value"`
+	Goal         string  `json:"goal"`
+	Met          bool    `json:"met"`
+	Rounds       int     `json:"rounds"`
+	RoundMedian  float64 `json:"round_median"`
+	RoundMin     float64 `json:"round_min"`
+	RoundMax     float64 `json:"round_max"`
+	IntervalLow  float64 `json:"interval_low"`
+	IntervalHigh float64 `json:"interval_high"`
+	Settled      bool    `json:"settled"`
+}
+
+// bootstrapResamples is how many resamplings an interval is drawn from.
+const bootstrapResamples = 4000
+
+// medianInterval is the central 95% of cmp(median of a, median of b) when
+// the runs of each side are drawn again, with replacement, as many as there
+// were: what the comparison of medians could have come out as, given how
+// much the runs scatter. The draws are seeded, so a report redrawn from the
+// same results gives the same interval.
+func medianInterval(a, b []float64, cmp compare, seed uint64) (lo, hi float64) {
+	rng := rand.New(rand.NewPCG(seed, 0x6361757365776179))
+	draw := func(xs, into []float64) float64 {
+		for i := range into {
+			into[i] = xs[rng.IntN(len(xs))]
+		}
+		return median(into)
+	}
+	sa, sb := make([]float64, len(a)), make([]float64, len(b))
+	vals := make([]float64, bootstrapResamples)
+	for i := range vals {
+		vals[i] = cmp(draw(a, sa), draw(b, sb))
+	}
+	slices.Sort(vals)
+	return vals[len(vals)*25/1000], vals[len(vals)*975/1000-1]
 }
 
 // compare is how a target sets two measures side by side.
@@ -177,34 +209,31 @@ func targets(results []result, sizes []int) []target {
 	}
 	var out []target
 	for _, size := range sizes {
-		for _, sp := range specs {
-			a, okA := medianOf(results, sp.a, size, sp.f)
-			b, okB := medianOf(results, sp.b, size, sp.f)
-			if !okA || !okB {
+		for i, sp := range specs {
+			xa, xb := runsOf(results, sp.a, size, sp.f), runsOf(results, sp.b, size, sp.f)
+			if len(xa) == 0 || len(xb) == 0 {
 				continue
 			}
-			v := sp.cmp(a, b)
+			v := sp.cmp(median(xa), median(xb))
 			t := target{What: fmt.Sprintf("%dB: %s", size, sp.what), Value: v, Goal: sp.goal, Met: sp.met(v)}
 			t.RoundMedian, t.RoundMin, t.RoundMax, t.Rounds = perRound(results, sp.a, sp.b, size, sp.f, sp.cmp)
+			t.IntervalLow, t.IntervalHigh = medianInterval(xa, xb, sp.cmp, uint64(size*len(specs)+i))
+			t.Settled = sp.met(t.IntervalLow) == t.Met && sp.met(t.IntervalHigh) == t.Met
 			out = append(out, t)
 		}
 	}
 	return out
 }
 
-// medianOf is the median of f over the runs of config at this size, and
-// whether there were any.
-func medianOf(results []result, config string, size int, f func(result) float64) (float64, bool) {
+// runsOf is f of every run of config at this size.
+func runsOf(results []result, config string, size int, f func(result) float64) []float64 {
 	var xs []float64
 	for _, r := range results {
 		if r.Config == config && r.ValueBytes == size {
 			xs = append(xs, f(r))
 		}
 	}
-	if len(xs) == 0 {
-		return 0, false
-	}
-	return median(xs), true
+	return xs
 }
 
 // replot writes the report again from an earlier result file.
@@ -268,14 +297,20 @@ func report(o options, results []result) error {
 		fmt.Fprintf(&b, "| %s | %d B | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f%% | %.1f | %.1f | %.1f | %.2f |\n",
 			s.Config, s.ValueBytes, s.PerSec, s.P50, s.P99, s.Header, s.Allocs, 100*s.Commit, s.ClientCPU, s.BrokerCPU, s.ReaderCPU, s.Faults)
 	}
-	b.WriteString("\nTargets: the value compares the medians above; the round columns compare the two configurations within each round.\n\n")
-	b.WriteString("| target | value | goal | | round median | round range |\n|---|---:|---|---|---:|---|\n")
+	b.WriteString("\nTargets: the value compares the medians above; the 95% interval is where that value could have landed " +
+		"given how the runs scatter (runs drawn again with replacement), and a verdict is settled only if all of it lies " +
+		"on one side of the goal; the round columns compare the two configurations within each round.\n\n")
+	b.WriteString("| target | value | goal | | 95% interval | round median | round range |\n|---|---:|---|---|---|---:|---|\n")
 	for _, t := range ts {
 		verdict := "met"
 		if !t.Met {
 			verdict = "MISSED"
 		}
-		fmt.Fprintf(&b, "| %s | %.2f | %s | %s | %.2f | %.2f – %.2f |\n", t.What, t.Value, t.Goal, verdict, t.RoundMedian, t.RoundMin, t.RoundMax)
+		if !t.Settled {
+			verdict += ", not settled"
+		}
+		fmt.Fprintf(&b, "| %s | %.2f | %s | %s | %.2f – %.2f | %.2f | %.2f – %.2f |\n",
+			t.What, t.Value, t.Goal, verdict, t.IntervalLow, t.IntervalHigh, t.RoundMedian, t.RoundMin, t.RoundMax)
 	}
 	if err := os.WriteFile(filepath.Join(o.out, "e2e.md"), []byte(b.String()), 0o644); err != nil {
 		return err

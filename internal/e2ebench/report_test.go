@@ -66,3 +66,49 @@ func TestTargetsCompareMediansAndRounds(t *testing.T) {
 	assert.InDelta(t, 0.5, got.RoundMin, 1e-9)
 	assert.InDelta(t, 1.0, got.RoundMax, 1e-9)
 }
+
+func TestMedianInterval(t *testing.T) {
+	steady := []float64{100, 101, 99, 100, 102, 98, 100}
+	scattered := []float64{100, 130, 70, 115, 85, 125, 75}
+	tests := []struct {
+		name string
+		a, b []float64
+		// The interval must hold want and be at most maxWidth wide and at
+		// least minWidth.
+		want, minWidth, maxWidth float64
+	}{
+		{"steady runs, same machine", steady, steady, 1, 0.005, 0.06},
+		{"scattered runs", scattered, steady, 1, 0.2, 1},
+		{"a clear gap", []float64{80, 81, 79, 80, 82, 78, 80}, steady, 0.8, 0.005, 0.06},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lo, hi := medianInterval(tt.a, tt.b, ratio, 7)
+			assert.LessOrEqual(t, lo, tt.want)
+			assert.GreaterOrEqual(t, hi, tt.want)
+			assert.GreaterOrEqual(t, hi-lo, tt.minWidth, "[%.3f, %.3f]", lo, hi)
+			assert.LessOrEqual(t, hi-lo, tt.maxWidth, "[%.3f, %.3f]", lo, hi)
+			lo2, hi2 := medianInterval(tt.a, tt.b, ratio, 7)
+			assert.Equal(t, [2]float64{lo, hi}, [2]float64{lo2, hi2}, "seeded: the same results give the same interval")
+		})
+	}
+}
+
+func TestTargetSettledOnlyWhenTheIntervalClearsTheGoal(t *testing.T) {
+	var results []result
+	// 1 KB: the loop steady at 100, Causeway steady at 80: missed and
+	// settled. 100 B: Causeway's runs scatter around 92 against a steady
+	// 100: met by the medians, not settled.
+	gate100 := []float64{92, 70, 115, 92, 75, 110, 95}
+	for round := range 7 {
+		results = append(results,
+			runOf(cfgHand, 1000, round, 100+float64(round%3-1), 0), runOf(cfgGateOn, 1000, round, 80+float64(round%3-1), 0),
+			runOf(cfgHand, 100, round, 100+float64(round%3-1), 0), runOf(cfgGateOn, 100, round, gate100[round], 0))
+	}
+	ts := targets(results, []int{100, 1000})
+	require.Len(t, ts, 2)
+	assert.True(t, ts[0].Met, ts[0].What)
+	assert.False(t, ts[0].Settled, "%s: [%.2f, %.2f]", ts[0].What, ts[0].IntervalLow, ts[0].IntervalHigh)
+	assert.False(t, ts[1].Met, ts[1].What)
+	assert.True(t, ts[1].Settled, "%s: [%.2f, %.2f]", ts[1].What, ts[1].IntervalLow, ts[1].IntervalHigh)
+}
