@@ -6,7 +6,7 @@ SIM_SEEDS ?= 300
 BENCHTIME ?= 500ms
 BENCHCOUNT ?= 5
 E2E_RECORDS ?= 200000
-E2E_RUNS ?= 5
+E2E_RUNS ?= 7
 
 .PHONY: help run run-orders test test-short lint bench fuzz tidy
 
