@@ -93,8 +93,20 @@ type decoder struct {
 
 func (d *decoder) fail(reason error) error { return &DecodeError{Pos: d.pos, Reason: reason} }
 
-// uvarint reads one minimal unsigned varint.
+// uvarint reads one minimal unsigned varint. Most of a clock's varints
+// (lengths, counts, partition gaps) are one byte: that case is small enough
+// to be inlined, the rest is uvarintLong.
 func (d *decoder) uvarint() (uint64, error) {
+	if p := d.pos; p < len(d.b) {
+		if c := d.b[p]; c < 0x80 {
+			d.pos = p + 1
+			return uint64(c), nil
+		}
+	}
+	return d.uvarintLong()
+}
+
+func (d *decoder) uvarintLong() (uint64, error) {
 	v, n := binary.Uvarint(d.b[d.pos:])
 	switch {
 	case n == 0:

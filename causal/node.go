@@ -107,6 +107,10 @@ type outputState struct {
 	keep    []bool         // by topic id, when !keepAll
 	adv     [][]partOffset // advertised clock, by topic id, sorted by partition
 	inputs  []int32        // channel indexes whose frontier is stamped on this output
+	// inputsOf holds the same channel indexes by topic id, each list sorted
+	// by partition, so a stamp merges them with the advertised entries
+	// without sorting.
+	inputsOf [][]int32
 }
 
 type held[P any] struct {
@@ -231,9 +235,25 @@ func (n *Node[P]) Seed(ch Channel, next int64) error {
 	t.parts[ch.Partition] = idx + 1
 	n.chans = append(n.chans, &chanState[P]{ch: ch, tid: tid, frontier: next - 1, lastRecv: next - 1, waitOn: -1})
 	for _, oi := range t.feeds {
-		n.outputs[oi].inputs = append(n.outputs[oi].inputs, idx)
+		o := &n.outputs[oi]
+		o.inputs = append(o.inputs, idx)
+		if int(tid) >= len(o.inputsOf) {
+			o.inputsOf = append(o.inputsOf, make([][]int32, int(tid)+1-len(o.inputsOf))...)
+		}
+		same := o.inputsOf[tid]
+		at, _ := slices.BinarySearchFunc(same, ch.Partition, func(ci int32, p int32) int { return int(n.chans[ci].ch.Partition) - int(p) })
+		o.inputsOf[tid] = slices.Insert(same, at, idx)
 	}
 	return nil
+}
+
+// stampedInputs returns output o's input channels of topic tid, sorted by
+// partition.
+func (o *outputState) stampedInputs(tid int32) []int32 {
+	if int(tid) >= len(o.inputsOf) {
+		return nil
+	}
+	return o.inputsOf[tid]
 }
 
 func (n *Node[P]) lookup(ch Channel) (int32, error) {
@@ -642,8 +662,8 @@ func (n *Node[P]) hasStampGroup(o *outputState, tid int32) bool {
 	if len(n.stampAdvertised(o, tid)) > 0 {
 		return true
 	}
-	for _, ci := range o.inputs {
-		if cs := n.chans[ci]; cs.tid == tid && cs.frontier >= 0 {
+	for _, ci := range o.stampedInputs(tid) {
+		if n.chans[ci].frontier >= 0 {
 			return true
 		}
 	}
@@ -658,28 +678,33 @@ func (n *Node[P]) stampGroup(o *outputState, tid int32) []partOffset {
 		return nil
 	}
 	adv := n.stampAdvertised(o, tid)
-	parts := n.stampParts[:0]
-	for _, ci := range o.inputs {
-		if cs := n.chans[ci]; cs.tid == tid && cs.frontier >= 0 {
-			parts = append(parts, partOffset{part: cs.ch.Partition, off: cs.frontier})
-		}
-	}
-	if len(parts) == 0 {
+	ins := o.stampedInputs(tid)
+	if len(ins) == 0 {
 		return adv
 	}
-	parts = append(parts, adv...)
-	slices.SortFunc(parts, func(a, b partOffset) int { return int(a.part) - int(b.part) })
-	w := 0
-	for _, p := range parts {
-		if w > 0 && parts[w-1].part == p.part {
-			parts[w-1].off = max(parts[w-1].off, p.off)
+	// Both lists are sorted by partition, the advertised one without
+	// repeats: merge them, keeping the larger offset of a partition in both.
+	parts := n.stampParts[:0]
+	k := 0
+	for _, ci := range ins {
+		cs := n.chans[ci]
+		if cs.frontier < 0 {
 			continue
 		}
-		parts[w] = p
-		w++
+		for k < len(adv) && adv[k].part < cs.ch.Partition {
+			parts = append(parts, adv[k])
+			k++
+		}
+		off := cs.frontier
+		if k < len(adv) && adv[k].part == cs.ch.Partition {
+			off = max(off, adv[k].off)
+			k++
+		}
+		parts = append(parts, partOffset{part: cs.ch.Partition, off: off})
 	}
+	parts = append(parts, adv[k:]...)
 	n.stampParts = parts
-	return parts[:w]
+	return parts
 }
 
 // Committable returns, for every channel in scope, the offset to commit with

@@ -273,6 +273,49 @@ func TestStampsDominateReceivedClocks(t *testing.T) {
 	}
 }
 
+// A stamp's entry for a channel is the larger of what received clocks
+// advertised for it and, for an input channel, its frontier; entries come
+// out in partition order whichever side they come from.
+func TestStampJoinsAdvertisedAndFrontiers(t *testing.T) {
+	type rec struct {
+		channel string
+		off     int64
+		clock   string
+	}
+	tests := []struct {
+		name      string
+		seeds     []string
+		recs      []rec
+		delivered int
+		want      string
+	}{
+		{"advertised above the frontier", []string{"a/0", "a/1"},
+			[]rec{{"a/0", 0, "a/1:5"}, {"a/1", 0, ""}}, 1, "a/1:5"},
+		{"frontier above the advertised", []string{"a/0", "a/1"},
+			[]rec{{"a/1", 0, ""}, {"a/1", 1, ""}, {"a/1", 2, ""}, {"a/1", 3, ""}, {"a/0", 0, "a/1:1"}}, 5, "a/0:0 a/1:3"},
+		{"advertised between inputs", []string{"a/0", "a/2"},
+			[]rec{{"a/0", 0, "a/1:7 a/3:1"}, {"a/2", 0, ""}}, 2, "a/0:0 a/1:7 a/2:0 a/3:1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := newNode(t, tt.seeds, causal.Inputs("a"), causal.Output("out"))
+			for _, r := range tt.recs {
+				recv(t, n, r.channel, r.off, r.clock)
+			}
+			require.Len(t, drain(n), tt.delivered)
+			want := clk(t, tt.want)
+			stamp, err := n.Stamp("out")
+			require.NoError(t, err)
+			assert.Equal(t, want, stamp)
+			buf, err := n.AppendStamp(nil, "out")
+			require.NoError(t, err)
+			decoded, err := causal.DecodeClock(buf)
+			require.NoError(t, err)
+			assert.Equal(t, want, decoded)
+		})
+	}
+}
+
 // FedBy limits which inputs' clocks and frontiers reach an output; PruneTo
 // drops topics no downstream gate reads.
 func TestOutputFeedsAndPruning(t *testing.T) {

@@ -103,6 +103,11 @@ type Worker struct {
 	touched []*runningTask
 	// recordsIn caches the input counter of each topic.
 	recordsIn map[string]prometheus.Counter
+	// lastRoute is where the last message's channel led: consecutive
+	// messages mostly come from the same partition, and comparing the
+	// channel costs less than two map lookups by string. index and
+	// closeTasks clear it.
+	lastRoute route
 	// headerSlab is carved into the header lists of received records.
 	headerSlab []framework.Header
 	// out and outHeaders are reused for every output produced: Produce
@@ -392,10 +397,11 @@ func (w *Worker) handle(ev kafka.Event) {
 			w.partitionError(ch, tp.Error)
 			return
 		}
-		w.countIn(ch.Topic)
+		r := w.routeOf(ch)
+		r.recordsIn.Inc()
 		rec := framework.Record{Key: e.Key, Value: e.Value, Headers: w.headersIn(e.Headers), Timestamp: e.Timestamp,
 			Topic: ch.Topic, Partition: ch.Partition, Offset: int64(tp.Offset)}
-		w.touched = w.byChannel[ch]
+		w.touched = r.tasks
 		for _, rt := range w.touched {
 			if rt.state != StateRunning {
 				continue
@@ -770,6 +776,7 @@ func (w *Worker) startOffset(ch causal.Channel, r *restoredTask, group map[causa
 }
 
 func (w *Worker) index() {
+	w.lastRoute = route{}
 	w.byChannel = map[causal.Channel][]*runningTask{}
 	for _, rt := range w.tasks {
 		pi, _ := w.topo.Processor(rt.processor)
@@ -791,6 +798,7 @@ func (w *Worker) closeTasks() {
 		w.metrics.Held.DeletePartialMatch(map[string]string{"task": rt.id})
 	}
 	w.tasks = nil
+	w.lastRoute = route{}
 	w.byChannel = map[causal.Channel][]*runningTask{}
 }
 
@@ -880,14 +888,28 @@ func (w *Worker) produceOutput(o task.Output) error {
 	return nil
 }
 
-// countIn counts one record read from topic.
-func (w *Worker) countIn(topic string) {
-	c, ok := w.recordsIn[topic]
-	if !ok {
-		c = w.metrics.RecordsIn.WithLabelValues(topic)
-		w.recordsIn[topic] = c
+// route is what a message's channel leads to: the tasks that read it and
+// its topic's input counter.
+type route struct {
+	valid     bool
+	ch        causal.Channel
+	tasks     []*runningTask
+	recordsIn prometheus.Counter
+}
+
+// routeOf returns the route of ch, from the last message's when it came
+// from the same channel.
+func (w *Worker) routeOf(ch causal.Channel) route {
+	if w.lastRoute.valid && w.lastRoute.ch == ch {
+		return w.lastRoute
 	}
-	c.Inc()
+	c, ok := w.recordsIn[ch.Topic]
+	if !ok {
+		c = w.metrics.RecordsIn.WithLabelValues(ch.Topic)
+		w.recordsIn[ch.Topic] = c
+	}
+	w.lastRoute = route{valid: true, ch: ch, tasks: w.byChannel[ch], recordsIn: c}
+	return w.lastRoute
 }
 
 // headerSlabLen is how many headers one slab of received headers holds.
