@@ -42,14 +42,16 @@ type readerArgs struct {
 // runReader follows args.topic with read_committed from the beginning and
 // reports as above. It is the whole of a -reader-only process.
 func runReader(args readerArgs) int {
-	if err := follow(args, os.Stdout); err != nil {
+	if err := follow(args, os.Stdout, parentGone()); err != nil {
 		fmt.Fprintln(os.Stderr, "reader:", err)
 		return 1
 	}
 	return 0
 }
 
-func follow(args readerArgs, out io.Writer) error {
+// follow does the reading and reporting until its work is done, or until
+// gone closes.
+func follow(args readerArgs, out io.Writer, gone <-chan struct{}) error {
 	// franz-go rather than librdkafka: it hands over whole fetches without
 	// a cgo call per record, so the instrument takes a small share of the
 	// two cores the pipelines are measured on. The fetch wait matches the
@@ -73,7 +75,6 @@ func follow(args readerArgs, out io.Writer) error {
 	defer cl.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	gone := parentGone()
 	go func() {
 		select {
 		case <-gone:
