@@ -94,8 +94,8 @@ type decoder struct {
 func (d *decoder) fail(reason error) error { return &DecodeError{Pos: d.pos, Reason: reason} }
 
 // uvarint reads one minimal unsigned varint. Most of a clock's varints
-// (lengths, counts, partition gaps) are one byte: that case is small enough
-// to be inlined, the rest is uvarintLong.
+// (lengths, counts, partition gaps) are one byte: that case is read here,
+// without the general loop of uvarintLong.
 func (d *decoder) uvarint() (uint64, error) {
 	if p := d.pos; p < len(d.b) {
 		if c := d.b[p]; c < 0x80 {
