@@ -70,6 +70,12 @@ type options struct {
 	// pageFaultUs is what the first touch of a fresh page cost when the run
 	// began (pageFaultMicros); it goes into the report.
 	pageFaultUs float64
+	// pin splits the CPUs between the pipeline's process and the other two
+	// (cpuSplit); pipelineCPUs and helperCPUs are the halves.
+	pin                      bool
+	pipelineCPUs, helperCPUs []int
+	// cpus is what a helper process (broker, reader) pins itself to.
+	cpus string
 }
 
 // result is one measured run of one configuration.
@@ -114,6 +120,8 @@ func main() {
 	flag.StringVar(&o.from, "from", "", "write the report from this earlier e2e.json instead of measuring")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured process to this file")
 	flag.BoolVar(&o.brokerOnly, "broker-only", false, "run only the broker (used by the benchmark itself)")
+	flag.BoolVar(&o.pin, "pin", false, "run the pipeline's process on half of the CPUs and the broker and output reader on the other half, so that the pipeline's own CPU sets its throughput")
+	flag.StringVar(&o.cpus, "cpus", "", "CPUs this process runs on, comma-separated (used by the benchmark itself with -pin)")
 	flag.IntVar(&o.segmentSize, "broker-segment-bytes", 1<<20, "the broker's log.segment.bytes: kfake keeps each partition's active segment in memory and grows it by doubling, so large segments make the broker copy, and fault in fresh pages, far more")
 	flag.IntVar(&o.brokerPort, "broker-port", 0, "broker port with -broker-only")
 	flag.StringVar(&o.brokerReady, "broker-ready", "", "file to write the broker address to with -broker-only")
@@ -124,6 +132,16 @@ func main() {
 	flag.IntVar(&o.reader.bulk, "reader-bulk", 0, "burst records to wait for with -reader-only")
 	flag.IntVar(&o.reader.lat, "reader-lat", 0, "latency records to wait for with -reader-only")
 	flag.Parse()
+	if o.cpus != "" {
+		cpus, err := parseCPUs(o.cpus)
+		if err == nil {
+			err = pinTo(cpus)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+	}
 	if o.brokerOnly {
 		os.Exit(runBroker(o))
 	}
@@ -160,6 +178,16 @@ func main() {
 			os.Exit(1)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if o.pin {
+		var err error
+		if o.pipelineCPUs, o.helperCPUs, err = cpuSplit(); err == nil {
+			err = pinTo(o.pipelineCPUs)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2ebench:", err)
+			os.Exit(1)
+		}
 	}
 	if err := run(o); err != nil {
 		pprof.StopCPUProfile()
@@ -253,7 +281,7 @@ func startBrokerProcess(o options) (addr string, pid int, stop func(), err error
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	cmd, stdin, err := helperCommand("-broker-only", "-broker-port", strconv.Itoa(port), "-broker-ready", ready.Name(),
-		"-broker-cpuprofile", o.brokerProf, "-broker-segment-bytes", strconv.Itoa(o.segmentSize))
+		"-broker-cpuprofile", o.brokerProf, "-broker-segment-bytes", strconv.Itoa(o.segmentSize), "-cpus", formatCPUs(o.helperCPUs))
 	if err != nil {
 		return "", 0, nil, err
 	}
@@ -591,7 +619,8 @@ func measure(addr string, brokerPid int, config string, size, run, id int, o opt
 		s.commit = p.commitSeconds()
 		s.client, s.broker, s.reader = processUsage(0), processUsage(brokerPid), processUsage(readerPid)
 	}
-	r, err := startReader(readerArgs{addr: addr, topic: t.out, partitions: o.partitions, warm: warmRecords, bulk: o.records, lat: o.latRecords},
+	r, err := startReader(readerArgs{addr: addr, topic: t.out, partitions: o.partitions, warm: warmRecords, bulk: o.records, lat: o.latRecords,
+		cpus: o.helperCPUs},
 		func(pid int) { take(&after, pid) })
 	if err != nil {
 		return res, fmt.Errorf("start the output reader: %w", err)

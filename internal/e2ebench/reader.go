@@ -37,6 +37,7 @@ type readerArgs struct {
 	warm       int
 	bulk       int
 	lat        int
+	cpus       []int // with -pin, the CPUs the reader process runs on
 }
 
 // runReader follows args.topic with read_committed from the beginning and
@@ -152,7 +153,7 @@ type reader struct {
 func startReader(args readerArgs, onBulk func(pid int)) (*reader, error) {
 	cmd, stdin, err := helperCommand("-reader-only", "-reader-addr", args.addr, "-reader-topic", args.topic,
 		"-partitions", strconv.Itoa(args.partitions), "-reader-warm", strconv.Itoa(args.warm),
-		"-reader-bulk", strconv.Itoa(args.bulk), "-reader-lat", strconv.Itoa(args.lat))
+		"-reader-bulk", strconv.Itoa(args.bulk), "-reader-lat", strconv.Itoa(args.lat), "-cpus", formatCPUs(args.cpus))
 	if err != nil {
 		return nil, err
 	}

@@ -252,6 +252,8 @@ func replot(o options) error {
 			LatRate    int     `json:"latency_rate"`
 			Segment    int     `json:"broker_segment_bytes"`
 			PageFault  float64 `json:"page_fault_us"`
+			Pipeline   []int   `json:"pipeline_cpus"`
+			Helpers    []int   `json:"broker_and_reader_cpus"`
 		} `json:"options"`
 		Runs []result `json:"runs"`
 	}
@@ -261,6 +263,7 @@ func replot(o options) error {
 	o.records, o.runs, o.sizes, o.partitions = saved.Options.Records, saved.Options.Runs, saved.Options.Sizes, saved.Options.Partitions
 	o.latRecords, o.latRate = saved.Options.LatRecords, saved.Options.LatRate
 	o.segmentSize, o.pageFaultUs = saved.Options.Segment, saved.Options.PageFault
+	o.pipelineCPUs, o.helperCPUs = saved.Options.Pipeline, saved.Options.Helpers
 	return report(o, saved.Runs)
 }
 
@@ -273,7 +276,8 @@ func report(o options, results []result) error {
 	js, err := json.MarshalIndent(map[string]any{"options": map[string]any{
 		"records": o.records, "runs": o.runs, "sizes": o.sizes, "partitions": o.partitions,
 		"latency_records": o.latRecords, "latency_rate": o.latRate,
-		"broker_segment_bytes": o.segmentSize, "page_fault_us": o.pageFaultUs},
+		"broker_segment_bytes": o.segmentSize, "page_fault_us": o.pageFaultUs,
+		"pipeline_cpus": o.pipelineCPUs, "broker_and_reader_cpus": o.helperCPUs},
 		"runs": results, "medians": ss, "targets": ts}, "", "  ")
 	if err != nil {
 		return err
@@ -289,6 +293,10 @@ func report(o options, results []result) error {
 	b.WriteString(".\n")
 	if o.pageFaultUs > 0 {
 		fmt.Fprintf(&b, "On this machine the first touch of a fresh memory page cost %.1f µs.\n", o.pageFaultUs)
+	}
+	if len(o.pipelineCPUs) > 0 {
+		fmt.Fprintf(&b, "Pinned: the pipeline's process on CPUs %s, the broker and the output reader on CPUs %s.\n",
+			formatCPUs(o.pipelineCPUs), formatCPUs(o.helperCPUs))
 	}
 	b.WriteString("\n")
 	b.WriteString("| configuration | value | records/s | p50 ms | p99 ms | header B/record | allocs/record | commit time | CPU µs/record, pipeline's process | CPU µs/record, broker | CPU µs/record, output reader | page faults/record, pipeline's process and broker |\n")
