@@ -891,16 +891,15 @@ func (w *Worker) produceOutput(o task.Output) error {
 // route is what a message's channel leads to: the tasks that read it and
 // its topic's input counter.
 type route struct {
-	valid     bool
 	ch        causal.Channel
 	tasks     []*runningTask
-	recordsIn prometheus.Counter
+	recordsIn prometheus.Counter // nil in the zero route, which leads nowhere
 }
 
 // routeOf returns the route of ch, from the last message's when it came
 // from the same channel.
 func (w *Worker) routeOf(ch causal.Channel) route {
-	if w.lastRoute.valid && w.lastRoute.ch == ch {
+	if w.lastRoute.recordsIn != nil && w.lastRoute.ch == ch {
 		return w.lastRoute
 	}
 	c, ok := w.recordsIn[ch.Topic]
@@ -908,7 +907,7 @@ func (w *Worker) routeOf(ch causal.Channel) route {
 		c = w.metrics.RecordsIn.WithLabelValues(ch.Topic)
 		w.recordsIn[ch.Topic] = c
 	}
-	w.lastRoute = route{valid: true, ch: ch, tasks: w.byChannel[ch], recordsIn: c}
+	w.lastRoute = route{ch: ch, tasks: w.byChannel[ch], recordsIn: c}
 	return w.lastRoute
 }
 

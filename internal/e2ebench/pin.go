@@ -13,9 +13,21 @@ import (
 // first half of the CPUs this process may use, the broker and the output
 // reader the rest, so the pipeline's own CPU alone sets its throughput.
 func cpuSplit() (pipeline, helpers []int, err error) {
+	cpus, err := allowedCPUs()
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(cpus) < 2 {
+		return nil, nil, fmt.Errorf("-pin needs at least 2 CPUs, this process may use %d", len(cpus))
+	}
+	return cpus[:len(cpus)/2], cpus[len(cpus)/2:], nil
+}
+
+// allowedCPUs lists the CPUs the calling thread may run on.
+func allowedCPUs() ([]int, error) {
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
-		return nil, nil, fmt.Errorf("read CPU affinity: %w", err)
+		return nil, fmt.Errorf("read CPU affinity: %w", err)
 	}
 	var cpus []int
 	for c := range 1024 {
@@ -23,10 +35,7 @@ func cpuSplit() (pipeline, helpers []int, err error) {
 			cpus = append(cpus, c)
 		}
 	}
-	if len(cpus) < 2 {
-		return nil, nil, fmt.Errorf("-pin needs at least 2 CPUs, this process may use %d", len(cpus))
-	}
-	return cpus[:len(cpus)/2], cpus[len(cpus)/2:], nil
+	return cpus, nil
 }
 
 // pinTo restricts every thread of this process to cpus. Threads inherit
