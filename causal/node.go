@@ -65,6 +65,16 @@ type Node[P any] struct {
 	rawGroups []rawGroup
 	rawParts  []partOffset
 	claims    []claim
+	// groupTopics remembers the topic id of each group position of the last
+	// header received (-1: none). Headers in a row mostly name the same
+	// topics in the same places, and comparing a name costs less than
+	// hashing it for the ids map.
+	groupTopics []int32
+	// lastIdx is the scope index + 1 of the channel last looked up (0:
+	// none): records mostly come in runs from one channel.
+	lastIdx int32
+	// lastOut is the index + 1 of the output last stamped for (0: none).
+	lastOut int
 
 	err error
 }
@@ -257,8 +267,12 @@ func (o *outputState) stampedInputs(tid int32) []int32 {
 }
 
 func (n *Node[P]) lookup(ch Channel) (int32, error) {
+	if n.lastIdx > 0 && n.chans[n.lastIdx-1].ch == ch {
+		return n.lastIdx - 1, nil
+	}
 	if tid, ok := n.ids[ch.Topic]; ok {
 		if idx := n.topics[tid].chanIndex(ch.Partition); idx >= 0 {
+			n.lastIdx = idx + 1
 			return idx, nil
 		}
 	}
@@ -289,10 +303,11 @@ func (n *Node[P]) ReceiveHeader(ch Channel, off int64, header []byte, present bo
 	n.claims = n.claims[:0]
 	if present {
 		feeds := n.topics[n.chans[idx].tid].feeds
-		for _, g := range n.rawGroups {
-			tid, ok := n.ids[string(g.name)]
+		for i, g := range n.rawGroups {
+			tid, ok := n.groupTopic(i, g.name)
 			if !ok && len(feeds) > 0 {
 				tid, ok = n.intern(string(g.name)), true
+				n.groupTopics[i] = tid
 			}
 			if ok {
 				n.absorb(idx, tid, n.rawParts[g.from:g.to])
@@ -301,6 +316,24 @@ func (n *Node[P]) ReceiveHeader(ch Channel, off int64, header []byte, present bo
 	}
 	n.hold(idx, off, payload)
 	return true, nil
+}
+
+// groupTopic returns the id of name, the topic of group i of a received
+// header, and whether the node knows the topic. It asks the ids map only
+// when the last header's group i named another topic.
+func (n *Node[P]) groupTopic(i int, name []byte) (int32, bool) {
+	for len(n.groupTopics) <= i {
+		n.groupTopics = append(n.groupTopics, -1)
+	}
+	if tid := n.groupTopics[i]; tid >= 0 && n.topics[tid].name == string(name) {
+		return tid, true
+	}
+	tid, ok := n.ids[string(name)]
+	if !ok {
+		tid = -1
+	}
+	n.groupTopics[i] = tid
+	return tid, ok
 }
 
 // Receive takes a record read from channel ch at offset off with its decoded
@@ -613,7 +646,7 @@ func (n *Node[P]) Stamp(output string) (Clock, error) {
 // encodes straight from the advertised clock and the frontiers, and does not
 // allocate when dst has room.
 func (n *Node[P]) AppendStamp(dst []byte, output string) ([]byte, error) {
-	oi, ok := n.outIdx[output]
+	oi, ok := n.output(output)
 	if !ok {
 		return dst, fmt.Errorf("causal: stamp %q: %w", output, ErrUnknownOutput)
 	}
@@ -643,6 +676,19 @@ func (n *Node[P]) AppendStamp(dst []byte, output string) ([]byte, error) {
 		}
 	}
 	return dst, nil
+}
+
+// output returns the index of the output named name. Stamps mostly go to
+// the output the last one went to, which is compared first.
+func (n *Node[P]) output(name string) (int, bool) {
+	if n.lastOut > 0 && n.outputs[n.lastOut-1].name == name {
+		return n.lastOut - 1, true
+	}
+	oi, ok := n.outIdx[name]
+	if ok {
+		n.lastOut = oi + 1
+	}
+	return oi, ok
 }
 
 // stampAdvertised returns the advertised entries of topic tid that output

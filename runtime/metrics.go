@@ -13,7 +13,7 @@ type Metrics struct {
 	RecordsOut      *prometheus.CounterVec // by topic
 	Deliveries      *prometheus.CounterVec // by task
 	Held            *prometheus.GaugeVec   // by task and channel
-	GateWait        prometheus.Histogram   // receive to delivery
+	GateWait        prometheus.Histogram   // receive to delivery, of records that waited
 	Dropped         *prometheus.CounterVec // by task and reason
 	Commits         prometheus.Counter     // committed transactions
 	Aborts          prometheus.Counter     // aborted transactions
@@ -33,7 +33,7 @@ func NewMetrics() *Metrics {
 		RecordsOut: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "causeway_records_out_total", Help: "Records committed to output topics."}, []string{"topic"}),
 		Deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "causeway_deliveries_total", Help: "Records the gate delivered to processors."}, []string{"task"}),
 		Held:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "causeway_held_records", Help: "Records held by the gate, waiting for their causes."}, []string{"task", "channel"}),
-		GateWait: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "causeway_gate_wait_seconds", Help: "Time from receiving a record to delivering it.",
+		GateWait: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "causeway_gate_wait_seconds", Help: "Time from receiving a record to delivering it, for records the gate held past the poll that brought them (the others are only in causeway_deliveries_total).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}),
 		Dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "causeway_dropped_records_total", Help: "Records dropped on purpose (bad input, late, unmatched)."}, []string{"task", "reason"}),
 		Commits: prometheus.NewCounter(prometheus.CounterOpts{Name: "causeway_transaction_commits_total", Help: "Committed transactions."}),

@@ -94,14 +94,13 @@ type Task struct {
 	cfg      Config
 	info     framework.ProcessorInfo
 	policy   framework.BadInputPolicy
-	dlq      string
+	dlq      *output // the dead-letter topic, when the policy is DeadLetter
 	node     *causal.Node[received]
 	proc     framework.Processor
 	kv       map[string]*store.Memory
 	windows  map[string]store.Window
 	specs    map[string]framework.StoreSpec
-	outputs  []string
-	keepPart map[string]bool // outputs that keep the task's partition
+	outputs  []*output
 	outbox   []Output
 	spare    []Output // the outbox TakeOutputs handed out before the last
 	current  framework.Record
@@ -161,7 +160,6 @@ func New(cfg Config) (*Task, error) {
 		cfg:     cfg,
 		info:    info,
 		policy:  policy,
-		dlq:     dlq,
 		node:    node,
 		proc:    info.New(),
 		kv:      map[string]*store.Memory{},
@@ -170,13 +168,10 @@ func New(cfg Config) (*Task, error) {
 	}
 	t.ctx = &taskContext{t: t}
 	for _, o := range info.Outputs {
-		t.outputs = append(t.outputs, o.Topic)
-		if o.KeepPartition {
-			if t.keepPart == nil {
-				t.keepPart = map[string]bool{}
-			}
-			t.keepPart[o.Topic] = true
-		}
+		t.outputs = append(t.outputs, &output{topic: o.Topic, keep: o.KeepPartition})
+	}
+	if policy == framework.DeadLetter {
+		t.dlq = &output{topic: dlq}
 	}
 	for _, s := range info.Stores {
 		m := store.NewMemory()
@@ -356,21 +351,46 @@ func (t *Task) badInput(rec framework.Record, cause error) error {
 	return nil
 }
 
-// emit stamps rec for output and places it in the outbox.
-func (t *Task) emit(output string, rec framework.Record) error {
-	n, err := t.cfg.OutputPartitions(output)
+// output is one topic the task writes to.
+type output struct {
+	topic string
+	// keep places every record on the task's partition instead of by key.
+	keep bool
+	// partitions is the topic's partition count, asked of
+	// Config.OutputPartitions on the first record and kept: a topic's
+	// partitions cannot change under a running task without breaking the
+	// placement by key that the records already written follow.
+	partitions int32
+}
+
+// partitionCount returns o's partition count.
+func (t *Task) partitionCount(o *output) (int32, error) {
+	if o.partitions > 0 {
+		return o.partitions, nil
+	}
+	n, err := t.cfg.OutputPartitions(o.topic)
 	if err != nil {
-		return fmt.Errorf("partitions of %q: %w", output, err)
+		return 0, fmt.Errorf("partitions of %q: %w", o.topic, err)
 	}
 	if n <= 0 {
-		return fmt.Errorf("output %q has %d partitions", output, n)
+		return 0, fmt.Errorf("output %q has %d partitions", o.topic, n)
 	}
-	stamp, err := t.appendStamp(output)
+	o.partitions = n
+	return n, nil
+}
+
+// emit stamps rec for output o and places it in the outbox.
+func (t *Task) emit(o *output, rec framework.Record) error {
+	n, err := t.partitionCount(o)
+	if err != nil {
+		return err
+	}
+	stamp, err := t.appendStamp(o.topic)
 	if err != nil {
 		return err
 	}
 	part := t.cfg.Partition % n
-	if rec.Key != nil && !t.keepPart[output] {
+	if rec.Key != nil && !o.keep {
 		part = framework.PartitionFor(rec.Key, n)
 	}
 	if rec.Timestamp.IsZero() {
@@ -381,7 +401,7 @@ func (t *Task) emit(output string, rec framework.Record) error {
 	}
 	rec.Topic, rec.Partition, rec.Offset = "", 0, 0
 	rec.Headers = t.withClock(rec.Headers, stamp)
-	t.outbox = append(t.outbox, Output{Topic: output, Partition: part, Record: rec})
+	t.outbox = append(t.outbox, Output{Topic: o.topic, Partition: part, Record: rec})
 	return nil
 }
 
@@ -546,11 +566,13 @@ func (c *taskContext) Forward(rec framework.Record) error {
 	return nil
 }
 
-func (c *taskContext) Emit(output string, rec framework.Record) error {
-	if !slices.Contains(c.t.outputs, output) {
-		return fmt.Errorf("processor %q: %w: %q", c.t.info.Name, framework.ErrUnknownOutput, output)
+func (c *taskContext) Emit(topic string, rec framework.Record) error {
+	for _, o := range c.t.outputs {
+		if o.topic == topic {
+			return c.t.emit(o, rec)
+		}
 	}
-	return c.t.emit(output, rec)
+	return fmt.Errorf("processor %q: %w: %q", c.t.info.Name, framework.ErrUnknownOutput, topic)
 }
 
 func (c *taskContext) KeyValueStore(name string) (store.KeyValue, error) {
@@ -595,6 +617,12 @@ func (c *taskContext) Schedule(interval time.Duration, typ framework.Punctuation
 func (c *taskContext) StreamTime() time.Time { return c.t.stream }
 func (c *taskContext) TaskID() string        { return c.t.id }
 func (c *taskContext) Partition() int32      { return c.t.cfg.Partition }
-func (c *taskContext) Outputs() []string     { return slices.Clone(c.t.outputs) }
+func (c *taskContext) Outputs() []string {
+	topics := make([]string, len(c.t.outputs))
+	for i, o := range c.t.outputs {
+		topics[i] = o.topic
+	}
+	return topics
+}
 
 func (c *taskContext) Report(ev framework.DropEvent) { c.t.cfg.Observer.Dropped(c.t.id, ev) }
