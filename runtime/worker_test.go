@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -68,7 +70,7 @@ func lagOrders(t *testing.T, b *embedded.Broker) (release func()) {
 	return func() { h.Remove() }
 }
 
-func runLaggingShop(t *testing.T, gateOff bool) (problems []string, sawBlocked bool) {
+func runLaggingShop(t *testing.T, gateOff bool) (problems []string, sawBlocked bool, m *runtime.Metrics) {
 	t.Helper()
 	b := startBroker(t)
 	createTopics(t, b.Addr(), 2, "orders", "payments", "verdicts")
@@ -76,7 +78,8 @@ func runLaggingShop(t *testing.T, gateOff bool) (problems []string, sawBlocked b
 	release := lagOrders(t, b)
 	cfg := testConfig(t, b.Addr(), "shop-lag")
 	cfg.GateOff = gateOff
-	w := startWorker(t, cfg)
+	m = runtime.NewMetrics()
+	w := startWorkerWith(t, cfg, m)
 	// Let payments arrive while the orders cannot be read.
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
@@ -91,21 +94,46 @@ func runLaggingShop(t *testing.T, gateOff bool) (problems []string, sawBlocked b
 	}
 	release()
 	verdicts := readCommitted(t, b.Addr(), "verdicts", 30, 60*time.Second)
-	return checkVerdicts(wl, verdicts), sawBlocked
+	return checkVerdicts(wl, verdicts), sawBlocked, m
 }
 
 // With the orders partition lagging, payments wait at the gate (and
 // /status says what for); every verdict still sees its order.
 func TestGateHoldsPaymentsWhileOrdersLag(t *testing.T) {
-	problems, sawBlocked := runLaggingShop(t, false)
+	problems, sawBlocked, m := runLaggingShop(t, false)
 	assert.Empty(t, problems)
 	assert.True(t, sawBlocked, "status never showed a payment waiting for its order")
+	// The gate-wait histogram times the records that waited, and only
+	// those: the payments held for seconds, not the orders (or the
+	// payments after them) delivered in the poll that brought them.
+	var wait dto.Metric
+	require.NoError(t, m.GateWait.(prometheus.Metric).Write(&wait))
+	waited, waitedFor := wait.GetHistogram().GetSampleCount(), wait.GetHistogram().GetSampleSum()
+	delivered := counterSum(t, m.Deliveries)
+	require.Positive(t, waited, "no delivery was timed")
+	assert.Less(t, float64(waited), delivered, "records delivered on arrival were timed too")
+	mean := waitedFor / float64(waited)
+	assert.Greater(t, mean, 0.1, "mean wait %.3fs of %d timed deliveries: the held payments waited for seconds", mean, waited)
+}
+
+// counterSum adds up every series of a counter vector.
+func counterSum(t *testing.T, v *prometheus.CounterVec) float64 {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 64)
+	go func() { v.Collect(ch); close(ch) }()
+	sum := 0.0
+	for c := range ch {
+		var d dto.Metric
+		require.NoError(t, c.Write(&d))
+		sum += d.GetCounter().GetValue()
+	}
+	return sum
 }
 
 // Negative control: the same run with the gate off processes payments for
 // orders it has not seen.
 func TestWithoutGateLaggingOrdersCauseAnomalies(t *testing.T) {
-	problems, _ := runLaggingShop(t, true)
+	problems, _, _ := runLaggingShop(t, true)
 	causalProblems := 0
 	for _, p := range problems {
 		if strings.HasPrefix(p, "causal:") {
