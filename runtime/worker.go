@@ -865,7 +865,7 @@ func (w *Worker) closeTasks() {
 }
 
 // pumpClock is the tasks' clock: the time of the pump's last poll, which
-// trails the wall clock by at most the handling of one poll's event.
+// trails the wall clock by at most the handling of one poll batch.
 func (w *Worker) pumpClock() time.Time { return w.pumpTime }
 
 func (w *Worker) partitionCount(topic string) (int32, error) {
