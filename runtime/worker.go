@@ -103,6 +103,10 @@ type Worker struct {
 	lastOut   *outTopic
 	// polled holds the events of one poll batch until they are handled.
 	polled []kafka.Event
+	// pollConsumer is the consumer's Poll, as wrapPoll (set by tests
+	// only, before Start) wraps it.
+	pollConsumer func(timeoutMs int) kafka.Event
+	wrapPoll     func(poll func(timeoutMs int) kafka.Event) func(timeoutMs int) kafka.Event
 	// touched is the tasks the events handled since the last stream went
 	// to: the only ones with outputs to stream.
 	touched []*runningTask
@@ -235,6 +239,10 @@ func (w *Worker) connect(ctx context.Context) error {
 	}
 	if w.consumer, err = kafka.NewConsumer(ptr(w.consumerConfig())); err != nil {
 		return fmt.Errorf("consumer: %w", err)
+	}
+	w.pollConsumer = w.consumer.Poll
+	if w.wrapPoll != nil {
+		w.pollConsumer = w.wrapPoll(w.pollConsumer)
 	}
 	var inputs []string
 	for _, pi := range w.topo.Processors() {
@@ -408,13 +416,13 @@ const pollBatch = 64
 // before it first (handlePolled), as they belong to the assignment it ends.
 func (w *Worker) poll() int {
 	n := 0
-	ev := w.consumer.Poll(10)
+	ev := w.pollConsumer(10)
 	for ev != nil {
 		w.polled = append(w.polled, ev)
 		if n++; n == pollBatch {
 			break
 		}
-		ev = w.consumer.Poll(0)
+		ev = w.pollConsumer(0)
 	}
 	return n
 }

@@ -1,0 +1,75 @@
+package runtime_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/causeway-stream/causeway/runtime"
+)
+
+// A revocation can come in the middle of a poll batch: librdkafka runs the
+// rebalance callback inside Poll, after the pump has taken some events of
+// the batch and before it has handled them. Those events belong to the
+// assignment being revoked, so the callback handles them first and the
+// commit it makes covers them. With the gate off every record is delivered
+// on arrival, so the committed offset of each partition must be one past
+// the last record the consumer handed out before the revocation.
+func TestRevocationMidBatchCommitsWhatWasTaken(t *testing.T) {
+	b := startBroker(t)
+	createTopics(t, b.Addr(), 1, "orders", "payments", "verdicts")
+	produceShop(t, b.Addr(), 3, 5, "mid")
+	cfg := testConfig(t, b.Addr(), "shop-mid")
+	cfg.GateOff = true
+	w, err := runtime.NewWorker(cfg, shopTopology(), zaptest.NewLogger(t), nil)
+	require.NoError(t, err)
+
+	var mu sync.Mutex
+	taken := map[string]int64{} // topic -> offset of the last record handed out
+	untilRevoke, revoked := 4, false
+	runtime.WrapPoll(w, func(poll func(int) kafka.Event, revoke func()) func(int) kafka.Event {
+		return func(timeoutMs int) kafka.Event {
+			mu.Lock()
+			defer mu.Unlock()
+			if revoked {
+				return poll(timeoutMs)
+			}
+			// A zero timeout is the pump asking for more of a batch it has
+			// begun: at least one event is taken and not handled yet.
+			if timeoutMs == 0 && untilRevoke <= 0 {
+				revoked = true
+				revoke()
+				return nil
+			}
+			ev := poll(timeoutMs)
+			if m, ok := ev.(*kafka.Message); ok && m.TopicPartition.Error == nil {
+				taken[*m.TopicPartition.Topic] = int64(m.TopicPartition.Offset)
+				untilRevoke--
+			}
+			return ev
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, w.Start(ctx))
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return revoked
+	}, 30*time.Second, 20*time.Millisecond, "the consumer never handed out a batch to revoke in")
+	require.NoError(t, w.Stop(ctx))
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, taken)
+	for topic, last := range taken {
+		assert.Equal(t, last+1, committedOffset(t, b.Addr(), "shop-mid", topic, 0),
+			"%s/0: the records taken before the revocation were not all committed by it", topic)
+	}
+}
