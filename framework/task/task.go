@@ -42,8 +42,9 @@ type Config struct {
 	Processor string
 	Partition int32
 	// OutputPartitions returns the partition count of an output topic, used
-	// to place keyed records as Kafka's default partitioner would. Required
-	// when the processor has outputs.
+	// to place keyed records as Kafka's default partitioner would. It is
+	// asked once per output, at its first record, and the answer kept.
+	// Required when the processor has outputs.
 	OutputPartitions func(topic string) (int32, error)
 	// GateOff delivers records in arrival order, ignoring their clocks. For
 	// measurements and demonstrations only.
