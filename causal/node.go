@@ -116,10 +116,9 @@ type outputState struct {
 	keepSet map[string]bool
 	keep    []bool         // by topic id, when !keepAll
 	adv     [][]partOffset // advertised clock, by topic id, sorted by partition
-	inputs  []int32        // channel indexes whose frontier is stamped on this output
-	// inputsOf holds the same channel indexes by topic id, each list sorted
-	// by partition, so a stamp merges them with the advertised entries
-	// without sorting.
+	// inputsOf holds, by topic id, the channel indexes whose frontier is
+	// stamped on this output, each list sorted by partition, so a stamp
+	// merges them with the advertised entries without sorting.
 	inputsOf [][]int32
 }
 
@@ -246,7 +245,6 @@ func (n *Node[P]) Seed(ch Channel, next int64) error {
 	n.chans = append(n.chans, &chanState[P]{ch: ch, tid: tid, frontier: next - 1, lastRecv: next - 1, waitOn: -1})
 	for _, oi := range t.feeds {
 		o := &n.outputs[oi]
-		o.inputs = append(o.inputs, idx)
 		if int(tid) >= len(o.inputsOf) {
 			o.inputsOf = append(o.inputsOf, make([][]int32, int(tid)+1-len(o.inputsOf))...)
 		}
