@@ -525,7 +525,7 @@ func (t *Topology) CheckPartitions(counts map[string]int32) error {
 			}
 		}
 		if mismatch {
-			errs = append(errs, fmt.Sprintf("processor %q: %v (%s)", p.Name, ErrNotCoPartitioned, strings.Join(parts, ", ")))
+			errs = append(errs, fmt.Sprintf("processor %q reads %s", p.Name, strings.Join(parts, ", ")))
 		}
 	}
 	if len(errs) > 0 {

@@ -122,6 +122,7 @@ func TestCheckPartitions(t *testing.T) {
 	require.ErrorIs(t, err, framework.ErrNotCoPartitioned)
 	assert.Contains(t, err.Error(), `processor "j"`)
 	assert.Contains(t, err.Error(), "stream=3, table=4")
+	assert.Equal(t, 1, strings.Count(err.Error(), framework.ErrNotCoPartitioned.Error()), "the sentinel's text once: %v", err)
 	assert.ErrorContains(t, topo.CheckPartitions(map[string]int32{"stream": 3}), `"table" unknown`)
 
 	wc := wordcount(t)

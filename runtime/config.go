@@ -20,6 +20,17 @@ import (
 // ErrInvalidConfig is matched by every configuration error.
 var ErrInvalidConfig = errors.New("invalid configuration")
 
+// ErrHelp is matched by the error Load returns when the arguments ask for
+// help (-h, -help, --help). That error's text is the usage: the flags,
+// their defaults and their environment variables.
+var ErrHelp = flag.ErrHelp
+
+// helpError carries the usage text when help was asked for.
+type helpError struct{ usage string }
+
+func (e *helpError) Error() string        { return e.usage }
+func (e *helpError) Is(target error) bool { return target == ErrHelp }
+
 // Config is what a worker needs to run. Load builds it from flags and
 // environment; every field documents its flag, variable and default.
 type Config struct {
@@ -160,6 +171,9 @@ func Load(args []string, env func(string) string) (Config, error) {
 	}
 	fs.Var(kafka, "kafka", "librdkafka property key=value (repeatable)")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return c, &helpError{usage: usage(fs)}
+		}
 		return c, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	switch createTopics {
@@ -179,6 +193,18 @@ func Load(args []string, env func(string) string) (Config, error) {
 		return c, fmt.Errorf("%w: --gate %q: want on or off", ErrInvalidConfig, gate)
 	}
 	return c, c.Validate()
+}
+
+// usage describes the flags of fs for --help.
+func usage(fs *flag.FlagSet) string {
+	var b strings.Builder
+	b.WriteString("Usage: worker [flags]\n\n" +
+		"Runs the topology as one worker of its application. Flags win over environment\n" +
+		"variables: CAUSEWAY_<FLAG> with dashes written as underscores\n" +
+		"(CAUSEWAY_BOOTSTRAP_SERVERS), and CAUSEWAY_KAFKA_<PROPERTY> for --kafka.\n\nFlags:\n")
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	return b.String()
 }
 
 func envOr(env func(string) string, key, def string) string {

@@ -1,11 +1,16 @@
 package runtime_test
 
 import (
+	"encoding/json"
+	"io"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
 
 	"github.com/causeway-stream/causeway/runtime"
 )
@@ -57,4 +62,47 @@ func TestLoadRejects(t *testing.T) {
 			assert.ErrorContains(t, err, tt.want)
 		})
 	}
+}
+
+func TestHelpPrintsTheFlagsAndExitsZero(t *testing.T) {
+	for _, arg := range []string{"--help", "-h"} {
+		t.Run(arg, func(t *testing.T) {
+			var stdout, stderr strings.Builder
+			code := runtime.RunWith(shopTopology(), []string{arg}, env(nil), &stdout, &stderr)
+			assert.Equal(t, 0, code)
+			assert.Contains(t, stdout.String(), "-bootstrap-servers")
+			assert.Contains(t, stdout.String(), "CAUSEWAY_BOOTSTRAP_SERVERS")
+			assert.Empty(t, stderr.String())
+		})
+	}
+	var stdout, stderr strings.Builder
+	assert.Equal(t, 2, runtime.RunWith(shopTopology(), []string{"--nope"}, env(nil), &stdout, &stderr), "a bad flag is still an error")
+	assert.Contains(t, stderr.String(), "flag provided but not defined")
+}
+
+// fx's own lines go through the worker's logger: with JSON logs (the
+// default), everything the worker writes before its final error line is
+// JSON.
+func TestFxLogsThroughZap(t *testing.T) {
+	type missing struct{}
+	// fx's default logger and zap's production logger write to the
+	// process's standard error, not to the writer given to RunWith.
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	saved := os.Stderr
+	os.Stderr = w
+	var stdout strings.Builder
+	code := runtime.RunWith(shopTopology(), []string{"--application-id", "fxlog", "--state-dir", t.TempDir()}, env(nil), &stdout, w,
+		fx.Invoke(func(missing) {}))
+	os.Stderr = saved
+	require.NoError(t, w.Close())
+	stderr, err := io.ReadAll(r)
+	require.NoError(t, err)
+	assert.Equal(t, 1, code)
+	lines := strings.Split(strings.TrimSpace(string(stderr)), "\n")
+	require.NotEmpty(t, lines)
+	for _, l := range lines[:len(lines)-1] {
+		assert.True(t, json.Valid([]byte(l)), "not a JSON log line: %s", l)
+	}
+	assert.Contains(t, lines[len(lines)-1], "missing type")
 }

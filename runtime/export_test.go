@@ -19,3 +19,6 @@ func WrapPoll(w *Worker, wrap func(poll func(timeoutMs int) kafka.Event, revoke 
 		})
 	}
 }
+
+// RunWith exposes Run with its arguments, environment and outputs given.
+var RunWith = run

@@ -2,12 +2,15 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/causeway-stream/causeway/framework"
 )
@@ -23,10 +26,17 @@ var Module = fx.Module("runtime",
 		newServer,
 	),
 	fx.Invoke(start),
-	fx.WithLogger(func(log *zap.Logger) fxevent.Logger {
-		return &fxevent.ZapLogger{Logger: log.Named("fx")}
-	}),
+	fx.WithLogger(fxLogger),
 )
+
+// fxLogger sends fx's own events through the worker's logger, so JSON logs
+// stay JSON; its routine lines (provides, invokes, hooks) are debug-level,
+// its errors errors.
+func fxLogger(log *zap.Logger) fxevent.Logger {
+	l := &fxevent.ZapLogger{Logger: log.Named("fx")}
+	l.UseLogLevel(zapcore.DebugLevel)
+	return l
+}
 
 // NewLogger returns a JSON logger for production, or a console one when
 // Config.Development is set.
@@ -84,29 +94,48 @@ func start(lc fx.Lifecycle, sd fx.Shutdowner, w *Worker, s *Server, log *zap.Log
 // command line and environment, runs the topology until SIGINT or SIGTERM,
 // and returns the process exit code.
 //
-//	func main() { os.Exit(runtime.Run(topology())) }
+//	func main() {
+//		topo, err := topology()
+//		if err != nil {
+//			fmt.Fprintln(os.Stderr, err)
+//			os.Exit(1)
+//		}
+//		os.Exit(runtime.Run(topo))
+//	}
+//
+// --help prints the flags to standard output and returns 0; a bad flag or
+// setting prints the error and returns 2.
 func Run(topo *framework.Topology, opts ...fx.Option) int {
-	cfg, err := Load(os.Args[1:], os.Getenv)
+	return run(topo, os.Args[1:], os.Getenv, os.Stdout, os.Stderr, opts...)
+}
+
+// run is Run with its arguments, environment and outputs given.
+func run(topo *framework.Topology, args []string, env func(string) string, stdout, stderr io.Writer, opts ...fx.Option) int {
+	cfg, err := Load(args, env)
+	if errors.Is(err, ErrHelp) {
+		fmt.Fprint(stdout, err)
+		return 0
+	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(stderr, err)
 		return 2
 	}
-	app := fx.New(append([]fx.Option{fx.Supply(cfg, topo), Module}, opts...)...)
+	app := fx.New(append([]fx.Option{fx.Supply(cfg, topo), Module, fx.WithLogger(fxLogger)}, opts...)...)
 	if err := app.Err(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	startCtx, cancel := context.WithTimeout(context.Background(), fx.DefaultTimeout*4)
 	defer cancel()
 	if err := app.Start(startCtx); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	sig := <-app.Wait()
 	stopCtx, cancelStop := context.WithTimeout(context.Background(), cfg.ShutdownTimeout+fx.DefaultTimeout)
 	defer cancelStop()
 	if err := app.Stop(stopCtx); err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	return sig.ExitCode

@@ -92,7 +92,7 @@ func (jsonSerde[T]) Deserialize(b []byte) (T, error) {
 		return v, ErrNull
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
-		return v, fmt.Errorf("json: %w", err)
+		return v, fmt.Errorf("decode %T from JSON: %w", v, err)
 	}
 	return v, nil
 }

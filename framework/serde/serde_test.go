@@ -58,6 +58,9 @@ func TestDeserializeRejectsBadInput(t *testing.T) {
 			assert.ErrorIs(t, tt.give(), tt.want)
 		})
 	}
-	_, err := serde.JSON[order]().Deserialize([]byte("{not json"))
-	assert.ErrorContains(t, err, "json")
+	for _, give := range []string{"{not json", `{"amount":"ten"}`} {
+		_, err := serde.JSON[order]().Deserialize([]byte(give))
+		assert.ErrorContains(t, err, "from JSON")
+		assert.NotContains(t, err.Error(), "json: json:", "the encoding/json prefix once")
+	}
 }
