@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 )
 
 // The changelog is one compacted topic per application,
@@ -137,4 +139,9 @@ func decodeTaskCheckpoint(b []byte) (taskCheckpoint, error) {
 	}
 	c.gate = b
 	return c, nil
+}
+
+// changelogMessage is a changelog record for partition p.
+func changelogMessage(topic *string, p int32, key, value []byte) *kafka.Message {
+	return &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: topic, Partition: p}, Key: key, Value: value}
 }

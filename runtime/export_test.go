@@ -15,7 +15,7 @@ var ErrorCode = errorCode
 func WrapPoll(w *Worker, wrap func(poll func(timeoutMs int) kafka.Event, revoke func()) func(timeoutMs int) kafka.Event) {
 	w.wrapPoll = func(poll func(int) kafka.Event) func(int) kafka.Event {
 		return wrap(poll, func() {
-			_ = w.rebalance(w.consumer, kafka.RevokedPartitions{Partitions: w.assigned})
+			_ = w.onRebalance(kafka.RevokedPartitions{Partitions: w.pump.assigned})
 		})
 	}
 }

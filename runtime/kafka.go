@@ -1,16 +1,10 @@
 package runtime
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"maps"
 	"strconv"
-	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-
-	"github.com/causeway-stream/causeway/framework"
 )
 
 // The worker's librdkafka settings. Each can be overridden with --kafka,
@@ -97,129 +91,6 @@ func (w *Worker) restoreConsumerConfig() kafka.ConfigMap {
 	cm["enable.partition.eof"] = true
 	cm["auto.offset.reset"] = "earliest"
 	return cm
-}
-
-// ensureTopics reads the partition counts of every topic the topology uses,
-// creating what is missing and allowed, and checks co-partitioning.
-func (w *Worker) ensureTopics(ctx context.Context, admin *kafka.AdminClient) (map[string]int32, error) {
-	md, err := admin.GetMetadata(nil, true, 10000)
-	if err != nil {
-		return nil, fmt.Errorf("read cluster metadata: %w", err)
-	}
-	counts := map[string]int32{}
-	for name, t := range md.Topics {
-		if t.Error.Code() == kafka.ErrNoError {
-			counts[name] = int32(len(t.Partitions))
-		}
-	}
-	var create []kafka.TopicSpecification
-	want := func(name string, partitions int32, configs map[string]string) {
-		if _, ok := counts[name]; ok {
-			return
-		}
-		create = append(create, kafka.TopicSpecification{Topic: name, NumPartitions: int(partitions), ReplicationFactor: -1, Config: configs})
-		counts[name] = partitions
-	}
-	topics := w.topo.Topics()
-	if policy, dlq := w.topo.BadInput(); policy == framework.DeadLetter {
-		topics = append(topics, framework.TopicInfo{Name: dlq})
-	}
-	var missing []string
-	for _, ti := range topics {
-		switch {
-		case ti.Internal:
-			n := ti.Partitions
-			if n == 0 {
-				n = int32(w.cfg.DefaultPartitions)
-			}
-			want(ti.Name, n, nil)
-		case w.cfg.CreateTopics:
-			n := ti.Partitions
-			if n == 0 {
-				n = int32(w.cfg.DefaultPartitions)
-			}
-			want(ti.Name, n, nil)
-		default:
-			if _, ok := counts[ti.Name]; !ok {
-				missing = append(missing, ti.Name)
-			}
-		}
-	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("topics %v do not exist: create them, or run with --create-topics", missing)
-	}
-	tasks := int32(0)
-	for _, p := range w.topo.Processors() {
-		tasks = max(tasks, counts[p.Inputs[0]])
-	}
-	cl := changelogTopic(w.cfg.ApplicationID)
-	want(cl, tasks, map[string]string{"cleanup.policy": "compact"})
-	if counts[cl] < tasks {
-		return nil, fmt.Errorf("changelog topic %q has %d partitions, the topology needs %d", cl, counts[cl], tasks)
-	}
-	if len(create) > 0 {
-		res, err := admin.CreateTopics(ctx, create)
-		if err != nil {
-			return nil, fmt.Errorf("create topics: %w", err)
-		}
-		for _, r := range res {
-			if c := r.Error.Code(); c != kafka.ErrNoError && c != kafka.ErrTopicAlreadyExists {
-				return nil, fmt.Errorf("create topic %q: %w", r.Topic, r.Error)
-			}
-			w.log.Info("created topic", fieldTopic(r.Topic), fieldPartitions(counts[r.Topic]))
-		}
-		if err := waitForTopics(ctx, admin, create); err != nil {
-			return nil, err
-		}
-	}
-	if err := w.topo.CheckPartitions(counts); err != nil {
-		return nil, err
-	}
-	return counts, nil
-}
-
-func waitForTopics(ctx context.Context, admin *kafka.AdminClient, specs []kafka.TopicSpecification) error {
-	for {
-		md, err := admin.GetMetadata(nil, true, 5000)
-		if err == nil {
-			ready := true
-			for _, s := range specs {
-				t, ok := md.Topics[s.Topic]
-				if !ok || t.Error.Code() != kafka.ErrNoError || len(t.Partitions) < s.NumPartitions {
-					ready = false
-				}
-			}
-			if ready {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for created topics: %w", ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// kafkaErr classifies a librdkafka error for the log and for what to do.
-func kafkaErr(err error) (fatal, retriable, abortable bool) {
-	var ke kafka.Error
-	if !errors.As(err, &ke) {
-		return false, false, false
-	}
-	return ke.IsFatal(), ke.IsRetriable(), ke.TxnRequiresAbort()
-}
-
-// errorCode is the librdkafka error code err carries, possibly wrapped, or
-// ErrNoError if it carries none (nil included). Its kafka.Error escapes to
-// the heap, so hot paths call it only once they have an error: the produce
-// path cannot afford an allocation per record.
-func errorCode(err error) kafka.ErrorCode {
-	var ke kafka.Error
-	if !errors.As(err, &ke) {
-		return kafka.ErrNoError
-	}
-	return ke.Code()
 }
 
 func partitionString(topic string, p int32) string {

@@ -54,11 +54,11 @@ func (w *Worker) Ready() bool {
 // publishStatus snapshots the tasks for readers on other goroutines.
 func (w *Worker) publishStatus() {
 	now := w.now()
-	st := Status{ApplicationID: w.cfg.ApplicationID, InstanceID: w.instanceID, Ready: w.fatalErr == nil && len(w.assigned) > 0}
+	st := Status{ApplicationID: w.cfg.ApplicationID, InstanceID: w.instanceID, Ready: w.fatalErr == nil && len(w.pump.assigned) > 0}
 	if w.fatalErr != nil {
 		st.Error = w.fatalErr.Error()
 	}
-	for _, rt := range w.tasks {
+	for _, rt := range w.tasks.tasks {
 		ts := TaskStatus{ID: rt.id, State: rt.state}
 		if rt.err != nil {
 			ts.LastError = rt.err.Error()

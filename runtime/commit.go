@@ -1,0 +1,191 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/framework/task"
+)
+
+// pendingCommit is one task's share of a transaction.
+type pendingCommit struct {
+	rt   *runningTask
+	snap task.Snapshot
+}
+
+// commit closes the open transaction with every task's remaining outputs,
+// store changes, checkpoint and offsets. A task that failed while
+// processing contributes nothing, and its committed offsets stay where they
+// were; if it had already streamed outputs, the transaction is aborted
+// instead and the healthy tasks redo their work from committed state.
+func (w *Worker) commit() error {
+	if len(w.tasks.tasks) == 0 || w.consumer == nil {
+		return nil
+	}
+	if w.mustAbort {
+		w.log.Warn("a task failed after its outputs were sent: aborting the transaction; the other tasks redo their work")
+		w.abort()
+		w.rebuildAll(true)
+		return nil
+	}
+	var work []pendingCommit
+	dirty := w.producer.open
+	for _, rt := range w.tasks.tasks {
+		if rt.t == nil || rt.state == StateRestoring {
+			continue
+		}
+		// A failed task still commits what came before its failure when its
+		// snapshot says that is well defined (a record refused at receipt).
+		snap, err := rt.t.Snapshot()
+		if err != nil {
+			rt.t.TakeOutputs()
+			continue
+		}
+		moved := len(snap.Changes) > 0
+		for _, e := range snap.Offsets {
+			if rt.committed[e.Channel.Topic] != e.Offset {
+				moved = true
+			}
+		}
+		if moved {
+			dirty, rt.inTxn = true, true
+		}
+		work = append(work, pendingCommit{rt: rt, snap: snap})
+	}
+	if !dirty {
+		return nil
+	}
+	closing := w.now()
+	if err := w.producer.begin(); err != nil {
+		return err
+	}
+	cl := changelogTopic(w.cfg.ApplicationID)
+	fresh := make(map[*runningTask][]causal.Entry, len(work))
+	for _, p := range work {
+		for _, o := range p.rt.t.TakeOutputs() {
+			p.rt.inTxn = true
+			if err := w.producer.send(o); err != nil {
+				return err
+			}
+		}
+		if err := w.writeChangelog(cl, p); err != nil {
+			return err
+		}
+		fresh[p.rt] = p.snap.Offsets
+	}
+	md, err := w.consumer.GetConsumerGroupMetadata()
+	if err != nil {
+		return fmt.Errorf("group metadata: %w", err)
+	}
+	if err := w.producer.commit(w.tasks.groupOffsets(fresh), md); err != nil {
+		return err
+	}
+	w.failedCommits = 0
+	for _, p := range work {
+		for _, e := range p.snap.Offsets {
+			p.rt.committed[e.Channel.Topic] = e.Offset
+		}
+	}
+	for _, rt := range w.tasks.tasks {
+		rt.streamed, rt.inTxn = 0, false
+	}
+	w.metrics.CommitSeconds.Observe(w.now().Sub(closing).Seconds())
+	return nil
+}
+
+// writeChangelog sends one task's store changes and checkpoint to the
+// changelog, in the open transaction.
+func (w *Worker) writeChangelog(cl string, p pendingCommit) error {
+	for name, changes := range p.snap.Changes {
+		for _, c := range changes {
+			msg := changelogMessage(&cl, p.rt.partition, storeKey(p.rt.processor, p.rt.partition, name, c.Key), c.Value)
+			if err := w.producer.produce(msg); err != nil {
+				return err
+			}
+		}
+	}
+	next := map[string]int64{}
+	for _, e := range p.snap.Offsets {
+		next[e.Channel.Topic] = e.Offset
+	}
+	cp := taskCheckpoint{next: next, gate: p.snap.Checkpoint}
+	return w.producer.produce(changelogMessage(&cl, p.rt.partition, checkpointKey(p.rt.processor, p.rt.partition), cp.encode()))
+}
+
+// onCommitError aborts and rebuilds the tasks that had effects in the
+// transaction from committed state, or stops the worker when the error is
+// fatal (a fenced producer).
+func (w *Worker) onCommitError(err error) {
+	if w.producer.fatal(err) {
+		w.fatalErr = fmt.Errorf("producer fenced or failed: %w (another worker with instance id %q may have taken over)", err, w.instanceID)
+		return
+	}
+	w.failedCommits++
+	w.log.Warn("transaction failed; aborting and rebuilding tasks from committed state",
+		zap.Error(err), zap.Stringer("class", classify(err)), zap.Int("consecutive_failures", w.failedCommits))
+	w.abort()
+	// Back off on repeated failures so a persistent fault does not spin.
+	if w.failedCommits > 1 {
+		select {
+		case <-time.After(min(time.Duration(1<<min(w.failedCommits, 6))*50*time.Millisecond, 5*time.Second)):
+		case <-w.stop:
+		}
+	}
+	w.rebuildAll(true)
+}
+
+// abort aborts the open transaction, if any.
+func (w *Worker) abort() {
+	w.mustAbort = false
+	for _, rt := range w.tasks.tasks {
+		rt.streamed = 0
+	}
+	if err := w.producer.abort(); err != nil {
+		w.fatalErr = err
+	}
+}
+
+// rebuildAll throws every task away and builds it again from what was
+// committed, then rewinds the consumer to match. Never patch in memory.
+// With keepFailed, tasks that have failed stay failed and are not run
+// again: a record that fails its processor every time would otherwise fail,
+// abort and rebuild forever. Only an explicit restart rebuilds them.
+func (w *Worker) rebuildAll(keepFailed bool) {
+	parts := w.pump.assigned
+	failed := map[string]error{}
+	if keepFailed {
+		for _, rt := range w.tasks.tasks {
+			if rt.state == StateFailed {
+				failed[rt.id] = rt.err
+			}
+		}
+	}
+	w.tasks.closeAll()
+	w.pump.last = nil
+	if len(parts) == 0 {
+		return
+	}
+	if err := w.assign(parts, failed); err != nil && !errors.Is(err, ErrStopped) {
+		w.fatalErr = err
+	}
+}
+
+// restart commits what healthy tasks have done, then rebuilds every task
+// from committed state: the failed one gets a fresh start at its committed
+// offsets, and the consumer rewinds for it.
+func (w *Worker) restart(id string) error {
+	if _, ok := w.tasks.find(id); !ok {
+		return fmt.Errorf("%w: %q", ErrNoTask, id)
+	}
+	if err := w.commit(); err != nil {
+		w.onCommitError(err)
+		return err
+	}
+	w.log.Info("restarting task from its committed state", zap.String("task", id))
+	w.rebuildAll(false)
+	return w.fatalErr
+}

@@ -1,0 +1,89 @@
+package runtime
+
+import (
+	"errors"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+)
+
+// ErrNoTask is returned by RestartTask and SkipRecord for a task this
+// worker does not run.
+var ErrNoTask = errors.New("no such task on this worker")
+
+// ErrStopped is returned by calls on a worker that has stopped.
+var ErrStopped = errors.New("worker stopped")
+
+// errorClass says what the worker does about a Kafka error; docs/operations.md
+// has the same table for operators.
+type errorClass int
+
+const (
+	// classRetriable: try the same call again, with backoff.
+	classRetriable errorClass = iota + 1
+	// classAbortable: abort the transaction and rebuild the tasks that had
+	// effects in it from committed state.
+	classAbortable
+	// classRecord: the error belongs to one record and will happen again
+	// every time that record is sent (too large, invalid, a topic that does
+	// not exist or may not be written). The emitting processor's production
+	// error policy decides.
+	classRecord
+	// classFatal: the worker cannot go on (fenced by a newer instance,
+	// authentication refused); it stops, and its supervisor restarts it.
+	classFatal
+)
+
+func (c errorClass) String() string {
+	switch c {
+	case classRetriable:
+		return "retriable"
+	case classAbortable:
+		return "abortable"
+	case classRecord:
+		return "permanent for one record"
+	case classFatal:
+		return "fatal"
+	}
+	return "unknown"
+}
+
+// classify sorts a librdkafka error into the worker's error classes. An
+// error that carries no Kafka error code is abortable: the transaction is
+// the unit the worker can undo.
+func classify(err error) errorClass {
+	var ke kafka.Error
+	if !errors.As(err, &ke) {
+		return classAbortable
+	}
+	switch ke.Code() {
+	case kafka.ErrFenced, kafka.ErrProducerFenced, kafka.ErrInvalidProducerEpoch,
+		kafka.ErrAuthentication, kafka.ErrSaslAuthenticationFailed, kafka.ErrClusterAuthorizationFailed,
+		kafka.ErrTransactionalIDAuthorizationFailed:
+		return classFatal
+	case kafka.ErrMsgSizeTooLarge, kafka.ErrRecordListTooLarge, kafka.ErrInvalidRecord, kafka.ErrInvalidMsg,
+		kafka.ErrUnknownTopic, kafka.ErrUnknownTopicOrPart, kafka.ErrTopicException, kafka.ErrTopicAuthorizationFailed,
+		kafka.ErrPolicyViolation:
+		return classRecord
+	}
+	switch {
+	case ke.IsFatal():
+		return classFatal
+	case ke.TxnRequiresAbort():
+		return classAbortable
+	case ke.IsRetriable():
+		return classRetriable
+	}
+	return classAbortable
+}
+
+// errorCode is the librdkafka error code err carries, possibly wrapped, or
+// ErrNoError if it carries none (nil included). Its kafka.Error escapes to
+// the heap, so hot paths call it only once they have an error: the produce
+// path cannot afford an allocation per record.
+func errorCode(err error) kafka.ErrorCode {
+	var ke kafka.Error
+	if !errors.As(err, &ke) {
+		return kafka.ErrNoError
+	}
+	return ke.Code()
+}

@@ -1,0 +1,130 @@
+package runtime
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"go.uber.org/zap"
+
+	"github.com/causeway-stream/causeway/causal"
+)
+
+// advanceIdle reads the consumer's position for channels that a blocked
+// head waits on and that hold nothing: a partition whose last offsets are
+// transaction markers only moves this way.
+func (w *Worker) advanceIdle() {
+	waited := map[causal.Channel]bool{}
+	for _, rt := range w.tasks.tasks {
+		if rt.state != StateRunning {
+			continue
+		}
+		for _, st := range rt.t.Status().Channels {
+			if st.Blocked {
+				waited[st.WaitingFor] = true
+			}
+		}
+	}
+	var tps []kafka.TopicPartition
+	for ch := range waited {
+		topic := ch.Topic
+		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: ch.Partition})
+	}
+	if len(tps) == 0 {
+		return
+	}
+	pos, err := w.consumer.Position(tps)
+	if err != nil {
+		return
+	}
+	position := map[causal.Channel]int64{}
+	for _, tp := range pos {
+		if tp.Offset >= 0 {
+			ch := causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}
+			position[ch] = int64(tp.Offset)
+			w.advance(ch, int64(tp.Offset))
+		}
+	}
+	w.checkUnsatisfiable(position)
+}
+
+// unsatisfiableAfter is how long a head must have waited before the worker
+// asks the broker whether its claim can be met at all. It only decides
+// when to look; nothing is ever delivered or advanced on a timer.
+const unsatisfiableAfter = 3 * time.Second
+
+// checkUnsatisfiable fails a task whose blocked head claims an offset that
+// does not exist: the consumer has read its channel to the end and the
+// claim lies beyond it. A real cause was appended before the record that
+// claims it, so such a claim is a producer's mistake, and waiting would be
+// silent forever.
+func (w *Worker) checkUnsatisfiable(position map[causal.Channel]int64) {
+	now := w.now()
+	for _, rt := range w.tasks.tasks {
+		if rt.state != StateRunning || rt.t == nil {
+			continue
+		}
+		for ch, b := range rt.blocked {
+			pos, ok := position[b.on]
+			// At most one broker query per claim per unsatisfiableAfter.
+			if !ok || now.Sub(b.since) < unsatisfiableAfter || now.Sub(b.checked) < unsatisfiableAfter {
+				continue
+			}
+			b.checked = now
+			rt.blocked[ch] = b
+			_, high, err := w.consumer.QueryWatermarkOffsets(b.on.Topic, b.on.Partition, 5000)
+			if err != nil || pos < high || b.off < high {
+				continue
+			}
+			w.failTask(rt, fmt.Errorf("the head of %s claims %s up to offset %d, which can never be met: %s ends at offset %d "+
+				"and the consumer has read it all; the producer of that record stamped an offset that does not exist", ch, b.on, b.off, b.on, high-1))
+		}
+	}
+}
+
+// backpressure pauses a partition whose hold queue, in some task, is over
+// its bound, and resumes it once every queue is under half. A partition
+// only failed tasks read is paused too. Empty queues are never the reason
+// for a pause.
+func (w *Worker) backpressure() {
+	p := &w.pump
+	if p.paused == nil {
+		p.paused = map[causal.Channel]bool{}
+	}
+	var pause, resume []kafka.TopicPartition
+	for ch, r := range w.tasks.routes {
+		held, running := 0, false
+		for _, rt := range r.tasks {
+			if rt.state != StateRunning {
+				continue
+			}
+			running = true
+			for _, st := range rt.t.Status().Channels {
+				if st.Channel == ch {
+					held = max(held, st.Held)
+				}
+			}
+		}
+		topic := ch.Topic
+		tp := kafka.TopicPartition{Topic: &topic, Partition: ch.Partition}
+		over := !running || held > w.cfg.MaxHeldPerChannel
+		switch {
+		case over && !p.paused[ch]:
+			pause = append(pause, tp)
+			p.paused[ch] = true
+		case !over && p.paused[ch] && held <= w.cfg.MaxHeldPerChannel/2:
+			resume = append(resume, tp)
+			delete(p.paused, ch)
+		}
+	}
+	if len(pause) > 0 {
+		if err := w.consumer.Pause(pause); err != nil {
+			w.log.Warn("pause", zap.Error(err))
+		}
+	}
+	if len(resume) > 0 {
+		if err := w.consumer.Resume(resume); err != nil {
+			w.log.Warn("resume", zap.Error(err))
+		}
+	}
+}

@@ -1,0 +1,181 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"go.uber.org/zap"
+
+	"github.com/causeway-stream/causeway/framework/task"
+)
+
+// txnProducer owns the worker's transactional producer and the life of its
+// transactions: begin, send, commit with the consumer's offsets, abort. It
+// counts what each transaction carried and hands errors back classified;
+// what to do about them is the caller's (see classify).
+type txnProducer struct {
+	client  producerClient
+	log     *zap.Logger
+	metrics *Metrics
+	// stop cuts a retry's backoff short when the worker stops.
+	stop <-chan struct{}
+
+	// open is set while a transaction is open: outputs stream into it as
+	// tasks emit them, and commit closes it.
+	open bool
+	// topics holds what the producer keeps per output topic; last is the
+	// one the last output went to, which the next mostly goes to too.
+	topics map[string]*outTopic
+	last   *outTopic
+	// out and outHeaders are reused for every output produced: Produce
+	// copies the message before it returns.
+	out        kafka.Message
+	outHeaders []kafka.Header
+}
+
+// outTopic is the producer's state for one output topic.
+type outTopic struct {
+	// name is the topic's name; kafka.Message points at it rather than at a
+	// new string per record.
+	name string
+	// produced counts the outputs in the open transaction.
+	produced int
+}
+
+func newTxnProducer(client producerClient, log *zap.Logger, metrics *Metrics, stop <-chan struct{}) *txnProducer {
+	return &txnProducer{client: client, log: log, metrics: metrics, stop: stop, topics: map[string]*outTopic{}}
+}
+
+// begin opens a transaction if none is open.
+func (p *txnProducer) begin() error {
+	if p.open {
+		return nil
+	}
+	if err := p.client.BeginTransaction(); err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	p.open = true
+	return nil
+}
+
+// send produces one task output into the open transaction (opening one if
+// needed).
+func (p *txnProducer) send(o task.Output) error {
+	if err := p.begin(); err != nil {
+		return err
+	}
+	ot := p.last
+	if ot == nil || ot.name != o.Topic {
+		var ok bool
+		if ot, ok = p.topics[o.Topic]; !ok {
+			ot = &outTopic{name: o.Topic}
+			p.topics[o.Topic] = ot
+		}
+		p.last = ot
+	}
+	p.outHeaders = p.outHeaders[:0]
+	for _, h := range o.Record.Headers {
+		p.outHeaders = append(p.outHeaders, kafka.Header{Key: h.Key, Value: h.Value})
+	}
+	p.out = kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &ot.name, Partition: o.Partition},
+		Key: o.Record.Key, Value: o.Record.Value, Headers: p.outHeaders, Timestamp: o.Record.Timestamp}
+	err := p.produce(&p.out)
+	p.out = kafka.Message{}
+	clear(p.outHeaders)
+	if err != nil {
+		return err
+	}
+	ot.produced++
+	return nil
+}
+
+// produce queues one message, waiting for room when the local queue is
+// full.
+func (p *txnProducer) produce(msg *kafka.Message) error {
+	for {
+		err := p.client.Produce(msg, nil)
+		if err == nil {
+			return nil
+		}
+		if errorCode(err) == kafka.ErrQueueFull {
+			p.client.Flush(100)
+			continue
+		}
+		return fmt.Errorf("produce to %s: %w", partitionString(*msg.TopicPartition.Topic, msg.TopicPartition.Partition), err)
+	}
+}
+
+// commit sends the consumer's offsets with the group metadata (KIP-447)
+// and commits the open transaction, retrying a retriable failure a few
+// times with backoff.
+func (p *txnProducer) commit(offsets []kafka.TopicPartition, md *kafka.ConsumerGroupMetadata) error {
+	if err := p.begin(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if len(offsets) > 0 {
+		if err := p.client.SendOffsetsToTransaction(ctx, offsets, md); err != nil {
+			return fmt.Errorf("send offsets: %w", err)
+		}
+	}
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := p.client.CommitTransaction(ctx)
+		if err == nil {
+			break
+		}
+		if classify(err) != classRetriable || attempt == 5 {
+			return fmt.Errorf("commit transaction: %w", err)
+		}
+		p.log.Warn("commit failed, retrying", zap.Int("attempt", attempt), zap.Error(err))
+		select {
+		case <-time.After(backoff):
+		case <-p.stop:
+			return fmt.Errorf("commit transaction: %w", err)
+		}
+		backoff *= 2
+	}
+	p.open = false
+	for _, ot := range p.topics {
+		if ot.produced > 0 {
+			p.metrics.RecordsOut.WithLabelValues(ot.name).Add(float64(ot.produced))
+			ot.produced = 0
+		}
+	}
+	p.metrics.Commits.Inc()
+	return nil
+}
+
+// abort aborts the open transaction, if any. It returns an error only when
+// the producer can no longer be used.
+func (p *txnProducer) abort() error {
+	if !p.open {
+		return nil
+	}
+	p.open = false
+	for _, ot := range p.topics {
+		ot.produced = 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.client.AbortTransaction(ctx); err != nil {
+		if classify(err) == classFatal {
+			return fmt.Errorf("abort transaction: %w", err)
+		}
+		if errorCode(err) != kafka.ErrState {
+			p.log.Warn("abort transaction", zap.Error(err))
+		}
+		return nil
+	}
+	p.metrics.Aborts.Inc()
+	return nil
+}
+
+// fatal reports whether err, or the producer's own state, means the
+// producer cannot go on.
+func (p *txnProducer) fatal(err error) bool {
+	return classify(err) == classFatal || p.client.GetFatalError() != nil
+}

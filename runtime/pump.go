@@ -1,0 +1,238 @@
+package runtime
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"go.uber.org/zap"
+
+	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/framework"
+)
+
+// pump is the state of the worker's poll loop: what the consumer returned
+// and where it goes. Only the pump goroutine touches it.
+type pump struct {
+	// poll is the consumer's Poll (wrapped by tests, through wrapPoll).
+	poll func(timeoutMs int) kafka.Event
+	// polled holds the events of one poll batch until they are handled.
+	polled []kafka.Event
+	// touched is the tasks the events handled since the last stream went
+	// to: the only ones with outputs to stream.
+	touched []*runningTask
+	// last is the route of the last message: consecutive messages mostly
+	// come from the same partition, and comparing the channel costs less
+	// than a map lookup. Reindexing the tasks clears it.
+	last *route
+	// headerSlab is carved into the header lists of received records.
+	headerSlab []framework.Header
+	// time is when the pump last polled: the tasks' clock while they
+	// handle what that poll returned, so that a record costs no clock read
+	// of its own.
+	time time.Time
+	// assigned is the consumer's assignment, with the offsets it started at.
+	assigned []kafka.TopicPartition
+	// paused holds the partitions backpressure paused.
+	paused map[causal.Channel]bool
+}
+
+// pollBatch is the most events the pump takes from the consumer before it
+// handles them.
+const pollBatch = 64
+
+// poll collects into the pump the events the consumer has ready, up to
+// pollBatch, waiting up to 10 ms for the first, and returns how many it
+// collected. Handling them apart from polling keeps the code and data of
+// each step in the processor's caches across a batch instead of swapping
+// them out at every record: the gain is greater the larger the records.
+// A rebalance callback running inside Poll handles the events collected
+// before it first (handlePolled), as they belong to the assignment it ends.
+func (w *Worker) poll() int {
+	n := 0
+	ev := w.pump.poll(10)
+	for ev != nil {
+		w.pump.polled = append(w.pump.polled, ev)
+		if n++; n == pollBatch {
+			break
+		}
+		ev = w.pump.poll(0)
+	}
+	return n
+}
+
+// handlePolled handles the collected events in order, then streams what
+// they made the tasks emit.
+func (w *Worker) handlePolled() {
+	p := &w.pump
+	if len(p.polled) == 0 {
+		return
+	}
+	for _, ev := range p.polled {
+		if w.fatalErr != nil {
+			break // the worker stops: what is left is read again by the next owner
+		}
+		w.handle(ev)
+	}
+	clear(p.polled)
+	p.polled = p.polled[:0]
+	if w.fatalErr == nil {
+		w.stream()
+	}
+}
+
+// touch puts the tasks rts on the list of tasks to stream outputs from.
+func (w *Worker) touch(rts []*runningTask) {
+	for _, rt := range rts {
+		if !rt.touched {
+			rt.touched = true
+			w.pump.touched = append(w.pump.touched, rt)
+		}
+	}
+}
+
+// handle takes one consumer event.
+func (w *Worker) handle(ev kafka.Event) {
+	switch e := ev.(type) {
+	case *kafka.Message:
+		tp := e.TopicPartition
+		ch := causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}
+		if tp.Error != nil {
+			w.partitionError(ch, tp.Error)
+			return
+		}
+		r := w.routeOf(ch)
+		if r == nil {
+			return // no task reads it (any more)
+		}
+		r.recordsIn.Inc()
+		rec := framework.Record{Key: e.Key, Value: e.Value, Headers: w.headersIn(e.Headers), Timestamp: e.Timestamp,
+			Topic: ch.Topic, Partition: ch.Partition, Offset: int64(tp.Offset)}
+		w.touch(r.tasks)
+		for _, rt := range r.tasks {
+			if rt.state != StateRunning {
+				continue
+			}
+			if err := rt.t.Receive(rec); err != nil {
+				w.failTask(rt, err)
+			}
+		}
+	case kafka.PartitionEOF:
+		if e.Topic == nil || e.Offset < 0 {
+			return
+		}
+		ch := causal.Channel{Topic: *e.Topic, Partition: e.Partition}
+		if r := w.tasks.routes[ch]; r != nil {
+			w.touch(r.tasks)
+		}
+		w.advance(ch, int64(e.Offset))
+	case kafka.Error:
+		if e.IsFatal() {
+			w.fatalErr = fmt.Errorf("consumer: %w", e)
+			return
+		}
+		w.log.Warn("consumer error", zap.Error(e), zap.Bool("retriable", e.IsRetriable()))
+	}
+}
+
+// routeOf returns the route of ch, the last message's when it came from
+// the same channel, or nil when no task reads ch.
+func (w *Worker) routeOf(ch causal.Channel) *route {
+	if r := w.pump.last; r != nil && r.ch == ch {
+		return r
+	}
+	r := w.tasks.routes[ch]
+	w.pump.last = r
+	return r
+}
+
+// headerSlabLen is how many headers one slab of received headers holds.
+const headerSlabLen = 1024
+
+// headersIn converts a received message's headers, carving the list from
+// the header slab. Carved lists are never written again, so records that a
+// gate holds keep theirs.
+func (w *Worker) headersIn(hs []kafka.Header) []framework.Header {
+	if len(hs) == 0 {
+		return nil
+	}
+	p := &w.pump
+	if cap(p.headerSlab)-len(p.headerSlab) < len(hs) {
+		p.headerSlab = make([]framework.Header, 0, max(headerSlabLen, len(hs)))
+	}
+	at := len(p.headerSlab)
+	for _, h := range hs {
+		p.headerSlab = append(p.headerSlab, framework.Header{Key: h.Key, Value: h.Value})
+	}
+	return p.headerSlab[at : at+len(hs) : at+len(hs)]
+}
+
+func (w *Worker) advance(ch causal.Channel, position int64) {
+	r := w.tasks.routes[ch]
+	if r == nil {
+		return
+	}
+	for _, rt := range r.tasks {
+		if rt.state != StateRunning {
+			continue
+		}
+		if err := rt.t.Advance(ch.Topic, position); err != nil {
+			w.failTask(rt, err)
+		}
+	}
+}
+
+func (w *Worker) partitionError(ch causal.Channel, err error) {
+	if code := errorCode(err); code == kafka.ErrAutoOffsetReset || code == kafka.ErrOffsetOutOfRange {
+		if r := w.tasks.routes[ch]; r != nil {
+			for _, rt := range r.tasks {
+				w.failTask(rt, fmt.Errorf("offset of %s out of range: records were lost before they were processed "+
+					"(retention or truncation); restart with --allow-offset-reset to skip them: %w", ch, err))
+			}
+		}
+		return
+	}
+	w.log.Warn("partition error", zap.Stringer("channel", ch), zap.Error(err))
+}
+
+// failTask fails one task; see taskManager.fail.
+func (w *Worker) failTask(rt *runningTask, err error) {
+	if w.tasks.fail(rt, err) {
+		w.mustAbort = true
+	}
+}
+
+// stream produces what the tasks the last poll batch went to have emitted
+// into the open transaction, so that sending overlaps processing and a
+// commit only waits for the tail. (Outputs of punctuations and idle
+// advances wait for the commit.)
+func (w *Worker) stream() {
+	touched := w.pump.touched
+	for _, rt := range touched {
+		rt.touched = false
+	}
+	w.streamFrom(touched)
+	clear(touched)
+	w.pump.touched = touched[:0]
+}
+
+// streamFrom produces the outputs of the running tasks among touched.
+func (w *Worker) streamFrom(touched []*runningTask) {
+	for _, rt := range touched {
+		if rt.state != StateRunning || rt.t == nil {
+			continue
+		}
+		outs := rt.t.TakeOutputs()
+		if len(outs) == 0 {
+			continue
+		}
+		rt.inTxn = true
+		for _, o := range outs {
+			if err := w.producer.send(o); err != nil {
+				w.onCommitError(err)
+				return
+			}
+		}
+		rt.streamed += len(outs)
+	}
+}

@@ -1,0 +1,92 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"go.uber.org/zap"
+
+	"github.com/causeway-stream/causeway/causal"
+)
+
+// rebalance is librdkafka's rebalance callback; it runs inside Poll, on
+// the pump goroutine.
+func (w *Worker) rebalance(c *kafka.Consumer, ev kafka.Event) error {
+	return w.onRebalance(ev)
+}
+
+func (w *Worker) onRebalance(ev kafka.Event) error {
+	w.handlePolled()
+	switch e := ev.(type) {
+	case kafka.AssignedPartitions:
+		w.log.Info("partitions assigned", zap.Int("partitions", len(e.Partitions)))
+		if err := w.assign(e.Partitions, nil); err != nil {
+			if errors.Is(err, ErrStopped) {
+				return nil // asked to stop while restoring: the run loop shuts down
+			}
+			w.fatalErr = err
+			return err
+		}
+	case kafka.RevokedPartitions:
+		lost := w.consumer.AssignmentLost()
+		w.log.Info("partitions revoked", zap.Int("partitions", len(e.Partitions)), zap.Bool("lost", lost))
+		if !lost && !w.mustAbort {
+			if err := w.commit(); err != nil {
+				w.log.Warn("commit on revocation failed; the next owner redoes the work", zap.Error(err))
+				w.abort()
+			}
+		} else {
+			w.abort()
+		}
+		w.tasks.closeAll()
+		w.pump.last = nil
+		w.pump.assigned = nil
+		if err := w.consumer.Unassign(); err != nil {
+			w.log.Warn("unassign", zap.Error(err))
+		}
+	}
+	return nil
+}
+
+// assign builds the tasks of the assigned partitions from committed state
+// and starts fetching where they resume.
+func (w *Worker) assign(parts []kafka.TopicPartition, keepFailed map[string]error) error {
+	created := w.tasks.create(parts)
+	w.publishStatus()
+	if err := w.tasks.build(created, keepFailed); err != nil {
+		return err
+	}
+	w.pump.last = nil
+	start := w.tasks.starts(w.tasks.tasks)
+	assigned := make([]kafka.TopicPartition, 0, len(parts))
+	for _, tp := range parts {
+		ch := causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}
+		off, ok := start[ch]
+		if !ok {
+			w.log.Warn("partition assigned without a complete task; inputs may not be co-partitioned", zap.Stringer("channel", ch))
+			continue
+		}
+		topic := ch.Topic
+		assigned = append(assigned, kafka.TopicPartition{Topic: &topic, Partition: ch.Partition, Offset: kafka.Offset(off)})
+	}
+	w.pump.assigned = assigned
+	if err := w.consumer.Assign(assigned); err != nil {
+		return fmt.Errorf("assign: %w", err)
+	}
+	// librdkafka keeps a partition's pause across Assign: resume what this
+	// worker paused, and let backpressure decide again.
+	var resume []kafka.TopicPartition
+	for ch := range w.pump.paused {
+		topic := ch.Topic
+		resume = append(resume, kafka.TopicPartition{Topic: &topic, Partition: ch.Partition})
+	}
+	if len(resume) > 0 {
+		if err := w.consumer.Resume(resume); err != nil {
+			w.log.Warn("resume after assign", zap.Error(err))
+		}
+	}
+	w.pump.paused = map[causal.Channel]bool{}
+	w.publishStatus()
+	return nil
+}

@@ -1,0 +1,134 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"go.uber.org/zap"
+
+	"github.com/causeway-stream/causeway/framework"
+)
+
+// topicAdmin is what the topic manager asks of the cluster.
+type topicAdmin interface {
+	GetMetadata(topic *string, allTopics bool, timeoutMs int) (*kafka.Metadata, error)
+	CreateTopics(ctx context.Context, topics []kafka.TopicSpecification, options ...kafka.CreateTopicsAdminOption) ([]kafka.TopicResult, error)
+}
+
+var _ topicAdmin = (*kafka.AdminClient)(nil)
+
+// topicManager makes sure the topics a topology uses exist: it creates the
+// internal ones (and, when asked, sources and outputs) and checks
+// co-partitioning.
+type topicManager struct {
+	admin topicAdmin
+	topo  *framework.Topology
+	cfg   Config
+	log   *zap.Logger
+}
+
+// ensureTopics reads the partition counts of every topic the topology uses,
+// creating what is missing and allowed, and checks co-partitioning.
+func (tm topicManager) ensureTopics(ctx context.Context) (map[string]int32, error) {
+	admin := tm.admin
+	md, err := admin.GetMetadata(nil, true, 10000)
+	if err != nil {
+		return nil, fmt.Errorf("read cluster metadata: %w", err)
+	}
+	counts := map[string]int32{}
+	for name, t := range md.Topics {
+		if t.Error.Code() == kafka.ErrNoError {
+			counts[name] = int32(len(t.Partitions))
+		}
+	}
+	var create []kafka.TopicSpecification
+	want := func(name string, partitions int32, configs map[string]string) {
+		if _, ok := counts[name]; ok {
+			return
+		}
+		create = append(create, kafka.TopicSpecification{Topic: name, NumPartitions: int(partitions), ReplicationFactor: -1, Config: configs})
+		counts[name] = partitions
+	}
+	topics := tm.topo.Topics()
+	if policy, dlq := tm.topo.BadInput(); policy == framework.DeadLetter {
+		topics = append(topics, framework.TopicInfo{Name: dlq})
+	}
+	var missing []string
+	for _, ti := range topics {
+		switch {
+		case ti.Internal:
+			n := ti.Partitions
+			if n == 0 {
+				n = int32(tm.cfg.DefaultPartitions)
+			}
+			want(ti.Name, n, nil)
+		case tm.cfg.CreateTopics:
+			n := ti.Partitions
+			if n == 0 {
+				n = int32(tm.cfg.DefaultPartitions)
+			}
+			want(ti.Name, n, nil)
+		default:
+			if _, ok := counts[ti.Name]; !ok {
+				missing = append(missing, ti.Name)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("topics %v do not exist: create them, or run with --create-topics", missing)
+	}
+	tasks := int32(0)
+	for _, p := range tm.topo.Processors() {
+		tasks = max(tasks, counts[p.Inputs[0]])
+	}
+	cl := changelogTopic(tm.cfg.ApplicationID)
+	want(cl, tasks, map[string]string{"cleanup.policy": "compact"})
+	if counts[cl] < tasks {
+		return nil, fmt.Errorf("changelog topic %q has %d partitions, the topology needs %d", cl, counts[cl], tasks)
+	}
+	if len(create) > 0 {
+		res, err := admin.CreateTopics(ctx, create)
+		if err != nil {
+			return nil, fmt.Errorf("create topics: %w", err)
+		}
+		for _, r := range res {
+			if c := r.Error.Code(); c != kafka.ErrNoError && c != kafka.ErrTopicAlreadyExists {
+				return nil, fmt.Errorf("create topic %q: %w", r.Topic, r.Error)
+			}
+			tm.log.Info("created topic", zap.String("topic", r.Topic), zap.Int32("partitions", counts[r.Topic]))
+		}
+		if err := waitForTopics(ctx, admin, create); err != nil {
+			return nil, err
+		}
+	}
+	if err := tm.topo.CheckPartitions(counts); err != nil {
+		return nil, err
+	}
+	return counts, nil
+}
+
+func waitForTopics(ctx context.Context, admin topicAdmin, specs []kafka.TopicSpecification) error {
+	for {
+		md, err := admin.GetMetadata(nil, true, 5000)
+		if err == nil {
+			ready := true
+			for _, s := range specs {
+				t, ok := md.Topics[s.Topic]
+				if !ok || t.Error.Code() != kafka.ErrNoError || len(t.Partitions) < s.NumPartitions {
+					ready = false
+				}
+			}
+			if ready {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for created topics: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
