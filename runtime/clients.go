@@ -42,7 +42,6 @@ type producerClient interface {
 	CommitTransaction(ctx context.Context) error
 	AbortTransaction(ctx context.Context) error
 	GetFatalError() error
-	Close()
 }
 
 var (

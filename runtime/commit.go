@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/causal"
@@ -27,9 +28,8 @@ func (w *Worker) commit() error {
 		return nil
 	}
 	if w.mustAbort {
-		w.log.Warn("a task failed after its outputs were sent: aborting the transaction; the other tasks redo their work")
-		w.abort()
-		w.rebuildAll(true)
+		w.log.Warn("a task failed after its outputs were sent: aborting the transaction; the tasks with work in it redo that work")
+		w.abortAndRebuild()
 		return nil
 	}
 	var work []pendingCommit
@@ -125,9 +125,8 @@ func (w *Worker) onCommitError(err error) {
 		return
 	}
 	w.failedCommits++
-	w.log.Warn("transaction failed; aborting and rebuilding tasks from committed state",
+	w.log.Warn("transaction failed; aborting and rebuilding the tasks with work in it from committed state",
 		zap.Error(err), zap.Stringer("class", classify(err)), zap.Int("consecutive_failures", w.failedCommits))
-	w.abort()
 	// Back off on repeated failures so a persistent fault does not spin.
 	if w.failedCommits > 1 {
 		select {
@@ -135,7 +134,31 @@ func (w *Worker) onCommitError(err error) {
 		case <-w.stop:
 		}
 	}
-	w.rebuildAll(true)
+	w.abortAndRebuild()
+}
+
+// abortAndRebuild aborts the open transaction and rebuilds, from committed
+// state, exactly the tasks that had effects in it; the others keep their
+// state, and what they hold. A failed task among them lets its state go
+// and stays failed at its committed offsets: only a restart runs it again,
+// so a record that fails every time cannot abort and rebuild forever.
+func (w *Worker) abortAndRebuild() {
+	var rebuild []*runningTask
+	for _, rt := range w.tasks.tasks {
+		if !rt.inTxn {
+			continue
+		}
+		rt.inTxn = false
+		if rt.state == StateFailed {
+			w.tasks.closeTask(rt)
+			continue
+		}
+		rebuild = append(rebuild, rt)
+	}
+	w.abort()
+	if w.fatalErr == nil {
+		w.rebuild(rebuild)
+	}
 }
 
 // abort aborts the open transaction, if any.
@@ -149,43 +172,52 @@ func (w *Worker) abort() {
 	}
 }
 
-// rebuildAll throws every task away and builds it again from what was
-// committed, then rewinds the consumer to match. Never patch in memory.
-// With keepFailed, tasks that have failed stay failed and are not run
-// again: a record that fails its processor every time would otherwise fail,
-// abort and rebuild forever. Only an explicit restart rebuilds them.
-func (w *Worker) rebuildAll(keepFailed bool) {
-	parts := w.pump.assigned
-	failed := map[string]error{}
-	if keepFailed {
-		for _, rt := range w.tasks.tasks {
-			if rt.state == StateFailed {
-				failed[rt.id] = rt.err
-			}
-		}
-	}
-	w.tasks.closeAll()
-	w.pump.last = nil
-	if len(parts) == 0 {
+// rebuild throws the given tasks away and builds them again from what was
+// committed, then rewinds their channels; other tasks keep their state and
+// skip what they have already received. Never patch in memory.
+func (w *Worker) rebuild(rts []*runningTask) {
+	if len(rts) == 0 {
 		return
 	}
-	if err := w.assign(parts, failed); err != nil && !errors.Is(err, ErrStopped) {
-		w.fatalErr = err
+	ids := make([]string, len(rts))
+	for i, rt := range rts {
+		ids[i] = rt.id
 	}
+	w.log.Info("rebuilding tasks from committed state", zap.Strings("tasks", ids))
+	if err := w.tasks.build(rts); err != nil {
+		if !errors.Is(err, ErrStopped) {
+			w.fatalErr = err
+		}
+		return
+	}
+	w.pump.last = nil
+	for ch, off := range w.tasks.rewind(rts) {
+		topic := ch.Topic
+		if err := w.consumer.Seek(kafka.TopicPartition{Topic: &topic, Partition: ch.Partition, Offset: kafka.Offset(off)}, 0); err != nil {
+			w.fatalErr = fmt.Errorf("rewind %s to offset %d for rebuilt tasks: %w", ch, off, err)
+			return
+		}
+	}
+	w.publishStatus()
 }
 
-// restart commits what healthy tasks have done, then rebuilds every task
-// from committed state: the failed one gets a fresh start at its committed
-// offsets, and the consumer rewinds for it.
+// restart commits what the tasks have done, then rebuilds the failed task
+// id from its committed state, and only it; the consumer rewinds its
+// channels. A task that is not failed is left as it is (ErrNotFailed), so
+// repeated requests rebuild nothing twice.
 func (w *Worker) restart(id string) error {
-	if _, ok := w.tasks.find(id); !ok {
+	rt, ok := w.tasks.find(id)
+	if !ok {
 		return fmt.Errorf("%w: %q", ErrNoTask, id)
+	}
+	if rt.state != StateFailed {
+		return fmt.Errorf("%w: %s is %s", ErrNotFailed, id, rt.state)
 	}
 	if err := w.commit(); err != nil {
 		w.onCommitError(err)
 		return err
 	}
 	w.log.Info("restarting task from its committed state", zap.String("task", id))
-	w.rebuildAll(false)
+	w.rebuild([]*runningTask{rt})
 	return w.fatalErr
 }

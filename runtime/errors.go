@@ -10,6 +10,10 @@ import (
 // worker does not run.
 var ErrNoTask = errors.New("no such task on this worker")
 
+// ErrNotFailed is returned by RestartTask for a task that is not failed:
+// there is nothing to restart, and nothing is rebuilt.
+var ErrNotFailed = errors.New("task is not failed")
+
 // ErrStopped is returned by calls on a worker that has stopped.
 var ErrStopped = errors.New("worker stopped")
 

@@ -20,7 +20,7 @@ import (
 //	GET  /readyz               200 when every assigned task is running
 //	GET  /metrics              Prometheus metrics
 //	GET  /status               JSON Status
-//	POST /tasks/{id}/restart   rebuild a task from its committed state
+//	POST /tasks/{id}/restart   rebuild a failed task, and no other, from its committed state
 type Server struct {
 	w    *Worker
 	log  *zap.Logger
@@ -111,6 +111,8 @@ func (s *Server) restart(rw http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, ErrNoTask):
 		http.Error(rw, err.Error(), http.StatusNotFound)
+	case errors.Is(err, ErrNotFailed):
+		fmt.Fprintf(rw, "%v: nothing to restart\n", err)
 	case err != nil:
 		http.Error(rw, err.Error(), http.StatusInternalServerError)
 	default:

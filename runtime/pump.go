@@ -106,17 +106,19 @@ func (w *Worker) handle(ev kafka.Event) {
 			return // no task reads it (any more)
 		}
 		r.recordsIn.Inc()
+		off := int64(tp.Offset)
 		rec := framework.Record{Key: e.Key, Value: e.Value, Headers: w.headersIn(e.Headers), Timestamp: e.Timestamp,
-			Topic: ch.Topic, Partition: ch.Partition, Offset: int64(tp.Offset)}
+			Topic: ch.Topic, Partition: ch.Partition, Offset: off}
 		w.touch(r.tasks)
-		for _, rt := range r.tasks {
-			if rt.state != StateRunning {
-				continue
+		for i, rt := range r.tasks {
+			if rt.state != StateRunning || off <= r.skip[i] {
+				continue // failed, or received before a rebuild of another task rewound the channel
 			}
 			if err := rt.t.Receive(rec); err != nil {
 				w.failTask(rt, err)
 			}
 		}
+		r.pos = off
 	case kafka.PartitionEOF:
 		if e.Topic == nil || e.Offset < 0 {
 			return

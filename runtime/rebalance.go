@@ -21,7 +21,7 @@ func (w *Worker) onRebalance(ev kafka.Event) error {
 	switch e := ev.(type) {
 	case kafka.AssignedPartitions:
 		w.log.Info("partitions assigned", zap.Int("partitions", len(e.Partitions)))
-		if err := w.assign(e.Partitions, nil); err != nil {
+		if err := w.assign(e.Partitions); err != nil {
 			if errors.Is(err, ErrStopped) {
 				return nil // asked to stop while restoring: the run loop shuts down
 			}
@@ -51,14 +51,15 @@ func (w *Worker) onRebalance(ev kafka.Event) error {
 
 // assign builds the tasks of the assigned partitions from committed state
 // and starts fetching where they resume.
-func (w *Worker) assign(parts []kafka.TopicPartition, keepFailed map[string]error) error {
+func (w *Worker) assign(parts []kafka.TopicPartition) error {
 	created := w.tasks.create(parts)
 	w.publishStatus()
-	if err := w.tasks.build(created, keepFailed); err != nil {
+	if err := w.tasks.build(created); err != nil {
 		return err
 	}
 	w.pump.last = nil
 	start := w.tasks.starts(w.tasks.tasks)
+	w.tasks.started(start)
 	assigned := make([]kafka.TopicPartition, 0, len(parts))
 	for _, tp := range parts {
 		ch := causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}

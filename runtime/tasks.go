@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -57,11 +58,22 @@ type blockedSince struct {
 
 // route is where records of one input channel go: the tasks that read it
 // and its topic's input counter.
+//
+// After a rebuild rewinds the channel, the tasks that were not rebuilt
+// must not receive again what they already hold: skip[i] is the offset up
+// to which tasks[i] has received the channel already (-1: none to skip).
+// pos is the offset of the last record handed out on the channel (in the
+// current pass), so a task with nothing to skip has received through pos.
 type route struct {
 	ch        causal.Channel
 	tasks     []*runningTask
+	skip      []int64
+	pos       int64
 	recordsIn prometheus.Counter
 }
+
+// receivedThrough is the offset up to which tasks[i] has received ch.
+func (r *route) receivedThrough(i int) int64 { return max(r.pos, r.skip[i]) }
 
 // restoreFunc reads the changelog of the given tasks (see changelogReader).
 type restoreFunc func(rts []*runningTask) (map[string]*restoredTask, error)
@@ -132,11 +144,14 @@ func (m *taskManager) find(id string) (*runningTask, bool) {
 
 // build restores the given tasks from the changelog and committed offsets,
 // seeds and starts them, and indexes them by channel. Each task it builds
-// replaces its previous instance. Tasks named in keepFailed are not run:
-// they get their committed offsets and stay failed with the given error.
-// A task that cannot be built fails on its own; the error returned is one
-// that stops the worker (the changelog or the offsets could not be read).
-func (m *taskManager) build(rts []*runningTask, keepFailed map[string]error) error {
+// replaces its previous instance; no other task is touched. A task that
+// cannot be built fails on its own; the error returned is one that stops
+// the worker (the changelog or the offsets could not be read).
+func (m *taskManager) build(rts []*runningTask) error {
+	for _, rt := range rts {
+		m.closeTask(rt)
+		rt.state, rt.err = StateRestoring, nil
+	}
 	restored, err := m.restore(rts)
 	if err != nil {
 		return err
@@ -159,16 +174,6 @@ func (m *taskManager) build(rts []*runningTask, keepFailed map[string]error) err
 		}
 	}
 	for _, rt := range rts {
-		if prev, ok := keepFailed[rt.id]; ok {
-			// Stays failed, but its committed offsets still hold the group's
-			// offsets back.
-			if err := m.seedOffsets(rt, restored[rt.id], group); err != nil {
-				return err
-			}
-			m.closeTask(rt)
-			rt.state, rt.err = StateFailed, prev
-			continue
-		}
 		if err := m.buildOne(rt, restored[rt.id], group); err != nil {
 			m.closeTask(rt)
 			m.fail(rt, err)
@@ -281,20 +286,77 @@ func (m *taskManager) starts(rts []*runningTask) map[causal.Channel]int64 {
 	return start
 }
 
-// index rebuilds the channel routes from the tasks.
+// index rebuilds the channel routes from the tasks, keeping each known
+// channel's position and what its tasks have received.
 func (m *taskManager) index() {
+	old := m.routes
 	m.routes = map[causal.Channel]*route{}
 	for _, rt := range m.tasks {
 		for _, in := range rt.inputs {
 			ch := causal.Channel{Topic: in, Partition: rt.partition}
 			r := m.routes[ch]
 			if r == nil {
-				r = &route{ch: ch, recordsIn: m.inputCounter(in)}
+				r = &route{ch: ch, pos: -1, recordsIn: m.inputCounter(in)}
+				if o := old[ch]; o != nil {
+					r.pos = o.pos
+				}
 				m.routes[ch] = r
 			}
+			skip := int64(-1)
+			if o := old[ch]; o != nil {
+				if i := slices.Index(o.tasks, rt); i >= 0 {
+					skip = o.skip[i]
+				}
+			}
 			r.tasks = append(r.tasks, rt)
+			r.skip = append(r.skip, skip)
 		}
 	}
+}
+
+// started records that the consumer fetches each channel from the given
+// offset: every task has received it up to just below.
+func (m *taskManager) started(start map[causal.Channel]int64) {
+	for ch, off := range start {
+		if r := m.routes[ch]; r != nil {
+			r.pos = off - 1
+			for i := range r.skip {
+				r.skip[i] = -1
+			}
+		}
+	}
+}
+
+// rewind says where the consumer must fetch each input channel of the
+// rebuilt tasks from, so that they receive everything after their
+// committed offsets, and makes the other running tasks on those channels
+// skip what they have received already (a gate refuses a record it holds
+// a later one than). The consumer must be moved to the returned offsets.
+func (m *taskManager) rewind(rebuilt []*runningTask) map[causal.Channel]int64 {
+	target := map[causal.Channel]int64{}
+	for ch, next := range m.starts(rebuilt) {
+		r := m.routes[ch]
+		if r == nil {
+			continue
+		}
+		for i, rt := range r.tasks {
+			if !slices.Contains(rebuilt, rt) && rt.state == StateRunning {
+				// The channel must not skip anything this task has not
+				// received: fetch from no later than just after it.
+				next = min(next, r.receivedThrough(i)+1)
+			}
+		}
+		for i, rt := range r.tasks {
+			if slices.Contains(rebuilt, rt) {
+				r.skip[i] = -1
+			} else {
+				r.skip[i] = r.receivedThrough(i)
+			}
+		}
+		r.pos = next - 1
+		target[ch] = next
+	}
+	return target
 }
 
 func (m *taskManager) inputCounter(topic string) prometheus.Counter {

@@ -131,4 +131,3 @@ func waitForTopics(ctx context.Context, admin topicAdmin, specs []kafka.TopicSpe
 		}
 	}
 }
-

@@ -227,9 +227,10 @@ func (w *Worker) Err() error {
 	return w.err
 }
 
-// RestartTask rebuilds a task from its committed state (after fixing what
-// made it fail, say). It returns ErrNoTask for a task the worker does not
-// run.
+// RestartTask rebuilds a failed task, and no other, from its committed
+// state (after fixing what made it fail, say), once the other tasks' work
+// so far is committed. It returns ErrNoTask for a task the worker does not
+// run and ErrNotFailed, rebuilding nothing, for one that is not failed.
 func (w *Worker) RestartTask(ctx context.Context, id string) error {
 	req := restartRequest{id: id, reply: make(chan error, 1)}
 	select {

@@ -1,0 +1,239 @@
+package runtime
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/framework"
+)
+
+// fakeKafka is an in-process stand-in for what the worker's parts ask of
+// Kafka: a consumer that hands out queued messages, a transactional
+// producer whose committed records and offsets become visible only on
+// commit, and the changelog read back from what was committed. It lets the
+// task manager and the failure policy run in milliseconds without a broker.
+type fakeKafka struct {
+	t *testing.T
+	// queue is what Poll hands out next.
+	queue []kafka.Event
+	// seeks records every Seek; log is every message sent, per channel, for
+	// a seek to hand out again.
+	seeks []kafka.TopicPartition
+	log   map[causal.Channel][]*kafka.Message
+	// high is every input partition's high watermark.
+	high map[causal.Channel]int64
+
+	open      []*kafka.Message
+	offsets   []kafka.TopicPartition
+	committed []*kafka.Message
+	groupOffs map[causal.Channel]int64
+	// produceErr, when set, is what Produce returns for a message it
+	// refuses.
+	produceErr func(*kafka.Message) error
+	// commitErr, when set, fails the next CommitTransaction once.
+	commitErr error
+	aborts    int
+}
+
+func newFakeKafka(t *testing.T) *fakeKafka {
+	return &fakeKafka{t: t, high: map[causal.Channel]int64{}, groupOffs: map[causal.Channel]int64{}, log: map[causal.Channel][]*kafka.Message{}}
+}
+
+var (
+	_ groupConsumer  = (*fakeKafka)(nil)
+	_ producerClient = (*fakeKafka)(nil)
+)
+
+func (f *fakeKafka) Poll(int) kafka.Event {
+	if len(f.queue) == 0 {
+		return nil
+	}
+	ev := f.queue[0]
+	f.queue = f.queue[1:]
+	return ev
+}
+func (f *fakeKafka) Assign([]kafka.TopicPartition) error { return nil }
+func (f *fakeKafka) Unassign() error                     { return nil }
+
+// Seek drops what is queued of the partition and queues it again from the
+// offset, as librdkafka discards what it fetched before a seek.
+func (f *fakeKafka) Seek(tp kafka.TopicPartition, _ int) error {
+	f.seeks = append(f.seeks, tp)
+	ch := causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}
+	kept := f.queue[:0]
+	for _, ev := range f.queue {
+		if m, ok := ev.(*kafka.Message); !ok || *m.TopicPartition.Topic != ch.Topic || m.TopicPartition.Partition != ch.Partition {
+			kept = append(kept, ev)
+		}
+	}
+	f.queue = kept
+	for _, m := range f.log[ch][tp.Offset:] {
+		f.queue = append(f.queue, m)
+	}
+	return nil
+}
+func (f *fakeKafka) Pause([]kafka.TopicPartition) error  { return nil }
+func (f *fakeKafka) Resume([]kafka.TopicPartition) error { return nil }
+func (f *fakeKafka) Position(tps []kafka.TopicPartition) ([]kafka.TopicPartition, error) {
+	return nil, nil
+}
+func (f *fakeKafka) GetConsumerGroupMetadata() (*kafka.ConsumerGroupMetadata, error) {
+	return &kafka.ConsumerGroupMetadata{}, nil
+}
+func (f *fakeKafka) AssignmentLost() bool { return false }
+func (f *fakeKafka) Close() error         { return nil }
+func (f *fakeKafka) Committed(tps []kafka.TopicPartition, _ int) ([]kafka.TopicPartition, error) {
+	out := make([]kafka.TopicPartition, len(tps))
+	for i, tp := range tps {
+		out[i] = tp
+		out[i].Offset = kafka.OffsetInvalid
+		if off, ok := f.groupOffs[causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}]; ok {
+			out[i].Offset = kafka.Offset(off)
+		}
+	}
+	return out, nil
+}
+func (f *fakeKafka) QueryWatermarkOffsets(topic string, p int32, _ int) (int64, int64, error) {
+	return 0, f.high[causal.Channel{Topic: topic, Partition: p}], nil
+}
+
+func (f *fakeKafka) Produce(msg *kafka.Message, _ chan kafka.Event) error {
+	if f.produceErr != nil {
+		if err := f.produceErr(msg); err != nil {
+			return err
+		}
+	}
+	cp := *msg
+	topic := *msg.TopicPartition.Topic
+	cp.TopicPartition.Topic = &topic
+	f.open = append(f.open, &cp)
+	return nil
+}
+func (f *fakeKafka) Flush(int) int           { return 0 }
+func (f *fakeKafka) BeginTransaction() error { return nil }
+func (f *fakeKafka) SendOffsetsToTransaction(_ context.Context, offs []kafka.TopicPartition, _ *kafka.ConsumerGroupMetadata) error {
+	f.offsets = append(f.offsets, offs...)
+	return nil
+}
+func (f *fakeKafka) CommitTransaction(context.Context) error {
+	if err := f.commitErr; err != nil {
+		f.commitErr = nil
+		return err
+	}
+	f.committed = append(f.committed, f.open...)
+	for _, tp := range f.offsets {
+		f.groupOffs[causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}] = int64(tp.Offset)
+	}
+	f.open, f.offsets = nil, nil
+	return nil
+}
+func (f *fakeKafka) AbortTransaction(context.Context) error {
+	f.open, f.offsets = nil, nil
+	f.aborts++
+	return nil
+}
+func (f *fakeKafka) GetFatalError() error { return nil }
+
+// restore reads the committed changelog records of the given tasks, as the
+// changelog reader does from the topic.
+func (f *fakeKafka) restore(topic string, metrics *Metrics) restoreFunc {
+	return func(rts []*runningTask) (map[string]*restoredTask, error) {
+		c := &changelogReader{topic: topic, metrics: metrics}
+		want := map[string]bool{}
+		for _, rt := range rts {
+			want[rt.id] = true
+		}
+		out := map[string]*restoredTask{}
+		for _, m := range f.committed {
+			if *m.TopicPartition.Topic == topic {
+				if err := c.apply(out, want, m); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return out, nil
+	}
+}
+
+// outputs returns the committed records of topic, in order.
+func (f *fakeKafka) outputs(topic string) []*kafka.Message {
+	var out []*kafka.Message
+	for _, m := range f.committed {
+		if *m.TopicPartition.Topic == topic {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// send queues a record on ch for the consumer, with clock header when
+// given, and moves the partition's high watermark past it.
+func (f *fakeKafka) send(ch causal.Channel, value string, clock ...causal.Entry) int64 {
+	off := f.high[ch]
+	f.high[ch] = off + 1
+	topic := ch.Topic
+	m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: ch.Partition, Offset: kafka.Offset(off)},
+		Key: []byte(value), Value: []byte(value)}
+	if len(clock) > 0 {
+		c, err := causal.NewClock(clock...)
+		require.NoError(f.t, err)
+		m.Headers = []kafka.Header{{Key: causal.HeaderKey, Value: causal.EncodeClock(c)}}
+	}
+	f.queue = append(f.queue, m)
+	f.log[ch] = append(f.log[ch], m)
+	return off
+}
+
+// newFakeWorker returns a worker wired to fake, assigned every partition
+// of the topology's inputs, with its tasks built. It is driven by calling
+// the pump's steps directly; nothing runs in the background.
+func newFakeWorker(t *testing.T, fake *fakeKafka, topo *framework.Topology, counts map[string]int32) *Worker {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.ApplicationID = "fake"
+	cfg.StateDir = t.TempDir()
+	w, err := NewWorker(cfg, topo, zaptest.NewLogger(t), nil)
+	require.NoError(t, err)
+	w.now = func() time.Time { return time.Unix(1_700_000_000, 0) }
+	w.consumer = fake
+	w.producer = newTxnProducer(fake, w.log, w.metrics, w.stop)
+	w.tasks = newTaskManager(topo, cfg, w.log, w.metrics, counts, fake, fake.restore(changelogTopic(cfg.ApplicationID), w.metrics), w.pumpClock)
+	w.pump.poll = fake.Poll
+	var parts []kafka.TopicPartition
+	for _, pi := range topo.Processors() {
+		for _, in := range pi.Inputs {
+			for p := range counts[in] {
+				topic := in
+				parts = append(parts, kafka.TopicPartition{Topic: &topic, Partition: p})
+			}
+		}
+	}
+	require.NoError(t, w.assign(parts))
+	return w
+}
+
+// drain polls and handles everything queued, then commits.
+func (w *Worker) drainAndCommit(t *testing.T) {
+	t.Helper()
+	for w.poll() > 0 {
+		w.handlePolled()
+	}
+	if err := w.commit(); err != nil {
+		w.onCommitError(err)
+	}
+	require.NoError(t, w.fatalErr)
+}
+
+// taskObject returns the task behind id, to compare instances.
+func (w *Worker) taskObject(t *testing.T, id string) *runningTask {
+	t.Helper()
+	rt, ok := w.tasks.find(id)
+	require.True(t, ok, id)
+	return rt
+}

@@ -1,0 +1,126 @@
+package runtime
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/framework/task"
+)
+
+var (
+	in0   = causal.Channel{Topic: "in", Partition: 0}
+	in1   = causal.Channel{Topic: "in", Partition: 1}
+	side0 = causal.Channel{Topic: "side", Partition: 0}
+)
+
+// twoReaders: processor a reads "in" and fails on "poison" while poisoned
+// is set; processor b reads "in" and "side" (so its gate can hold "in"
+// records that claim "side"). Both forward what they process.
+func twoReaders(t *testing.T, poisoned *atomic.Bool) (*framework.Topology, map[string]int32) {
+	t.Helper()
+	forward := func(fail bool) func() framework.Processor {
+		return func() framework.Processor {
+			return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
+				if fail && poisoned.Load() && string(rec.Value) == "poison" {
+					return errors.New("poisoned")
+				}
+				return ctx.Forward(framework.Record{Key: rec.Key, Value: rec.Value})
+			})
+		}
+	}
+	topo, err := framework.NewBuilder("two").
+		Processor("a", forward(true), framework.From("in"), framework.To("out-a")).
+		Processor("b", forward(false), framework.From("in", "side"), framework.To("out-b")).
+		Build()
+	require.NoError(t, err)
+	return topo, map[string]int32{"in": 2, "side": 2, "out-a": 2, "out-b": 2}
+}
+
+func values(ms []*kafka.Message) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, string(m.Value))
+	}
+	return out
+}
+
+// Restarting a failed task rebuilds it and no other task: the others keep
+// their task objects, and a task that shares the rewound partition skips
+// what it already holds instead of failing on it.
+func TestRestartRebuildsOnlyTheFailedTask(t *testing.T) {
+	var poisoned atomic.Bool
+	poisoned.Store(true)
+	topo, counts := twoReaders(t, &poisoned)
+	fake := newFakeKafka(t)
+	w := newFakeWorker(t, fake, topo, counts)
+
+	// b/0 holds both in/0 records until side/0@0 arrives; a/0 fails on the
+	// second.
+	fake.send(in0, "x", causal.Entry{Channel: side0, Offset: 0})
+	fake.send(in0, "poison", causal.Entry{Channel: side0, Offset: 0})
+	fake.send(in1, "y")
+	w.drainAndCommit(t)
+	failed := w.taskObject(t, "a/0")
+	require.Equal(t, StateFailed, failed.state)
+	before := map[string]*task.Task{}
+	for _, id := range []string{"b/0", "a/1", "b/1"} {
+		before[id] = w.taskObject(t, id).t
+		require.Equal(t, StateRunning, w.taskObject(t, id).state, id)
+	}
+	held := w.taskObject(t, "b/0").t.Status().Held
+	require.Equal(t, 2, held, "b/0 holds both records of in/0")
+
+	poisoned.Store(false)
+	require.NoError(t, w.restart("a/0"))
+	assert.Equal(t, StateRunning, failed.state)
+	for id, tk := range before {
+		assert.Same(t, tk, w.taskObject(t, id).t, "%s was rebuilt by a restart of a/0", id)
+	}
+	require.NotEmpty(t, fake.seeks)
+	assert.Equal(t, kafka.Offset(0), fake.seeks[len(fake.seeks)-1].Offset, "in/0 rewinds to a/0's committed offset")
+	assert.ErrorIs(t, w.restart("a/0"), ErrNotFailed, "a second restart rebuilds nothing")
+	assert.Equal(t, 1, len(fake.seeks), "a second restart rewinds nothing")
+
+	fake.send(side0, "s")
+	w.drainAndCommit(t)
+	for _, id := range []string{"a/0", "b/0"} {
+		assert.Equal(t, StateRunning, w.taskObject(t, id).state, "%s: %v", id, w.taskObject(t, id).err)
+	}
+	assert.ElementsMatch(t, []string{"x", "poison", "y"}, values(fake.outputs("out-a")))
+	assert.ElementsMatch(t, []string{"x", "poison", "y", "s"}, values(fake.outputs("out-b")))
+}
+
+// A failed transaction rebuilds the tasks that had work in it and leaves
+// the others as they are.
+func TestAbortRebuildsOnlyTheTasksWithWorkInIt(t *testing.T) {
+	var poisoned atomic.Bool
+	topo, counts := twoReaders(t, &poisoned)
+	fake := newFakeKafka(t)
+	w := newFakeWorker(t, fake, topo, counts)
+
+	fake.send(in0, "x")
+	w.drainAndCommit(t)
+	idle := map[string]*task.Task{"a/0": w.taskObject(t, "a/0").t, "b/0": w.taskObject(t, "b/0").t}
+	busy := map[string]*task.Task{"a/1": w.taskObject(t, "a/1").t, "b/1": w.taskObject(t, "b/1").t}
+
+	fake.send(in1, "y")
+	fake.commitErr = kafka.NewError(kafka.ErrTransport, "injected", false)
+	w.drainAndCommit(t)
+	require.Equal(t, 1, fake.aborts)
+	for id, tk := range idle {
+		assert.Same(t, tk, w.taskObject(t, id).t, "%s had no work in the aborted transaction but was rebuilt", id)
+	}
+	for id, tk := range busy {
+		assert.NotSame(t, tk, w.taskObject(t, id).t, "%s had work in the aborted transaction and was not rebuilt", id)
+	}
+	w.drainAndCommit(t)
+	assert.ElementsMatch(t, []string{"x", "y"}, values(fake.outputs("out-a")), "exactly once after the abort")
+	assert.ElementsMatch(t, []string{"x", "y"}, values(fake.outputs("out-b")))
+}
