@@ -32,13 +32,18 @@ func (t *Topology) Describe() string {
 		for _, s := range p.Stores {
 			fmt.Fprintf(&b, "    store: %s (%s)\n", s.Name, s.Kind)
 		}
+		if p.processingSet {
+			fmt.Fprintf(&b, "    on processing error: %s\n", p.processingErrors)
+		}
+		if p.ProductionErrors != FailTask {
+			fmt.Fprintf(&b, "    on production error: %s\n", p.ProductionErrors)
+		}
 	}
 	if t.badInput != FailTask {
-		fmt.Fprintf(&b, "  Bad input: %s", t.badInput)
-		if t.deadLetter != "" {
-			fmt.Fprintf(&b, " to %s", t.deadLetter)
-		}
-		b.WriteByte('\n')
+		fmt.Fprintf(&b, "  Bad input: %s\n", t.badInput)
+	}
+	if t.deadLetter != "" {
+		fmt.Fprintf(&b, "  Dead letters to: %s\n", t.deadLetter)
 	}
 	return b.String()
 }

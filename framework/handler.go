@@ -2,7 +2,8 @@ package framework
 
 // BadInputPolicy says what happens to an input record whose key or value a
 // processor cannot deserialize (its Process returns an error matching
-// ErrDeserialize).
+// ErrDeserialize), to one its processor fails on (OnProcessingError), and
+// to an output Kafka refuses for good (OnProductionError).
 type BadInputPolicy int
 
 const (
@@ -36,4 +37,28 @@ const (
 	HeaderDLQPartition = "causeway.dlq.partition"
 	HeaderDLQOffset    = "causeway.dlq.offset"
 	HeaderDLQError     = "causeway.dlq.error"
+	// HeaderDLQStage says what failed: StageDeserialize, StageProcess,
+	// StageProduce, StageClock or StageSkip.
+	HeaderDLQStage = "causeway.dlq.stage"
+	// HeaderDLQOutput names the output topic that refused the record, on
+	// dead-letter records of StageProduce.
+	HeaderDLQOutput = "causeway.dlq.output"
+)
+
+// Stages named by HeaderDLQStage.
+const (
+	// StageDeserialize: the processor could not read the record's key or
+	// value.
+	StageDeserialize = "deserialize"
+	// StageProcess: the processor returned an error for the record.
+	StageProcess = "process"
+	// StageProduce: Kafka refused an output the record led to; the
+	// dead-letter record is that output, and the source headers name the
+	// input record.
+	StageProduce = "produce"
+	// StageClock: the record's clock header was corrupt or claimed what
+	// cannot exist.
+	StageClock = "clock"
+	// StageSkip: an operator moved a failed task past the record.
+	StageSkip = "skip"
 )

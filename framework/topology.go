@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -74,6 +75,34 @@ type ProcessorInfo struct {
 	Outputs []OutputInfo
 	Stores  []StoreSpec
 	New     func() Processor
+	// ProductionErrors is what happens when Kafka refuses one of the
+	// processor's outputs for good (too large, invalid, a topic that does
+	// not exist or may not be written). Default FailTask. See
+	// OnProductionError.
+	ProductionErrors BadInputPolicy
+	// processingErrors, when processingSet, is what happens when the
+	// processor returns an error for a record. See OnProcessingError.
+	processingErrors BadInputPolicy
+	processingSet    bool
+}
+
+// ProcessingPolicy is what happens when the processor returns err for a
+// record: the policy OnProcessingError set, or else the topology's bad
+// input policy for a deserialization error and FailTask for any other.
+func (p ProcessorInfo) ProcessingPolicy(err error, badInput BadInputPolicy) BadInputPolicy {
+	switch {
+	case p.processingSet:
+		return p.processingErrors
+	case errors.Is(err, ErrDeserialize):
+		return badInput
+	}
+	return FailTask
+}
+
+// usesDeadLetter reports whether any of the processor's policies writes to
+// the dead-letter topic.
+func (p ProcessorInfo) usesDeadLetter() bool {
+	return p.ProductionErrors == DeadLetter || (p.processingSet && p.processingErrors == DeadLetter)
 }
 
 // TopicInfo describes a topic a topology uses.
@@ -165,6 +194,32 @@ func KeepPartition() OutputOpt {
 	return outputOptFunc(func(o *OutputInfo) { o.KeepPartition = true })
 }
 
+// OnProcessingError sets what happens when the processor (or an
+// operator's user function) returns an error for a record, a
+// deserialization error included: FailTask stops the task at that record,
+// LogAndSkip counts it and goes on, DeadLetter also writes the record to
+// the topology's dead-letter topic with the error and the stage that
+// failed. Outputs emitted for the record before the error are discarded;
+// store writes made before it stay. Default: a deserialization error
+// follows the topology's OnBadInput, any other error fails the task. Kafka
+// Streams calls this a processing exception handler.
+func OnProcessingError(policy BadInputPolicy) ProcessorOpt {
+	return procOptFunc(func(p *ProcessorInfo) { p.processingErrors, p.processingSet = policy, true })
+}
+
+// OnProductionError sets what happens when Kafka refuses one of the
+// processor's outputs for good: the record is too large, invalid, or its
+// topic does not exist or may not be written. FailTask (the default) stops
+// the task, naming the input record whose processing emitted it;
+// LogAndSkip drops that output and goes on; DeadLetter writes it to the
+// dead-letter topic instead (without its value when the value is what was
+// too large). Retriable errors are retried and other transaction errors
+// abort, whatever the policy. Kafka Streams calls this a production
+// exception handler.
+func OnProductionError(policy BadInputPolicy) ProcessorOpt {
+	return procOptFunc(func(p *ProcessorInfo) { p.ProductionErrors = policy })
+}
+
 // Stores declares the state stores the processor uses. Store names are
 // unique within a topology.
 func Stores(specs ...StoreSpec) ProcessorOpt {
@@ -217,10 +272,22 @@ func (b *Builder) Topic(name string, opts ...TopicOpt) *Builder {
 	return b
 }
 
-// OnBadInput sets what happens to records a processor cannot deserialize.
-// DeadLetter needs the dead-letter topic's name. Default: FailTask.
+// OnBadInput sets what happens to records a processor cannot deserialize,
+// for processors that do not say otherwise with OnProcessingError. A
+// non-empty deadLetterTopic names the topology's dead-letter topic (as
+// DeadLetterTopic does), which DeadLetter needs. Default: FailTask.
 func (b *Builder) OnBadInput(policy BadInputPolicy, deadLetterTopic string) *Builder {
-	b.badInput, b.deadLetter = policy, deadLetterTopic
+	b.badInput = policy
+	if deadLetterTopic != "" {
+		b.deadLetter = deadLetterTopic
+	}
+	return b
+}
+
+// DeadLetterTopic names the topic every DeadLetter policy of the topology
+// writes to. The runtime creates it when missing.
+func (b *Builder) DeadLetterTopic(name string) *Builder {
+	b.deadLetter = name
 	return b
 }
 
@@ -331,10 +398,16 @@ func (b *Builder) Build() (*Topology, error) {
 			bad("topic %q is declared but no processor reads or writes it", name)
 		}
 	}
+	dlq := b.badInput == DeadLetter
+	for _, p := range b.procs {
+		if p.usesDeadLetter() {
+			dlq = true
+		}
+	}
 	switch {
-	case b.badInput == DeadLetter && b.deadLetter == "":
+	case dlq && b.deadLetter == "":
 		bad("the dead-letter policy needs a dead-letter topic")
-	case b.badInput == DeadLetter && used[b.deadLetter]:
+	case b.deadLetter != "" && used[b.deadLetter]:
 		bad("dead-letter topic %q is also read or written by a processor", b.deadLetter)
 	}
 	t := &Topology{name: b.name, topics: map[string]TopicInfo{}, badInput: b.badInput, deadLetter: b.deadLetter}
@@ -473,6 +546,10 @@ func (t *Topology) Topic(name string) (TopicInfo, bool) {
 
 // BadInput returns the bad-input policy and the dead-letter topic.
 func (t *Topology) BadInput() (BadInputPolicy, string) { return t.badInput, t.deadLetter }
+
+// DeadLetterTopic returns the topic dead-letter policies write to, or ""
+// when the topology has none.
+func (t *Topology) DeadLetterTopic() string { return t.deadLetter }
 
 // SourceTopics lists the topics that processors read and no processor
 // writes: where data enters the topology.

@@ -52,7 +52,7 @@ func (tm topicManager) ensureTopics(ctx context.Context) (map[string]int32, erro
 		counts[name] = partitions
 	}
 	topics := tm.topo.Topics()
-	if policy, dlq := tm.topo.BadInput(); policy == framework.DeadLetter {
+	if dlq := tm.topo.DeadLetterTopic(); dlq != "" {
 		topics = append(topics, framework.TopicInfo{Name: dlq})
 	}
 	var missing []string

@@ -100,7 +100,7 @@ func New(topo *framework.Topology, opts ...Opt) (*Driver, error) {
 		}
 		counts[ti.Name] = n
 	}
-	if policy, dlq := topo.BadInput(); policy == framework.DeadLetter {
+	if dlq := topo.DeadLetterTopic(); dlq != "" {
 		counts[dlq] = cfg.defaultN
 	}
 	for name, n := range counts {

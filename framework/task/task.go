@@ -60,6 +60,9 @@ type Output struct {
 	Topic     string
 	Partition int32
 	Record    framework.Record
+	// From is the input record whose processing emitted it; the zero
+	// Entry for an output of a punctuation.
+	From causal.Entry
 }
 
 // Snapshot is what a commit must write together: offsets to commit per input
@@ -145,8 +148,9 @@ func New(cfg Config) (*Task, error) {
 	if err != nil {
 		return nil, fmt.Errorf("task: %w", err)
 	}
-	policy, dlq := cfg.Topology.BadInput()
-	if policy == framework.DeadLetter {
+	policy, _ := cfg.Topology.BadInput()
+	dlq := cfg.Topology.DeadLetterTopic()
+	if dlq != "" {
 		opts = append(opts, causal.Output(dlq))
 	}
 	if cfg.GateOff {
@@ -171,7 +175,7 @@ func New(cfg Config) (*Task, error) {
 	for _, o := range info.Outputs {
 		t.outputs = append(t.outputs, &output{topic: o.Topic, keep: o.KeepPartition})
 	}
-	if policy == framework.DeadLetter {
+	if dlq != "" {
 		t.dlq = &output{topic: dlq}
 	}
 	for _, s := range info.Stores {
@@ -316,39 +320,91 @@ func (t *Task) process(rec framework.Record) error {
 	err := t.proc.Process(t.ctx, rec)
 	t.current, t.inRecord = framework.Record{}, false
 	if err != nil {
-		if !errors.Is(err, framework.ErrDeserialize) || t.policy == framework.FailTask {
+		policy := t.info.ProcessingPolicy(err, t.policy)
+		if policy == framework.FailTask {
 			return fmt.Errorf("process %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 		}
-		// Outputs emitted for a record that turned out unreadable are
-		// discarded with it.
+		// Outputs emitted for a record that failed are discarded with it.
 		clear(t.outbox[mark:])
 		t.outbox = t.outbox[:mark]
-		if err := t.badInput(rec, err); err != nil {
+		stage := framework.StageProcess
+		if errors.Is(err, framework.ErrDeserialize) {
+			stage = framework.StageDeserialize
+		}
+		t.current, t.inRecord = rec, true
+		err = t.badInput(policy, rec, rec, stage, err)
+		t.current, t.inRecord = framework.Record{}, false
+		if err != nil {
 			return err
 		}
 	}
 	return t.punctuate(framework.StreamTime, t.stream)
 }
 
-func (t *Task) badInput(rec framework.Record, cause error) error {
-	ev := framework.DropEvent{Reason: "skipped", Record: rec, Detail: cause.Error()}
-	if t.policy == framework.DeadLetter {
+// badInput applies policy (LogAndSkip or DeadLetter) to rec, which failed
+// at stage: it is counted, and under DeadLetter written to the
+// dead-letter topic with headers naming the input record src, the stage
+// and the cause.
+func (t *Task) badInput(policy framework.BadInputPolicy, src, rec framework.Record, stage string, cause error) error {
+	ev := framework.DropEvent{Reason: "skipped", Record: src, Detail: stage + ": " + cause.Error()}
+	if policy == framework.DeadLetter {
+		if t.dlq == nil {
+			return fmt.Errorf("dead-letter %s/%d@%d: the topology has no dead-letter topic: %w", src.Topic, src.Partition, src.Offset, cause)
+		}
 		dl := framework.Record{Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp}
 		for _, h := range rec.Headers {
 			if h.Key != causal.HeaderKey {
 				dl.Headers = append(dl.Headers, h)
 			}
 		}
-		dl = dl.WithHeader(framework.HeaderDLQTopic, []byte(rec.Topic)).
-			WithHeader(framework.HeaderDLQPartition, []byte(strconv.FormatInt(int64(rec.Partition), 10))).
-			WithHeader(framework.HeaderDLQOffset, []byte(strconv.FormatInt(rec.Offset, 10))).
+		if src.Topic != "" {
+			dl = dl.WithHeader(framework.HeaderDLQTopic, []byte(src.Topic)).
+				WithHeader(framework.HeaderDLQPartition, []byte(strconv.FormatInt(int64(src.Partition), 10))).
+				WithHeader(framework.HeaderDLQOffset, []byte(strconv.FormatInt(src.Offset, 10)))
+		}
+		dl = dl.WithHeader(framework.HeaderDLQStage, []byte(stage)).
 			WithHeader(framework.HeaderDLQError, []byte(cause.Error()))
+		if rec.Topic != "" && rec.Topic != src.Topic {
+			dl = dl.WithHeader(framework.HeaderDLQOutput, []byte(rec.Topic))
+		}
 		if err := t.emit(t.dlq, dl); err != nil {
-			return fmt.Errorf("dead-letter %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+			return fmt.Errorf("dead-letter %s/%d@%d: %w", src.Topic, src.Partition, src.Offset, err)
 		}
 		ev.Reason = "dead-letter"
 	}
 	t.cfg.Observer.Dropped(t.id, ev)
+	return nil
+}
+
+// ProductionError applies the processor's production error policy to an
+// output Kafka refused for good (cause). Under FailTask the task fails,
+// naming the input record that emitted the output, and its snapshot is
+// void, as after a processing failure; the error is returned. Under
+// LogAndSkip the output is dropped and counted. Under DeadLetter the
+// output goes to the dead-letter topic instead: take it with TakeOutputs
+// and produce it in the same transaction. keepValue false leaves the value
+// out of the dead-letter record (when its size was the problem).
+func (t *Task) ProductionError(o Output, cause error, keepValue bool) error {
+	if t.err != nil {
+		return t.err
+	}
+	src := framework.Record{Topic: o.From.Channel.Topic, Partition: o.From.Channel.Partition, Offset: o.From.Offset}
+	policy := t.info.ProductionErrors
+	if policy == framework.FailTask {
+		at := "a punctuation"
+		if src.Topic != "" {
+			at = fmt.Sprintf("input %s/%d@%d", src.Topic, src.Partition, src.Offset)
+		}
+		return t.fail(fmt.Errorf("output to %s emitted for %s was refused: %w", o.Topic, at, cause))
+	}
+	rec := o.Record
+	rec.Topic = o.Topic
+	if !keepValue {
+		rec.Value = nil
+	}
+	if err := t.badInput(policy, src, rec, framework.StageProduce, cause); err != nil {
+		return t.fail(err)
+	}
 	return nil
 }
 
@@ -402,7 +458,11 @@ func (t *Task) emit(o *output, rec framework.Record) error {
 	}
 	rec.Topic, rec.Partition, rec.Offset = "", 0, 0
 	rec.Headers = t.withClock(rec.Headers, stamp)
-	t.outbox = append(t.outbox, Output{Topic: o.topic, Partition: part, Record: rec})
+	out := Output{Topic: o.topic, Partition: part, Record: rec}
+	if t.inRecord {
+		out.From = causal.Entry{Channel: causal.Channel{Topic: t.current.Topic, Partition: t.current.Partition}, Offset: t.current.Offset}
+	}
+	t.outbox = append(t.outbox, out)
 	return nil
 }
 
