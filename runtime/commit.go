@@ -66,16 +66,22 @@ func (w *Worker) commit() error {
 	cl := changelogTopic(w.cfg.ApplicationID)
 	fresh := make(map[*runningTask][]causal.Entry, len(work))
 	for _, p := range work {
-		for _, o := range p.rt.t.TakeOutputs() {
-			p.rt.inTxn = true
-			if err := w.producer.send(o); err != nil {
-				return err
-			}
+		sound, err := w.sendOutputs(p.rt)
+		if err != nil {
+			return err
+		}
+		if !sound {
+			continue // failed on an output Kafka refused: its share stays out
 		}
 		if err := w.writeChangelog(cl, p); err != nil {
 			return err
 		}
 		fresh[p.rt] = p.snap.Offsets
+	}
+	if w.mustAbort {
+		w.log.Warn("a task failed after its outputs were sent: aborting the transaction; the tasks with work in it redo that work")
+		w.abortAndRebuild()
+		return nil
 	}
 	md, err := w.consumer.GetConsumerGroupMetadata()
 	if err != nil {

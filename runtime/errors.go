@@ -91,3 +91,12 @@ func errorCode(err error) kafka.ErrorCode {
 	}
 	return ke.Code()
 }
+
+// tooLarge reports whether err refused a record for its size.
+func tooLarge(err error) bool {
+	switch errorCode(err) {
+	case kafka.ErrMsgSizeTooLarge, kafka.ErrRecordListTooLarge:
+		return true
+	}
+	return false
+}

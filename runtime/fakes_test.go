@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -110,6 +111,7 @@ func (f *fakeKafka) Produce(msg *kafka.Message, _ chan kafka.Event) error {
 		}
 	}
 	cp := *msg
+	cp.Headers = slices.Clone(msg.Headers) // the producer reuses its header list, as librdkafka lets it
 	topic := *msg.TopicPartition.Topic
 	cp.TopicPartition.Topic = &topic
 	f.open = append(f.open, &cp)

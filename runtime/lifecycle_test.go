@@ -23,7 +23,7 @@ var (
 // twoReaders: processor a reads "in" and fails on "poison" while poisoned
 // is set; processor b reads "in" and "side" (so its gate can hold "in"
 // records that claim "side"). Both forward what they process.
-func twoReaders(t *testing.T, poisoned *atomic.Bool) (*framework.Topology, map[string]int32) {
+func twoReaders(t *testing.T, poisoned *atomic.Bool, aOpts ...framework.ProcessorOpt) (*framework.Topology, map[string]int32) {
 	t.Helper()
 	forward := func(fail bool) func() framework.Processor {
 		return func() framework.Processor {
@@ -36,11 +36,12 @@ func twoReaders(t *testing.T, poisoned *atomic.Bool) (*framework.Topology, map[s
 		}
 	}
 	topo, err := framework.NewBuilder("two").
-		Processor("a", forward(true), framework.From("in"), framework.To("out-a")).
+		Processor("a", forward(true), append([]framework.ProcessorOpt{framework.From("in"), framework.To("out-a")}, aOpts...)...).
 		Processor("b", forward(false), framework.From("in", "side"), framework.To("out-b")).
+		DeadLetterTopic("dead").
 		Build()
 	require.NoError(t, err)
-	return topo, map[string]int32{"in": 2, "side": 2, "out-a": 2, "out-b": 2}
+	return topo, map[string]int32{"in": 2, "side": 2, "out-a": 2, "out-b": 2, "dead": 1}
 }
 
 func values(ms []*kafka.Message) []string {
@@ -123,4 +124,64 @@ func TestAbortRebuildsOnlyTheTasksWithWorkInIt(t *testing.T) {
 	w.drainAndCommit(t)
 	assert.ElementsMatch(t, []string{"x", "y"}, values(fake.outputs("out-a")), "exactly once after the abort")
 	assert.ElementsMatch(t, []string{"x", "y"}, values(fake.outputs("out-b")))
+}
+
+// An output Kafka refuses for good (here librdkafka's own size check)
+// goes to the emitting processor's production error policy: the task that
+// emitted it fails, or drops it, or dead-letters it, while every other
+// task keeps committing; the transaction is aborted at most once.
+func TestProductionErrorStaysWithItsTask(t *testing.T) {
+	tests := []struct {
+		give     framework.BadInputPolicy
+		wantA0   TaskState
+		wantOutA []string
+		wantDead int
+	}{
+		{give: framework.FailTask, wantA0: StateFailed, wantOutA: []string{"y", "w"}},
+		{give: framework.LogAndSkip, wantA0: StateRunning, wantOutA: []string{"x", "y", "z", "w"}},
+		{give: framework.DeadLetter, wantA0: StateRunning, wantOutA: []string{"x", "y", "z", "w"}, wantDead: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.give.String(), func(t *testing.T) {
+			var poisoned atomic.Bool
+			topo, counts := twoReaders(t, &poisoned, framework.OnProductionError(tt.give))
+			fake := newFakeKafka(t)
+			fake.produceErr = func(m *kafka.Message) error {
+				if *m.TopicPartition.Topic == "out-a" && string(m.Value) == "big" {
+					return kafka.NewError(kafka.ErrMsgSizeTooLarge, "Broker: Message size too large", false)
+				}
+				return nil
+			}
+			w := newFakeWorker(t, fake, topo, counts)
+			fake.send(in0, "x")
+			fake.send(in0, "big")
+			fake.send(in1, "y")
+			w.drainAndCommit(t)
+			fake.send(in0, "z")
+			fake.send(in1, "w")
+			for range 3 {
+				w.drainAndCommit(t)
+			}
+			a0 := w.taskObject(t, "a/0")
+			require.Equal(t, tt.wantA0, a0.state, "a/0: %v", a0.err)
+			if tt.wantA0 == StateFailed {
+				assert.ErrorContains(t, a0.err, "output to out-a emitted for input in/0@1 was refused")
+				assert.Equal(t, 1, fake.aborts, "one abort for the outputs a/0 had sent, then no more")
+			} else {
+				assert.Zero(t, fake.aborts)
+			}
+			for _, id := range []string{"b/0", "a/1", "b/1"} {
+				assert.Equal(t, StateRunning, w.taskObject(t, id).state, id)
+			}
+			assert.ElementsMatch(t, tt.wantOutA, values(fake.outputs("out-a")))
+			assert.ElementsMatch(t, []string{"x", "big", "y", "z", "w"}, values(fake.outputs("out-b")), "b is untouched by a's error")
+			dead := fake.outputs("dead")
+			require.Len(t, dead, tt.wantDead)
+			if tt.wantDead > 0 {
+				assert.Nil(t, dead[0].Value, "the value that was too large is left out")
+				assert.Contains(t, dead[0].Headers, kafka.Header{Key: framework.HeaderDLQStage, Value: []byte(framework.StageProduce)})
+				assert.Contains(t, dead[0].Headers, kafka.Header{Key: framework.HeaderDLQOffset, Value: []byte("1")})
+			}
+		})
+	}
 }

@@ -224,17 +224,38 @@ func (w *Worker) streamFrom(touched []*runningTask) {
 		if rt.state != StateRunning || rt.t == nil {
 			continue
 		}
+		if _, err := w.sendOutputs(rt); err != nil {
+			w.onCommitError(err)
+			return
+		}
+	}
+}
+
+// sendOutputs produces everything rt's task has emitted into the open
+// transaction. An output Kafka refuses for good goes to the processor's
+// production error policy, which may fail the task or put a dead letter
+// in its place (sent here too, in the same transaction). It reports
+// whether the task is still sound; the error is the transaction's.
+func (w *Worker) sendOutputs(rt *runningTask) (bool, error) {
+	for {
 		outs := rt.t.TakeOutputs()
 		if len(outs) == 0 {
-			continue
+			return true, nil
 		}
 		rt.inTxn = true
 		for _, o := range outs {
-			if err := w.producer.send(o); err != nil {
-				w.onCommitError(err)
-				return
+			err := w.producer.send(o)
+			if err == nil {
+				rt.streamed++
+				continue
+			}
+			if classify(err) != classRecord {
+				return false, err
+			}
+			if err := rt.t.ProductionError(o, err, !tooLarge(err)); err != nil {
+				w.failTask(rt, err)
+				return false, nil
 			}
 		}
-		rt.streamed += len(outs)
 	}
 }

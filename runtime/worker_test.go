@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/runtime"
 	"github.com/causeway-stream/causeway/runtime/embedded"
 )
@@ -36,7 +37,12 @@ func startWorker(t *testing.T, cfg runtime.Config) *runtime.Worker {
 
 func startWorkerWith(t *testing.T, cfg runtime.Config, m *runtime.Metrics) *runtime.Worker {
 	t.Helper()
-	w, err := runtime.NewWorker(cfg, shopTopology(), zaptest.NewLogger(t), m)
+	return startTopology(t, cfg, shopTopology(), m)
+}
+
+func startTopology(t *testing.T, cfg runtime.Config, topo *framework.Topology, m *runtime.Metrics) *runtime.Worker {
+	t.Helper()
+	w, err := runtime.NewWorker(cfg, topo, zaptest.NewLogger(t), m)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -390,6 +390,9 @@ func (t *Task) ProductionError(o Output, cause error, keepValue bool) error {
 	}
 	src := framework.Record{Topic: o.From.Channel.Topic, Partition: o.From.Channel.Partition, Offset: o.From.Offset}
 	policy := t.info.ProductionErrors
+	if t.dlq != nil && o.Topic == t.dlq.topic {
+		policy = framework.FailTask // a dead letter has nowhere else to go
+	}
 	if policy == framework.FailTask {
 		at := "a punctuation"
 		if src.Topic != "" {
