@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 )
@@ -17,15 +18,20 @@ import (
 //	checkpoint key: 'g', processor (uvarint length + bytes), partition (uvarint)
 //	store key:      's', processor, partition, store name (uvarint length + bytes), store key bytes
 //
-// A checkpoint's value is: version byte 1, uvarint count, then per input
+// A checkpoint's value is: version byte 2, uvarint count, then per input
 // channel its topic (uvarint length + bytes) and the next offset the task
-// reads there (uvarint), then the gate checkpoint bytes (the rest). A store
-// record's value is the store value; a nil value deletes the key.
+// reads there (uvarint), then the task's stream time (varint Unix
+// nanoseconds, 0 for none), then the gate checkpoint bytes (the rest).
+// Version 1, written before stream time was kept, has no stream time and
+// is still read. A store record's value is the store value; a nil value
+// deletes the key.
 
 const (
 	kindCheckpoint    = 'g'
 	kindStore         = 's'
-	checkpointVersion = 1
+	checkpointVersion = 2
+	// checkpointV1 lacks the stream time.
+	checkpointV1 = 1
 )
 
 var errBadChangelog = errors.New("malformed changelog record")
@@ -97,8 +103,9 @@ func parseChangelogKey(b []byte) (changelogKey, error) {
 
 // taskCheckpoint is what a task commits besides its stores.
 type taskCheckpoint struct {
-	next map[string]int64 // input topic -> next offset
-	gate []byte
+	next   map[string]int64 // input topic -> next offset
+	stream time.Time        // the task's stream time; zero for none
+	gate   []byte
 }
 
 func (c taskCheckpoint) encode() []byte {
@@ -112,14 +119,20 @@ func (c taskCheckpoint) encode() []byte {
 		b = appendString(b, t)
 		b = binary.AppendUvarint(b, uint64(c.next[t]))
 	}
+	var stream int64
+	if !c.stream.IsZero() {
+		stream = c.stream.UnixNano()
+	}
+	b = binary.AppendVarint(b, stream)
 	return append(b, c.gate...)
 }
 
 func decodeTaskCheckpoint(b []byte) (taskCheckpoint, error) {
 	c := taskCheckpoint{next: map[string]int64{}}
-	if len(b) == 0 || b[0] != checkpointVersion {
+	if len(b) == 0 || (b[0] != checkpointVersion && b[0] != checkpointV1) {
 		return c, fmt.Errorf("%w: checkpoint version", errBadChangelog)
 	}
+	version := b[0]
 	n, l := binary.Uvarint(b[1:])
 	if l <= 0 || n > uint64(len(b)) {
 		return c, errBadChangelog
@@ -136,6 +149,16 @@ func decodeTaskCheckpoint(b []byte) (taskCheckpoint, error) {
 			return c, errBadChangelog
 		}
 		c.next[t], b = int64(off), b[l:]
+	}
+	if version >= checkpointVersion {
+		ns, l := binary.Varint(b)
+		if l <= 0 {
+			return c, fmt.Errorf("%w: stream time", errBadChangelog)
+		}
+		if ns != 0 {
+			c.stream = time.Unix(0, ns)
+		}
+		b = b[l:]
 	}
 	c.gate = b
 	return c, nil

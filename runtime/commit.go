@@ -118,7 +118,7 @@ func (w *Worker) writeChangelog(cl string, p pendingCommit) error {
 	for _, e := range p.snap.Offsets {
 		next[e.Channel.Topic] = e.Offset
 	}
-	cp := taskCheckpoint{next: next, gate: p.snap.Checkpoint}
+	cp := taskCheckpoint{next: next, stream: p.snap.StreamTime, gate: p.snap.Checkpoint}
 	return w.producer.produce(changelogMessage(&cl, p.rt.partition, checkpointKey(p.rt.processor, p.rt.partition), cp.encode()))
 }
 

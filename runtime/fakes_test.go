@@ -177,11 +177,16 @@ func (f *fakeKafka) outputs(topic string) []*kafka.Message {
 // send queues a record on ch for the consumer, with clock header when
 // given, and moves the partition's high watermark past it.
 func (f *fakeKafka) send(ch causal.Channel, value string, clock ...causal.Entry) int64 {
+	return f.sendAt(ch, value, time.Time{}, clock...)
+}
+
+// sendAt is send with the record's timestamp.
+func (f *fakeKafka) sendAt(ch causal.Channel, value string, ts time.Time, clock ...causal.Entry) int64 {
 	off := f.high[ch]
 	f.high[ch] = off + 1
 	topic := ch.Topic
 	m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: ch.Partition, Offset: kafka.Offset(off)},
-		Key: []byte(value), Value: []byte(value)}
+		Key: []byte(value), Value: []byte(value), Timestamp: ts}
 	if len(clock) > 0 {
 		c, err := causal.NewClock(clock...)
 		require.NoError(f.t, err)

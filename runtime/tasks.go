@@ -206,6 +206,7 @@ func (m *taskManager) buildOne(rt *runningTask, r *restoredTask, group map[causa
 			if err := t.RestoreGate(r.checkpoint.gate); err != nil {
 				return err
 			}
+			t.RestoreStreamTime(r.checkpoint.stream)
 		}
 	}
 	if err := m.seedOffsets(rt, r, group); err != nil {

@@ -146,6 +146,7 @@ func (d *Driver) startTask(ts *taskState, processor string, part int32) error {
 			return err
 		}
 	}
+	t.RestoreStreamTime(ts.committed.StreamTime)
 	ts.pos = map[string]int64{}
 	for _, in := range t.Inputs() {
 		next := int64(0)

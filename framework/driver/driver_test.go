@@ -179,3 +179,29 @@ func (p *ticker) Init(ctx framework.Context) error {
 }
 func (p *ticker) Process(framework.Context, framework.Record) error { return nil }
 func (p *ticker) Close() error                                      { return nil }
+
+// A restart keeps the task's stream time: a record late before it is late
+// after it too.
+func TestRestartKeepsStreamTime(t *testing.T) {
+	var seen []time.Time
+	topo, err := framework.NewBuilder("late").Processor("p", func() framework.Processor {
+		return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
+			seen = append(seen, ctx.StreamTime())
+			return nil
+		})
+	}, framework.From("in")).Build()
+	require.NoError(t, err)
+	d, err := driver.New(topo)
+	require.NoError(t, err)
+	in := driver.NewInput(d, "in", serde.String(), serde.String())
+	base := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	_, _, err = in.PipeAt("k", "new", base.Add(time.Hour), driver.ToPartition(0))
+	require.NoError(t, err)
+	require.NoError(t, d.Run())
+	require.NoError(t, d.RestartTask("p/0"))
+	_, _, err = in.PipeAt("k", "old", base, driver.ToPartition(0))
+	require.NoError(t, err)
+	require.NoError(t, d.Run())
+	require.Len(t, seen, 2)
+	assert.Equal(t, base.Add(time.Hour), seen[1], "stream time went back with the restart")
+}

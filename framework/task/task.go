@@ -72,6 +72,11 @@ type Snapshot struct {
 	Offsets    []causal.Entry
 	Checkpoint []byte
 	Changes    map[string][]store.Change
+	// StreamTime is the task's stream time (the largest timestamp it has
+	// processed), which windows, grace and stream-time punctuations are
+	// measured by; restore it with RestoreStreamTime so that a restarted
+	// task drops as late what it would have dropped without the restart.
+	StreamTime time.Time
 }
 
 // Status describes the task for operators.
@@ -223,6 +228,14 @@ func (t *Task) RestoreGate(checkpoint []byte) error {
 		return fmt.Errorf("task %s: %w", t.id, err)
 	}
 	return nil
+}
+
+// RestoreStreamTime restores the stream time of the last committed
+// snapshot before Start.
+func (t *Task) RestoreStreamTime(st time.Time) {
+	if st.After(t.stream) {
+		t.stream = st
+	}
 }
 
 // Seed brings input topic's channel into scope at the offset the consumer
@@ -584,7 +597,7 @@ func (t *Task) Snapshot() (Snapshot, error) {
 	if t.broken {
 		return Snapshot{}, t.err
 	}
-	s := Snapshot{Offsets: t.node.Committable(), Checkpoint: t.node.Checkpoint(), Changes: map[string][]store.Change{}}
+	s := Snapshot{Offsets: t.node.Committable(), Checkpoint: t.node.Checkpoint(), Changes: map[string][]store.Change{}, StreamTime: t.stream}
 	for name, m := range t.kv {
 		if ch := m.TakeChanges(); len(ch) > 0 {
 			s.Changes[name] = ch

@@ -1,0 +1,74 @@
+package runtime
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/framework/serde"
+	"github.com/causeway-stream/causeway/operators"
+)
+
+// Stream time is part of the task's checkpoint: a record that was already
+// late before a rebuild (restart, abort, reassignment) is still dropped as
+// late after it, instead of reopening a closed window (KAFKA-7994).
+func TestLateRecordAfterRebuildIsDroppedAsLate(t *testing.T) {
+	topo, err := framework.NewBuilder("windows").Processor("count",
+		operators.WindowedAggregate(operators.Codec[string, string]{Key: serde.String(), Value: serde.String()}, serde.Int64(), "counts",
+			operators.Tumbling(time.Minute, 0), func() int64 { return 0 }, func(string, string, int64) (int64, error) { return 1, nil }),
+		framework.From("clicks"), framework.To("counts"), framework.Stores(framework.WindowStore("counts", time.Hour))).Build()
+	require.NoError(t, err)
+	fake := newFakeKafka(t)
+	w := newFakeWorker(t, fake, topo, map[string]int32{"clicks": 1, "counts": 1})
+	clicks := causal.Channel{Topic: "clicks"}
+	base := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	fake.sendAt(clicks, "a", base.Add(30*time.Second))
+	fake.sendAt(clicks, "b", base.Add(5*time.Minute)) // closes the 10:00 window
+	w.drainAndCommit(t)
+	require.Len(t, fake.outputs("counts"), 2)
+
+	rt := w.taskObject(t, "count/0")
+	w.rebuild([]*runningTask{rt})
+	require.NoError(t, w.fatalErr)
+	require.Equal(t, StateRunning, rt.state)
+	fake.sendAt(clicks, "late", base.Add(40*time.Second))
+	w.drainAndCommit(t)
+	assert.Len(t, fake.outputs("counts"), 2, "the late record reopened a closed window after the rebuild")
+	assert.InDelta(t, 1, testutil.ToFloat64(w.metrics.Dropped.WithLabelValues("count/0", "late")), 0, "the late record is counted as dropped")
+}
+
+func TestTaskCheckpointCodec(t *testing.T) {
+	at := time.Unix(1_700_000_000, 123)
+	tests := []struct {
+		name string
+		give taskCheckpoint
+	}{
+		{"with stream time", taskCheckpoint{next: map[string]int64{"a": 3, "b": 0}, stream: at, gate: []byte{1, 2}}},
+		{"without stream time", taskCheckpoint{next: map[string]int64{"a": 1}, gate: []byte{9}}},
+		{"empty", taskCheckpoint{next: map[string]int64{}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := decodeTaskCheckpoint(tt.give.encode())
+			require.NoError(t, err)
+			assert.Equal(t, tt.give.next, got.next)
+			assert.True(t, tt.give.stream.Equal(got.stream), "stream time %v, want %v", got.stream, tt.give.stream)
+			assert.Equal(t, string(tt.give.gate), string(got.gate))
+		})
+	}
+	// A version 1 checkpoint, written before stream time was kept, still
+	// reads: no stream time, and its gate bytes intact.
+	v1 := []byte{checkpointV1, 1, 1, 'a', 7, 0xAA}
+	got, err := decodeTaskCheckpoint(v1)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int64{"a": 7}, got.next)
+	assert.True(t, got.stream.IsZero())
+	assert.Equal(t, []byte{0xAA}, got.gate)
+	_, err = decodeTaskCheckpoint([]byte{3})
+	assert.ErrorIs(t, err, errBadChangelog)
+}
