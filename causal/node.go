@@ -2,6 +2,7 @@ package causal
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -284,6 +285,28 @@ func (n *Node[P]) lookup(ch Channel) (int32, error) {
 // offset is dropped before its header is read. Once the node is warm it does
 // not allocate.
 func (n *Node[P]) ReceiveHeader(ch Channel, off int64, header []byte, present bool, payload P) (bool, error) {
+	ok, err := n.receiveHeader(ch, off, header, present, payload)
+	var ce *ClockError
+	if err != nil && errors.As(err, &ce) {
+		n.err = fmt.Errorf("causal: %w: %w", ErrNodeFailed, err)
+		return false, n.err
+	}
+	return ok, err
+}
+
+// ReceiveOrReject is ReceiveHeader for a caller that has a policy for
+// corrupt headers other than failing: a present header that does not
+// decode returns a *ClockError (matching ErrCorruptClock) and leaves the
+// node exactly as it was. The caller then either fails the task itself or
+// takes the record in with present false, as a record that claims nothing,
+// to route it elsewhere (a dead-letter topic): that record alone loses its
+// causal guarantee, and no claim it may have meant to make reaches any
+// stamp.
+func (n *Node[P]) ReceiveOrReject(ch Channel, off int64, header []byte, present bool, payload P) (bool, error) {
+	return n.receiveHeader(ch, off, header, present, payload)
+}
+
+func (n *Node[P]) receiveHeader(ch Channel, off int64, header []byte, present bool, payload P) (bool, error) {
 	idx, fresh, err := n.admit(ch, off)
 	if !fresh || err != nil {
 		return false, err
@@ -291,8 +314,7 @@ func (n *Node[P]) ReceiveHeader(ch Channel, off int64, header []byte, present bo
 	if present {
 		n.rawGroups, n.rawParts, err = decodeRaw(header, n.rawGroups[:0], n.rawParts[:0])
 		if err != nil {
-			n.err = fmt.Errorf("causal: %w: %w", ErrNodeFailed, &ClockError{Channel: ch, Offset: off, Err: err})
-			return false, n.err
+			return false, &ClockError{Channel: ch, Offset: off, Err: err}
 		}
 	}
 	if err := n.inOrder(idx, off); err != nil {

@@ -434,3 +434,27 @@ func TestSessionClaimsProducedAndConsumed(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, s.Clock(), got)
 }
+
+// ReceiveOrReject hands a corrupt header back without failing the node or
+// changing it; the record can then be taken in as claiming nothing.
+func TestReceiveOrRejectLeavesTheNodeAsItWas(t *testing.T) {
+	n := newNode(t, []string{"a/0", "b/0"}, causal.Inputs("a", "b"), causal.Output("out"))
+	recv(t, n, "a/0", 0, "b/0:0") // held: waits for b/0@0
+	before := n.Checkpoint()
+	_, err := n.ReceiveOrReject(ch(t, "a/0"), 1, []byte{1, 1, 3, 'a'}, true, "corrupt")
+	require.ErrorIs(t, err, causal.ErrCorruptClock)
+	require.NotErrorIs(t, err, causal.ErrNodeFailed)
+	var ce *causal.ClockError
+	require.True(t, errors.As(err, &ce))
+	assert.EqualValues(t, 1, ce.Offset)
+	assert.NoError(t, n.Err())
+	assert.Equal(t, before, n.Checkpoint(), "a rejected record folds nothing")
+	assert.Equal(t, 1, n.Held())
+
+	ok, err := n.ReceiveOrReject(ch(t, "a/0"), 1, []byte{1, 1, 3, 'a'}, false, "as empty")
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, err = n.Receive(ch(t, "b/0"), 0, causal.Clock{}, "cause")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"cause", "a/0@0", "as empty"}, drain(n), "FIFO on a/0 holds for the record taken in as claiming nothing")
+}

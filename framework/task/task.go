@@ -30,11 +30,60 @@ type nopObserver struct{}
 func (nopObserver) Dropped(string, framework.DropEvent) {}
 func (nopObserver) Delivered(string, time.Duration)     {}
 
-// received is what the gate holds: the record and when it arrived.
+// received is what the gate holds: the record and when it arrived, and for
+// a record taken in as claiming nothing to be dead-lettered instead of
+// processed, why.
 type received struct {
 	rec framework.Record
 	at  time.Time
+	bad *badRecord
 }
+
+// badRecord says why a received record goes to the dead-letter policy
+// instead of the processor.
+type badRecord struct {
+	stage  string
+	policy framework.BadInputPolicy
+	cause  error
+}
+
+// Skip names a record an operator moved a failed task past: when the task
+// receives it, the record is taken in as claiming nothing and written to
+// the dead-letter topic with Reason, instead of being processed.
+type Skip struct {
+	Record causal.Entry
+	Reason string
+}
+
+// RecordError is a task's failure on one input record: processing it, or
+// sending an output that processing it emitted. It names the record, so an
+// operator can find it, or move the task past it.
+type RecordError struct {
+	// Record is the input record.
+	Record causal.Entry
+	// Stage is framework.StageProcess or framework.StageProduce.
+	Stage string
+	// Output is the topic that refused the output, for StageProduce.
+	Output string
+	Err    error
+}
+
+// Error implements error.
+func (e *RecordError) Error() string {
+	at := fmt.Sprintf("%s@%d", e.Record.Channel, e.Record.Offset)
+	if e.Stage == framework.StageProduce {
+		if e.Record.Channel.Topic == "" {
+			at = "a punctuation"
+		} else {
+			at = "input " + at
+		}
+		return fmt.Sprintf("output to %s emitted for %s was refused: %v", e.Output, at, e.Err)
+	}
+	return fmt.Sprintf("process %s: %v", at, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *RecordError) Unwrap() error { return e.Err }
 
 // Config describes the task to build.
 type Config struct {
@@ -53,6 +102,11 @@ type Config struct {
 	Now func() time.Time
 	// Observer hears about dropped records. Default: none.
 	Observer Observer
+	// DeadLetterTopic is where dead letters go. Default: the topology's
+	// dead-letter topic. Required for Skip.
+	DeadLetterTopic string
+	// Skip lists records to move past (see Skip). Default: none.
+	Skip []Skip
 }
 
 // Output is a record the task emitted, stamped and placed.
@@ -99,21 +153,26 @@ type schedule struct {
 // Task is one processor instance behind its gate. It is not safe for
 // concurrent use.
 type Task struct {
-	id       string
-	cfg      Config
-	info     framework.ProcessorInfo
-	policy   framework.BadInputPolicy
-	dlq      *output // the dead-letter topic, when the policy is DeadLetter
-	node     *causal.Node[received]
-	proc     framework.Processor
-	kv       map[string]*store.Memory
-	windows  map[string]store.Window
-	specs    map[string]framework.StoreSpec
-	outputs  []*output
-	outbox   []Output
-	spare    []Output // the outbox TakeOutputs handed out before the last
-	current  framework.Record
-	inRecord bool // current is the record being processed
+	id     string
+	cfg    Config
+	info   framework.ProcessorInfo
+	policy framework.BadInputPolicy
+	// clockPolicy is what happens to a record whose clock header does not
+	// decode: DeadLetter when the processor's bad input goes to the
+	// dead-letter topic, else FailTask (fail closed). LogAndSkip does not
+	// apply: a record whose claims are lost must leave a record of itself.
+	clockPolicy framework.BadInputPolicy
+	dlq         *output // the dead-letter topic, when anything may write to it
+	node        *causal.Node[received]
+	proc        framework.Processor
+	kv          map[string]*store.Memory
+	windows     map[string]store.Window
+	specs       map[string]framework.StoreSpec
+	outputs     []*output
+	outbox      []Output
+	spare       []Output // the outbox TakeOutputs handed out before the last
+	current     framework.Record
+	inRecord    bool // current is the record being processed
 	// Stamps and output header lists are carved from slabs, so that an
 	// output costs no allocation of its own; a slab is never written again
 	// once carved, and lives as long as any output that points into it.
@@ -154,7 +213,21 @@ func New(cfg Config) (*Task, error) {
 		return nil, fmt.Errorf("task: %w", err)
 	}
 	policy, _ := cfg.Topology.BadInput()
-	dlq := cfg.Topology.DeadLetterTopic()
+	if cfg.DeadLetterTopic == "" {
+		cfg.DeadLetterTopic = cfg.Topology.DeadLetterTopic()
+	}
+	dlq := cfg.DeadLetterTopic
+	if len(cfg.Skip) > 0 && dlq == "" {
+		return nil, errors.New("task: skipping a record needs a dead-letter topic")
+	}
+	// The dead-letter output joins the gate only where something may
+	// write to it: every output costs the gate a fold per received record.
+	usesDLQ := len(cfg.Skip) > 0 || info.ProductionErrors == framework.DeadLetter ||
+		info.ProcessingPolicy(framework.ErrDeserialize, policy) == framework.DeadLetter ||
+		info.ProcessingPolicy(nil, policy) == framework.DeadLetter
+	if !usesDLQ {
+		dlq = ""
+	}
 	if dlq != "" {
 		opts = append(opts, causal.Output(dlq))
 	}
@@ -166,15 +239,16 @@ func New(cfg Config) (*Task, error) {
 		return nil, fmt.Errorf("task: %w", err)
 	}
 	t := &Task{
-		id:      ID(cfg.Processor, cfg.Partition),
-		cfg:     cfg,
-		info:    info,
-		policy:  policy,
-		node:    node,
-		proc:    info.New(),
-		kv:      map[string]*store.Memory{},
-		windows: map[string]store.Window{},
-		specs:   map[string]framework.StoreSpec{},
+		id:          ID(cfg.Processor, cfg.Partition),
+		cfg:         cfg,
+		info:        info,
+		policy:      policy,
+		clockPolicy: clockPolicy(info, policy),
+		node:        node,
+		proc:        info.New(),
+		kv:          map[string]*store.Memory{},
+		windows:     map[string]store.Window{},
+		specs:       map[string]framework.StoreSpec{},
 	}
 	t.ctx = &taskContext{t: t}
 	for _, o := range info.Outputs {
@@ -191,6 +265,11 @@ func New(cfg Config) (*Task, error) {
 		}
 	}
 	return t, nil
+}
+
+// entryOf names where rec was read.
+func entryOf(rec framework.Record) causal.Entry {
+	return causal.Entry{Channel: causal.Channel{Topic: rec.Topic, Partition: rec.Partition}, Offset: rec.Offset}
 }
 
 // ID names a task as "processor/partition".
@@ -289,10 +368,48 @@ func (t *Task) Receive(rec framework.Record) error {
 	header, present := rec.Header(causal.HeaderKey)
 	ch := causal.Channel{Topic: rec.Topic, Partition: rec.Partition}
 	now := t.cfg.Now()
-	if _, err := t.node.ReceiveHeader(ch, rec.Offset, header, present, received{rec: rec, at: now}); err != nil {
+	in := received{rec: rec, at: now}
+	if len(t.cfg.Skip) > 0 {
+		if reason, ok := t.skipped(ch, rec.Offset); ok {
+			in.bad = &badRecord{stage: framework.StageSkip, policy: framework.DeadLetter, cause: errors.New(reason)}
+			present = false
+		}
+	}
+	if t.clockPolicy == framework.FailTask || in.bad != nil {
+		if _, err := t.node.ReceiveHeader(ch, rec.Offset, header, present, in); err != nil {
+			return t.refuse(err)
+		}
+		return t.drain(now)
+	}
+	_, err := t.node.ReceiveOrReject(ch, rec.Offset, header, present, in)
+	if errors.Is(err, causal.ErrCorruptClock) {
+		// Bad input under a policy that goes on: the record is taken in as
+		// claiming nothing, and dead-lettered or skipped when it is due.
+		in.bad = &badRecord{stage: framework.StageClock, policy: t.clockPolicy, cause: err}
+		_, err = t.node.ReceiveHeader(ch, rec.Offset, header, false, in)
+	}
+	if err != nil {
 		return t.refuse(err)
 	}
 	return t.drain(now)
+}
+
+func clockPolicy(info framework.ProcessorInfo, badInput framework.BadInputPolicy) framework.BadInputPolicy {
+	if info.ProcessingPolicy(framework.ErrDeserialize, badInput) == framework.DeadLetter {
+		return framework.DeadLetter
+	}
+	return framework.FailTask
+}
+
+// skipped reports whether the record at off on ch is one to move past, and
+// why.
+func (t *Task) skipped(ch causal.Channel, off int64) (string, bool) {
+	for _, s := range t.cfg.Skip {
+		if s.Record.Channel == ch && s.Record.Offset == off {
+			return s.Reason, true
+		}
+	}
+	return "", false
 }
 
 // Advance reports the consumer's position on an input with nothing more to
@@ -318,6 +435,12 @@ func (t *Task) drain(now time.Time) error {
 		if !d.Payload.at.IsZero() {
 			t.cfg.Observer.Delivered(t.id, now.Sub(d.Payload.at))
 		}
+		if b := d.Payload.bad; b != nil {
+			if err := t.badInput(b.policy, d.Payload.rec, d.Payload.rec, b.stage, b.cause); err != nil {
+				return t.fail(err)
+			}
+			continue
+		}
 		if err := t.process(d.Payload.rec); err != nil {
 			return t.fail(err)
 		}
@@ -335,7 +458,7 @@ func (t *Task) process(rec framework.Record) error {
 	if err != nil {
 		policy := t.info.ProcessingPolicy(err, t.policy)
 		if policy == framework.FailTask {
-			return fmt.Errorf("process %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, err)
+			return &RecordError{Record: entryOf(rec), Stage: framework.StageProcess, Err: err}
 		}
 		// Outputs emitted for a record that failed are discarded with it.
 		clear(t.outbox[mark:])
@@ -407,11 +530,7 @@ func (t *Task) ProductionError(o Output, cause error, keepValue bool) error {
 		policy = framework.FailTask // a dead letter has nowhere else to go
 	}
 	if policy == framework.FailTask {
-		at := "a punctuation"
-		if src.Topic != "" {
-			at = fmt.Sprintf("input %s/%d@%d", src.Topic, src.Partition, src.Offset)
-		}
-		return t.fail(fmt.Errorf("output to %s emitted for %s was refused: %w", o.Topic, at, cause))
+		return t.fail(&RecordError{Record: o.From, Stage: framework.StageProduce, Output: o.Topic, Err: cause})
 	}
 	rec := o.Record
 	rec.Topic = o.Topic
@@ -476,7 +595,7 @@ func (t *Task) emit(o *output, rec framework.Record) error {
 	rec.Headers = t.withClock(rec.Headers, stamp)
 	out := Output{Topic: o.topic, Partition: part, Record: rec}
 	if t.inRecord {
-		out.From = causal.Entry{Channel: causal.Channel{Topic: t.current.Topic, Partition: t.current.Partition}, Offset: t.current.Offset}
+		out.From = entryOf(t.current)
 	}
 	t.outbox = append(t.outbox, out)
 	return nil

@@ -180,7 +180,9 @@ func (p *streamTicker) Process(ctx framework.Context, rec framework.Record) erro
 	return nil
 }
 
-// A corrupt clock header fails the task, naming channel and offset.
+// A corrupt clock header fails the task, naming channel and offset, under
+// every bad-input policy but DeadLetter: skipping it would lose its claims
+// with only a log line to show for it.
 func TestCorruptClockFailsTask(t *testing.T) {
 	tk := newTask(t, framework.LogAndSkip, &recorder{})
 	rec := in(0, "1").WithHeader(causal.HeaderKey, []byte{9})
@@ -188,6 +190,50 @@ func TestCorruptClockFailsTask(t *testing.T) {
 	require.ErrorIs(t, err, causal.ErrCorruptClock)
 	assert.Contains(t, err.Error(), "in/0 at offset 0")
 	assert.ErrorIs(t, tk.Status().Err, causal.ErrCorruptClock)
+}
+
+// Under DeadLetter a corrupt clock header sends its record to the
+// dead-letter topic, taken in as claiming nothing, and the task goes on.
+func TestCorruptClockUnderDeadLetter(t *testing.T) {
+	obs := &recorder{}
+	tk := newTask(t, framework.DeadLetter, obs)
+	require.NoError(t, tk.Receive(in(0, "1").WithHeader(causal.HeaderKey, []byte{9})))
+	require.NoError(t, tk.Receive(in(1, "2")))
+	outs := tk.TakeOutputs()
+	require.Len(t, outs, 3)
+	assert.Equal(t, "dlq", outs[0].Topic)
+	stage, _ := outs[0].Record.Header(framework.HeaderDLQStage)
+	assert.Equal(t, framework.StageClock, string(stage))
+	assert.Equal(t, "1", string(outs[0].Record.Value))
+	assert.Equal(t, "out", outs[2].Topic)
+	assert.Equal(t, "4", string(outs[2].Record.Value))
+	snap, err := tk.Snapshot()
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, snap.Offsets[0].Offset)
+}
+
+// A record an operator skips is dead-lettered with the reason, even when
+// its clock header is corrupt, and the records after it are processed.
+func TestSkipMovesPastTheRecord(t *testing.T) {
+	topo, err := framework.NewBuilder("t").Processor("double", numbers, framework.From("in"), framework.To("out")).Build()
+	require.NoError(t, err)
+	tk, err := task.New(task.Config{Topology: topo, Processor: "double", DeadLetterTopic: "dead",
+		OutputPartitions: func(string) (int32, error) { return 1, nil },
+		Skip:             []task.Skip{{Record: causal.Entry{Channel: causal.Channel{Topic: "in"}, Offset: 1}, Reason: "operator skipped it"}}})
+	require.NoError(t, err)
+	require.NoError(t, tk.Seed("in", 0))
+	require.NoError(t, tk.Start())
+	require.NoError(t, tk.Receive(in(0, "1")))
+	require.NoError(t, tk.Receive(in(1, "x").WithHeader(causal.HeaderKey, []byte{9})))
+	require.NoError(t, tk.Receive(in(2, "3")))
+	var got []string
+	for _, o := range tk.TakeOutputs() {
+		got = append(got, o.Topic+":"+string(o.Record.Value))
+	}
+	assert.Equal(t, []string{"out:emitted before decoding", "out:2", "dead:x", "out:emitted before decoding", "out:6"}, got)
+	_, err = task.New(task.Config{Topology: topo, Processor: "double", Skip: []task.Skip{{}},
+		OutputPartitions: func(string) (int32, error) { return 1, nil }})
+	assert.ErrorContains(t, err, "needs a dead-letter topic")
 }
 
 // A task that refused a corrupt record can still commit everything before
