@@ -31,6 +31,9 @@ type ChannelStatus struct {
 	Blocked       bool
 	WaitingFor    Channel
 	WaitingOffset int64
+	// HeadOffset is the offset of the record at the head of the queue, the
+	// one that waits when Blocked; -1 when nothing is held.
+	HeadOffset int64
 }
 
 // Node is the delivery gate of one task: one processor instance and the
@@ -798,7 +801,10 @@ func (n *Node[P]) Held() int {
 func (n *Node[P]) Status() []ChannelStatus {
 	out := make([]ChannelStatus, 0, len(n.chans))
 	for _, cs := range n.chans {
-		st := ChannelStatus{Channel: cs.ch, Frontier: cs.frontier, Held: cs.q.len()}
+		st := ChannelStatus{Channel: cs.ch, Frontier: cs.frontier, Held: cs.q.len(), HeadOffset: -1}
+		if cs.q.len() > 0 {
+			st.HeadOffset = cs.q.first().off
+		}
 		if cs.waitOn >= 0 {
 			st.Blocked = true
 			st.WaitingFor = n.chans[cs.waitOn].ch

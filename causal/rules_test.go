@@ -350,7 +350,8 @@ func TestStatusNamesTheClaimAHeadWaitsFor(t *testing.T) {
 	st := n.Status()
 	require.Len(t, st, 3)
 	assert.Equal(t, causal.ChannelStatus{Channel: ch(t, "a/0"), Frontier: -1, Held: 2, Blocked: true,
-		WaitingFor: ch(t, "b/0"), WaitingOffset: 3}, st[0])
+		WaitingFor: ch(t, "b/0"), WaitingOffset: 3, HeadOffset: 0}, st[0])
+	assert.EqualValues(t, -1, st[1].HeadOffset, "nothing held on b/0")
 	require.NoError(t, n.Advance(ch(t, "b/0"), 4))
 	st = n.Status()
 	assert.Equal(t, ch(t, "c/0"), st[0].WaitingFor, "moves on to the next unmet claim")

@@ -1,11 +1,9 @@
 package runtime
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/causal"
@@ -143,30 +141,6 @@ func (w *Worker) onCommitError(err error) {
 	w.abortAndRebuild()
 }
 
-// abortAndRebuild aborts the open transaction and rebuilds, from committed
-// state, exactly the tasks that had effects in it; the others keep their
-// state, and what they hold. A failed task among them lets its state go
-// and stays failed at its committed offsets: only a restart runs it again,
-// so a record that fails every time cannot abort and rebuild forever.
-func (w *Worker) abortAndRebuild() {
-	var rebuild []*runningTask
-	for _, rt := range w.tasks.tasks {
-		if !rt.inTxn {
-			continue
-		}
-		rt.inTxn = false
-		if rt.state == StateFailed {
-			w.tasks.closeTask(rt)
-			continue
-		}
-		rebuild = append(rebuild, rt)
-	}
-	w.abort()
-	if w.fatalErr == nil {
-		w.rebuild(rebuild)
-	}
-}
-
 // abort aborts the open transaction, if any.
 func (w *Worker) abort() {
 	w.mustAbort = false
@@ -176,54 +150,4 @@ func (w *Worker) abort() {
 	if err := w.producer.abort(); err != nil {
 		w.fatalErr = err
 	}
-}
-
-// rebuild throws the given tasks away and builds them again from what was
-// committed, then rewinds their channels; other tasks keep their state and
-// skip what they have already received. Never patch in memory.
-func (w *Worker) rebuild(rts []*runningTask) {
-	if len(rts) == 0 {
-		return
-	}
-	ids := make([]string, len(rts))
-	for i, rt := range rts {
-		ids[i] = rt.id
-	}
-	w.log.Info("rebuilding tasks from committed state", zap.Strings("tasks", ids))
-	if err := w.tasks.build(rts); err != nil {
-		if !errors.Is(err, ErrStopped) {
-			w.fatalErr = err
-		}
-		return
-	}
-	w.pump.last = nil
-	for ch, off := range w.tasks.rewind(rts) {
-		topic := ch.Topic
-		if err := w.consumer.Seek(kafka.TopicPartition{Topic: &topic, Partition: ch.Partition, Offset: kafka.Offset(off)}, 0); err != nil {
-			w.fatalErr = fmt.Errorf("rewind %s to offset %d for rebuilt tasks: %w", ch, off, err)
-			return
-		}
-	}
-	w.publishStatus()
-}
-
-// restart commits what the tasks have done, then rebuilds the failed task
-// id from its committed state, and only it; the consumer rewinds its
-// channels. A task that is not failed is left as it is (ErrNotFailed), so
-// repeated requests rebuild nothing twice.
-func (w *Worker) restart(id string) error {
-	rt, ok := w.tasks.find(id)
-	if !ok {
-		return fmt.Errorf("%w: %q", ErrNoTask, id)
-	}
-	if rt.state != StateFailed {
-		return fmt.Errorf("%w: %s is %s", ErrNotFailed, id, rt.state)
-	}
-	if err := w.commit(); err != nil {
-		w.onCommitError(err)
-		return err
-	}
-	w.log.Info("restarting task from its committed state", zap.String("task", id))
-	w.rebuild([]*runningTask{rt})
-	return w.fatalErr
 }

@@ -90,6 +90,12 @@ type Config struct {
 	// GateOff delivers records on arrival, ignoring clocks. For
 	// measurements and demonstrations only. Flag --gate=off.
 	GateOff bool
+	// AdminToken, when set, is required as "Authorization: Bearer <token>"
+	// on the HTTP endpoints that change something (restart, skip). Default
+	// empty: those endpoints are open to whoever can reach HTTPAddr, which
+	// by default is this machine only. Flag --admin-token, env
+	// CAUSEWAY_ADMIN_TOKEN.
+	AdminToken string
 	// Development switches logs to a human-readable console format.
 	// Flag --dev, env CAUSEWAY_DEV.
 	Development bool
@@ -162,6 +168,7 @@ func Load(args []string, env func(string) string) (Config, error) {
 	fs.IntVar(&c.MaxHeldPerChannel, "max-held-per-channel", c.MaxHeldPerChannel, "hold-queue bound per channel before pausing it")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound on a graceful stop")
 	fs.StringVar(&gate, "gate", envOr(env, "CAUSEWAY_GATE", gate), "on, or off to deliver without causal order (demonstrations only)")
+	fs.StringVar(&c.AdminToken, "admin-token", env("CAUSEWAY_ADMIN_TOKEN"), "bearer token required by the HTTP endpoints that change something (default: none)")
 	fs.BoolVar(&c.Development, "dev", env("CAUSEWAY_DEV") == "true", "console logs")
 	kafka := kafkaFlag(c.Kafka)
 	for _, kv := range os.Environ() {

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/runtime"
 )
 
@@ -69,6 +70,7 @@ func TestCorruptHeaderFailsOnlyItsTask(t *testing.T) {
 
 	cfg := testConfig(t, b.Addr(), "shop-corrupt")
 	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.AdminToken = "s3cret"
 	w, err := runtime.NewWorker(cfg, shopTopology(), zaptest.NewLogger(t), nil)
 	require.NoError(t, err)
 	srv := runtime.NewServer(cfg.HTTPAddr, w, zaptest.NewLogger(t))
@@ -134,6 +136,10 @@ func TestCorruptHeaderFailsOnlyItsTask(t *testing.T) {
 	// A restart retries the record, and fails on it again.
 	resp, err = http.Post("http://"+srv.Addr()+"/tasks/ledger/0/restart", "", nil)
 	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a restart without the admin token")
+	resp, err = adminPost(t, srv.Addr(), "/tasks/ledger/0/restart", "s3cret")
+	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusAccepted, resp.StatusCode, string(body))
@@ -143,16 +149,48 @@ func TestCorruptHeaderFailsOnlyItsTask(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond, "status after restart: %+v", getStatus(t, srv.Addr()))
 	assert.Equal(t, bad, committedOffset(t, b.Addr(), "shop-corrupt", "payments", 0))
 
-	resp, err = http.Post("http://"+srv.Addr()+"/tasks/nope/9/restart", "", nil)
+	resp, err = adminPost(t, srv.Addr(), "/tasks/nope/9/restart", "s3cret")
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+
+	// Skipping moves the task past the corrupt record: it goes to the
+	// dead-letter topic, and the payment after it is processed, once.
+	resp, err = adminPost(t, srv.Addr(), "/tasks/ledger/0/skip", "wrong")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	resp, err = adminPost(t, srv.Addr(), "/tasks/ledger/0/skip", "s3cret")
+	require.NoError(t, err)
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, string(body))
+	assert.Contains(t, string(body), fmt.Sprintf("past payments/0@%d", bad))
+	dead := readCommitted(t, b.Addr(), "shop-corrupt-dead-letter", 1, 30*time.Second)
+	require.Len(t, dead, 1)
+	assert.Equal(t, "a-p1", string(dead[0].Value))
+	assert.Contains(t, dead[0].Headers, kafka.Header{Key: framework.HeaderDLQStage, Value: []byte(framework.StageSkip)})
+	verdicts = readCommitted(t, b.Addr(), "verdicts", 3, 30*time.Second)
+	got = got[:0]
+	for _, v := range verdicts {
+		got = append(got, string(v.Value))
+	}
+	assert.ElementsMatch(t, []string{"a-p0 known=true n=1", "b-p0 known=true n=1", "a-p2 known=true n=2"}, got)
+	require.Eventually(t, func() bool {
+		return committedOffset(t, b.Addr(), "shop-corrupt", "payments", 0) == bad+2
+	}, 10*time.Second, 100*time.Millisecond, "committed past the skipped record and the one after it")
+	ts, _ := taskState(getStatus(t, srv.Addr()), "ledger/0")
+	assert.Equal(t, runtime.StateRunning, ts.State)
+	resp, err = adminPost(t, srv.Addr(), "/tasks/ledger/0/skip", "s3cret")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "a second skip changes nothing")
 
 	metrics, err := http.Get("http://" + srv.Addr() + "/metrics")
 	require.NoError(t, err)
 	mb, _ := io.ReadAll(metrics.Body)
 	metrics.Body.Close()
-	assert.Contains(t, string(mb), `causeway_task_state{state="FAILED",task="ledger/0"} 1`)
+	assert.Contains(t, string(mb), `causeway_task_state{state="RUNNING",task="ledger/0"} 1`)
 	assert.Contains(t, string(mb), "causeway_transaction_commits_total")
 }
 
@@ -166,4 +204,13 @@ func committedOffset(t *testing.T, addr, group, topic string, partition int32) i
 	got, err := c.Committed([]kafka.TopicPartition{{Topic: &topic, Partition: partition}}, 5000)
 	require.NoError(t, err)
 	return int64(got[0].Offset)
+}
+
+// adminPost posts to a worker's endpoint with the admin token.
+func adminPost(t *testing.T, addr, path, token string) (*http.Response, error) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+path, nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	return http.DefaultClient.Do(req)
 }

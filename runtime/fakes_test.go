@@ -244,3 +244,12 @@ func (w *Worker) taskObject(t *testing.T, id string) *runningTask {
 	require.True(t, ok, id)
 	return rt
 }
+
+// restart serves a restart request for id, as the pump does.
+func (w *Worker) restart(id string) error { return w.serve(taskRequest{id: id}).err }
+
+// skipRecord serves a skip request for id, as the pump does.
+func (w *Worker) skipRecord(id string) (causal.Entry, error) {
+	r := w.serve(taskRequest{id: id, skip: true})
+	return r.skipped, r.err
+}

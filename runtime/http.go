@@ -2,12 +2,12 @@ package runtime
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -21,6 +21,10 @@ import (
 //	GET  /metrics              Prometheus metrics
 //	GET  /status               JSON Status
 //	POST /tasks/{id}/restart   rebuild a failed task, and no other, from its committed state
+//	POST /tasks/{id}/skip      move a failed task past the record it failed on, into the dead-letter topic
+//
+// The POST endpoints require Config.AdminToken as a bearer token when one
+// is set.
 type Server struct {
 	w    *Worker
 	log  *zap.Logger
@@ -37,7 +41,8 @@ func NewServer(addr string, w *Worker, log *zap.Logger) *Server {
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(w.metrics.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /status", s.statusJSON)
-	mux.HandleFunc("POST /tasks/{processor}/{partition}/restart", s.restart)
+	mux.HandleFunc("POST /tasks/{processor}/{partition}/restart", s.admin(s.restart))
+	mux.HandleFunc("POST /tasks/{processor}/{partition}/skip", s.admin(s.skip))
 	s.srv = &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	return s
 }
@@ -103,20 +108,61 @@ func (s *Server) statusJSON(rw http.ResponseWriter, _ *http.Request) {
 	}
 }
 
+// admin lets a request through to h only with the admin token, when one
+// is set.
+func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
+	token := s.w.cfg.AdminToken
+	if token == "" {
+		return h
+	}
+	want := []byte("Bearer " + token)
+	return func(rw http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			rw.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(rw, "this endpoint needs the admin token (Authorization: Bearer <token>)", http.StatusUnauthorized)
+			return
+		}
+		h(rw, r)
+	}
+}
+
 func (s *Server) restart(rw http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("processor") + "/" + r.PathValue("partition")
 	ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
 	defer cancel()
 	err := s.w.RestartTask(ctx, id)
+	if err == nil {
+		rw.WriteHeader(http.StatusAccepted)
+		fmt.Fprintf(rw, "task %s restarted from its committed state\n", id)
+		return
+	}
+	s.taskError(rw, err, "restart")
+}
+
+func (s *Server) skip(rw http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("processor") + "/" + r.PathValue("partition")
+	ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
+	defer cancel()
+	rec, err := s.w.SkipRecord(ctx, id)
+	if err == nil {
+		rw.WriteHeader(http.StatusAccepted)
+		fmt.Fprintf(rw, "task %s restarted past %s@%d, which goes to %s\n", id, rec.Channel, rec.Offset, s.w.DeadLetterTopic())
+		return
+	}
+	s.taskError(rw, err, "skip")
+}
+
+// taskError answers a failed restart or skip request.
+func (s *Server) taskError(rw http.ResponseWriter, err error, what string) {
 	switch {
 	case errors.Is(err, ErrNoTask):
 		http.Error(rw, err.Error(), http.StatusNotFound)
 	case errors.Is(err, ErrNotFailed):
-		fmt.Fprintf(rw, "%v: nothing to restart\n", err)
-	case err != nil:
-		http.Error(rw, err.Error(), http.StatusInternalServerError)
+		// Idempotent: asking again after it worked changes nothing.
+		fmt.Fprintf(rw, "%v: nothing to %s\n", err, what)
+	case errors.Is(err, ErrNoRecord):
+		http.Error(rw, err.Error(), http.StatusConflict)
 	default:
-		rw.WriteHeader(http.StatusAccepted)
-		fmt.Fprintf(rw, "task %s restarted\n", strings.TrimSpace(id))
+		http.Error(rw, err.Error(), http.StatusInternalServerError)
 	}
 }

@@ -185,3 +185,49 @@ func TestProductionErrorStaysWithItsTask(t *testing.T) {
 		})
 	}
 }
+
+// Skipping moves a failed task past the record it failed on: the record
+// goes to the dead-letter topic with the reason, in the same transaction
+// as the offsets past it, and the task processes what follows exactly
+// once, even when that transaction first aborts.
+func TestSkipMovesAFailedTaskPastItsRecord(t *testing.T) {
+	var poisoned atomic.Bool
+	poisoned.Store(true) // and never fixed
+	topo, counts := twoReaders(t, &poisoned)
+	fake := newFakeKafka(t)
+	w := newFakeWorker(t, fake, topo, counts)
+	fake.send(in0, "x")
+	fake.send(in0, "poison")
+	fake.send(in0, "after")
+	w.drainAndCommit(t)
+	a0 := w.taskObject(t, "a/0")
+	require.Equal(t, StateFailed, a0.state)
+	b0 := w.taskObject(t, "b/0").t
+
+	_, err := w.skipRecord("b/0")
+	assert.ErrorIs(t, err, ErrNotFailed)
+	rec, err := w.skipRecord("a/0")
+	require.NoError(t, err)
+	assert.Equal(t, causal.Entry{Channel: in0, Offset: 1}, rec)
+	assert.Same(t, b0, w.taskObject(t, "b/0").t, "skipping a/0 rebuilt b/0")
+
+	// The first transaction after the skip aborts: the rebuilt task still
+	// knows to skip.
+	fake.commitErr = kafka.NewError(kafka.ErrTransport, "injected", false)
+	w.drainAndCommit(t)
+	require.Equal(t, 1, fake.aborts)
+	w.drainAndCommit(t)
+	require.Equal(t, StateRunning, a0.state, "a/0: %v", a0.err)
+	assert.Equal(t, []string{"x", "after"}, values(fake.outputs("out-a")))
+	assert.Equal(t, []string{"x", "poison", "after"}, values(fake.outputs("out-b")))
+	dead := fake.outputs("dead")
+	require.Len(t, dead, 1, "one dead letter, committed once")
+	assert.Equal(t, "poison", string(dead[0].Value))
+	hs := map[string]string{}
+	for _, h := range dead[0].Headers {
+		hs[h.Key] = string(h.Value)
+	}
+	assert.Equal(t, framework.StageSkip, hs[framework.HeaderDLQStage])
+	assert.Contains(t, hs[framework.HeaderDLQError], "process in/0@1: poisoned")
+	assert.Equal(t, int64(3), fake.groupOffs[in0], "in/0 is committed past the skipped record")
+}

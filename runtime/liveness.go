@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -76,8 +75,8 @@ func (w *Worker) checkUnsatisfiable(position map[causal.Channel]int64) {
 			if err != nil || pos < high || b.off < high {
 				continue
 			}
-			w.failTask(rt, fmt.Errorf("the head of %s claims %s up to offset %d, which can never be met: %s ends at offset %d "+
-				"and the consumer has read it all; the producer of that record stamped an offset that does not exist", ch, b.on, b.off, b.on, high-1))
+			w.failTask(rt, &UnsatisfiableClaimError{Record: causal.Entry{Channel: ch, Offset: b.head},
+				Claim: causal.Entry{Channel: b.on, Offset: b.off}, End: high})
 		}
 	}
 }

@@ -82,8 +82,8 @@ func (w *Worker) publishStatus() {
 				if c.Blocked {
 					cs.Blocked, cs.WaitingFor, cs.WaitingOffset = true, c.WaitingFor.String(), c.WaitingOffset
 					b, ok := rt.blocked[c.Channel]
-					if !ok || b.on != c.WaitingFor || b.off != c.WaitingOffset {
-						b = blockedSince{on: c.WaitingFor, off: c.WaitingOffset, since: now}
+					if !ok || b.head != c.HeadOffset || b.on != c.WaitingFor || b.off != c.WaitingOffset {
+						b = blockedSince{head: c.HeadOffset, on: c.WaitingFor, off: c.WaitingOffset, since: now}
 						rt.blocked[c.Channel] = b
 					}
 					since := b.since

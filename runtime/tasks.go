@@ -47,9 +47,13 @@ type runningTask struct {
 	// seeded), which is what the task resumes from.
 	committed map[string]int64
 	blocked   map[causal.Channel]blockedSince
+	// skip lists the records an operator moved the task past; every build
+	// of the task dead-letters them instead of processing them.
+	skip []task.Skip
 }
 
 type blockedSince struct {
+	head    int64 // offset of the waiting record
 	on      causal.Channel
 	off     int64
 	since   time.Time
@@ -94,6 +98,8 @@ type taskManager struct {
 	restore restoreFunc
 	// clock is the tasks' clock (the pump's time of its last poll).
 	clock func() time.Time
+	// deadLetter is where the tasks' dead letters go.
+	deadLetter string
 
 	tasks     []*runningTask
 	routes    map[causal.Channel]*route
@@ -188,6 +194,7 @@ func (m *taskManager) buildOne(rt *runningTask, r *restoredTask, group map[causa
 	t, err := task.New(task.Config{
 		Topology: m.topo, Processor: rt.processor, Partition: rt.partition,
 		OutputPartitions: m.partitionCount, GateOff: m.cfg.GateOff, Now: m.clock,
+		DeadLetterTopic: m.deadLetter, Skip: rt.skip,
 		Observer: taskObserver{m: m, deliveries: m.metrics.Deliveries.WithLabelValues(rt.id)},
 	})
 	if err != nil {
@@ -369,6 +376,27 @@ func (m *taskManager) inputCounter(topic string) prometheus.Counter {
 	return c
 }
 
+// failedRecord returns the input record a task failure names, if any.
+func failedRecord(err error) (causal.Entry, bool) {
+	var re *task.RecordError
+	if errors.As(err, &re) && re.Record.Channel.Topic != "" {
+		return re.Record, true
+	}
+	var ce *causal.ClockError
+	if errors.As(err, &ce) {
+		return causal.Entry{Channel: ce.Channel, Offset: ce.Offset}, true
+	}
+	var de *framework.DeserializeError
+	if errors.As(err, &de) {
+		return causal.Entry{Channel: causal.Channel{Topic: de.Topic, Partition: de.Partition}, Offset: de.Offset}, true
+	}
+	var ue *UnsatisfiableClaimError
+	if errors.As(err, &ue) {
+		return ue.Record, true
+	}
+	return causal.Entry{}, false
+}
+
 // fail marks rt failed with err (the first failure sticks) and logs it
 // with the record it names. It reports whether the open transaction must
 // abort: the task failed part-way through a record after streaming
@@ -379,15 +407,10 @@ func (m *taskManager) fail(rt *runningTask, err error) (mustAbort bool) {
 	}
 	rt.state, rt.err = StateFailed, err
 	fields := []zap.Field{zap.String("task", rt.id), zap.Error(err)}
-	var ce *causal.ClockError
-	if errors.As(err, &ce) {
-		fields = append(fields, zap.Stringer("channel", ce.Channel), zap.Int64("offset", ce.Offset))
+	if rec, ok := failedRecord(err); ok {
+		fields = append(fields, zap.Stringer("channel", rec.Channel), zap.Int64("offset", rec.Offset))
 	}
-	var de *framework.DeserializeError
-	if errors.As(err, &de) {
-		fields = append(fields, zap.String("channel", partitionString(de.Topic, de.Partition)), zap.Int64("offset", de.Offset))
-	}
-	m.log.Error("task failed; its offsets stay at the last commit (POST /tasks/"+rt.id+"/restart to retry)", fields...)
+	m.log.Error("task failed; its offsets stay at the last commit (POST /tasks/"+rt.id+"/restart to retry, /skip to move past the record)", fields...)
 	return rt.t != nil && rt.t.Broken() && rt.streamed > 0
 }
 

@@ -27,6 +27,8 @@ type topicManager struct {
 	topo  *framework.Topology
 	cfg   Config
 	log   *zap.Logger
+	// deadLetter is the dead-letter topic, created when missing.
+	deadLetter string
 }
 
 // ensureTopics reads the partition counts of every topic the topology uses,
@@ -52,8 +54,13 @@ func (tm topicManager) ensureTopics(ctx context.Context) (map[string]int32, erro
 		counts[name] = partitions
 	}
 	topics := tm.topo.Topics()
-	if dlq := tm.topo.DeadLetterTopic(); dlq != "" {
-		topics = append(topics, framework.TopicInfo{Name: dlq})
+	switch {
+	case tm.topo.DeadLetterTopic() != "":
+		// Named by the application: created like its other topics.
+		topics = append(topics, framework.TopicInfo{Name: tm.topo.DeadLetterTopic()})
+	case tm.deadLetter != "":
+		// The worker's own, for records an operator skips.
+		topics = append(topics, framework.TopicInfo{Name: tm.deadLetter, Internal: true})
 	}
 	var missing []string
 	for _, ti := range topics {

@@ -32,7 +32,7 @@ func TestClaimBeyondTheEndFailsTheTask(t *testing.T) {
 	require.Eventually(t, func() bool {
 		for _, ts := range w.Status().Tasks {
 			if ts.State == runtime.StateFailed {
-				return strings.Contains(ts.LastError, "claims orders/0 up to offset 41, which can never be met: orders/0 ends at offset 0")
+				return strings.Contains(ts.LastError, "payments/0@0 claims orders/0 up to offset 41, which can never be met: orders/0 ends at offset 0")
 			}
 		}
 		return false

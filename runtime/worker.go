@@ -15,13 +15,22 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"go.uber.org/zap"
 
+	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/runtime/embedded"
 )
 
-type restartRequest struct {
+// taskRequest asks the pump to restart a failed task, or to move it past
+// the record it failed on (skip).
+type taskRequest struct {
 	id    string
-	reply chan error
+	skip  bool
+	reply chan taskReply
+}
+
+type taskReply struct {
+	skipped causal.Entry
+	err     error
 }
 
 // Worker runs a topology against Kafka. Build it with NewWorker, then Start
@@ -61,7 +70,11 @@ type Worker struct {
 	// wrapPoll (set by tests only, before Start) wraps the consumer's Poll.
 	wrapPoll func(poll func(timeoutMs int) kafka.Event) func(timeoutMs int) kafka.Event
 
-	restarts chan restartRequest
+	// deadLetter is where dead letters go: the topology's dead-letter
+	// topic, or "<application-id>-dead-letter".
+	deadLetter string
+
+	requests chan taskRequest
 	stop     chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
@@ -86,9 +99,13 @@ func NewWorker(cfg Config, topo *framework.Topology, log *zap.Logger, metrics *M
 	if metrics == nil {
 		metrics = NewMetrics()
 	}
+	deadLetter := topo.DeadLetterTopic()
+	if deadLetter == "" {
+		deadLetter = cfg.ApplicationID + "-dead-letter"
+	}
 	return &Worker{
-		cfg: cfg, topo: topo, log: log, metrics: metrics, now: time.Now,
-		restarts: make(chan restartRequest),
+		cfg: cfg, topo: topo, log: log, metrics: metrics, now: time.Now, deadLetter: deadLetter,
+		requests: make(chan taskRequest),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}, nil
@@ -157,7 +174,7 @@ func (w *Worker) connect(ctx context.Context) error {
 	if w.admin, err = kafka.NewAdminClientFromProducer(p); err != nil {
 		return fmt.Errorf("admin client: %w", err)
 	}
-	counts, err := topicManager{admin: w.admin, topo: w.topo, cfg: w.cfg, log: w.log}.ensureTopics(ctx)
+	counts, err := topicManager{admin: w.admin, topo: w.topo, cfg: w.cfg, log: w.log, deadLetter: w.deadLetter}.ensureTopics(ctx)
 	if err != nil {
 		return err
 	}
@@ -172,6 +189,7 @@ func (w *Worker) connect(ctx context.Context) error {
 	restore := &changelogReader{topic: changelogTopic(w.cfg.ApplicationID), config: w.restoreConsumerConfig(),
 		log: w.log, metrics: w.metrics, now: w.now, stop: w.stop}
 	w.tasks = newTaskManager(w.topo, w.cfg, w.log, w.metrics, counts, consumer, restore.read, w.pumpClock)
+	w.tasks.deadLetter = w.deadLetter
 	w.pump.poll = consumer.Poll
 	if w.wrapPoll != nil {
 		w.pump.poll = w.wrapPoll(w.pump.poll)
@@ -232,21 +250,39 @@ func (w *Worker) Err() error {
 // so far is committed. It returns ErrNoTask for a task the worker does not
 // run and ErrNotFailed, rebuilding nothing, for one that is not failed.
 func (w *Worker) RestartTask(ctx context.Context, id string) error {
-	req := restartRequest{id: id, reply: make(chan error, 1)}
+	_, err := w.request(ctx, taskRequest{id: id})
+	return err
+}
+
+// SkipRecord moves a failed task past the input record it failed on: the
+// task is rebuilt from its committed state, and when it reaches that record
+// again it writes it to the dead-letter topic (with the failure as the
+// reason) instead of processing it; the dead letter and the offsets past
+// it commit in one transaction. It returns the record skipped, ErrNoTask,
+// ErrNotFailed, or ErrNoRecord for a failure that names no record.
+func (w *Worker) SkipRecord(ctx context.Context, id string) (causal.Entry, error) {
+	return w.request(ctx, taskRequest{id: id, skip: true})
+}
+
+func (w *Worker) request(ctx context.Context, req taskRequest) (causal.Entry, error) {
+	req.reply = make(chan taskReply, 1)
 	select {
-	case w.restarts <- req:
+	case w.requests <- req:
 	case <-w.done:
-		return ErrStopped
+		return causal.Entry{}, ErrStopped
 	case <-ctx.Done():
-		return ctx.Err()
+		return causal.Entry{}, ctx.Err()
 	}
 	select {
-	case err := <-req.reply:
-		return err
+	case r := <-req.reply:
+		return r.skipped, r.err
 	case <-ctx.Done():
-		return ctx.Err()
+		return causal.Entry{}, ctx.Err()
 	}
 }
+
+// DeadLetterTopic is the topic dead letters go to.
+func (w *Worker) DeadLetterTopic() string { return w.deadLetter }
 
 // run is the pump's goroutine: the only one that touches the clients and
 // tasks.
@@ -266,8 +302,8 @@ func (w *Worker) run() {
 			case <-w.stop:
 				w.shutdown()
 				return
-			case req := <-w.restarts:
-				req.reply <- w.restart(req.id)
+			case req := <-w.requests:
+				req.reply <- w.serve(req)
 			default:
 			}
 		}

@@ -162,7 +162,7 @@ type Task struct {
 	// dead-letter topic, else FailTask (fail closed). LogAndSkip does not
 	// apply: a record whose claims are lost must leave a record of itself.
 	clockPolicy framework.BadInputPolicy
-	dlq         *output // the dead-letter topic, when anything may write to it
+	dlq         *output // the dead-letter topic, when there is one
 	node        *causal.Node[received]
 	proc        framework.Processor
 	kv          map[string]*store.Memory
@@ -219,17 +219,6 @@ func New(cfg Config) (*Task, error) {
 	dlq := cfg.DeadLetterTopic
 	if len(cfg.Skip) > 0 && dlq == "" {
 		return nil, errors.New("task: skipping a record needs a dead-letter topic")
-	}
-	// The dead-letter output joins the gate only where something may
-	// write to it: every output costs the gate a fold per received record.
-	usesDLQ := len(cfg.Skip) > 0 || info.ProductionErrors == framework.DeadLetter ||
-		info.ProcessingPolicy(framework.ErrDeserialize, policy) == framework.DeadLetter ||
-		info.ProcessingPolicy(nil, policy) == framework.DeadLetter
-	if !usesDLQ {
-		dlq = ""
-	}
-	if dlq != "" {
-		opts = append(opts, causal.Output(dlq))
 	}
 	if cfg.GateOff {
 		opts = append(opts, causal.DeliverOnArrival())
@@ -487,12 +476,12 @@ func (t *Task) badInput(policy framework.BadInputPolicy, src, rec framework.Reco
 		if t.dlq == nil {
 			return fmt.Errorf("dead-letter %s/%d@%d: the topology has no dead-letter topic: %w", src.Topic, src.Partition, src.Offset, cause)
 		}
-		dl := framework.Record{Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp}
-		for _, h := range rec.Headers {
-			if h.Key != causal.HeaderKey {
-				dl.Headers = append(dl.Headers, h)
-			}
-		}
+		// The dead letter keeps the record's headers as they came, its
+		// clock header included (even a corrupt one): it is a record of
+		// what arrived, and written back to its topic it claims what it
+		// claimed. No gate reads the dead-letter topic, so it needs no
+		// stamp of its own.
+		dl := framework.Record{Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp, Headers: slices.Clone(rec.Headers)}
 		if src.Topic != "" {
 			dl = dl.WithHeader(framework.HeaderDLQTopic, []byte(src.Topic)).
 				WithHeader(framework.HeaderDLQPartition, []byte(strconv.FormatInt(int64(src.Partition), 10))).
@@ -503,7 +492,7 @@ func (t *Task) badInput(policy framework.BadInputPolicy, src, rec framework.Reco
 		if rec.Topic != "" && rec.Topic != src.Topic {
 			dl = dl.WithHeader(framework.HeaderDLQOutput, []byte(rec.Topic))
 		}
-		if err := t.emit(t.dlq, dl); err != nil {
+		if err := t.place(t.dlq, dl); err != nil {
 			return fmt.Errorf("dead-letter %s/%d@%d: %w", src.Topic, src.Partition, src.Offset, err)
 		}
 		ev.Reason = "dead-letter"
@@ -573,11 +562,17 @@ func (t *Task) partitionCount(o *output) (int32, error) {
 
 // emit stamps rec for output o and places it in the outbox.
 func (t *Task) emit(o *output, rec framework.Record) error {
-	n, err := t.partitionCount(o)
+	stamp, err := t.appendStamp(o.topic)
 	if err != nil {
 		return err
 	}
-	stamp, err := t.appendStamp(o.topic)
+	rec.Headers = t.withClock(rec.Headers, stamp)
+	return t.place(o, rec)
+}
+
+// place puts rec, headers as they are, in the outbox for output o.
+func (t *Task) place(o *output, rec framework.Record) error {
+	n, err := t.partitionCount(o)
 	if err != nil {
 		return err
 	}
@@ -592,7 +587,6 @@ func (t *Task) emit(o *output, rec framework.Record) error {
 		}
 	}
 	rec.Topic, rec.Partition, rec.Offset = "", 0, 0
-	rec.Headers = t.withClock(rec.Headers, stamp)
 	out := Output{Topic: o.topic, Partition: part, Record: rec}
 	if t.inRecord {
 		out.From = entryOf(t.current)

@@ -1,0 +1,106 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"go.uber.org/zap"
+
+	"github.com/causeway-stream/causeway/framework/task"
+)
+
+// A task's life after it is built: failing alone, being rebuilt alone
+// (after an abort, a restart, or a skip), and the rewinding that goes with
+// it.
+
+// abortAndRebuild aborts the open transaction and rebuilds, from committed
+// state, exactly the tasks that had effects in it; the others keep their
+// state, and what they hold. A failed task among them lets its state go
+// and stays failed at its committed offsets: only a restart runs it again,
+// so a record that fails every time cannot abort and rebuild forever.
+func (w *Worker) abortAndRebuild() {
+	var rebuild []*runningTask
+	for _, rt := range w.tasks.tasks {
+		if !rt.inTxn {
+			continue
+		}
+		rt.inTxn = false
+		if rt.state == StateFailed {
+			w.tasks.closeTask(rt)
+			continue
+		}
+		rebuild = append(rebuild, rt)
+	}
+	w.abort()
+	if w.fatalErr == nil {
+		w.rebuild(rebuild)
+	}
+}
+
+// rebuild throws the given tasks away and builds them again from what was
+// committed, then rewinds their channels; other tasks keep their state and
+// skip what they have already received. Never patch in memory.
+func (w *Worker) rebuild(rts []*runningTask) {
+	if len(rts) == 0 {
+		return
+	}
+	ids := make([]string, len(rts))
+	for i, rt := range rts {
+		ids[i] = rt.id
+	}
+	w.log.Info("rebuilding tasks from committed state", zap.Strings("tasks", ids))
+	if err := w.tasks.build(rts); err != nil {
+		if !errors.Is(err, ErrStopped) {
+			w.fatalErr = err
+		}
+		return
+	}
+	w.pump.last = nil
+	for ch, off := range w.tasks.rewind(rts) {
+		topic := ch.Topic
+		if err := w.consumer.Seek(kafka.TopicPartition{Topic: &topic, Partition: ch.Partition, Offset: kafka.Offset(off)}, 0); err != nil {
+			w.fatalErr = fmt.Errorf("rewind %s to offset %d for rebuilt tasks: %w", ch, off, err)
+			return
+		}
+	}
+	w.publishStatus()
+}
+
+// serve carries out an operator's request on one task: restart it, or
+// move it past the record it failed on. Either way the other tasks' work
+// so far is committed first, and then the task, and only it, is rebuilt
+// from its committed state while the consumer rewinds its channels. A task
+// that is not failed is left as it is (ErrNotFailed), so a repeated
+// request rebuilds nothing twice.
+func (w *Worker) serve(req taskRequest) taskReply {
+	rt, ok := w.tasks.find(req.id)
+	if !ok {
+		return taskReply{err: fmt.Errorf("%w: %q", ErrNoTask, req.id)}
+	}
+	if rt.state != StateFailed {
+		return taskReply{err: fmt.Errorf("%w: %s is %s", ErrNotFailed, req.id, rt.state)}
+	}
+	var skip task.Skip
+	if req.skip {
+		rec, ok := failedRecord(rt.err)
+		if !ok {
+			return taskReply{err: fmt.Errorf("%w: %s failed with: %v", ErrNoRecord, req.id, rt.err)}
+		}
+		skip = task.Skip{Record: rec, Reason: "skipped by an operator after: " + rt.err.Error()}
+	}
+	if err := w.commit(); err != nil {
+		w.onCommitError(err)
+		return taskReply{err: err}
+	}
+	if req.skip {
+		rt.skip = append(rt.skip, skip)
+		w.log.Warn("moving task past the record it failed on; the record goes to the dead-letter topic",
+			zap.String("task", req.id), zap.Stringer("channel", skip.Record.Channel), zap.Int64("offset", skip.Record.Offset),
+			zap.String("dead_letter_topic", w.deadLetter))
+	} else {
+		w.log.Info("restarting task from its committed state", zap.String("task", req.id))
+	}
+	w.rebuild([]*runningTask{rt})
+	return taskReply{skipped: skip.Record, err: w.fatalErr}
+}
