@@ -30,7 +30,7 @@ func benchClock(b *testing.B, n int) causal.Clock {
 // benchNode consumes "in/0" and every channel of the clock (all seeded past
 // its claims), so each entry is looked up and compared, and has one output
 // the input feeds, so each entry is also folded.
-func benchNode(b *testing.B, clock causal.Clock, held int) *causal.Node[int64] {
+func benchNode(b *testing.B, clock causal.Clock, held int, opts ...causal.NodeOpt) *causal.Node[int64] {
 	b.Helper()
 	inputs := []string{"in", "cause", "held"}
 	for ch := range clock.All() {
@@ -38,7 +38,7 @@ func benchNode(b *testing.B, clock causal.Clock, held int) *causal.Node[int64] {
 			inputs = append(inputs, ch.Topic)
 		}
 	}
-	n, err := causal.NewNode[int64](causal.Inputs(inputs...), causal.Output("out"))
+	n, err := causal.NewNode[int64](append([]causal.NodeOpt{causal.Inputs(inputs...), causal.Output("out")}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -103,6 +103,39 @@ func BenchmarkGate(b *testing.B) {
 func BenchmarkGateHeld(b *testing.B) {
 	for _, n := range []int{1, 8, 64} {
 		b.Run("entries="+strconv.Itoa(n), func(b *testing.B) { benchGate(b, n, 10_000) })
+	}
+}
+
+// BenchmarkGateHeader is the gate's cost per delivered record from the
+// encoded header (the runtime's path), with and without checking each claim
+// against the channels' known ends (CheckClaims, on for records entering
+// the topology from outside).
+func BenchmarkGateHeader(b *testing.B) {
+	for _, check := range []bool{false, true} {
+		b.Run("check-claims="+strconv.FormatBool(check), func(b *testing.B) {
+			clock := benchClock(b, 8)
+			var opts []causal.NodeOpt
+			if check {
+				opts = append(opts, causal.CheckClaims("in"))
+			}
+			n := benchNode(b, clock, 0, opts...)
+			for ch, off := range clock.All() {
+				n.SetEnd(ch, off+1)
+			}
+			header := causal.EncodeClock(clock)
+			in := causal.Channel{Topic: "in"}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				off := int64(i)
+				if _, err := n.ReceiveHeader(in, off, header, true, off); err != nil {
+					b.Fatal(err)
+				}
+				if _, ok := n.Next(); !ok {
+					b.Fatalf("record %d not delivered", off)
+				}
+			}
+		})
 	}
 }
 

@@ -66,6 +66,9 @@ var (
 	// ErrInvalidConfig is returned by NewNode for a configuration it cannot
 	// run.
 	ErrInvalidConfig = errors.New("invalid node configuration")
+	// ErrClaimBeyondEnd is matched by the *ClaimError a node with
+	// CheckClaims hands back for a claim it cannot show to exist.
+	ErrClaimBeyondEnd = errors.New("claim beyond the known end of its channel")
 	// ErrBadCheckpoint is returned by Restore for bytes that are not a
 	// checkpoint this build wrote, or that do not fit the node's outputs.
 	ErrBadCheckpoint = errors.New("bad checkpoint")
@@ -109,3 +112,40 @@ func (e *ClockError) Unwrap() error { return e.Err }
 
 // Is makes every ClockError match ErrCorruptClock.
 func (e *ClockError) Is(target error) bool { return target == ErrCorruptClock }
+
+// ClaimError is what a node with CheckClaims hands back for a record one of
+// whose claims names no known record: it names the record (Channel,
+// Offset), the claim, and the claimed channel's end as last reported to
+// SetEnd. The node is unchanged.
+type ClaimError struct {
+	Channel Channel
+	Offset  int64
+	Claim   Entry
+	// End is the claimed channel's end as known: the offset after its last
+	// record; EndUnknown when SetEnd never reported it, EndMissing when it
+	// reported that the channel does not exist.
+	End int64
+}
+
+// Ends a ClaimError can report besides a real one.
+const (
+	EndUnknown int64 = -1
+	EndMissing int64 = -2
+)
+
+// Error implements error.
+func (e *ClaimError) Error() string {
+	var why string
+	switch e.End {
+	case EndUnknown:
+		why = "whose end is not known yet"
+	case EndMissing:
+		why = "which does not exist"
+	default:
+		why = fmt.Sprintf("which ends at offset %d", e.End-1)
+	}
+	return fmt.Sprintf("%s at offset %d claims %s up to offset %d, %s", e.Channel, e.Offset, e.Claim.Channel, e.Claim.Offset, why)
+}
+
+// Is makes every ClaimError match ErrClaimBeyondEnd.
+func (e *ClaimError) Is(target error) bool { return target == ErrClaimBeyondEnd }

@@ -95,6 +95,12 @@ type claim struct {
 type topicState struct {
 	name  string
 	input bool
+	// checked: the claims of records received on this input are checked
+	// against ends (CheckClaims).
+	checked bool
+	// ends holds, by partition, what SetEnd reported: the end + 1 (0: not
+	// reported; -1: the channel does not exist).
+	ends  []int64
 	feeds []int32 // outputs this input topic feeds
 	// parts maps partition -> channel index + 1 for channels in scope
 	// (0: not in scope). It only grows to the largest seeded partition.
@@ -186,6 +192,7 @@ func NewNode[P any](opts ...NodeOpt) (*Node[P], error) {
 	for _, in := range cfg.inputs {
 		tid := n.intern(in)
 		n.topics[tid].input = true
+		n.topics[tid].checked = slices.Contains(cfg.checked, in)
 		for oi, oc := range cfg.outputs {
 			if oc.feeds(in) {
 				n.topics[tid].feeds = append(n.topics[tid].feeds, int32(oi))
@@ -289,10 +296,14 @@ func (n *Node[P]) lookup(ch Channel) (int32, error) {
 // not allocate.
 func (n *Node[P]) ReceiveHeader(ch Channel, off int64, header []byte, present bool, payload P) (bool, error) {
 	ok, err := n.receiveHeader(ch, off, header, present, payload)
-	var ce *ClockError
-	if err != nil && errors.As(err, &ce) {
-		n.err = fmt.Errorf("causal: %w: %w", ErrNodeFailed, err)
-		return false, n.err
+	if err != nil {
+		// Only a corrupt header fails the node; declared here, the target
+		// of errors.As escapes to the heap on this path alone.
+		var ce *ClockError
+		if errors.As(err, &ce) {
+			n.err = fmt.Errorf("causal: %w: %w", ErrNodeFailed, err)
+			return false, n.err
+		}
 	}
 	return ok, err
 }
@@ -319,6 +330,11 @@ func (n *Node[P]) receiveHeader(ch Channel, off int64, header []byte, present bo
 		if err != nil {
 			return false, &ClockError{Channel: ch, Offset: off, Err: err}
 		}
+		if n.topics[n.chans[idx].tid].checked {
+			if err := n.checkRaw(ch, off); err != nil {
+				return false, err
+			}
+		}
 	}
 	if err := n.inOrder(idx, off); err != nil {
 		return false, err
@@ -339,6 +355,68 @@ func (n *Node[P]) receiveHeader(ch Channel, off int64, header []byte, present bo
 	}
 	n.hold(idx, off, payload)
 	return true, nil
+}
+
+// checkRaw checks every claim of the header just decoded against the
+// reported ends (CheckClaims).
+func (n *Node[P]) checkRaw(ch Channel, off int64) error {
+	for i, g := range n.rawGroups {
+		tid, ok := n.groupTopic(i, g.name)
+		if !ok {
+			tid = n.intern(string(g.name))
+			n.groupTopics[i] = tid
+		}
+		for _, p := range n.rawParts[g.from:g.to] {
+			if err := n.checkClaim(ch, off, tid, p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkClaim checks one claim (topic tid) of the record at off on ch.
+func (n *Node[P]) checkClaim(ch Channel, off int64, tid int32, p partOffset) error {
+	ends := n.topics[tid].ends
+	end := int64(0) // end + 1, as stored
+	if int(p.part) < len(ends) {
+		end = ends[p.part]
+	}
+	if end > p.off+1 { // the claimed offset lies below the end
+		return nil
+	}
+	e := &ClaimError{Channel: ch, Offset: off, Claim: Entry{Channel: Channel{Topic: n.topics[tid].name, Partition: p.part}, Offset: p.off}}
+	switch {
+	case end == 0:
+		e.End = EndUnknown
+	case end < 0:
+		e.End = EndMissing
+	default:
+		e.End = end - 1
+	}
+	return e
+}
+
+// SetEnd reports a channel's end: the offset after its last record (its
+// high watermark), or, with a negative end, that the channel does not
+// exist. Ends only grow; a channel reported missing may be reported later
+// with an end. Only a node with CheckClaims uses them.
+func (n *Node[P]) SetEnd(ch Channel, end int64) {
+	if ch.Partition < 0 || validTopic(ch.Topic) != nil {
+		return
+	}
+	t := &n.topics[n.intern(ch.Topic)]
+	for int(ch.Partition) >= len(t.ends) {
+		t.ends = append(t.ends, 0)
+	}
+	switch cur := &t.ends[ch.Partition]; {
+	case end < 0:
+		if *cur <= 0 {
+			*cur = -1
+		}
+	case end+1 > *cur:
+		*cur = end + 1
+	}
 }
 
 // groupTopic returns the id of name, the topic of group i of a received
@@ -372,6 +450,13 @@ func (n *Node[P]) Receive(ch Channel, off int64, clock Clock, payload P) (bool, 
 	}
 	if err := n.inOrder(idx, off); err != nil {
 		return false, err
+	}
+	if n.topics[n.chans[idx].tid].checked {
+		for _, e := range clock.entries {
+			if err := n.checkClaim(ch, off, n.intern(e.Channel.Topic), partOffset{part: e.Channel.Partition, off: e.Offset}); err != nil {
+				return false, err
+			}
+		}
 	}
 	n.claims = n.claims[:0]
 	feeds := n.topics[n.chans[idx].tid].feeds

@@ -16,6 +16,9 @@ type nodeConfig struct {
 	outputs []outputConfig
 	gateOff bool
 	mutant  mutation
+	// checked lists the inputs whose records' claims are checked against
+	// known ends (CheckClaims).
+	checked []string
 }
 
 type outputConfig struct {
@@ -38,6 +41,19 @@ func (f outputOptFunc) applyOutput(c *outputConfig) { f(c) }
 // required; there is no default.
 func Inputs(topics ...string) NodeOpt {
 	return nodeOptFunc(func(c *nodeConfig) { c.inputs = append(c.inputs, topics...) })
+}
+
+// CheckClaims makes the node check the claims of records received on the
+// given input topics, where causality enters the topology from outside:
+// every claim must name an offset below its channel's end as SetEnd last
+// reported it. A claim beyond it, or on a channel whose end is unknown or
+// which does not exist, is handed back as a *ClaimError and the node is left
+// as it was, so that no impossible claim is ever folded into a stamp. The
+// caller then learns the channel's end, reports it with SetEnd, and
+// receives the record again; a claim still beyond the end is bad input.
+// Default: no topic is checked.
+func CheckClaims(topics ...string) NodeOpt {
+	return nodeOptFunc(func(c *nodeConfig) { c.checked = append(c.checked, topics...) })
 }
 
 // Output declares an output topic the node's processor emits to, so that the
@@ -114,6 +130,11 @@ func (c *nodeConfig) validate() error {
 			return fmt.Errorf("%w: input %q declared twice", ErrInvalidConfig, t)
 		}
 		seen[t] = true
+	}
+	for _, t := range c.checked {
+		if !seen[t] {
+			return fmt.Errorf("%w: claims checked on %q, which is not an input", ErrInvalidConfig, t)
+		}
 	}
 	outs := map[string]bool{}
 	for _, o := range c.outputs {

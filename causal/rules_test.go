@@ -459,3 +459,85 @@ func TestReceiveOrRejectLeavesTheNodeAsItWas(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"cause", "a/0@0", "as empty"}, drain(n), "FIFO on a/0 holds for the record taken in as claiming nothing")
 }
+
+// With CheckClaims, a claim the node cannot show to exist is handed back
+// with the record named and the node unchanged; once SetEnd covers it the
+// record goes in. Without the check the same claim lands in the stamp.
+func TestCheckClaimsKeepsImpossibleClaimsOutOfStamps(t *testing.T) {
+	req := ch(t, "req/0")
+	bogus := "orders/0:5 unknown/3:1"
+	t.Run("checked", func(t *testing.T) {
+		n := newNode(t, []string{"req/0"}, causal.Inputs("req"), causal.Output("out"), causal.CheckClaims("req"))
+		before := n.Checkpoint()
+		tests := []struct {
+			name    string
+			setEnd  func()
+			wantEnd int64
+			claim   string
+		}{
+			{name: "end unknown", setEnd: func() {}, wantEnd: causal.EndUnknown, claim: "orders/0"},
+			{name: "beyond the end", setEnd: func() { n.SetEnd(ch(t, "orders/0"), 3) }, wantEnd: 3, claim: "orders/0"},
+			{name: "channel missing", setEnd: func() { n.SetEnd(ch(t, "orders/0"), 6); n.SetEnd(ch(t, "unknown/3"), -1) }, wantEnd: causal.EndMissing, claim: "unknown/3"},
+		}
+		for _, tt := range tests {
+			tt.setEnd()
+			_, err := n.Receive(req, 0, clk(t, bogus), "r")
+			require.ErrorIs(t, err, causal.ErrClaimBeyondEnd, tt.name)
+			var ce *causal.ClaimError
+			require.True(t, errors.As(err, &ce))
+			assert.Equal(t, req, ce.Channel, tt.name)
+			assert.Equal(t, tt.claim, ce.Claim.Channel.String(), tt.name)
+			assert.Equal(t, tt.wantEnd, ce.End, tt.name)
+			_, err = n.ReceiveHeader(req, 0, causal.EncodeClock(clk(t, bogus)), true, "r")
+			require.ErrorIs(t, err, causal.ErrClaimBeyondEnd, "header path: %s", tt.name)
+			assert.NoError(t, n.Err(), "a claim error does not fail the node")
+			assert.Equal(t, before, n.Checkpoint(), "nothing folded: %s", tt.name)
+			assert.Zero(t, n.Held())
+		}
+		n.SetEnd(ch(t, "unknown/3"), 2)
+		ok, err := n.ReceiveHeader(req, 0, causal.EncodeClock(clk(t, bogus)), true, "r")
+		require.NoError(t, err)
+		require.True(t, ok)
+		assert.Equal(t, []string{"r"}, drain(n))
+	})
+	t.Run("unchecked, the claim reaches the stamp", func(t *testing.T) {
+		n := newNode(t, []string{"req/0"}, causal.Inputs("req"), causal.Output("out"))
+		_, err := n.Receive(req, 0, clk(t, bogus), "r")
+		require.NoError(t, err)
+		drain(n)
+		stamp, err := n.Stamp("out")
+		require.NoError(t, err)
+		got, ok := stamp.Get(ch(t, "orders/0"))
+		require.True(t, ok)
+		assert.EqualValues(t, 5, got)
+	})
+}
+
+// A warm node receives and delivers from an encoded header without
+// allocating, with or without checking claims (an error target declared on
+// the success path once cost an allocation per record).
+func TestReceiveHeaderDoesNotAllocate(t *testing.T) {
+	for _, check := range []bool{false, true} {
+		opts := []causal.NodeOpt{causal.Inputs("in", "up"), causal.Output("out")}
+		if check {
+			opts = append(opts, causal.CheckClaims("in"))
+		}
+		n := newNode(t, []string{"in/0", "up/0"}, opts...)
+		n.SetEnd(ch(t, "up/0"), 10)
+		require.NoError(t, n.Advance(ch(t, "up/0"), 10))
+		header := causal.EncodeClock(clk(t, "up/0:3"))
+		in := ch(t, "in/0")
+		off := int64(0)
+		receive := func() {
+			if _, err := n.ReceiveHeader(in, off, header, true, "r"); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := n.Next(); !ok {
+				t.Fatal("not delivered")
+			}
+			off++
+		}
+		receive() // warm
+		assert.Zero(t, testing.AllocsPerRun(200, receive), "check-claims=%v", check)
+	}
+}

@@ -28,6 +28,9 @@ type groupConsumer interface {
 	Pause(partitions []kafka.TopicPartition) error
 	Resume(partitions []kafka.TopicPartition) error
 	Position(partitions []kafka.TopicPartition) ([]kafka.TopicPartition, error)
+	// GetWatermarkOffsets is the consumer's cached view of a partition's
+	// bounds: no request to the broker.
+	GetWatermarkOffsets(topic string, partition int32) (low, high int64, err error)
 	GetConsumerGroupMetadata() (*kafka.ConsumerGroupMetadata, error)
 	AssignmentLost() bool
 	Close() error

@@ -90,6 +90,13 @@ type Config struct {
 	// GateOff delivers records on arrival, ignoring clocks. For
 	// measurements and demonstrations only. Flag --gate=off.
 	GateOff bool
+	// CheckClaims checks that every claim of a record entering the
+	// topology from outside (on a topic no processor writes) names a record
+	// that exists, before any gate folds it: a claim beyond the end of its
+	// partition, or on a topic that does not exist, is bad input of that
+	// record (see docs/causal.md). Turn it off only when producers claim
+	// records of another cluster. Default on. Flag --check-claims.
+	CheckClaims bool
 	// AdminToken, when set, is required as "Authorization: Bearer <token>"
 	// on the HTTP endpoints that change something (restart, skip). Default
 	// empty: those endpoints are open to whoever can reach HTTPAddr, which
@@ -115,6 +122,7 @@ func DefaultConfig() Config {
 		HTTPAddr:          "127.0.0.1:8080",
 		AutoOffsetReset:   "earliest",
 		StaticMembership:  true,
+		CheckClaims:       true,
 		DefaultPartitions: 4,
 		MaxHeldPerChannel: 10_000,
 		ShutdownTimeout:   10 * time.Second,
@@ -168,6 +176,7 @@ func Load(args []string, env func(string) string) (Config, error) {
 	fs.IntVar(&c.MaxHeldPerChannel, "max-held-per-channel", c.MaxHeldPerChannel, "hold-queue bound per channel before pausing it")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound on a graceful stop")
 	fs.StringVar(&gate, "gate", envOr(env, "CAUSEWAY_GATE", gate), "on, or off to deliver without causal order (demonstrations only)")
+	fs.BoolVar(&c.CheckClaims, "check-claims", envOr(env, "CAUSEWAY_CHECK_CLAIMS", "true") == "true", "check that claims entering the topology name records that exist")
 	fs.StringVar(&c.AdminToken, "admin-token", env("CAUSEWAY_ADMIN_TOKEN"), "bearer token required by the HTTP endpoints that change something (default: none)")
 	fs.BoolVar(&c.Development, "dev", env("CAUSEWAY_DEV") == "true", "console logs")
 	kafka := kafkaFlag(c.Kafka)

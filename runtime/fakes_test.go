@@ -27,8 +27,14 @@ type fakeKafka struct {
 	// a seek to hand out again.
 	seeks []kafka.TopicPartition
 	log   map[causal.Channel][]*kafka.Message
-	// high is every input partition's high watermark.
-	high map[causal.Channel]int64
+	// lagging channels are written but not fetched until catchUp.
+	lagging map[causal.Channel][]*kafka.Message
+	// high is every partition's high watermark; partitions is every
+	// topic's partition count (a topic not in it does not exist).
+	high       map[causal.Channel]int64
+	partitions map[string]int32
+	// queries counts QueryWatermarkOffsets calls.
+	queries int
 
 	open      []*kafka.Message
 	offsets   []kafka.TopicPartition
@@ -101,7 +107,17 @@ func (f *fakeKafka) Committed(tps []kafka.TopicPartition, _ int) ([]kafka.TopicP
 	return out, nil
 }
 func (f *fakeKafka) QueryWatermarkOffsets(topic string, p int32, _ int) (int64, int64, error) {
+	f.queries++
+	if n, ok := f.partitions[topic]; !ok || p >= n {
+		return 0, 0, kafka.NewError(kafka.ErrUnknownTopicOrPart, "Broker: Unknown topic or partition", false)
+	}
 	return 0, f.high[causal.Channel{Topic: topic, Partition: p}], nil
+}
+
+// GetWatermarkOffsets knows nothing the broker was not asked: every
+// claim check goes to QueryWatermarkOffsets.
+func (f *fakeKafka) GetWatermarkOffsets(string, int32) (int64, int64, error) {
+	return 0, 0, kafka.NewError(kafka.ErrState, "no cached watermarks", false)
 }
 
 func (f *fakeKafka) Produce(msg *kafka.Message, _ chan kafka.Event) error {
@@ -129,6 +145,19 @@ func (f *fakeKafka) CommitTransaction(context.Context) error {
 		return err
 	}
 	f.committed = append(f.committed, f.open...)
+	// Committed records become readable, at the next offsets of their
+	// partitions, for whatever reads them (a task downstream).
+	for _, m := range f.open {
+		ch := causal.Channel{Topic: *m.TopicPartition.Topic, Partition: m.TopicPartition.Partition}
+		m.TopicPartition.Offset = kafka.Offset(f.high[ch])
+		f.high[ch]++
+		f.log[ch] = append(f.log[ch], m)
+		if held, ok := f.lagging[ch]; ok {
+			f.lagging[ch] = append(held, m)
+		} else {
+			f.queue = append(f.queue, m)
+		}
+	}
 	for _, tp := range f.offsets {
 		f.groupOffs[causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}] = int64(tp.Offset)
 	}
@@ -192,9 +221,30 @@ func (f *fakeKafka) sendAt(ch causal.Channel, value string, ts time.Time, clock 
 		require.NoError(f.t, err)
 		m.Headers = []kafka.Header{{Key: causal.HeaderKey, Value: causal.EncodeClock(c)}}
 	}
-	f.queue = append(f.queue, m)
 	f.log[ch] = append(f.log[ch], m)
+	if held, ok := f.lagging[ch]; ok {
+		f.lagging[ch] = append(held, m)
+		return off
+	}
+	f.queue = append(f.queue, m)
 	return off
+}
+
+// lag makes the consumer fall behind on ch: what is sent there is not
+// fetched until catchUp.
+func (f *fakeKafka) lag(ch causal.Channel) {
+	if f.lagging == nil {
+		f.lagging = map[causal.Channel][]*kafka.Message{}
+	}
+	f.lagging[ch] = nil
+}
+
+// catchUp fetches what ch held back.
+func (f *fakeKafka) catchUp(ch causal.Channel) {
+	for _, m := range f.lagging[ch] {
+		f.queue = append(f.queue, m)
+	}
+	delete(f.lagging, ch)
 }
 
 // newFakeWorker returns a worker wired to fake, assigned every partition
@@ -208,6 +258,9 @@ func newFakeWorker(t *testing.T, fake *fakeKafka, topo *framework.Topology, coun
 	w, err := NewWorker(cfg, topo, zaptest.NewLogger(t), nil)
 	require.NoError(t, err)
 	w.now = func() time.Time { return time.Unix(1_700_000_000, 0) }
+	if fake.partitions == nil {
+		fake.partitions = counts
+	}
 	w.consumer = fake
 	w.producer = newTxnProducer(fake, w.log, w.metrics, w.stop)
 	w.tasks = newTaskManager(topo, cfg, w.log, w.metrics, counts, fake, fake.restore(changelogTopic(cfg.ApplicationID), w.metrics), w.pumpClock)

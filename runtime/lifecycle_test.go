@@ -62,8 +62,10 @@ func TestRestartRebuildsOnlyTheFailedTask(t *testing.T) {
 	fake := newFakeKafka(t)
 	w := newFakeWorker(t, fake, topo, counts)
 
-	// b/0 holds both in/0 records until side/0@0 arrives; a/0 fails on the
-	// second.
+	// side/0 lags: b/0 holds both in/0 records until side/0@0 arrives;
+	// a/0 fails on the second.
+	fake.lag(side0)
+	fake.send(side0, "s")
 	fake.send(in0, "x", causal.Entry{Channel: side0, Offset: 0})
 	fake.send(in0, "poison", causal.Entry{Channel: side0, Offset: 0})
 	fake.send(in1, "y")
@@ -89,7 +91,7 @@ func TestRestartRebuildsOnlyTheFailedTask(t *testing.T) {
 	assert.ErrorIs(t, w.restart("a/0"), ErrNotFailed, "a second restart rebuilds nothing")
 	assert.Equal(t, 1, len(fake.seeks), "a second restart rewinds nothing")
 
-	fake.send(side0, "s")
+	fake.catchUp(side0)
 	w.drainAndCommit(t)
 	for _, id := range []string{"a/0", "b/0"} {
 		assert.Equal(t, StateRunning, w.taskObject(t, id).state, "%s: %v", id, w.taskObject(t, id).err)

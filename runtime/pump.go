@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -115,7 +116,12 @@ func (w *Worker) handle(ev kafka.Event) {
 				continue // failed, or received before a rebuild of another task rewound the channel
 			}
 			if err := rt.t.Receive(rec); err != nil {
-				w.failTask(rt, err)
+				if errors.Is(err, causal.ErrClaimBeyondEnd) {
+					err = w.resolveClaims(rt, rec, err)
+				}
+				if err != nil {
+					w.failTask(rt, err)
+				}
 			}
 		}
 		r.pos = off

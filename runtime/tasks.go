@@ -194,7 +194,7 @@ func (m *taskManager) buildOne(rt *runningTask, r *restoredTask, group map[causa
 	t, err := task.New(task.Config{
 		Topology: m.topo, Processor: rt.processor, Partition: rt.partition,
 		OutputPartitions: m.partitionCount, GateOff: m.cfg.GateOff, Now: m.clock,
-		DeadLetterTopic: m.deadLetter, Skip: rt.skip,
+		DeadLetterTopic: m.deadLetter, Skip: rt.skip, CheckClaims: m.cfg.CheckClaims,
 		Observer: taskObserver{m: m, deliveries: m.metrics.Deliveries.WithLabelValues(rt.id)},
 	})
 	if err != nil {

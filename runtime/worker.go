@@ -70,6 +70,9 @@ type Worker struct {
 	// wrapPoll (set by tests only, before Start) wraps the consumer's Poll.
 	wrapPoll func(poll func(timeoutMs int) kafka.Event) func(timeoutMs int) kafka.Event
 
+	// claimEnds caches the ends of channels that claims named
+	// (claims.go). Owned by the pump.
+	claimEnds map[causal.Channel]int64
 	// deadLetter is where dead letters go: the topology's dead-letter
 	// topic, or "<application-id>-dead-letter".
 	deadLetter string
@@ -105,9 +108,10 @@ func NewWorker(cfg Config, topo *framework.Topology, log *zap.Logger, metrics *M
 	}
 	return &Worker{
 		cfg: cfg, topo: topo, log: log, metrics: metrics, now: time.Now, deadLetter: deadLetter,
-		requests: make(chan taskRequest),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
+		claimEnds: map[causal.Channel]int64{},
+		requests:  make(chan taskRequest),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
 	}, nil
 }
 

@@ -107,6 +107,13 @@ type Config struct {
 	DeadLetterTopic string
 	// Skip lists records to move past (see Skip). Default: none.
 	Skip []Skip
+	// CheckClaims checks the claims of records on the task's ingress
+	// inputs (topics no processor of the topology writes) before they
+	// reach the gate: Receive hands a claim it cannot show to exist back
+	// as a *causal.ClaimError; report the claimed channel's end with
+	// SetEnd and receive the record again, or pass it to ReceiveBad.
+	// Default off.
+	CheckClaims bool
 }
 
 // Output is a record the task emitted, stamped and placed.
@@ -223,6 +230,11 @@ func New(cfg Config) (*Task, error) {
 	if cfg.GateOff {
 		opts = append(opts, causal.DeliverOnArrival())
 	}
+	if cfg.CheckClaims {
+		if ingress := ingressInputs(cfg.Topology, info); len(ingress) > 0 {
+			opts = append(opts, causal.CheckClaims(ingress...))
+		}
+	}
 	node, err := causal.NewNode[received](opts...)
 	if err != nil {
 		return nil, fmt.Errorf("task: %w", err)
@@ -254,6 +266,24 @@ func New(cfg Config) (*Task, error) {
 		}
 	}
 	return t, nil
+}
+
+// ingressInputs lists the inputs of info that no processor of topo writes:
+// where causality enters the topology from outside.
+func ingressInputs(topo *framework.Topology, info framework.ProcessorInfo) []string {
+	written := map[string]bool{}
+	for _, p := range topo.Processors() {
+		for _, o := range p.Outputs {
+			written[o.Topic] = true
+		}
+	}
+	var out []string
+	for _, in := range info.Inputs {
+		if !written[in] {
+			out = append(out, in)
+		}
+	}
+	return out
 }
 
 // entryOf names where rec was read.
@@ -366,11 +396,14 @@ func (t *Task) Receive(rec framework.Record) error {
 	}
 	if t.clockPolicy == framework.FailTask || in.bad != nil {
 		if _, err := t.node.ReceiveHeader(ch, rec.Offset, header, present, in); err != nil {
-			return t.refuse(err)
+			return t.refuseUnlessClaim(err)
 		}
 		return t.drain(now)
 	}
 	_, err := t.node.ReceiveOrReject(ch, rec.Offset, header, present, in)
+	if errors.Is(err, causal.ErrClaimBeyondEnd) {
+		return err
+	}
 	if errors.Is(err, causal.ErrCorruptClock) {
 		// Bad input under a policy that goes on: the record is taken in as
 		// claiming nothing, and dead-lettered or skipped when it is due.
@@ -388,6 +421,40 @@ func clockPolicy(info framework.ProcessorInfo, badInput framework.BadInputPolicy
 		return framework.DeadLetter
 	}
 	return framework.FailTask
+}
+
+// refuseUnlessClaim refuses the record with err, unless err is a claim the
+// caller can settle (CheckClaims): that one goes back to it as it is, and
+// the task stays as it was.
+func (t *Task) refuseUnlessClaim(err error) error {
+	if errors.Is(err, causal.ErrClaimBeyondEnd) {
+		return err
+	}
+	return t.refuse(err)
+}
+
+// SetEnd reports a channel's end (its high watermark), or with a negative
+// end that it does not exist, for checking claims (Config.CheckClaims).
+func (t *Task) SetEnd(ch causal.Channel, end int64) { t.node.SetEnd(ch, end) }
+
+// ReceiveBad takes in rec as bad input because of cause (a claim that
+// cannot be met): under a DeadLetter policy it is taken in as claiming
+// nothing and dead-lettered when due, and the task goes on; otherwise the
+// task refuses it and fails, as for a corrupt clock header, with
+// everything before it still committable.
+func (t *Task) ReceiveBad(rec framework.Record, cause error) error {
+	if t.err != nil {
+		return t.err
+	}
+	if t.clockPolicy != framework.DeadLetter {
+		return t.refuse(cause)
+	}
+	now := t.cfg.Now()
+	in := received{rec: rec, at: now, bad: &badRecord{stage: framework.StageClock, policy: framework.DeadLetter, cause: cause}}
+	if _, err := t.node.ReceiveHeader(causal.Channel{Topic: rec.Topic, Partition: rec.Partition}, rec.Offset, nil, false, in); err != nil {
+		return t.refuse(err)
+	}
+	return t.drain(now)
 }
 
 // skipped reports whether the record at off on ch is one to move past, and
