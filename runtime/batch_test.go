@@ -22,6 +22,7 @@ import (
 // on arrival, so the committed offset of each partition must be one past
 // the last record the consumer handed out before the revocation.
 func TestRevocationMidBatchCommitsWhatWasTaken(t *testing.T) {
+	t.Parallel()
 	b := startBroker(t)
 	createTopics(t, b.Addr(), 1, "orders", "payments", "verdicts")
 	produceShop(t, b.Addr(), 3, 5, "mid")

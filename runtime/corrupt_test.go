@@ -44,6 +44,7 @@ func taskState(st runtime.Status, id string) (runtime.TaskStatus, bool) {
 // the committed offset stays at the bad record, and a restart retries it
 // (and fails again while the record is still corrupt).
 func TestCorruptHeaderFailsOnlyItsTask(t *testing.T) {
+	t.Parallel()
 	b := startBroker(t)
 	createTopics(t, b.Addr(), 2, "orders", "payments", "verdicts")
 	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false})

@@ -21,6 +21,7 @@ import (
 // Faults injected into the broker's answers: the worker either rides
 // through them or fails loudly, and what it committed is never wrong.
 func TestFaults(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		fault     kfake.Fault
@@ -34,6 +35,7 @@ func TestFaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			b := startBroker(t)
 			createTopics(t, b.Addr(), 2, "orders", "payments", "verdicts")
 			h := b.Cluster().Fault(tt.fault)
@@ -57,6 +59,7 @@ func TestFaults(t *testing.T) {
 // worker must stop with an error saying so, and a worker started again from
 // the same state dir finishes the work exactly once.
 func TestProducerFencingFailsLoudly(t *testing.T) {
+	t.Parallel()
 	b := startBroker(t)
 	createTopics(t, b.Addr(), 2, "orders", "payments", "verdicts")
 	wl := produceShop(t, b.Addr(), 5, 4, "fence")

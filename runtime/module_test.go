@@ -16,6 +16,7 @@ import (
 
 // The fx module starts the worker and the HTTP server and stops both.
 func TestModuleStartsAndStops(t *testing.T) {
+	t.Parallel()
 	b := startBroker(t)
 	createTopics(t, b.Addr(), 1, "orders", "payments", "verdicts")
 	cfg := testConfig(t, b.Addr(), "shop-fx")

@@ -24,6 +24,7 @@ import (
 // offsets), the other task redoes its work, and the failed task stays
 // failed instead of failing, aborting and rebuilding in a loop.
 func TestProcessingFailureAfterStreamedOutputs(t *testing.T) {
+	t.Parallel()
 	b := startBroker(t)
 	createTopics(t, b.Addr(), 2, "orders", "payments", "verdicts")
 	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false, "linger.ms": 50, "go.delivery.reports": false})

@@ -100,6 +100,7 @@ func (w *workerProcess) tail() string {
 // times, while input keeps arriving, and restarted each time from the same
 // state dir. The committed verdicts must still be exactly once and causal.
 func TestCrashRecoveryExactlyOnce(t *testing.T) {
+	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 7))
 	t.Logf("kill schedule seed %d", seed)
@@ -142,6 +143,7 @@ func TestCrashRecoveryExactlyOnce(t *testing.T) {
 // leaves; partitions move between processes and nothing is lost, duplicated
 // or processed out of causal order.
 func TestRebalanceExactlyOnce(t *testing.T) {
+	t.Parallel()
 	b := startBroker(t)
 	createTopics(t, b.Addr(), 3, "orders", "payments", "verdicts")
 	wl := workload{payments: map[string][]string{}}

@@ -17,6 +17,7 @@ import (
 // lost: the task fails, naming the channel and the offsets, unless the
 // application opted into resets.
 func TestOffsetOutOfRangeFailsTaskUnlessAllowed(t *testing.T) {
+	t.Parallel()
 	b := startBroker(t)
 	createTopics(t, b.Addr(), 1, "orders", "payments", "verdicts")
 	produceShop(t, b.Addr(), 2, 2, "before")

@@ -15,6 +15,7 @@ import (
 // A record that claims an offset its channel never reaches is surfaced as
 // an error naming the claim, instead of waiting silently.
 func TestClaimBeyondTheEndFailsTheTask(t *testing.T) {
+	t.Parallel()
 	b := startBroker(t)
 	createTopics(t, b.Addr(), 1, "orders", "payments", "verdicts")
 	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false, "go.delivery.reports": false})

@@ -58,6 +58,7 @@ func startTopology(t *testing.T, cfg runtime.Config, topo *framework.Topology, m
 // End to end: a worker processes causally stamped orders and payments with
 // state, and the committed verdicts are exactly once and in causal order.
 func TestEndToEndExactlyOnce(t *testing.T) {
+	t.Parallel()
 	b := startBroker(t)
 	createTopics(t, b.Addr(), 2, "orders", "payments", "verdicts")
 	wl := produceShop(t, b.Addr(), 6, 5, "e2e")
@@ -106,6 +107,7 @@ func runLaggingShop(t *testing.T, gateOff bool) (problems []string, sawBlocked b
 // With the orders partition lagging, payments wait at the gate (and
 // /status says what for); every verdict still sees its order.
 func TestGateHoldsPaymentsWhileOrdersLag(t *testing.T) {
+	t.Parallel()
 	problems, sawBlocked, m := runLaggingShop(t, false)
 	assert.Empty(t, problems)
 	assert.True(t, sawBlocked, "status never showed a payment waiting for its order")
@@ -139,6 +141,7 @@ func counterSum(t *testing.T, v *prometheus.CounterVec) float64 {
 // Negative control: the same run with the gate off processes payments for
 // orders it has not seen.
 func TestWithoutGateLaggingOrdersCauseAnomalies(t *testing.T) {
+	t.Parallel()
 	problems, _, _ := runLaggingShop(t, true)
 	causalProblems := 0
 	for _, p := range problems {

@@ -1,0 +1,88 @@
+package runtime_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Chaos: three worker processes share the shop while input keeps arriving;
+// one of them, chosen at random, is killed with SIGKILL and restarted from
+// its state dir, 50 times, and the broker now and then answers produce
+// requests with errors (retriable ones, and ones that abort the
+// transaction). Read back read_committed, every payment has exactly one
+// verdict, in causal order, with the running counts intact.
+func TestChaosExactlyOnce(t *testing.T) {
+	t.Parallel()
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 11))
+	t.Logf("chaos seed %d", seed)
+	b := startBroker(t)
+	createTopics(t, b.Addr(), 3, "orders", "payments", "verdicts")
+	wl := workload{payments: map[string][]string{}}
+	merge := func(w workload) {
+		for k, v := range w.payments {
+			wl.payments[k] = append(wl.payments[k], v...)
+		}
+	}
+	const app, kills = "shop-chaos", 50
+	var states [3]string
+	var workers [3]*workerProcess
+	for i := range workers {
+		states[i] = t.TempDir()
+		workers[i] = spawnWorker(t, b.Addr(), app, states[i])
+	}
+	faults := []kfake.Fault{
+		{Keys: []kmsg.Key{kmsg.Produce}, Topic: "verdicts", Err: kerr.NotEnoughReplicas, Count: 4},
+		{Keys: []kmsg.Key{kmsg.Produce}, Topic: "verdicts", Err: kerr.InvalidRecord, Count: 1},
+		{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.CoordinatorNotAvailable, Count: 2},
+	}
+	var handles []*kfake.FaultHandle
+	hits := func() int {
+		n := 0
+		for _, h := range handles {
+			n += h.Hits()
+		}
+		return n
+	}
+	working := 0 // killed workers that had been assigned partitions
+	for round := range kills {
+		merge(produceShop(t, b.Addr(), 3, 2, fmt.Sprintf("r%d", round)))
+		if round%5 == 2 {
+			handles = append(handles, b.Cluster().Fault(faults[(round/5)%len(faults)]))
+		}
+		time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
+		i := rng.IntN(len(workers))
+		workers[i].kill()
+		if strings.Contains(workers[i].logs.String(), "partitions assigned") {
+			working++
+		}
+		workers[i] = spawnWorker(t, b.Addr(), app, states[i])
+	}
+	for _, h := range handles {
+		h.Remove()
+	}
+	t.Logf("%d of %d killed workers had been assigned partitions; broker faults hit %d times", working, kills, hits())
+	assert.GreaterOrEqual(t, working, kills/2, "most kills must hit a working worker, or the test proves little")
+	assert.Positive(t, hits(), "no injected fault ever fired")
+	merge(produceShop(t, b.Addr(), 3, 2, "last"))
+	want := 0
+	for _, p := range wl.payments {
+		want += len(p)
+	}
+	verdicts := readCommitted(t, b.Addr(), "verdicts", want, 90*time.Second)
+	problems := checkVerdicts(wl, verdicts)
+	assert.Empty(t, problems, "seed %d", seed)
+	assert.Len(t, verdicts, want, "seed %d", seed)
+	for _, w := range workers {
+		require.NoError(t, w.stop(30*time.Second), w.tail())
+	}
+}
