@@ -129,6 +129,7 @@ func (w *Worker) onCommitError(err error) {
 		return
 	}
 	w.failedCommits++
+	w.lastCommitErr = err
 	w.log.Warn("transaction failed; aborting and rebuilding the tasks with work in it from committed state",
 		zap.Error(err), zap.Stringer("class", classify(err)), zap.Int("consecutive_failures", w.failedCommits))
 	// Back off on repeated failures so a persistent fault does not spin.

@@ -43,8 +43,10 @@ type fakeKafka struct {
 	// produceErr, when set, is what Produce returns for a message it
 	// refuses.
 	produceErr func(*kafka.Message) error
-	// commitErr, when set, fails the next CommitTransaction once.
-	commitErr error
+	// commitErr, when set, fails the next CommitTransaction, and the
+	// failCommits after it.
+	commitErr   error
+	failCommits int
 	aborts    int
 }
 
@@ -141,7 +143,10 @@ func (f *fakeKafka) SendOffsetsToTransaction(_ context.Context, offs []kafka.Top
 }
 func (f *fakeKafka) CommitTransaction(context.Context) error {
 	if err := f.commitErr; err != nil {
-		f.commitErr = nil
+		if f.failCommits == 0 {
+			f.commitErr = nil
+		}
+		f.failCommits--
 		return err
 	}
 	f.committed = append(f.committed, f.open...)

@@ -2,10 +2,12 @@ package runtime
 
 import (
 	"errors"
+	"strconv"
 	"sync/atomic"
 	"testing"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -232,4 +234,32 @@ func TestSkipMovesAFailedTaskPastItsRecord(t *testing.T) {
 	assert.Equal(t, framework.StageSkip, hs[framework.HeaderDLQStage])
 	assert.Contains(t, hs[framework.HeaderDLQError], "process in/0@1: poisoned")
 	assert.Equal(t, int64(3), fake.groupOffs[in0], "in/0 is committed past the skipped record")
+}
+
+// Transactions that keep failing make the worker unready, and /status
+// says why; one commit that goes through makes it ready again.
+func TestRepeatedCommitFailuresShowInStatus(t *testing.T) {
+	var poisoned atomic.Bool
+	topo, counts := twoReaders(t, &poisoned)
+	fake := newFakeKafka(t)
+	w := newFakeWorker(t, fake, topo, counts)
+	fake.commitErr = kafka.NewError(kafka.ErrTransport, "broker unreachable", false)
+	fake.failCommits = unreadyAfterFailedCommits - 1
+	for i := range unreadyAfterFailedCommits {
+		fake.send(in0, "x"+strconv.Itoa(i))
+		w.drainAndCommit(t)
+		w.publishStatus()
+		st := w.Status()
+		assert.Equal(t, i+1 < unreadyAfterFailedCommits, st.Ready, "after %d failed commits", i+1)
+		assert.Equal(t, i+1, st.FailedCommits)
+		assert.Contains(t, st.LastCommitError, "broker unreachable")
+	}
+	assert.InDelta(t, unreadyAfterFailedCommits, testutil.ToFloat64(w.metrics.FailedCommits), 0)
+	w.drainAndCommit(t)
+	w.publishStatus()
+	st := w.Status()
+	assert.True(t, st.Ready)
+	assert.Zero(t, st.FailedCommits)
+	assert.Empty(t, st.LastCommitError)
+	assert.ElementsMatch(t, []string{"x0", "x1", "x2"}, values(fake.outputs("out-a")), "exactly once after the failures")
 }

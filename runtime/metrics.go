@@ -21,6 +21,7 @@ type Metrics struct {
 	RestoreRecords  *prometheus.CounterVec // changelog records restored, by task
 	RestoreProgress *prometheus.GaugeVec   // 0..1, by task
 	TaskState       *prometheus.GaugeVec   // 1 for the task's current state
+	FailedCommits   prometheus.Gauge       // transactions failed in a row
 }
 
 // NewMetrics registers the worker's metrics (and Go and process collectors)
@@ -43,9 +44,10 @@ func NewMetrics() *Metrics {
 		RestoreRecords:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "causeway_restore_records_total", Help: "Changelog records applied while restoring."}, []string{"task"}),
 		RestoreProgress: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "causeway_restore_progress_ratio", Help: "Share of the changelog read while restoring a task."}, []string{"task"}),
 		TaskState:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "causeway_task_state", Help: "1 for the state each task is in."}, []string{"task", "state"}),
+		FailedCommits:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "causeway_transaction_failures_in_a_row", Help: "Transactions that failed in a row (0 after a commit); at 3 the worker reports itself not ready."}),
 	}
 	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.RecordsIn, m.RecordsOut, m.Deliveries, m.Held, m.GateWait, m.Dropped, m.Commits, m.Aborts, m.CommitSeconds,
-		m.RestoreRecords, m.RestoreProgress, m.TaskState)
+		m.RestoreRecords, m.RestoreProgress, m.TaskState, m.FailedCommits)
 	return m
 }

@@ -6,12 +6,22 @@ import (
 
 // Status is what /status reports: the worker and each of its tasks.
 type Status struct {
-	ApplicationID string       `json:"application_id"`
-	InstanceID    string       `json:"instance_id"`
-	Ready         bool         `json:"ready"`
-	Error         string       `json:"error,omitempty"`
-	Tasks         []TaskStatus `json:"tasks"`
+	ApplicationID string `json:"application_id"`
+	InstanceID    string `json:"instance_id"`
+	Ready         bool   `json:"ready"`
+	Error         string `json:"error,omitempty"`
+	// FailedCommits counts the transactions that failed in a row, and
+	// LastCommitError says why the last one did; a worker whose commits
+	// keep failing is not ready.
+	FailedCommits   int          `json:"failed_commits,omitempty"`
+	LastCommitError string       `json:"last_commit_error,omitempty"`
+	Tasks           []TaskStatus `json:"tasks"`
 }
+
+// unreadyAfterFailedCommits is how many transactions in a row must fail
+// before the worker reports itself not ready: one failure is a blip the
+// worker rides through, several mean it is not getting work done.
+const unreadyAfterFailedCommits = 3
 
 // TaskStatus describes one task.
 type TaskStatus struct {
@@ -54,10 +64,16 @@ func (w *Worker) Ready() bool {
 // publishStatus snapshots the tasks for readers on other goroutines.
 func (w *Worker) publishStatus() {
 	now := w.now()
-	st := Status{ApplicationID: w.cfg.ApplicationID, InstanceID: w.instanceID, Ready: w.fatalErr == nil && len(w.pump.assigned) > 0}
+	st := Status{ApplicationID: w.cfg.ApplicationID, InstanceID: w.instanceID,
+		Ready:         w.fatalErr == nil && len(w.pump.assigned) > 0 && w.failedCommits < unreadyAfterFailedCommits,
+		FailedCommits: w.failedCommits}
 	if w.fatalErr != nil {
 		st.Error = w.fatalErr.Error()
 	}
+	if w.failedCommits > 0 && w.lastCommitErr != nil {
+		st.LastCommitError = w.lastCommitErr.Error()
+	}
+	w.metrics.FailedCommits.Set(float64(w.failedCommits))
 	for _, rt := range w.tasks.tasks {
 		ts := TaskStatus{ID: rt.id, State: rt.state}
 		if rt.err != nil {

@@ -61,8 +61,10 @@ type Worker struct {
 	tasks    *taskManager
 	pump     pump
 	fatalErr error
-	// failedCommits counts transactions failed in a row, for backoff.
+	// failedCommits counts transactions failed in a row, for backoff and
+	// readiness; lastCommitErr is the last one's error.
 	failedCommits int
+	lastCommitErr error
 	// mustAbort is set when a task failed mid-processing after streaming
 	// outputs into the open transaction: those outputs cannot be committed
 	// without the offsets the failed task no longer has.
