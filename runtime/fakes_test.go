@@ -47,7 +47,7 @@ type fakeKafka struct {
 	// failCommits after it.
 	commitErr   error
 	failCommits int
-	aborts    int
+	aborts      int
 }
 
 func newFakeKafka(t *testing.T) *fakeKafka {
