@@ -130,6 +130,7 @@ func (w *Worker) onCommitError(err error) {
 	}
 	w.failedCommits++
 	w.lastCommitErr = err
+	w.producer.refusals.transactionFailed()
 	w.log.Warn("transaction failed; aborting and rebuilding the tasks with work in it from committed state",
 		zap.Error(err), zap.Stringer("class", classify(err)), zap.Int("consecutive_failures", w.failedCommits))
 	// Back off on repeated failures so a persistent fault does not spin.

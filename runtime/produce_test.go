@@ -6,20 +6,21 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/runtime"
 )
 
-// With the real client: an output over librdkafka's message.max.bytes
-// fails the task that emitted it, naming its input record, and only that
-// task; the other partition's task goes on committing.
-func TestMessageTooLargeFailsOnlyTheEmittingTask(t *testing.T) {
-	t.Parallel()
-	b := startBroker(t)
-	createTopics(t, b.Addr(), 2, "in", "out")
+// echoTopology forwards each record to out on its input partition; a
+// record "big" becomes 200 kB.
+func echoTopology(t *testing.T) *framework.Topology {
+	t.Helper()
 	topo, err := framework.NewBuilder("echo").Processor("echo", func() framework.Processor {
 		return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
 			v := rec.Value
@@ -30,16 +31,66 @@ func TestMessageTooLargeFailsOnlyTheEmittingTask(t *testing.T) {
 		})
 	}, framework.From("in"), framework.To("out", framework.KeepPartition())).Build()
 	require.NoError(t, err)
-	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false, "go.delivery.reports": false})
+	return topo
+}
+
+// sendTo writes values to one partition of topic.
+func sendTo(t *testing.T, addr, topic string, partition int32, values ...string) {
+	t.Helper()
+	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": addr, "enable.metrics.push": false, "go.delivery.reports": false})
 	require.NoError(t, err)
 	defer p.Close()
-	send := func(partition int32, values ...string) {
-		topic := "in"
-		for _, v := range values {
-			require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition}, Value: []byte(v)}, nil))
-		}
-		require.Zero(t, p.Flush(10_000))
+	for _, v := range values {
+		require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition}, Value: []byte(v)}, nil))
 	}
+	require.Zero(t, p.Flush(10_000))
+}
+
+// A record the broker refuses after it was sent (here every record for
+// out/1) fails the transaction once; the next one is watched, learns which
+// record it was, and from then on that record goes to its processor's
+// production error policy: the task that emitted it fails, naming its
+// input record, and the other task goes on committing. No endless aborts.
+func TestBrokerRefusalFailsOnlyTheEmittingTask(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	createTopics(t, b.Addr(), 2, "in", "out")
+	h := b.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "out", Partitions: []int32{1}, Err: kerr.InvalidRecord, Count: -1})
+	defer h.Remove()
+	sendTo(t, b.Addr(), "in", 0, "a", "b")
+	sendTo(t, b.Addr(), "in", 1, "refused")
+	m := runtime.NewMetrics()
+	w := startTopology(t, testConfig(t, b.Addr(), "echo-refused"), echoTopology(t), m)
+	var failed runtime.TaskStatus
+	require.Eventually(t, func() bool {
+		for _, ts := range w.Status().Tasks {
+			if ts.ID == "echo/1" {
+				failed = ts
+			}
+		}
+		return failed.State == runtime.StateFailed
+	}, 60*time.Second, 50*time.Millisecond, "status: %+v", w.Status())
+	assert.Contains(t, failed.LastError, "output to out emitted for input in/1@0 was refused")
+	sendTo(t, b.Addr(), "in", 0, "c")
+	var got []string
+	for _, m := range readCommitted(t, b.Addr(), "out", 3, 30*time.Second) {
+		got = append(got, string(m.Value))
+	}
+	assert.Equal(t, []string{"a", "b", "c"}, got)
+	aborts := testutil.ToFloat64(m.Aborts)
+	assert.LessOrEqual(t, aborts, 3.0, "the transaction aborted %v times", aborts)
+	require.Eventually(t, w.Ready, 10*time.Second, 50*time.Millisecond, "commits go through again: %+v", w.Status())
+}
+
+// With the real client: an output over librdkafka's message.max.bytes
+// fails the task that emitted it, naming its input record, and only that
+// task; the other partition's task goes on committing.
+func TestMessageTooLargeFailsOnlyTheEmittingTask(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	createTopics(t, b.Addr(), 2, "in", "out")
+	topo := echoTopology(t)
+	send := func(partition int32, values ...string) { sendTo(t, b.Addr(), "in", partition, values...) }
 	send(0, "a", "big", "b")
 	send(1, "c", "d")
 

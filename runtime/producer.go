@@ -33,6 +33,9 @@ type txnProducer struct {
 	// copies the message before it returns.
 	out        kafka.Message
 	outHeaders []kafka.Header
+	// refusals watches the transactions after one failed, to learn which
+	// records the broker refused.
+	refusals *refusals
 }
 
 // outTopic is the producer's state for one output topic.
@@ -45,7 +48,7 @@ type outTopic struct {
 }
 
 func newTxnProducer(client producerClient, log *zap.Logger, metrics *Metrics, stop <-chan struct{}) *txnProducer {
-	return &txnProducer{client: client, log: log, metrics: metrics, stop: stop, topics: map[string]*outTopic{}}
+	return &txnProducer{client: client, log: log, metrics: metrics, stop: stop, topics: map[string]*outTopic{}, refusals: newRefusals(log)}
 }
 
 // begin opens a transaction if none is open.
@@ -63,6 +66,9 @@ func (p *txnProducer) begin() error {
 // send produces one task output into the open transaction (opening one if
 // needed).
 func (p *txnProducer) send(o task.Output) error {
+	if err, ok := p.refusals.refused(o); ok {
+		return err
+	}
 	if err := p.begin(); err != nil {
 		return err
 	}
@@ -95,7 +101,7 @@ func (p *txnProducer) send(o task.Output) error {
 // full.
 func (p *txnProducer) produce(msg *kafka.Message) error {
 	for {
-		err := p.client.Produce(msg, nil)
+		err := p.client.Produce(msg, p.refusals.deliveryChan())
 		if err == nil {
 			return nil
 		}
@@ -139,6 +145,7 @@ func (p *txnProducer) commit(offsets []kafka.TopicPartition, md *kafka.ConsumerG
 		backoff *= 2
 	}
 	p.open = false
+	p.refusals.committed()
 	for _, ot := range p.topics {
 		if ot.produced > 0 {
 			p.metrics.RecordsOut.WithLabelValues(ot.name).Add(float64(ot.produced))

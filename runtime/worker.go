@@ -374,6 +374,9 @@ func (w *Worker) closeClients() {
 	if w.kproducer != nil {
 		w.kproducer.Close()
 	}
+	if w.producer != nil {
+		w.producer.refusals.close()
+	}
 	if w.broker != nil {
 		w.broker.Close()
 	}
