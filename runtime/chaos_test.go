@@ -53,6 +53,7 @@ func TestChaosExactlyOnce(t *testing.T) {
 		}
 		return n
 	}
+	var killed []*workerProcess
 	working := 0 // killed workers that had been assigned partitions
 	for round := range kills {
 		merge(produceShop(t, b.Addr(), 3, 2, fmt.Sprintf("r%d", round)))
@@ -62,6 +63,7 @@ func TestChaosExactlyOnce(t *testing.T) {
 		time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
 		i := rng.IntN(len(workers))
 		workers[i].kill()
+		killed = append(killed, workers[i])
 		if strings.Contains(workers[i].logs.String(), "partitions assigned") {
 			working++
 		}
@@ -80,7 +82,17 @@ func TestChaosExactlyOnce(t *testing.T) {
 	}
 	verdicts := readCommitted(t, b.Addr(), "verdicts", want, 90*time.Second)
 	problems := checkVerdicts(wl, verdicts)
-	assert.Empty(t, problems, "seed %d", seed)
+	if !assert.Empty(t, problems, "seed %d", seed) {
+		// What the workers said about failures, to find the cause.
+		for i, w := range append(killed, workers[:]...) {
+			for _, line := range strings.Split(w.logs.String(), "\n") {
+				if strings.Contains(line, "abort") || strings.Contains(line, "rebuild") || strings.Contains(line, "refused") ||
+					strings.Contains(line, "failed") || strings.Contains(line, "assigned") || strings.Contains(line, "revoked") {
+					t.Logf("worker incarnation %d: %s", i, line)
+				}
+			}
+		}
+	}
 	assert.Len(t, verdicts, want, "seed %d", seed)
 	for _, w := range workers {
 		require.NoError(t, w.stop(30*time.Second), w.tail())

@@ -268,6 +268,7 @@ func newFakeWorker(t *testing.T, fake *fakeKafka, topo *framework.Topology, coun
 	}
 	w.consumer = fake
 	w.producer = newTxnProducer(fake, w.log, w.metrics, w.stop)
+	t.Cleanup(w.producer.refusals.close)
 	w.tasks = newTaskManager(topo, cfg, w.log, w.metrics, counts, fake, fake.restore(changelogTopic(cfg.ApplicationID), w.metrics), w.pumpClock)
 	w.pump.poll = fake.Poll
 	var parts []kafka.TopicPartition

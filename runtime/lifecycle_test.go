@@ -263,3 +263,26 @@ func TestRepeatedCommitFailuresShowInStatus(t *testing.T) {
 	assert.Empty(t, st.LastCommitError)
 	assert.ElementsMatch(t, []string{"x0", "x1", "x2"}, values(fake.outputs("out-a")), "exactly once after the failures")
 }
+
+// An error a processor returns, under its DeadLetter policy, sends the
+// record to the dead-letter topic with the stage that failed, in the same
+// transaction as the offsets past it, and the task goes on.
+func TestProcessingErrorUnderDeadLetterReachesTheDeadLetterTopic(t *testing.T) {
+	var poisoned atomic.Bool
+	poisoned.Store(true)
+	topo, counts := twoReaders(t, &poisoned, framework.OnProcessingError(framework.DeadLetter))
+	fake := newFakeKafka(t)
+	w := newFakeWorker(t, fake, topo, counts)
+	fake.send(in0, "x")
+	fake.send(in0, "poison")
+	fake.send(in0, "after")
+	w.drainAndCommit(t)
+	require.Equal(t, StateRunning, w.taskObject(t, "a/0").state)
+	assert.Equal(t, []string{"x", "after"}, values(fake.outputs("out-a")))
+	dead := fake.outputs("dead")
+	require.Len(t, dead, 1)
+	assert.Equal(t, "poison", string(dead[0].Value))
+	assert.Contains(t, dead[0].Headers, kafka.Header{Key: framework.HeaderDLQStage, Value: []byte(framework.StageProcess)})
+	assert.Contains(t, dead[0].Headers, kafka.Header{Key: framework.HeaderDLQError, Value: []byte("poisoned")})
+	assert.Equal(t, int64(3), fake.groupOffs[in0])
+}
