@@ -28,11 +28,6 @@ func TestChaosExactlyOnce(t *testing.T) {
 	b := startBroker(t)
 	createTopics(t, b.Addr(), 3, "orders", "payments", "verdicts")
 	wl := workload{payments: map[string][]string{}}
-	merge := func(w workload) {
-		for k, v := range w.payments {
-			wl.payments[k] = append(wl.payments[k], v...)
-		}
-	}
 	const app, kills = "shop-chaos", 50
 	var states [3]string
 	var workers [3]*workerProcess
@@ -56,7 +51,7 @@ func TestChaosExactlyOnce(t *testing.T) {
 	var killed []*workerProcess
 	working := 0 // killed workers that had been assigned partitions
 	for round := range kills {
-		merge(produceShop(t, b.Addr(), 3, 2, fmt.Sprintf("r%d", round)))
+		wl.add(produceShop(t, b.Addr(), 3, 2, fmt.Sprintf("r%d", round)))
 		if round%5 == 2 {
 			handles = append(handles, b.Cluster().Fault(faults[(round/5)%len(faults)]))
 		}
@@ -75,11 +70,8 @@ func TestChaosExactlyOnce(t *testing.T) {
 	t.Logf("%d of %d killed workers had been assigned partitions; broker faults hit %d times", working, kills, hits())
 	assert.GreaterOrEqual(t, working, kills/2, "most kills must hit a working worker, or the test proves little")
 	assert.Positive(t, hits(), "no injected fault ever fired")
-	merge(produceShop(t, b.Addr(), 3, 2, "last"))
-	want := 0
-	for _, p := range wl.payments {
-		want += len(p)
-	}
+	wl.add(produceShop(t, b.Addr(), 3, 2, "last"))
+	want := wl.count()
 	verdicts := readCommitted(t, b.Addr(), "verdicts", want, 90*time.Second)
 	problems := checkVerdicts(wl, verdicts)
 	if !assert.Empty(t, problems, "seed %d", seed) {

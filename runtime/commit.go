@@ -89,9 +89,12 @@ func (w *Worker) commit() error {
 		return err
 	}
 	w.failedCommits = 0
-	for _, p := range work {
-		for _, e := range p.snap.Offsets {
-			p.rt.committed[e.Channel.Topic] = e.Offset
+	// Only the snapshots that went into the transaction are committed: a
+	// task that failed on a refused output while it was being sent keeps
+	// the offsets it committed before.
+	for rt, offsets := range fresh {
+		for _, e := range offsets {
+			rt.committed[e.Channel.Topic] = e.Offset
 		}
 	}
 	for _, rt := range w.tasks.tasks {

@@ -112,6 +112,22 @@ type workload struct {
 	payments map[string][]string
 }
 
+// add puts what o wrote into wl.
+func (wl workload) add(o workload) {
+	for k, v := range o.payments {
+		wl.payments[k] = append(wl.payments[k], v...)
+	}
+}
+
+// count is how many payments wl wrote: the verdicts to expect.
+func (wl workload) count() int {
+	n := 0
+	for _, p := range wl.payments {
+		n += len(p)
+	}
+	return n
+}
+
 // produceShop writes, for each of orders ids, the order and then payments
 // payments, each claiming (through a causal session per order) everything
 // its client wrote before. It returns what it wrote.

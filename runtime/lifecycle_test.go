@@ -286,3 +286,38 @@ func TestProcessingErrorUnderDeadLetterReachesTheDeadLetterTopic(t *testing.T) {
 	assert.Contains(t, dead[0].Headers, kafka.Header{Key: framework.HeaderDLQError, Value: []byte("poisoned")})
 	assert.Equal(t, int64(3), fake.groupOffs[in0])
 }
+
+// A task that fails on a refused output while the commit sends it keeps
+// the offsets it committed before, and so does the group: the records it
+// did not finish are read again when it is restarted.
+func TestTaskFailingDuringCommitKeepsItsCommittedOffsets(t *testing.T) {
+	var poisoned atomic.Bool
+	topo, counts := twoReaders(t, &poisoned)
+	fake := newFakeKafka(t)
+	fake.produceErr = func(m *kafka.Message) error {
+		if *m.TopicPartition.Topic == "out-a" && string(m.Value) == "big" {
+			return kafka.NewError(kafka.ErrMsgSizeTooLarge, "Broker: Message size too large", false)
+		}
+		return nil
+	}
+	w := newFakeWorker(t, fake, topo, counts)
+	fake.send(in0, "big")
+	fake.send(in0, "y")
+	// Handle the records without streaming, so that the commit sends the
+	// outputs.
+	for w.poll() > 0 {
+		for _, ev := range w.pump.polled {
+			w.handle(ev)
+		}
+		clear(w.pump.polled)
+		w.pump.polled = w.pump.polled[:0]
+	}
+	require.NoError(t, w.commit())
+	a0 := w.taskObject(t, "a/0")
+	require.Equal(t, StateFailed, a0.state)
+	assert.Equal(t, int64(0), a0.committed["in"], "a/0 committed nothing")
+	fake.send(in1, "z")
+	w.drainAndCommit(t)
+	assert.Equal(t, int64(0), fake.groupOffs[in0], "the group's offset of in/0 waits for a/0")
+	assert.Equal(t, []string{"y", "z"}, values(fake.outputs("out-b"))[1:], "b/0 and b/1 went on")
+}

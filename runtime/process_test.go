@@ -108,16 +108,11 @@ func TestCrashRecoveryExactlyOnce(t *testing.T) {
 	createTopics(t, b.Addr(), 2, "orders", "payments", "verdicts")
 	state := t.TempDir()
 	wl := workload{payments: map[string][]string{}}
-	merge := func(w workload) {
-		for k, v := range w.payments {
-			wl.payments[k] = append(wl.payments[k], v...)
-		}
-	}
 	w := spawnWorker(t, b.Addr(), "shop-crash", state)
 	const kills = 8
 	working := 0 // incarnations killed after they had partitions and had committed
 	for round := range kills {
-		merge(produceShop(t, b.Addr(), 4, 3, fmt.Sprintf("r%d", round)))
+		wl.add(produceShop(t, b.Addr(), 4, 3, fmt.Sprintf("r%d", round)))
 		time.Sleep(time.Duration(200+rng.IntN(1300)) * time.Millisecond)
 		w.kill()
 		if strings.Contains(w.logs.String(), "partitions assigned") {
@@ -127,11 +122,8 @@ func TestCrashRecoveryExactlyOnce(t *testing.T) {
 	}
 	t.Logf("%d of %d killed workers had been assigned partitions", working, kills)
 	assert.GreaterOrEqual(t, working, kills/2, "most kills must hit a working worker, or the test proves little")
-	merge(produceShop(t, b.Addr(), 4, 3, "last"))
-	want := 0
-	for _, p := range wl.payments {
-		want += len(p)
-	}
+	wl.add(produceShop(t, b.Addr(), 4, 3, "last"))
+	want := wl.count()
 	verdicts := readCommitted(t, b.Addr(), "verdicts", want, 90*time.Second)
 	problems := checkVerdicts(wl, verdicts)
 	assert.Empty(t, problems, "seed %d; worker log tail:\n%s", seed, w.tail())
@@ -147,28 +139,20 @@ func TestRebalanceExactlyOnce(t *testing.T) {
 	b := startBroker(t)
 	createTopics(t, b.Addr(), 3, "orders", "payments", "verdicts")
 	wl := workload{payments: map[string][]string{}}
-	merge := func(w workload) {
-		for k, v := range w.payments {
-			wl.payments[k] = append(wl.payments[k], v...)
-		}
-	}
 	// Dynamic membership, so that a leaving worker's partitions move at once.
 	dyn := []string{"--static-membership=false"}
 	a := spawnWorker(t, b.Addr(), "shop-rebalance", t.TempDir(), dyn...)
-	merge(produceShop(t, b.Addr(), 6, 3, "a"))
+	wl.add(produceShop(t, b.Addr(), 6, 3, "a"))
 	time.Sleep(time.Second)
 	bw := spawnWorker(t, b.Addr(), "shop-rebalance", t.TempDir(), dyn...)
-	merge(produceShop(t, b.Addr(), 6, 3, "b"))
+	wl.add(produceShop(t, b.Addr(), 6, 3, "b"))
 	time.Sleep(time.Second)
 	c := spawnWorker(t, b.Addr(), "shop-rebalance", t.TempDir(), dyn...)
-	merge(produceShop(t, b.Addr(), 6, 3, "c"))
+	wl.add(produceShop(t, b.Addr(), 6, 3, "c"))
 	time.Sleep(time.Second)
 	require.NoError(t, a.stop(30*time.Second), a.tail())
-	merge(produceShop(t, b.Addr(), 6, 3, "d"))
-	want := 0
-	for _, p := range wl.payments {
-		want += len(p)
-	}
+	wl.add(produceShop(t, b.Addr(), 6, 3, "d"))
+	want := wl.count()
 	verdicts := readCommitted(t, b.Addr(), "verdicts", want, 90*time.Second)
 	assert.Empty(t, checkVerdicts(wl, verdicts), "logs:\n%s\n---\n%s", bw.tail(), c.tail())
 	assert.Len(t, verdicts, want)

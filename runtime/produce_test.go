@@ -17,6 +17,22 @@ import (
 	"github.com/causeway-stream/causeway/runtime"
 )
 
+// waitForTask waits until the worker's task id is in state, and returns
+// its status then.
+func waitForTask(t *testing.T, w *runtime.Worker, id string, state runtime.TaskState, timeout time.Duration) runtime.TaskStatus {
+	t.Helper()
+	var got runtime.TaskStatus
+	require.Eventually(t, func() bool {
+		for _, ts := range w.Status().Tasks {
+			if ts.ID == id {
+				got = ts
+			}
+		}
+		return got.State == state
+	}, timeout, 50*time.Millisecond, "task %s never became %s", id, state)
+	return got
+}
+
 // echoTopology forwards each record to out on its input partition; a
 // record "big" becomes 200 kB.
 func echoTopology(t *testing.T) *framework.Topology {
@@ -61,15 +77,7 @@ func TestBrokerRefusalFailsOnlyTheEmittingTask(t *testing.T) {
 	sendTo(t, b.Addr(), "in", 1, "refused")
 	m := runtime.NewMetrics()
 	w := startTopology(t, testConfig(t, b.Addr(), "echo-refused"), echoTopology(t), m)
-	var failed runtime.TaskStatus
-	require.Eventually(t, func() bool {
-		for _, ts := range w.Status().Tasks {
-			if ts.ID == "echo/1" {
-				failed = ts
-			}
-		}
-		return failed.State == runtime.StateFailed
-	}, 60*time.Second, 50*time.Millisecond, "status: %+v", w.Status())
+	failed := waitForTask(t, w, "echo/1", runtime.StateFailed, 60*time.Second)
 	assert.Contains(t, failed.LastError, "output to out emitted for input in/1@0 was refused")
 	sendTo(t, b.Addr(), "in", 0, "c")
 	var got []string
@@ -97,15 +105,7 @@ func TestMessageTooLargeFailsOnlyTheEmittingTask(t *testing.T) {
 	cfg := testConfig(t, b.Addr(), "echo-large")
 	cfg.Kafka["message.max.bytes"] = "100000"
 	w := startTopology(t, cfg, topo, nil)
-	var failed runtime.TaskStatus
-	require.Eventually(t, func() bool {
-		for _, ts := range w.Status().Tasks {
-			if ts.ID == "echo/0" {
-				failed = ts
-			}
-		}
-		return failed.State == runtime.StateFailed
-	}, 30*time.Second, 50*time.Millisecond, "status: %+v", w.Status())
+	failed := waitForTask(t, w, "echo/0", runtime.StateFailed, 30*time.Second)
 	assert.Contains(t, failed.LastError, "output to out emitted for input in/0@1 was refused")
 	assert.Contains(t, failed.LastError, "too large")
 
