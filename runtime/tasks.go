@@ -171,43 +171,29 @@ func (m *taskManager) build(rts []*runningTask) error {
 
 func (m *taskManager) buildOne(rt *runningTask, r *restoredTask, group map[causal.Channel]int64) error {
 	m.closeTask(rt)
-	t, err := task.New(task.Config{
+	rt.state, rt.err = StateRestoring, nil
+	rt.streamed, rt.inTxn = 0, false
+	rt.blocked = map[causal.Channel]blockedSince{}
+	if err := m.seedOffsets(rt, r, group); err != nil {
+		return err
+	}
+	c := task.Committed{Next: rt.committed}
+	if r != nil {
+		c.Stores = r.stores
+		if r.checkpoint != nil {
+			c.Checkpoint, c.StreamTime = r.checkpoint.gate, r.checkpoint.stream
+		}
+	}
+	t, err := task.Rebuild(task.Config{
 		Topology: m.topo, Processor: rt.processor, Partition: rt.partition,
 		OutputPartitions: m.partitionCount, GateOff: m.cfg.GateOff, Now: m.clock,
 		DeadLetterTopic: m.deadLetter, Skip: rt.skip, CheckClaims: m.cfg.CheckClaims,
 		Observer: taskObserver{m: m, deliveries: m.metrics.Deliveries.WithLabelValues(rt.id)},
-	})
+	}, c)
 	if err != nil {
 		return err
 	}
-	rt.t, rt.state, rt.err = t, StateRestoring, nil
-	rt.streamed, rt.inTxn = 0, false
-	rt.blocked = map[causal.Channel]blockedSince{}
-	if r != nil {
-		for name, changes := range r.stores {
-			if err := t.RestoreStore(name, changes); err != nil {
-				return err
-			}
-		}
-		if r.checkpoint != nil {
-			if err := t.RestoreGate(r.checkpoint.gate); err != nil {
-				return err
-			}
-			t.RestoreStreamTime(r.checkpoint.stream)
-		}
-	}
-	if err := m.seedOffsets(rt, r, group); err != nil {
-		return err
-	}
-	for in, next := range rt.committed {
-		if err := t.Seed(in, next); err != nil {
-			return err
-		}
-	}
-	if err := t.Start(); err != nil {
-		return err
-	}
-	rt.state = StateRunning
+	rt.t, rt.state = t, StateRunning
 	return nil
 }
 

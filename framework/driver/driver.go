@@ -124,7 +124,11 @@ func New(topo *framework.Topology, opts ...Opt) (*Driver, error) {
 }
 
 func (d *Driver) startTask(ts *taskState, processor string, part int32) error {
-	t, err := task.New(task.Config{
+	next := map[string]int64{}
+	for _, e := range ts.committed.Offsets {
+		next[e.Channel.Topic] = e.Offset
+	}
+	t, err := task.Rebuild(task.Config{
 		Topology:         d.topo,
 		Processor:        processor,
 		Partition:        part,
@@ -132,36 +136,13 @@ func (d *Driver) startTask(ts *taskState, processor string, part int32) error {
 		GateOff:          d.cfg.gateOff,
 		Now:              func() time.Time { return d.now },
 		Observer:         observer{d},
-	})
+	}, task.Committed{Stores: ts.changelog, Checkpoint: ts.committed.Checkpoint, StreamTime: ts.committed.StreamTime, Next: next})
 	if err != nil {
 		return err
 	}
-	for name, changes := range ts.changelog {
-		if err := t.RestoreStore(name, changes); err != nil {
-			return err
-		}
-	}
-	if ts.committed.Checkpoint != nil {
-		if err := t.RestoreGate(ts.committed.Checkpoint); err != nil {
-			return err
-		}
-	}
-	t.RestoreStreamTime(ts.committed.StreamTime)
-	ts.pos = map[string]int64{}
-	for _, in := range t.Inputs() {
-		next := int64(0)
-		for _, e := range ts.committed.Offsets {
-			if e.Channel.Topic == in {
-				next = e.Offset
-			}
-		}
-		if err := t.Seed(in, next); err != nil {
-			return err
-		}
-		ts.pos[in] = next
-	}
+	ts.pos = next
 	ts.t = t
-	return t.Start()
+	return nil
 }
 
 type observer struct{ d *Driver }

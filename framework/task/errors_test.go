@@ -3,11 +3,13 @@ package task_test
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/framework/store"
 	"github.com/causeway-stream/causeway/framework/task"
 )
 
@@ -160,4 +162,41 @@ func TestDeadLetterPolicyNeedsATopic(t *testing.T) {
 	_, err := framework.NewBuilder("t").Processor("p", numbers, framework.From("in"),
 		framework.OnProductionError(framework.DeadLetter)).Build()
 	assert.ErrorContains(t, err, "needs a dead-letter topic")
+}
+
+// Rebuild brings back what was committed: stores, the gate's resume
+// point (records below it are replays), and stream time.
+func TestRebuildFromCommitted(t *testing.T) {
+	topo, err := framework.NewBuilder("t").Processor("p", func() framework.Processor {
+		return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
+			kv, err := ctx.KeyValueStore("seen")
+			if err != nil {
+				return err
+			}
+			return kv.Put(rec.Value, []byte(ctx.StreamTime().UTC().Format(time.RFC3339)))
+		})
+	}, framework.From("in"), framework.Stores(framework.KeyValueStore("seen"))).Build()
+	require.NoError(t, err)
+	at := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	tk, err := task.Rebuild(task.Config{Topology: topo, Processor: "p"}, task.Committed{
+		Stores:     map[string][]store.Change{"seen": {{Key: []byte("old"), Value: []byte("x")}}},
+		StreamTime: at,
+		Next:       map[string]int64{"in": 5},
+	})
+	require.NoError(t, err)
+	require.NoError(t, tk.Receive(framework.Record{Topic: "in", Offset: 4, Value: []byte("replayed")}))
+	require.NoError(t, tk.Receive(framework.Record{Topic: "in", Offset: 5, Value: []byte("new"), Timestamp: at.Add(-time.Hour)}))
+	kv, ok := tk.KeyValueStore("seen")
+	require.True(t, ok)
+	for key, want := range map[string]string{"old": "x", "new": at.Format(time.RFC3339)} {
+		got, found, err := kv.Get([]byte(key))
+		require.NoError(t, err)
+		require.True(t, found, key)
+		assert.Equal(t, want, string(got), key)
+	}
+	_, found, err := kv.Get([]byte("replayed"))
+	require.NoError(t, err)
+	assert.False(t, found, "a record below the committed offset is a replay")
+	_, err = task.Rebuild(task.Config{Topology: topo, Processor: "p"}, task.Committed{Stores: map[string][]store.Change{"nope": nil}})
+	assert.ErrorIs(t, err, framework.ErrUnknownStore)
 }
