@@ -98,6 +98,12 @@ func classify(err error) errorClass {
 		kafka.ErrUnknownTopic, kafka.ErrUnknownTopicOrPart, kafka.ErrTopicException, kafka.ErrTopicAuthorizationFailed,
 		kafka.ErrPolicyViolation:
 		return classRecord
+	case kafka.ErrTimedOut, kafka.ErrRequestTimedOut, kafka.ErrNotEnoughReplicas, kafka.ErrNotEnoughReplicasAfterAppend,
+		kafka.ErrLeaderNotAvailable, kafka.ErrNotLeaderForPartition, kafka.ErrCoordinatorNotAvailable,
+		kafka.ErrNotCoordinator, kafka.ErrCoordinatorLoadInProgress, kafka.ErrConcurrentTransactions:
+		if !ke.IsFatal() && !ke.TxnRequiresAbort() {
+			return classRetriable
+		}
 	}
 	switch {
 	case ke.IsFatal():
