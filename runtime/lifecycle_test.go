@@ -46,6 +46,15 @@ func twoReaders(t *testing.T, poisoned *atomic.Bool, aOpts ...framework.Processo
 	return topo, map[string]int32{"in": 2, "side": 2, "out-a": 2, "out-b": 2, "dead": 1}
 }
 
+// refuseBigOnOutA refuses a record "big" on out-a as too large, as
+// librdkafka's own size check does.
+func refuseBigOnOutA(m *kafka.Message) error {
+	if *m.TopicPartition.Topic == "out-a" && string(m.Value) == "big" {
+		return kafka.NewError(kafka.ErrMsgSizeTooLarge, "Broker: Message size too large", false)
+	}
+	return nil
+}
+
 func values(ms []*kafka.Message) []string {
 	var out []string
 	for _, m := range ms {
@@ -150,12 +159,7 @@ func TestProductionErrorStaysWithItsTask(t *testing.T) {
 			var poisoned atomic.Bool
 			topo, counts := twoReaders(t, &poisoned, framework.OnProductionError(tt.give))
 			fake := newFakeKafka(t)
-			fake.produceErr = func(m *kafka.Message) error {
-				if *m.TopicPartition.Topic == "out-a" && string(m.Value) == "big" {
-					return kafka.NewError(kafka.ErrMsgSizeTooLarge, "Broker: Message size too large", false)
-				}
-				return nil
-			}
+			fake.produceErr = refuseBigOnOutA
 			w := newFakeWorker(t, fake, topo, counts)
 			fake.send(in0, "x")
 			fake.send(in0, "big")
@@ -294,12 +298,7 @@ func TestTaskFailingDuringCommitKeepsItsCommittedOffsets(t *testing.T) {
 	var poisoned atomic.Bool
 	topo, counts := twoReaders(t, &poisoned)
 	fake := newFakeKafka(t)
-	fake.produceErr = func(m *kafka.Message) error {
-		if *m.TopicPartition.Topic == "out-a" && string(m.Value) == "big" {
-			return kafka.NewError(kafka.ErrMsgSizeTooLarge, "Broker: Message size too large", false)
-		}
-		return nil
-	}
+	fake.produceErr = refuseBigOnOutA
 	w := newFakeWorker(t, fake, topo, counts)
 	fake.send(in0, "big")
 	fake.send(in0, "y")
