@@ -46,6 +46,22 @@ func twoReaders(t *testing.T, poisoned *atomic.Bool, aOpts ...framework.Processo
 	return topo, map[string]int32{"in": 2, "side": 2, "out-a": 2, "out-b": 2, "dead": 1}
 }
 
+// poisonedWorker runs twoReaders, with a's options aOpts and a failing on
+// "poison" for good, over "x", "poison" and "after" on in/0.
+func poisonedWorker(t *testing.T, aOpts ...framework.ProcessorOpt) (*Worker, *fakeKafka) {
+	t.Helper()
+	var poisoned atomic.Bool
+	poisoned.Store(true)
+	topo, counts := twoReaders(t, &poisoned, aOpts...)
+	fake := newFakeKafka(t)
+	w := newFakeWorker(t, fake, topo, counts)
+	fake.send(in0, "x")
+	fake.send(in0, "poison")
+	fake.send(in0, "after")
+	w.drainAndCommit(t)
+	return w, fake
+}
+
 // refuseBigOnOutA refuses a record "big" on out-a as too large, as
 // librdkafka's own size check does.
 func refuseBigOnOutA(m *kafka.Message) error {
@@ -199,15 +215,7 @@ func TestProductionErrorStaysWithItsTask(t *testing.T) {
 // as the offsets past it, and the task processes what follows exactly
 // once, even when that transaction first aborts.
 func TestSkipMovesAFailedTaskPastItsRecord(t *testing.T) {
-	var poisoned atomic.Bool
-	poisoned.Store(true) // and never fixed
-	topo, counts := twoReaders(t, &poisoned)
-	fake := newFakeKafka(t)
-	w := newFakeWorker(t, fake, topo, counts)
-	fake.send(in0, "x")
-	fake.send(in0, "poison")
-	fake.send(in0, "after")
-	w.drainAndCommit(t)
+	w, fake := poisonedWorker(t) // and never fixed
 	a0 := w.taskObject(t, "a/0")
 	require.Equal(t, StateFailed, a0.state)
 	b0 := w.taskObject(t, "b/0").t
@@ -272,15 +280,7 @@ func TestRepeatedCommitFailuresShowInStatus(t *testing.T) {
 // record to the dead-letter topic with the stage that failed, in the same
 // transaction as the offsets past it, and the task goes on.
 func TestProcessingErrorUnderDeadLetterReachesTheDeadLetterTopic(t *testing.T) {
-	var poisoned atomic.Bool
-	poisoned.Store(true)
-	topo, counts := twoReaders(t, &poisoned, framework.OnProcessingError(framework.DeadLetter))
-	fake := newFakeKafka(t)
-	w := newFakeWorker(t, fake, topo, counts)
-	fake.send(in0, "x")
-	fake.send(in0, "poison")
-	fake.send(in0, "after")
-	w.drainAndCommit(t)
+	w, fake := poisonedWorker(t, framework.OnProcessingError(framework.DeadLetter))
 	require.Equal(t, StateRunning, w.taskObject(t, "a/0").state)
 	assert.Equal(t, []string{"x", "after"}, values(fake.outputs("out-a")))
 	dead := fake.outputs("dead")
