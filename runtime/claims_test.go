@@ -9,6 +9,7 @@ import (
 
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/internal/taskmgr"
 )
 
 // shippingTopology: shipping reads requests (where clocks enter from
@@ -56,11 +57,7 @@ func TestImpossibleClaimsAreCaughtWhereTheyEnter(t *testing.T) {
 	run := func(t *testing.T, check bool, opts ...framework.ProcessorOpt) (*Worker, *fakeKafka) {
 		topo, counts := shippingTopology(t, opts...)
 		fake := newFakeKafka(t)
-		w := newFakeWorker(t, fake, topo, counts)
-		w.tasks.cfg.CheckClaims = check
-		for _, rt := range w.tasks.tasks {
-			w.rebuild([]*runningTask{rt}) // with the setting above
-		}
+		w := newFakeWorker(t, fake, topo, counts, func(c *Config) { c.CheckClaims = check })
 		fake.send(orders0, "o1")
 		fake.send(requests0, "r-ok", causal.Entry{Channel: orders0, Offset: 0})
 		fake.send(requests0, "r-bogus", causal.Entry{Channel: orders0, Offset: 1_000_000_000})
@@ -84,18 +81,18 @@ func TestImpossibleClaimsAreCaughtWhereTheyEnter(t *testing.T) {
 	t.Run("fail task", func(t *testing.T) {
 		w, fake := run(t, true)
 		shipping := w.taskObject(t, "shipping/0")
-		require.Equal(t, StateFailed, shipping.state)
-		assert.ErrorContains(t, shipping.err, "requests/0@1 claims orders/0 up to offset 1000000000, which can never be met: orders/0 ends at offset 0")
-		rec, ok := failedRecord(shipping.err)
+		require.Equal(t, StateFailed, shipping.State)
+		assert.ErrorContains(t, shipping.Err, "requests/0@1 claims orders/0 up to offset 1000000000, which can never be met: orders/0 ends at offset 0")
+		rec, ok := taskmgr.FailedRecord(shipping.Err)
 		require.True(t, ok)
 		assert.Equal(t, causal.Entry{Channel: requests0, Offset: 1}, rec, "the error names the record that brought the claim in")
 		assert.Equal(t, []string{"r-ok"}, values(fake.outputs("shipments")))
-		assert.Equal(t, StateRunning, w.taskObject(t, "audit/0").state)
+		assert.Equal(t, StateRunning, w.taskObject(t, "audit/0").State)
 		noImpossibleClaims(t, fake)
 	})
 	t.Run("dead letter", func(t *testing.T) {
 		w, fake := run(t, true, framework.OnProcessingError(framework.DeadLetter))
-		require.Equal(t, StateRunning, w.taskObject(t, "shipping/0").state)
+		require.Equal(t, StateRunning, w.taskObject(t, "shipping/0").State)
 		assert.Equal(t, []string{"r-ok", "r-after"}, values(fake.outputs("shipments")))
 		dead := fake.outputs("dead")
 		require.Len(t, dead, 2)

@@ -7,14 +7,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/causal"
-	"github.com/causeway-stream/causeway/framework/task"
+	"github.com/causeway-stream/causeway/internal/taskmgr"
 )
-
-// pendingCommit is one task's share of a transaction.
-type pendingCommit struct {
-	rt   *runningTask
-	snap task.Snapshot
-}
 
 // commit closes the open transaction with every task's remaining outputs,
 // store changes, checkpoint and offsets. A task that failed while
@@ -22,7 +16,7 @@ type pendingCommit struct {
 // were; if it had already streamed outputs, the transaction is aborted
 // instead and the healthy tasks redo their work from committed state.
 func (w *Worker) commit() error {
-	if len(w.tasks.tasks) == 0 || w.consumer == nil {
+	if len(w.tasks.Tasks()) == 0 || w.consumer == nil {
 		return nil
 	}
 	if w.mustAbort {
@@ -30,31 +24,8 @@ func (w *Worker) commit() error {
 		w.abortAndRebuild()
 		return nil
 	}
-	var work []pendingCommit
-	dirty := w.producer.open
-	for _, rt := range w.tasks.tasks {
-		if rt.t == nil || rt.state == StateRestoring {
-			continue
-		}
-		// A failed task still commits what came before its failure when its
-		// snapshot says that is well defined (a record refused at receipt).
-		snap, err := rt.t.Snapshot()
-		if err != nil {
-			rt.t.TakeOutputs()
-			continue
-		}
-		moved := len(snap.Changes) > 0
-		for _, e := range snap.Offsets {
-			if rt.committed[e.Channel.Topic] != e.Offset {
-				moved = true
-			}
-		}
-		if moved {
-			dirty, rt.inTxn = true, true
-		}
-		work = append(work, pendingCommit{rt: rt, snap: snap})
-	}
-	if !dirty {
+	work, moved := w.tasks.Pending()
+	if !moved && !w.producer.open {
 		return nil
 	}
 	closing := w.now()
@@ -62,9 +33,9 @@ func (w *Worker) commit() error {
 		return err
 	}
 	cl := changelogTopic(w.cfg.ApplicationID)
-	fresh := make(map[*runningTask][]causal.Entry, len(work))
+	fresh := make(map[*taskmgr.Task][]causal.Entry, len(work))
 	for _, p := range work {
-		sound, err := w.sendOutputs(p.rt)
+		sound, err := w.sendOutputs(p.Task)
 		if err != nil {
 			return err
 		}
@@ -74,7 +45,7 @@ func (w *Worker) commit() error {
 		if err := w.writeChangelog(cl, p); err != nil {
 			return err
 		}
-		fresh[p.rt] = p.snap.Offsets
+		fresh[p.Task] = p.Snap.Offsets
 	}
 	if w.mustAbort {
 		w.log.Warn("a task failed after its outputs were sent: aborting the transaction; the tasks with work in it redo that work")
@@ -85,42 +56,32 @@ func (w *Worker) commit() error {
 	if err != nil {
 		return fmt.Errorf("group metadata: %w", err)
 	}
-	if err := w.producer.commit(w.tasks.groupOffsets(fresh), md); err != nil {
+	if err := w.producer.commit(w.groupOffsets(fresh), md); err != nil {
 		return err
 	}
 	w.failedCommits = 0
-	// Only the snapshots that went into the transaction are committed: a
-	// task that failed on a refused output while it was being sent keeps
-	// the offsets it committed before.
-	for rt, offsets := range fresh {
-		for _, e := range offsets {
-			rt.committed[e.Channel.Topic] = e.Offset
-		}
-	}
-	for _, rt := range w.tasks.tasks {
-		rt.streamed, rt.inTxn = 0, false
-	}
+	w.tasks.Committed(fresh)
 	w.metrics.CommitSeconds.Observe(w.now().Sub(closing).Seconds())
 	return nil
 }
 
 // writeChangelog sends one task's store changes and checkpoint to the
 // changelog, in the open transaction.
-func (w *Worker) writeChangelog(cl string, p pendingCommit) error {
-	for name, changes := range p.snap.Changes {
+func (w *Worker) writeChangelog(cl string, p taskmgr.Pending) error {
+	for name, changes := range p.Snap.Changes {
 		for _, c := range changes {
-			msg := changelogMessage(&cl, p.rt.partition, storeKey(p.rt.processor, p.rt.partition, name, c.Key), c.Value)
+			msg := changelogMessage(&cl, p.Task.Partition, storeKey(p.Task.Processor, p.Task.Partition, name, c.Key), c.Value)
 			if err := w.producer.produce(msg); err != nil {
 				return err
 			}
 		}
 	}
 	next := map[string]int64{}
-	for _, e := range p.snap.Offsets {
+	for _, e := range p.Snap.Offsets {
 		next[e.Channel.Topic] = e.Offset
 	}
-	cp := taskCheckpoint{next: next, stream: p.snap.StreamTime, gate: p.snap.Checkpoint}
-	return w.producer.produce(changelogMessage(&cl, p.rt.partition, checkpointKey(p.rt.processor, p.rt.partition), cp.encode()))
+	cp := taskCheckpoint{next: next, stream: p.Snap.StreamTime, gate: p.Snap.Checkpoint}
+	return w.producer.produce(changelogMessage(&cl, p.Task.Partition, checkpointKey(p.Task.Processor, p.Task.Partition), cp.encode()))
 }
 
 // onCommitError aborts and rebuilds the tasks that had effects in the
@@ -149,8 +110,8 @@ func (w *Worker) onCommitError(err error) {
 // abort aborts the open transaction, if any.
 func (w *Worker) abort() {
 	w.mustAbort = false
-	for _, rt := range w.tasks.tasks {
-		rt.streamed = 0
+	for _, rt := range w.tasks.Tasks() {
+		rt.Streamed = 0
 	}
 	if err := w.producer.abort(); err != nil {
 		w.fatalErr = err

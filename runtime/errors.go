@@ -2,47 +2,30 @@ package runtime
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/internal/taskmgr"
 )
 
 // ErrNoTask is returned by RestartTask and SkipRecord for a task this
 // worker does not run.
-var ErrNoTask = errors.New("no such task on this worker")
+var ErrNoTask = taskmgr.ErrNoTask
 
 // ErrNotFailed is returned by RestartTask for a task that is not failed:
 // there is nothing to restart, and nothing is rebuilt.
-var ErrNotFailed = errors.New("task is not failed")
+var ErrNotFailed = taskmgr.ErrNotFailed
 
 // ErrNoRecord is returned by SkipRecord for a task whose failure names no
 // input record to move past (an offset out of range, a failed restore):
 // restart it instead, once the cause is fixed.
-var ErrNoRecord = errors.New("the task's failure names no record to skip")
+var ErrNoRecord = taskmgr.ErrNoRecord
 
 // UnsatisfiableClaimError is the failure of a task that received a record
 // claiming an offset that does not exist: beyond the end of a partition the
 // consumer has read to the end, or on a topic that does not exist. Record
 // is the record that carries the claim.
-type UnsatisfiableClaimError struct {
-	Record causal.Entry
-	Claim  causal.Entry
-	// End is the claimed channel's end offset (-1 when its topic does not
-	// exist).
-	End int64
-}
-
-// Error implements error.
-func (e *UnsatisfiableClaimError) Error() string {
-	if e.End < 0 {
-		return fmt.Sprintf("%s@%d claims %s up to offset %d, but topic %q does not exist: the producer of that record stamped a claim on nothing",
-			e.Record.Channel, e.Record.Offset, e.Claim.Channel, e.Claim.Offset, e.Claim.Channel.Topic)
-	}
-	return fmt.Sprintf("%s@%d claims %s up to offset %d, which can never be met: %s ends at offset %d and the consumer has read it all; "+
-		"the producer of that record stamped an offset that does not exist", e.Record.Channel, e.Record.Offset, e.Claim.Channel, e.Claim.Offset, e.Claim.Channel, e.End-1)
-}
+type UnsatisfiableClaimError = taskmgr.UnsatisfiableClaimError
 
 // ErrStopped is returned by calls on a worker that has stopped.
 var ErrStopped = errors.New("worker stopped")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/internal/taskmgr"
 )
 
 // fakeKafka is an in-process stand-in for what the worker's parts ask of
@@ -178,14 +179,14 @@ func (f *fakeKafka) GetFatalError() error { return nil }
 
 // restore reads the committed changelog records of the given tasks, as the
 // changelog reader does from the topic.
-func (f *fakeKafka) restore(topic string, metrics *Metrics) restoreFunc {
-	return func(rts []*runningTask) (map[string]*restoredTask, error) {
+func (f *fakeKafka) restore(topic string, metrics *Metrics) func([]*taskmgr.Task) (map[string]*taskmgr.Restored, error) {
+	return func(rts []*taskmgr.Task) (map[string]*taskmgr.Restored, error) {
 		c := &changelogReader{topic: topic, metrics: metrics}
 		want := map[string]bool{}
 		for _, rt := range rts {
-			want[rt.id] = true
+			want[rt.ID] = true
 		}
-		out := map[string]*restoredTask{}
+		out := map[string]*taskmgr.Restored{}
 		for _, m := range f.committed {
 			if *m.TopicPartition.Topic == topic {
 				if err := c.apply(out, want, m); err != nil {
@@ -253,13 +254,17 @@ func (f *fakeKafka) catchUp(ch causal.Channel) {
 }
 
 // newFakeWorker returns a worker wired to fake, assigned every partition
-// of the topology's inputs, with its tasks built. It is driven by calling
-// the pump's steps directly; nothing runs in the background.
-func newFakeWorker(t *testing.T, fake *fakeKafka, topo *framework.Topology, counts map[string]int32) *Worker {
+// of the topology's inputs, with its tasks built, configured by
+// DefaultConfig and then configure. It is driven by calling the pump's
+// steps directly; nothing runs in the background.
+func newFakeWorker(t *testing.T, fake *fakeKafka, topo *framework.Topology, counts map[string]int32, configure ...func(*Config)) *Worker {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.ApplicationID = "fake"
 	cfg.StateDir = t.TempDir()
+	for _, c := range configure {
+		c(&cfg)
+	}
 	w, err := NewWorker(cfg, topo, zaptest.NewLogger(t), nil)
 	require.NoError(t, err)
 	w.now = func() time.Time { return time.Unix(1_700_000_000, 0) }
@@ -269,7 +274,8 @@ func newFakeWorker(t *testing.T, fake *fakeKafka, topo *framework.Topology, coun
 	w.consumer = fake
 	w.producer = newTxnProducer(fake, w.log, w.metrics, w.stop)
 	t.Cleanup(w.producer.refusals.close)
-	w.tasks = newTaskManager(topo, cfg, w.log, w.metrics, counts, fake, fake.restore(changelogTopic(cfg.ApplicationID), w.metrics), w.pumpClock)
+	w.tasks, err = w.newTaskManager(counts, fake, fake.restore(changelogTopic(cfg.ApplicationID), w.metrics))
+	require.NoError(t, err)
 	w.pump.poll = fake.Poll
 	var parts []kafka.TopicPartition
 	for _, pi := range topo.Processors() {
@@ -297,9 +303,9 @@ func (w *Worker) drainAndCommit(t *testing.T) {
 }
 
 // taskObject returns the task behind id, to compare instances.
-func (w *Worker) taskObject(t *testing.T, id string) *runningTask {
+func (w *Worker) taskObject(t *testing.T, id string) *taskmgr.Task {
 	t.Helper()
-	rt, ok := w.tasks.find(id)
+	rt, ok := w.tasks.Find(id)
 	require.True(t, ok, id)
 	return rt
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"go.uber.org/zap"
 
-	"github.com/causeway-stream/causeway/framework/task"
+	"github.com/causeway-stream/causeway/internal/taskmgr"
 )
 
 // A task's life after it is built: failing alone, being rebuilt alone
@@ -20,18 +20,7 @@ import (
 // and stays failed at its committed offsets: only a restart runs it again,
 // so a record that fails every time cannot abort and rebuild forever.
 func (w *Worker) abortAndRebuild() {
-	var rebuild []*runningTask
-	for _, rt := range w.tasks.tasks {
-		if !rt.inTxn {
-			continue
-		}
-		rt.inTxn = false
-		if rt.state == StateFailed {
-			w.tasks.closeTask(rt)
-			continue
-		}
-		rebuild = append(rebuild, rt)
-	}
+	rebuild := w.tasks.Aborted()
 	w.abort()
 	if w.fatalErr == nil {
 		w.rebuild(rebuild)
@@ -41,23 +30,24 @@ func (w *Worker) abortAndRebuild() {
 // rebuild throws the given tasks away and builds them again from what was
 // committed, then rewinds their channels; other tasks keep their state and
 // skip what they have already received. Never patch in memory.
-func (w *Worker) rebuild(rts []*runningTask) {
+func (w *Worker) rebuild(rts []*taskmgr.Task) {
 	if len(rts) == 0 {
 		return
 	}
 	ids := make([]string, len(rts))
 	for i, rt := range rts {
-		ids[i] = rt.id
+		ids[i] = rt.ID
 	}
 	w.log.Info("rebuilding tasks from committed state", zap.Strings("tasks", ids))
-	if err := w.tasks.build(rts); err != nil {
+	rewound, err := w.tasks.Rebuild(rts)
+	w.pump.last = nil
+	if err != nil {
 		if !errors.Is(err, ErrStopped) {
 			w.fatalErr = err
 		}
 		return
 	}
-	w.pump.last = nil
-	for ch, off := range w.tasks.rewind(rts) {
+	for ch, off := range rewound {
 		topic := ch.Topic
 		if err := w.consumer.Seek(kafka.TopicPartition{Topic: &topic, Partition: ch.Partition, Offset: kafka.Offset(off)}, 0); err != nil {
 			w.fatalErr = fmt.Errorf("rewind %s to offset %d for rebuilt tasks: %w", ch, off, err)
@@ -74,33 +64,22 @@ func (w *Worker) rebuild(rts []*runningTask) {
 // that is not failed is left as it is (ErrNotFailed), so a repeated
 // request rebuilds nothing twice.
 func (w *Worker) serve(req taskRequest) taskReply {
-	rt, ok := w.tasks.find(req.id)
-	if !ok {
-		return taskReply{err: fmt.Errorf("%w: %q", ErrNoTask, req.id)}
-	}
-	if rt.state != StateFailed {
-		return taskReply{err: fmt.Errorf("%w: %s is %s", ErrNotFailed, req.id, rt.state)}
-	}
-	var skip task.Skip
-	if req.skip {
-		rec, ok := failedRecord(rt.err)
-		if !ok {
-			return taskReply{err: fmt.Errorf("%w: %s failed with: %v", ErrNoRecord, req.id, rt.err)}
-		}
-		skip = task.Skip{Record: rec, Reason: "skipped by an operator after: " + rt.err.Error()}
+	rt, skip, err := w.tasks.Request(req.id, req.skip)
+	if err != nil {
+		return taskReply{err: err}
 	}
 	if err := w.commit(); err != nil {
 		w.onCommitError(err)
 		return taskReply{err: err}
 	}
 	if req.skip {
-		rt.skip = append(rt.skip, skip)
+		rt.Skips = append(rt.Skips, skip)
 		w.log.Warn("moving task past the record it failed on; the record goes to the dead-letter topic",
 			zap.String("task", req.id), zap.Stringer("channel", skip.Record.Channel), zap.Int64("offset", skip.Record.Offset),
 			zap.String("dead_letter_topic", w.deadLetter))
 	} else {
 		w.log.Info("restarting task from its committed state", zap.String("task", req.id))
 	}
-	w.rebuild([]*runningTask{rt})
+	w.rebuild([]*taskmgr.Task{rt})
 	return taskReply{skipped: skip.Record, err: w.fatalErr}
 }

@@ -14,11 +14,11 @@ import (
 // transaction markers only moves this way.
 func (w *Worker) advanceIdle() {
 	waited := map[causal.Channel]bool{}
-	for _, rt := range w.tasks.tasks {
-		if rt.state != StateRunning {
+	for _, rt := range w.tasks.Tasks() {
+		if rt.State != StateRunning {
 			continue
 		}
-		for _, st := range rt.t.Status().Channels {
+		for _, st := range rt.T.Status().Channels {
 			if st.Blocked {
 				waited[st.WaitingFor] = true
 			}
@@ -59,24 +59,24 @@ const unsatisfiableAfter = 3 * time.Second
 // silent forever.
 func (w *Worker) checkUnsatisfiable(position map[causal.Channel]int64) {
 	now := w.now()
-	for _, rt := range w.tasks.tasks {
-		if rt.state != StateRunning || rt.t == nil {
+	for _, rt := range w.tasks.Tasks() {
+		if rt.State != StateRunning || rt.T == nil {
 			continue
 		}
-		for ch, b := range rt.blocked {
-			pos, ok := position[b.on]
+		for ch, b := range rt.Blocked {
+			pos, ok := position[b.On]
 			// At most one broker query per claim per unsatisfiableAfter.
-			if !ok || now.Sub(b.since) < unsatisfiableAfter || now.Sub(b.checked) < unsatisfiableAfter {
+			if !ok || now.Sub(b.Since) < unsatisfiableAfter || now.Sub(b.Checked) < unsatisfiableAfter {
 				continue
 			}
-			b.checked = now
-			rt.blocked[ch] = b
-			_, high, err := w.consumer.QueryWatermarkOffsets(b.on.Topic, b.on.Partition, 5000)
-			if err != nil || pos < high || b.off < high {
+			b.Checked = now
+			rt.Blocked[ch] = b
+			_, high, err := w.consumer.QueryWatermarkOffsets(b.On.Topic, b.On.Partition, 5000)
+			if err != nil || pos < high || b.Off < high {
 				continue
 			}
-			w.failTask(rt, &UnsatisfiableClaimError{Record: causal.Entry{Channel: ch, Offset: b.head},
-				Claim: causal.Entry{Channel: b.on, Offset: b.off}, End: high})
+			w.failTask(rt, &UnsatisfiableClaimError{Record: causal.Entry{Channel: ch, Offset: b.Head},
+				Claim: causal.Entry{Channel: b.On, Offset: b.Off}, End: high})
 		}
 	}
 }
@@ -91,14 +91,14 @@ func (w *Worker) backpressure() {
 		p.paused = map[causal.Channel]bool{}
 	}
 	var pause, resume []kafka.TopicPartition
-	for ch, r := range w.tasks.routes {
+	for ch, r := range w.tasks.Routes() {
 		held, running := 0, false
-		for _, rt := range r.tasks {
-			if rt.state != StateRunning {
+		for _, rt := range r.Tasks {
+			if rt.State != StateRunning {
 				continue
 			}
 			running = true
-			for _, st := range rt.t.Status().Channels {
+			for _, st := range rt.T.Status().Channels {
 				if st.Channel == ch {
 					held = max(held, st.Held)
 				}

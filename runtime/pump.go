@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/internal/taskmgr"
 )
 
 // pump is the state of the worker's poll loop: what the consumer returned
@@ -21,11 +21,11 @@ type pump struct {
 	polled []kafka.Event
 	// touched is the tasks the events handled since the last stream went
 	// to: the only ones with outputs to stream.
-	touched []*runningTask
+	touched []*taskmgr.Task
 	// last is the route of the last message: consecutive messages mostly
 	// come from the same partition, and comparing the channel costs less
 	// than a map lookup. Reindexing the tasks clears it.
-	last *route
+	last *taskmgr.Route
 	// headerSlab is carved into the header lists of received records.
 	headerSlab []framework.Header
 	// time is when the pump last polled: the tasks' clock while they
@@ -83,10 +83,10 @@ func (w *Worker) handlePolled() {
 }
 
 // touch puts the tasks rts on the list of tasks to stream outputs from.
-func (w *Worker) touch(rts []*runningTask) {
+func (w *Worker) touch(rts []*taskmgr.Task) {
 	for _, rt := range rts {
-		if !rt.touched {
-			rt.touched = true
+		if !rt.Touched {
+			rt.Touched = true
 			w.pump.touched = append(w.pump.touched, rt)
 		}
 	}
@@ -106,32 +106,21 @@ func (w *Worker) handle(ev kafka.Event) {
 		if r == nil {
 			return // no task reads it (any more)
 		}
-		r.recordsIn.Inc()
+		r.RecordsIn.Inc()
 		off := int64(tp.Offset)
 		rec := framework.Record{Key: e.Key, Value: e.Value, Headers: w.headersIn(e.Headers), Timestamp: e.Timestamp,
 			Topic: ch.Topic, Partition: ch.Partition, Offset: off}
-		w.touch(r.tasks)
-		for i, rt := range r.tasks {
-			if rt.state != StateRunning || off <= r.skip[i] {
-				continue // failed, or received before a rebuild of another task rewound the channel
-			}
-			if err := rt.t.Receive(rec); err != nil {
-				if errors.Is(err, causal.ErrClaimBeyondEnd) {
-					err = w.resolveClaims(rt, rec, err)
-				}
-				if err != nil {
-					w.failTask(rt, err)
-				}
-			}
+		w.touch(r.Tasks)
+		if w.tasks.Deliver(r, rec) {
+			w.mustAbort = true
 		}
-		r.pos = off
 	case kafka.PartitionEOF:
 		if e.Topic == nil || e.Offset < 0 {
 			return
 		}
 		ch := causal.Channel{Topic: *e.Topic, Partition: e.Partition}
-		if r := w.tasks.routes[ch]; r != nil {
-			w.touch(r.tasks)
+		if r := w.tasks.Route(ch); r != nil {
+			w.touch(r.Tasks)
 		}
 		w.advance(ch, int64(e.Offset))
 	case kafka.Error:
@@ -145,11 +134,11 @@ func (w *Worker) handle(ev kafka.Event) {
 
 // routeOf returns the route of ch, the last message's when it came from
 // the same channel, or nil when no task reads ch.
-func (w *Worker) routeOf(ch causal.Channel) *route {
-	if r := w.pump.last; r != nil && r.ch == ch {
+func (w *Worker) routeOf(ch causal.Channel) *taskmgr.Route {
+	if r := w.pump.last; r != nil && r.Ch == ch {
 		return r
 	}
-	r := w.tasks.routes[ch]
+	r := w.tasks.Route(ch)
 	w.pump.last = r
 	return r
 }
@@ -176,24 +165,15 @@ func (w *Worker) headersIn(hs []kafka.Header) []framework.Header {
 }
 
 func (w *Worker) advance(ch causal.Channel, position int64) {
-	r := w.tasks.routes[ch]
-	if r == nil {
-		return
-	}
-	for _, rt := range r.tasks {
-		if rt.state != StateRunning {
-			continue
-		}
-		if err := rt.t.Advance(ch.Topic, position); err != nil {
-			w.failTask(rt, err)
-		}
+	if r := w.tasks.Route(ch); r != nil && w.tasks.Advance(r, position) {
+		w.mustAbort = true
 	}
 }
 
 func (w *Worker) partitionError(ch causal.Channel, err error) {
 	if code := errorCode(err); code == kafka.ErrAutoOffsetReset || code == kafka.ErrOffsetOutOfRange {
-		if r := w.tasks.routes[ch]; r != nil {
-			for _, rt := range r.tasks {
+		if r := w.tasks.Route(ch); r != nil {
+			for _, rt := range r.Tasks {
 				w.failTask(rt, fmt.Errorf("offset of %s out of range: records were lost before they were processed "+
 					"(retention or truncation); restart with --allow-offset-reset to skip them: %w", ch, err))
 			}
@@ -203,13 +183,6 @@ func (w *Worker) partitionError(ch causal.Channel, err error) {
 	w.log.Warn("partition error", zap.Stringer("channel", ch), zap.Error(err))
 }
 
-// failTask fails one task; see taskManager.fail.
-func (w *Worker) failTask(rt *runningTask, err error) {
-	if w.tasks.fail(rt, err) {
-		w.mustAbort = true
-	}
-}
-
 // stream produces what the tasks the last poll batch went to have emitted
 // into the open transaction, so that sending overlaps processing and a
 // commit only waits for the tail. (Outputs of punctuations and idle
@@ -217,7 +190,7 @@ func (w *Worker) failTask(rt *runningTask, err error) {
 func (w *Worker) stream() {
 	touched := w.pump.touched
 	for _, rt := range touched {
-		rt.touched = false
+		rt.Touched = false
 	}
 	w.streamFrom(touched)
 	clear(touched)
@@ -225,9 +198,9 @@ func (w *Worker) stream() {
 }
 
 // streamFrom produces the outputs of the running tasks among touched.
-func (w *Worker) streamFrom(touched []*runningTask) {
+func (w *Worker) streamFrom(touched []*taskmgr.Task) {
 	for _, rt := range touched {
-		if rt.state != StateRunning || rt.t == nil {
+		if rt.State != StateRunning || rt.T == nil {
 			continue
 		}
 		if _, err := w.sendOutputs(rt); err != nil {
@@ -242,23 +215,23 @@ func (w *Worker) streamFrom(touched []*runningTask) {
 // production error policy, which may fail the task or put a dead letter
 // in its place (sent here too, in the same transaction). It reports
 // whether the task is still sound; the error is the transaction's.
-func (w *Worker) sendOutputs(rt *runningTask) (bool, error) {
+func (w *Worker) sendOutputs(rt *taskmgr.Task) (bool, error) {
 	for {
-		outs := rt.t.TakeOutputs()
+		outs := rt.T.TakeOutputs()
 		if len(outs) == 0 {
 			return true, nil
 		}
-		rt.inTxn = true
+		rt.InTxn = true
 		for _, o := range outs {
 			err := w.producer.send(o)
 			if err == nil {
-				rt.streamed++
+				rt.Streamed++
 				continue
 			}
 			if classify(err) != classRecord {
 				return false, err
 			}
-			if err := rt.t.ProductionError(o, err, !tooLarge(err)); err != nil {
+			if err := rt.T.ProductionError(o, err, !tooLarge(err)); err != nil {
 				w.failTask(rt, err)
 				return false, nil
 			}

@@ -39,7 +39,7 @@ func (w *Worker) onRebalance(ev kafka.Event) error {
 		} else {
 			w.abort()
 		}
-		w.tasks.closeAll()
+		w.closeTasks()
 		w.pump.last = nil
 		w.pump.assigned = nil
 		if err := w.consumer.Unassign(); err != nil {
@@ -52,14 +52,14 @@ func (w *Worker) onRebalance(ev kafka.Event) error {
 // assign builds the tasks of the assigned partitions from committed state
 // and starts fetching where they resume.
 func (w *Worker) assign(parts []kafka.TopicPartition) error {
-	created := w.tasks.create(parts)
+	created := w.tasks.Create(channelsOf(parts))
 	w.publishStatus()
-	if err := w.tasks.build(created); err != nil {
+	if err := w.tasks.Build(created); err != nil {
 		return err
 	}
 	w.pump.last = nil
-	start := w.tasks.starts(w.tasks.tasks)
-	w.tasks.started(start)
+	start := w.tasks.Starts(w.tasks.Tasks())
+	w.tasks.Started(start)
 	assigned := make([]kafka.TopicPartition, 0, len(parts))
 	for _, tp := range parts {
 		ch := causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}

@@ -9,13 +9,8 @@ import (
 
 	"github.com/causeway-stream/causeway/framework/store"
 	"github.com/causeway-stream/causeway/framework/task"
+	"github.com/causeway-stream/causeway/internal/taskmgr"
 )
-
-// restoredTask is what the changelog holds for one task.
-type restoredTask struct {
-	checkpoint *taskCheckpoint
-	stores     map[string][]store.Change
-}
 
 // changelogReader restores tasks from the application's changelog with a
 // consumer of its own, outside the group.
@@ -32,16 +27,16 @@ type changelogReader struct {
 // read reads the changelog partitions of the given tasks to their end
 // (under read_committed) and returns each task's last checkpoint and store
 // changes. It logs progress on long restores.
-func (c *changelogReader) read(rts []*runningTask) (map[string]*restoredTask, error) {
-	out := map[string]*restoredTask{}
+func (c *changelogReader) read(rts []*taskmgr.Task) (map[string]*taskmgr.Restored, error) {
+	out := map[string]*taskmgr.Restored{}
 	if len(rts) == 0 {
 		return out, nil
 	}
 	want := map[string]bool{}
 	parts := map[int32]bool{}
 	for _, rt := range rts {
-		want[rt.id] = true
-		parts[rt.partition] = true
+		want[rt.ID] = true
+		parts[rt.Partition] = true
 	}
 	rc, err := kafka.NewConsumer(&c.config)
 	if err != nil {
@@ -103,11 +98,11 @@ func (c *changelogReader) read(rts []*runningTask) (map[string]*restoredTask, er
 			c.log.Info("restoring from changelog", zap.Int64("read", read), zap.Int64("of", total), zap.Duration("elapsed", c.now().Sub(started)))
 		}
 		for _, rt := range rts {
-			c.metrics.RestoreProgress.WithLabelValues(rt.id).Set(float64(read) / float64(total))
+			c.metrics.RestoreProgress.WithLabelValues(rt.ID).Set(float64(read) / float64(total))
 		}
 	}
 	for _, rt := range rts {
-		c.metrics.RestoreProgress.WithLabelValues(rt.id).Set(1)
+		c.metrics.RestoreProgress.WithLabelValues(rt.ID).Set(1)
 	}
 	if read > 0 {
 		c.log.Info("restored from changelog", zap.Int64("records", read), zap.Duration("took", c.now().Sub(started)))
@@ -117,7 +112,7 @@ func (c *changelogReader) read(rts []*runningTask) (map[string]*restoredTask, er
 
 // apply adds one changelog record to what out holds for its task, if that
 // task is wanted.
-func (c *changelogReader) apply(out map[string]*restoredTask, want map[string]bool, e *kafka.Message) error {
+func (c *changelogReader) apply(out map[string]*taskmgr.Restored, want map[string]bool, e *kafka.Message) error {
 	k, err := parseChangelogKey(e.Key)
 	if err != nil {
 		return fmt.Errorf("changelog %s@%d: %w", partitionString(c.topic, e.TopicPartition.Partition), e.TopicPartition.Offset, err)
@@ -128,7 +123,7 @@ func (c *changelogReader) apply(out map[string]*restoredTask, want map[string]bo
 	}
 	r := out[id]
 	if r == nil {
-		r = &restoredTask{stores: map[string][]store.Change{}}
+		r = &taskmgr.Restored{Stores: map[string][]store.Change{}}
 		out[id] = r
 	}
 	switch k.kind {
@@ -137,9 +132,9 @@ func (c *changelogReader) apply(out map[string]*restoredTask, want map[string]bo
 		if err != nil {
 			return fmt.Errorf("checkpoint of %s: %w", id, err)
 		}
-		r.checkpoint = &cp
+		r.Checkpointed, r.Next, r.Gate, r.StreamTime = true, cp.next, cp.gate, cp.stream
 	case kindStore:
-		r.stores[k.store] = append(r.stores[k.store], store.Change{Key: k.key, Value: e.Value})
+		r.Stores[k.store] = append(r.Stores[k.store], store.Change{Key: k.key, Value: e.Value})
 	}
 	c.metrics.RestoreRecords.WithLabelValues(id).Inc()
 	return nil

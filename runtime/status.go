@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"time"
+
+	"github.com/causeway-stream/causeway/internal/taskmgr"
 )
 
 // Status is what /status reports: the worker and each of its tasks.
@@ -74,38 +76,38 @@ func (w *Worker) publishStatus() {
 		st.LastCommitError = w.lastCommitErr.Error()
 	}
 	w.metrics.FailedCommits.Set(float64(w.failedCommits))
-	for _, rt := range w.tasks.tasks {
-		ts := TaskStatus{ID: rt.id, State: rt.state}
-		if rt.err != nil {
-			ts.LastError = rt.err.Error()
+	for _, rt := range w.tasks.Tasks() {
+		ts := TaskStatus{ID: rt.ID, State: rt.State}
+		if rt.Err != nil {
+			ts.LastError = rt.Err.Error()
 		}
-		if rt.state == StateRestoring {
+		if rt.State == StateRestoring {
 			st.Ready = false
 		}
 		for _, s := range []TaskState{StateRestoring, StateRunning, StateFailed} {
 			v := 0.0
-			if s == rt.state {
+			if s == rt.State {
 				v = 1
 			}
-			w.metrics.TaskState.WithLabelValues(rt.id, string(s)).Set(v)
+			w.metrics.TaskState.WithLabelValues(rt.ID, string(s)).Set(v)
 		}
-		if rt.t != nil {
-			tst := rt.t.Status()
+		if rt.T != nil {
+			tst := rt.T.Status()
 			ts.Held = tst.Held
 			for _, c := range tst.Channels {
-				cs := ChannelStatus{Channel: c.Channel.String(), Frontier: c.Frontier, Held: c.Held, Committed: rt.committed[c.Channel.Topic]}
-				w.metrics.Held.WithLabelValues(rt.id, cs.Channel).Set(float64(c.Held))
+				cs := ChannelStatus{Channel: c.Channel.String(), Frontier: c.Frontier, Held: c.Held, Committed: rt.Committed[c.Channel.Topic]}
+				w.metrics.Held.WithLabelValues(rt.ID, cs.Channel).Set(float64(c.Held))
 				if c.Blocked {
 					cs.Blocked, cs.WaitingFor, cs.WaitingOffset = true, c.WaitingFor.String(), c.WaitingOffset
-					b, ok := rt.blocked[c.Channel]
-					if !ok || b.head != c.HeadOffset || b.on != c.WaitingFor || b.off != c.WaitingOffset {
-						b = blockedSince{head: c.HeadOffset, on: c.WaitingFor, off: c.WaitingOffset, since: now}
-						rt.blocked[c.Channel] = b
+					b, ok := rt.Blocked[c.Channel]
+					if !ok || b.Head != c.HeadOffset || b.On != c.WaitingFor || b.Off != c.WaitingOffset {
+						b = taskmgr.Blocked{Head: c.HeadOffset, On: c.WaitingFor, Off: c.WaitingOffset, Since: now}
+						rt.Blocked[c.Channel] = b
 					}
-					since := b.since
+					since := b.Since
 					cs.BlockedSince = &since
 				} else {
-					delete(rt.blocked, c.Channel)
+					delete(rt.Blocked, c.Channel)
 				}
 				ts.Channels = append(ts.Channels, cs)
 			}

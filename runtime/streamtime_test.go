@@ -11,6 +11,7 @@ import (
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/serde"
+	"github.com/causeway-stream/causeway/internal/taskmgr"
 	"github.com/causeway-stream/causeway/operators"
 )
 
@@ -33,9 +34,9 @@ func TestLateRecordAfterRebuildIsDroppedAsLate(t *testing.T) {
 	require.Len(t, fake.outputs("counts"), 2)
 
 	rt := w.taskObject(t, "count/0")
-	w.rebuild([]*runningTask{rt})
+	w.rebuild([]*taskmgr.Task{rt})
 	require.NoError(t, w.fatalErr)
-	require.Equal(t, StateRunning, rt.state)
+	require.Equal(t, StateRunning, rt.State)
 	fake.sendAt(clicks, "late", base.Add(40*time.Second))
 	w.drainAndCommit(t)
 	assert.Len(t, fake.outputs("counts"), 2, "the late record reopened a closed window after the rebuild")

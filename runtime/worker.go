@@ -17,6 +17,7 @@ import (
 
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/internal/taskmgr"
 	"github.com/causeway-stream/causeway/runtime/embedded"
 )
 
@@ -58,7 +59,7 @@ type Worker struct {
 
 	// Owned by the pump goroutine.
 	producer *txnProducer
-	tasks    *taskManager
+	tasks    *taskmgr.Manager
 	pump     pump
 	fatalErr error
 	// failedCommits counts transactions failed in a row, for backoff and
@@ -194,8 +195,9 @@ func (w *Worker) connect(ctx context.Context) error {
 	w.consumer = consumer
 	restore := &changelogReader{topic: changelogTopic(w.cfg.ApplicationID), config: w.restoreConsumerConfig(),
 		log: w.log, metrics: w.metrics, now: w.now, stop: w.stop}
-	w.tasks = newTaskManager(w.topo, w.cfg, w.log, w.metrics, counts, consumer, restore.read, w.pumpClock)
-	w.tasks.deadLetter = w.deadLetter
+	if w.tasks, err = w.newTaskManager(counts, consumer, restore.read); err != nil {
+		return err
+	}
 	w.pump.poll = consumer.Poll
 	if w.wrapPoll != nil {
 		w.pump.poll = w.wrapPoll(w.pump.poll)
@@ -335,9 +337,9 @@ func (w *Worker) run() {
 
 func (w *Worker) tick() {
 	now := w.now()
-	for _, rt := range w.tasks.tasks {
-		if rt.state == StateRunning {
-			if err := rt.t.Punctuate(now); err != nil {
+	for _, rt := range w.tasks.Tasks() {
+		if rt.State == StateRunning {
+			if err := rt.T.Punctuate(now); err != nil {
 				w.failTask(rt, err)
 			}
 		}
@@ -357,7 +359,7 @@ func (w *Worker) shutdown() {
 		w.log.Warn("last commit before shutdown failed; its work will be redone by the next owner", zap.Error(err))
 		w.abort()
 	}
-	w.tasks.closeAll()
+	w.closeTasks()
 	w.publishStatus()
 	w.log.Info("worker stopped")
 }

@@ -8,6 +8,7 @@ package driver
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -16,10 +17,21 @@ import (
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/store"
 	"github.com/causeway-stream/causeway/framework/task"
+	"github.com/causeway-stream/causeway/internal/taskmgr"
 )
 
 // ErrUnknownTopic is returned for a topic the driver has no partitions for.
 var ErrUnknownTopic = errors.New("unknown topic")
+
+// The errors of RestartTask and SkipRecord, the same as a worker's.
+var (
+	// ErrNoTask: the driver has no task of that id.
+	ErrNoTask = taskmgr.ErrNoTask
+	// ErrNotFailed: SkipRecord was asked for a task that is not failed.
+	ErrNotFailed = taskmgr.ErrNotFailed
+	// ErrNoRecord: the task's failure names no record to skip.
+	ErrNoRecord = taskmgr.ErrNoRecord
+)
 
 // Opt configures a Driver.
 type Opt interface{ apply(*config) }
@@ -52,28 +64,31 @@ func GateOff() Opt { return optFunc(func(c *config) { c.gateOff = true }) }
 // WallClock sets the wall clock's starting time. Default: 2026-01-01 UTC.
 func WallClock(start time.Time) Opt { return optFunc(func(c *config) { c.start = start }) }
 
+// DefaultDeadLetterTopic is where dead letters go when the topology names
+// no dead-letter topic.
+const DefaultDeadLetterTopic = "dead-letter"
+
 type partition struct {
 	records []framework.Record // offsets are positions in the slice
 }
 
-type taskState struct {
-	processor string
-	t         *task.Task
-	pos       map[string]int64 // by input topic
-	committed task.Snapshot
-	changelog map[string][]store.Change // all committed store changes
-}
-
-// Driver is an in-memory run of one topology. It is not safe for concurrent
-// use.
+// Driver is an in-memory run of one topology. Its tasks live in the same
+// task manager as a worker's: they are built from committed state, fail
+// one by one, are restarted or moved past a poison record, and commit by
+// the same rules. It is not safe for concurrent use.
 type Driver struct {
-	cfg     config
-	topo    *framework.Topology
-	topics  map[string][]*partition
-	tasks   []*taskState
-	paused  map[causal.Channel]bool
-	now     time.Time
-	dropped []Dropped
+	cfg        config
+	topo       *framework.Topology
+	topics     map[string][]*partition
+	tasks      *taskmgr.Manager
+	deadLetter string
+	// group is the consumer group's committed offsets, and committed each
+	// task's committed store changes and checkpoint.
+	group     map[causal.Channel]int64
+	committed map[string]*taskmgr.Restored
+	paused    map[causal.Channel]bool
+	now       time.Time
+	dropped   []Dropped
 }
 
 // Dropped is a record a task dropped on purpose (bad input, late).
@@ -88,7 +103,11 @@ func New(topo *framework.Topology, opts ...Opt) (*Driver, error) {
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
-	d := &Driver{cfg: cfg, topo: topo, topics: map[string][]*partition{}, paused: map[causal.Channel]bool{}, now: cfg.start}
+	d := &Driver{cfg: cfg, topo: topo, topics: map[string][]*partition{}, paused: map[causal.Channel]bool{}, now: cfg.start,
+		group: map[causal.Channel]int64{}, committed: map[string]*taskmgr.Restored{}, deadLetter: topo.DeadLetterTopic()}
+	if d.deadLetter == "" {
+		d.deadLetter = DefaultDeadLetterTopic
+	}
 	counts := map[string]int32{}
 	for _, ti := range topo.Topics() {
 		n := cfg.defaultN
@@ -100,49 +119,81 @@ func New(topo *framework.Topology, opts ...Opt) (*Driver, error) {
 		}
 		counts[ti.Name] = n
 	}
-	if dlq := topo.DeadLetterTopic(); dlq != "" {
-		counts[dlq] = cfg.defaultN
+	if _, ok := counts[d.deadLetter]; !ok {
+		counts[d.deadLetter] = cfg.defaultN
 	}
+	var chs []causal.Channel
 	for name, n := range counts {
-		for range n {
+		for p := range n {
 			d.topics[name] = append(d.topics[name], &partition{})
+			chs = append(chs, causal.Channel{Topic: name, Partition: p})
 		}
 	}
 	if err := topo.CheckPartitions(counts); err != nil {
 		return nil, err
 	}
-	for _, p := range topo.Processors() {
-		for part := range counts[p.Inputs[0]] {
-			ts := &taskState{processor: p.Name, changelog: map[string][]store.Change{}}
-			d.tasks = append(d.tasks, ts)
-			if err := d.startTask(ts, p.Name, part); err != nil {
-				return nil, err
-			}
+	m, err := taskmgr.New(taskmgr.Config{
+		Topology: topo, Partitions: counts, Offsets: memOffsets{d}, Restore: d.restore,
+		Clock: func() time.Time { return d.now }, DeadLetterTopic: d.deadLetter,
+		GateOff: cfg.gateOff, CheckClaims: true, ClaimEnd: d.claimEnd,
+		Observer: func(*taskmgr.Task) task.Observer { return observer{d} },
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.tasks = m
+	all := m.Create(chs)
+	if err := m.Build(all); err != nil {
+		return nil, err
+	}
+	for _, t := range all {
+		if t.State == taskmgr.Failed {
+			return nil, fmt.Errorf("task %s: %w", t.ID, t.Err)
 		}
 	}
+	m.Started(m.Starts(all))
 	return d, nil
 }
 
-func (d *Driver) startTask(ts *taskState, processor string, part int32) error {
-	next := map[string]int64{}
-	for _, e := range ts.committed.Offsets {
-		next[e.Channel.Topic] = e.Offset
+// memOffsets answers the task manager from the driver's log.
+type memOffsets struct{ d *Driver }
+
+func (o memOffsets) Committed(chs []causal.Channel) (map[causal.Channel]int64, error) {
+	out := map[causal.Channel]int64{}
+	for _, ch := range chs {
+		if off, ok := o.d.group[ch]; ok {
+			out[ch] = off
+		}
 	}
-	t, err := task.Rebuild(task.Config{
-		Topology:         d.topo,
-		Processor:        processor,
-		Partition:        part,
-		OutputPartitions: d.partitionCount,
-		GateOff:          d.cfg.gateOff,
-		Now:              func() time.Time { return d.now },
-		Observer:         observer{d},
-	}, task.Committed{Stores: ts.changelog, Checkpoint: ts.committed.Checkpoint, StreamTime: ts.committed.StreamTime, Next: next})
+	return out, nil
+}
+
+func (o memOffsets) Watermarks(ch causal.Channel) (low, high int64, err error) {
+	ps, ok := o.d.topics[ch.Topic]
+	if !ok || ch.Partition < 0 || int(ch.Partition) >= len(ps) {
+		return 0, 0, fmt.Errorf("%w: %s", ErrUnknownTopic, ch)
+	}
+	return 0, int64(len(ps[ch.Partition].records)), nil
+}
+
+// claimEnd is the end of a claimed channel, -1 when it does not exist.
+func (d *Driver) claimEnd(claim causal.Entry) (int64, error) {
+	_, high, err := memOffsets{d}.Watermarks(claim.Channel)
 	if err != nil {
-		return err
+		return -1, nil
 	}
-	ts.pos = next
-	ts.t = t
-	return nil
+	return high, nil
+}
+
+// restore returns what the given tasks committed.
+func (d *Driver) restore(ts []*taskmgr.Task) (map[string]*taskmgr.Restored, error) {
+	out := map[string]*taskmgr.Restored{}
+	for _, t := range ts {
+		if r, ok := d.committed[t.ID]; ok {
+			out[t.ID] = r
+		}
+	}
+	return out, nil
 }
 
 type observer struct{ d *Driver }
@@ -152,14 +203,6 @@ func (o observer) Dropped(id string, ev framework.DropEvent) {
 }
 
 func (o observer) Delivered(string, time.Duration) {}
-
-func (d *Driver) partitionCount(topic string) (int32, error) {
-	ps, ok := d.topics[topic]
-	if !ok {
-		return 0, fmt.Errorf("%w: %q", ErrUnknownTopic, topic)
-	}
-	return int32(len(ps)), nil
-}
 
 // PipeOpt configures one piped record.
 type PipeOpt interface{ applyPipe(*pipe) }
@@ -237,93 +280,164 @@ func (d *Driver) Resume(topic string, partition int32) {
 
 // Run lets every task read and process until nothing moves: every unpaused
 // channel is read to its end, outputs are appended to their topics (and read
-// in turn), and each task commits. It returns the first task failure.
+// in turn), and each task commits, as a worker's would. A task that fails
+// stops alone, FAILED at its last commit, as in a worker: Run returns the
+// failures of the tasks that failed during the call, and the other tasks
+// go on. See RestartTask and SkipRecord.
 func (d *Driver) Run() error {
-	for {
-		moved := false
-		for _, ts := range d.tasks {
-			m, err := d.step(ts)
-			if err != nil {
-				return err
-			}
-			moved = moved || m
-		}
-		if !moved {
-			return nil
-		}
+	failed := d.failedTasks()
+	for d.step() {
 	}
+	return d.newFailures(failed)
 }
 
-// step reads everything available to one task, then commits it.
-func (d *Driver) step(ts *taskState) (bool, error) {
-	t := ts.t
+// step reads every unpaused channel to its end, task by task in the order
+// they were created, committing after each task's channels, and reports
+// whether any record was read.
+func (d *Driver) step() bool {
 	moved := false
-	for _, in := range t.Inputs() {
-		ch := causal.Channel{Topic: in, Partition: t.Partition()}
-		if d.paused[ch] {
-			continue
-		}
-		recs := d.topics[in][t.Partition()].records
-		for ts.pos[in] < int64(len(recs)) {
-			rec := recs[ts.pos[in]]
-			ts.pos[in]++
-			moved = true
-			if err := t.Receive(rec); err != nil {
-				return false, err
+	for _, t := range d.tasks.Tasks() {
+		for _, in := range t.Inputs {
+			ch := causal.Channel{Topic: in, Partition: t.Partition}
+			r := d.tasks.Route(ch)
+			if d.paused[ch] || r == nil {
+				continue
 			}
+			recs := d.topics[in][t.Partition].records
+			for r.Pos+1 < int64(len(recs)) {
+				d.tasks.Deliver(r, recs[r.Pos+1])
+				moved = true
+			}
+			d.tasks.Advance(r, int64(len(recs)))
 		}
-		if err := t.Advance(in, ts.pos[in]); err != nil {
-			return false, err
-		}
+		d.commit()
 	}
-	d.commit(ts)
-	return moved, nil
+	return moved
 }
 
-// commit appends a task's outputs to their topics and records its snapshot,
-// as one transaction. A failed task commits nothing.
-func (d *Driver) commit(ts *taskState) {
-	snap, err := ts.t.Snapshot()
-	outs := ts.t.TakeOutputs()
-	if err != nil {
-		return
+// failedTasks returns the ids of the failed tasks.
+func (d *Driver) failedTasks() map[string]bool {
+	failed := map[string]bool{}
+	for _, t := range d.tasks.Tasks() {
+		if t.State == taskmgr.Failed {
+			failed[t.ID] = true
+		}
 	}
-	for _, o := range outs {
-		d.append(o.Topic, o.Partition, o.Record)
+	return failed
+}
+
+// newFailures joins the failures of the tasks failed now and not in before.
+func (d *Driver) newFailures(before map[string]bool) error {
+	var errs []error
+	for _, t := range d.tasks.Tasks() {
+		if t.State == taskmgr.Failed && !before[t.ID] {
+			errs = append(errs, fmt.Errorf("task %s failed: %w", t.ID, t.Err))
+		}
 	}
-	for name, changes := range snap.Changes {
-		ts.changelog[name] = append(ts.changelog[name], changes...)
+	return errors.Join(errs...)
+}
+
+// commit commits every task's outputs, store changes, checkpoint and
+// offsets, as one transaction; a task whose snapshot is not well defined
+// (it failed part-way through a record) contributes nothing.
+func (d *Driver) commit() {
+	work, _ := d.tasks.Pending()
+	fresh := make(map[*taskmgr.Task][]causal.Entry, len(work))
+	for _, p := range work {
+		for _, o := range p.Task.T.TakeOutputs() {
+			d.append(o.Topic, o.Partition, o.Record)
+		}
+		c := d.committed[p.Task.ID]
+		if c == nil {
+			c = &taskmgr.Restored{Stores: map[string][]store.Change{}}
+			d.committed[p.Task.ID] = c
+		}
+		for name, changes := range p.Snap.Changes {
+			c.Stores[name] = append(c.Stores[name], changes...)
+		}
+		next := map[string]int64{}
+		for _, e := range p.Snap.Offsets {
+			next[e.Channel.Topic] = e.Offset
+		}
+		c.Checkpointed, c.Next, c.Gate, c.StreamTime = true, next, p.Snap.Checkpoint, p.Snap.StreamTime
+		fresh[p.Task] = p.Snap.Offsets
 	}
-	ts.committed = snap
+	maps.Copy(d.group, d.tasks.GroupOffsets(fresh))
+	d.tasks.Committed(fresh)
 }
 
 // AdvanceWallClock moves the wall clock, runs the wall-clock punctuations
-// that become due, then Run.
+// that become due, then Run. It returns the failures of the tasks that
+// failed meanwhile.
 func (d *Driver) AdvanceWallClock(by time.Duration) error {
+	failed := d.failedTasks()
 	d.now = d.now.Add(by)
-	for _, ts := range d.tasks {
-		if err := ts.t.Punctuate(d.now); err != nil {
-			return err
+	for _, t := range d.tasks.Tasks() {
+		if t.State != taskmgr.Running {
+			continue
 		}
-		d.commit(ts)
+		if err := t.T.Punctuate(d.now); err != nil {
+			d.tasks.Fail(t, err)
+		}
+		d.commit()
 	}
-	return d.Run()
+	return errors.Join(d.newFailures(failed), d.Run())
 }
 
 // RestartTask throws a task away and rebuilds it from what it committed:
 // stores from their changelog, the gate from its checkpoint, positions from
-// committed offsets, as after a crash.
+// committed offsets, as after a crash (so unlike a worker's restart, it
+// rebuilds a running task too). Its input channels are read again from its
+// committed offsets; the other tasks reading them skip what they already
+// received. It returns the task's failure when it cannot be rebuilt.
 func (d *Driver) RestartTask(id string) error {
-	for _, ts := range d.tasks {
-		if ts.t.ID() == id {
-			if err := ts.t.Close(); err != nil {
-				return err
-			}
-			return d.startTask(ts, ts.processor, ts.t.Partition())
+	t, ok := d.tasks.Find(id)
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrNoTask, id)
+	}
+	return d.rebuild(t)
+}
+
+// SkipRecord moves a failed task past the input record it failed on, by
+// the worker's rule: the task is rebuilt from its committed state and,
+// when it reaches that record again, writes it to the dead-letter topic
+// (with the failure as the reason) instead of processing it. It returns
+// the record skipped, or an error wrapping ErrNoTask, ErrNotFailed or
+// ErrNoRecord. Run processes what follows.
+func (d *Driver) SkipRecord(id string) (causal.Entry, error) {
+	t, skip, err := d.tasks.Request(id, true)
+	if err != nil {
+		return causal.Entry{}, err
+	}
+	t.Skips = append(t.Skips, skip)
+	return skip.Record, d.rebuild(t)
+}
+
+func (d *Driver) rebuild(t *taskmgr.Task) error {
+	d.commit()
+	if _, err := d.tasks.Rebuild([]*taskmgr.Task{t}); err != nil {
+		return err
+	}
+	if t.State == taskmgr.Failed {
+		return fmt.Errorf("task %s: %w", t.ID, t.Err)
+	}
+	return nil
+}
+
+// Failed returns the failure of every failed task, by id.
+func (d *Driver) Failed() map[string]error {
+	out := map[string]error{}
+	for _, t := range d.tasks.Tasks() {
+		if t.State == taskmgr.Failed {
+			out[t.ID] = t.Err
 		}
 	}
-	return fmt.Errorf("no task %q", id)
+	return out
 }
+
+// DeadLetterTopic is the topic dead letters go to: the topology's, or
+// DefaultDeadLetterTopic.
+func (d *Driver) DeadLetterTopic() string { return d.deadLetter }
 
 // Records returns every record of every partition of topic, in partition
 // then offset order.
@@ -342,23 +456,27 @@ func (d *Driver) Records(topic string) ([]framework.Record, error) {
 // Store returns a task's key-value store (window stores are key-value stores
 // underneath; see store.NewWindow to read them as windows).
 func (d *Driver) Store(taskID, name string) (store.KeyValue, error) {
-	for _, ts := range d.tasks {
-		if ts.t.ID() == taskID {
-			kv, ok := ts.t.KeyValueStore(name)
-			if !ok {
-				return nil, fmt.Errorf("task %s: %w: %q", taskID, framework.ErrUnknownStore, name)
-			}
-			return kv, nil
-		}
+	t, ok := d.tasks.Find(taskID)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrNoTask, taskID)
 	}
-	return nil, fmt.Errorf("no task %q", taskID)
+	if t.T == nil {
+		return nil, fmt.Errorf("task %s is %s: %w", taskID, t.State, t.Err)
+	}
+	kv, ok := t.T.KeyValueStore(name)
+	if !ok {
+		return nil, fmt.Errorf("task %s: %w: %q", taskID, framework.ErrUnknownStore, name)
+	}
+	return kv, nil
 }
 
-// Tasks returns the status of every task, by id.
+// Tasks returns the status of every task that has state, by id.
 func (d *Driver) Tasks() []task.Status {
-	out := make([]task.Status, 0, len(d.tasks))
-	for _, ts := range d.tasks {
-		out = append(out, ts.t.Status())
+	out := make([]task.Status, 0, len(d.tasks.Tasks()))
+	for _, t := range d.tasks.Tasks() {
+		if t.T != nil {
+			out = append(out, t.T.Status())
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out

@@ -1,0 +1,135 @@
+package taskmgr
+
+import (
+	"fmt"
+
+	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/framework/task"
+)
+
+// The rules of a commit and an abort: what each task contributes, which
+// offsets the group may commit, and which tasks an abort rebuilds.
+
+// Pending is one task's share of a commit.
+type Pending struct {
+	Task *Task
+	Snap task.Snapshot
+}
+
+// Pending takes the snapshot of every built task for a commit. A task
+// whose snapshot is not well defined (it failed part-way through a record)
+// contributes nothing, and its outputs are dropped with it; a failed task
+// still commits what came before its failure when its snapshot allows. A
+// task whose snapshot moves its offsets or changes its stores is marked
+// InTxn. dirty reports whether any did.
+func (m *Manager) Pending() (work []Pending, dirty bool) {
+	for _, t := range m.tasks {
+		if t.T == nil || t.State == Restoring {
+			continue
+		}
+		snap, err := t.T.Snapshot()
+		if err != nil {
+			t.T.TakeOutputs()
+			continue
+		}
+		moved := len(snap.Changes) > 0
+		for _, e := range snap.Offsets {
+			if t.Committed[e.Channel.Topic] != e.Offset {
+				moved = true
+			}
+		}
+		if moved {
+			dirty, t.InTxn = true, true
+		}
+		work = append(work, Pending{Task: t, Snap: snap})
+	}
+	return work, dirty
+}
+
+// GroupOffsets is, per channel of the tasks, the smallest next offset of
+// any task reading it: a channel shared by several processors resumes
+// where the furthest-behind one must, and the others drop the replay.
+// fresh holds the offsets of the tasks committing now; the others count
+// with what they last committed.
+func (m *Manager) GroupOffsets(fresh map[*Task][]causal.Entry) map[causal.Channel]int64 {
+	low := map[causal.Channel]int64{}
+	lower := func(ch causal.Channel, next int64) {
+		if cur, ok := low[ch]; !ok || next < cur {
+			low[ch] = next
+		}
+	}
+	for _, t := range m.tasks {
+		if es, ok := fresh[t]; ok {
+			for _, e := range es {
+				lower(e.Channel, e.Offset)
+			}
+			continue
+		}
+		for in, next := range t.Committed {
+			lower(causal.Channel{Topic: in, Partition: t.Partition}, next)
+		}
+	}
+	return low
+}
+
+// Committed records that the transaction holding fresh committed: those
+// tasks resume from the offsets they committed, and no task has effects
+// in an open transaction any more. Only the snapshots that went into the
+// transaction count: a task left out of fresh (it failed while its share
+// was sent) keeps the offsets it committed before.
+func (m *Manager) Committed(fresh map[*Task][]causal.Entry) {
+	for t, offsets := range fresh {
+		for _, e := range offsets {
+			t.Committed[e.Channel.Topic] = e.Offset
+		}
+	}
+	for _, t := range m.tasks {
+		t.Streamed, t.InTxn = 0, false
+	}
+}
+
+// Aborted records that the open transaction was aborted and returns the
+// tasks to rebuild: those that had effects in it. A failed task among them
+// lets its state go and stays failed at its committed offsets: only a
+// restart runs it again, so a record that fails every time cannot abort
+// and rebuild forever.
+func (m *Manager) Aborted() []*Task {
+	var rebuild []*Task
+	for _, t := range m.tasks {
+		t.Streamed = 0
+		if !t.InTxn {
+			continue
+		}
+		t.InTxn = false
+		if t.State == Failed {
+			m.CloseTask(t)
+			continue
+		}
+		rebuild = append(rebuild, t)
+	}
+	return rebuild
+}
+
+// Request checks an operator's request to restart the task id, or to move
+// it past the record it failed on (skip), and returns the task, and for a
+// skip what to skip. Only a failed task is served: ErrNoTask, ErrNotFailed
+// and ErrNoRecord say why not. Nothing changes until the caller, having
+// committed the other tasks' work, calls Skip (for a skip) and rebuilds
+// the task.
+func (m *Manager) Request(id string, skip bool) (*Task, task.Skip, error) {
+	t, ok := m.Find(id)
+	if !ok {
+		return nil, task.Skip{}, fmt.Errorf("%w: %q", ErrNoTask, id)
+	}
+	if t.State != Failed {
+		return nil, task.Skip{}, fmt.Errorf("%w: %s is %s", ErrNotFailed, id, t.State)
+	}
+	if !skip {
+		return t, task.Skip{}, nil
+	}
+	rec, ok := FailedRecord(t.Err)
+	if !ok {
+		return nil, task.Skip{}, fmt.Errorf("%w: %s failed with: %v", ErrNoRecord, id, t.Err)
+	}
+	return t, task.Skip{Record: rec, Reason: "skipped by an operator after: " + t.Err.Error()}, nil
+}

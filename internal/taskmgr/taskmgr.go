@@ -1,0 +1,430 @@
+// Package taskmgr is the task manager the worker and the in-memory test
+// driver share: which tasks exist, building them from committed state,
+// failing and rebuilding them one by one, the channel routes records are
+// dispatched by (and the rewinding of channels when some tasks are
+// rebuilt), and the offsets a commit may send. It does no I/O of its own:
+// what it needs from Kafka (or from the driver's in-memory log) it asks
+// through Offsets and Config.Restore, and the caller polls, produces and
+// commits.
+//
+// A Manager is not safe for concurrent use; the worker's pump goroutine,
+// or the driver's caller, owns it.
+package taskmgr
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/framework/store"
+	"github.com/causeway-stream/causeway/framework/task"
+)
+
+// State is where a task is in its life.
+type State string
+
+// Task states.
+const (
+	// Restoring: the task is being built from committed state.
+	Restoring State = "RESTORING"
+	// Running: the task receives and processes records.
+	Running State = "RUNNING"
+	// Failed: the task stopped on an error; its offsets stay at its last
+	// commit until it is restarted or moved past the record.
+	Failed State = "FAILED"
+)
+
+// Sentinel errors of Request.
+var (
+	// ErrNoTask: the manager has no task of that id.
+	ErrNoTask = errors.New("no such task on this worker")
+	// ErrNotFailed: the task is not failed, so there is nothing to restart
+	// or skip; nothing is rebuilt.
+	ErrNotFailed = errors.New("task is not failed")
+	// ErrNoRecord: the task's failure names no input record to skip.
+	ErrNoRecord = errors.New("the task's failure names no record to skip")
+)
+
+// Task is one task and what the manager knows of it besides the task
+// itself. Its fields belong to the manager's owner (the pump), which reads
+// and sets them directly where the pump's bookkeeping needs it.
+type Task struct {
+	ID        string
+	Processor string
+	Partition int32
+	Inputs    []string
+	// T is the task; nil for a failed task whose state was let go.
+	T     *task.Task
+	State State
+	// Err is the failure of a failed task.
+	Err error
+	// Streamed counts outputs produced into the open transaction.
+	Streamed int
+	// InTxn is set when the open transaction holds effects of the task:
+	// outputs it streamed, or a snapshot taken for the commit under way.
+	// An abort rebuilds exactly these tasks.
+	InTxn bool
+	// Touched is set while the task is on the pump's list of tasks to
+	// stream outputs from.
+	Touched bool
+	// Committed is the next offset per input topic as last committed (or
+	// seeded): what the task resumes from.
+	Committed map[string]int64
+	// Blocked is, per input channel whose head waits at the gate, since
+	// when it has waited on what.
+	Blocked map[causal.Channel]Blocked
+	// Skips lists the records an operator moved the task past; every
+	// build of the task dead-letters them instead of processing them.
+	Skips []task.Skip
+}
+
+// Blocked is how long a channel's head has waited at the gate, and for
+// what.
+type Blocked struct {
+	Head    int64 // offset of the waiting record
+	On      causal.Channel
+	Off     int64
+	Since   time.Time
+	Checked time.Time // when the claim was last checked against the cluster
+}
+
+// Offsets is what the manager asks of the log to decide where a task
+// resumes: the group's committed offsets and a partition's bounds.
+type Offsets interface {
+	// Committed returns the group's next offset of each channel that has
+	// one.
+	Committed(chs []causal.Channel) (map[causal.Channel]int64, error)
+	// Watermarks returns the first offset of ch and the offset after its
+	// last record.
+	Watermarks(ch causal.Channel) (low, high int64, err error)
+}
+
+// Restored is what the changelog holds for one task.
+type Restored struct {
+	// Stores holds each store's changes in the order they were made.
+	Stores map[string][]store.Change
+	// Checkpointed is set when a checkpoint of the task was found; Next,
+	// Gate and StreamTime are then its contents.
+	Checkpointed bool
+	Next         map[string]int64
+	Gate         []byte
+	StreamTime   time.Time
+}
+
+// Config is what a Manager is built from.
+type Config struct {
+	// Topology is the application's topology. Required.
+	Topology *framework.Topology
+	// Partitions is the partition count of every topic the topology uses.
+	// Required.
+	Partitions map[string]int32
+	// Offsets tells where tasks resume. Required.
+	Offsets Offsets
+	// Restore reads the committed state of the given tasks, by task id.
+	// Required.
+	Restore func(ts []*Task) (map[string]*Restored, error)
+	// Clock is the tasks' clock. Default: time.Now.
+	Clock func() time.Time
+	// DeadLetterTopic is where the tasks' dead letters go. Default: the
+	// topology's dead-letter topic.
+	DeadLetterTopic string
+	// GateOff delivers records in arrival order, ignoring clocks.
+	GateOff bool
+	// CheckClaims has the tasks hand back claims beyond what they know of
+	// a channel's end (see task.Config.CheckClaims), which Deliver checks
+	// with ClaimEnd. Requires ClaimEnd.
+	CheckClaims bool
+	// ClaimEnd returns the end of a claimed channel (the offset after its
+	// last record), at least what it was when the claimed record was
+	// written if that record exists, or -1 when the channel's topic does
+	// not exist.
+	ClaimEnd func(claim causal.Entry) (int64, error)
+	// AutoOffsetReset is where a channel with no committed position
+	// starts: "earliest" (default) or "latest".
+	AutoOffsetReset string
+	// AllowOffsetReset lets a committed position outside the log reset to
+	// its nearest end instead of failing the task.
+	AllowOffsetReset bool
+	// Log hears task failures and resets. Default: none.
+	Log *zap.Logger
+	// Observer returns the observer of a task's events. Default: none.
+	Observer func(t *Task) task.Observer
+	// InputCounter returns the counter of records received on a topic.
+	// Default: counters nobody reads.
+	InputCounter func(topic string) prometheus.Counter
+}
+
+// Manager owns a set of tasks. Build it with New.
+type Manager struct {
+	cfg       Config
+	tasks     []*Task
+	routes    map[causal.Channel]*Route
+	recordsIn map[string]prometheus.Counter
+}
+
+// New checks cfg, fills in its defaults, and returns a manager with no
+// tasks.
+func New(cfg Config) (*Manager, error) {
+	switch {
+	case cfg.Topology == nil:
+		return nil, errors.New("taskmgr: no topology")
+	case cfg.Partitions == nil:
+		return nil, errors.New("taskmgr: no partition counts")
+	case cfg.Offsets == nil:
+		return nil, errors.New("taskmgr: no offsets")
+	case cfg.Restore == nil:
+		return nil, errors.New("taskmgr: no restore")
+	case cfg.CheckClaims && cfg.ClaimEnd == nil:
+		return nil, errors.New("taskmgr: claims are checked but ClaimEnd is not set")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	if cfg.InputCounter == nil {
+		cfg.InputCounter = func(string) prometheus.Counter { return prometheus.NewCounter(prometheus.CounterOpts{Name: "unread"}) }
+	}
+	return &Manager{cfg: cfg, routes: map[causal.Channel]*Route{}, recordsIn: map[string]prometheus.Counter{}}, nil
+}
+
+// Tasks returns the manager's tasks, in the order they were created. The
+// slice is the manager's own: do not change it.
+func (m *Manager) Tasks() []*Task { return m.tasks }
+
+// Create adds a task, Restoring, for every (processor, partition index)
+// whose input channels chs holds completely, and returns them. Build them
+// next.
+func (m *Manager) Create(chs []causal.Channel) []*Task {
+	have := map[causal.Channel]bool{}
+	for _, ch := range chs {
+		have[ch] = true
+	}
+	var created []*Task
+	for _, pi := range m.cfg.Topology.Processors() {
+		for p := range m.cfg.Partitions[pi.Inputs[0]] {
+			complete := true
+			for _, in := range pi.Inputs {
+				complete = complete && have[causal.Channel{Topic: in, Partition: p}]
+			}
+			if !complete {
+				continue
+			}
+			t := &Task{ID: task.ID(pi.Name, p), Processor: pi.Name, Partition: p, Inputs: pi.Inputs,
+				State: Restoring, Committed: map[string]int64{}, Blocked: map[causal.Channel]Blocked{}}
+			created = append(created, t)
+			m.tasks = append(m.tasks, t)
+		}
+	}
+	return created
+}
+
+// Find returns the task named id.
+func (m *Manager) Find(id string) (*Task, bool) {
+	for _, t := range m.tasks {
+		if t.ID == id {
+			return t, true
+		}
+	}
+	return nil, false
+}
+
+// Build restores the given tasks from their committed state, seeds and
+// starts them, and indexes them by channel. Each task it builds replaces
+// its previous instance; no other task is touched. A task that cannot be
+// built fails on its own; the error returned is one that stops the owner
+// (the committed state or the offsets could not be read).
+func (m *Manager) Build(ts []*Task) error {
+	for _, t := range ts {
+		m.CloseTask(t)
+		t.State, t.Err = Restoring, nil
+	}
+	restored, err := m.cfg.Restore(ts)
+	if err != nil {
+		return err
+	}
+	var chs []causal.Channel
+	for _, t := range ts {
+		for _, in := range t.Inputs {
+			chs = append(chs, causal.Channel{Topic: in, Partition: t.Partition})
+		}
+	}
+	group, err := m.cfg.Offsets.Committed(chs)
+	if err != nil {
+		return fmt.Errorf("read committed offsets: %w", err)
+	}
+	for _, t := range ts {
+		if err := m.buildOne(t, restored[t.ID], group); err != nil {
+			m.CloseTask(t)
+			m.Fail(t, err)
+		}
+	}
+	m.index()
+	return nil
+}
+
+func (m *Manager) buildOne(t *Task, r *Restored, group map[causal.Channel]int64) error {
+	t.Streamed, t.InTxn = 0, false
+	t.Blocked = map[causal.Channel]Blocked{}
+	if err := m.seedOffsets(t, r, group); err != nil {
+		return err
+	}
+	c := task.Committed{Next: t.Committed}
+	if r != nil {
+		c.Stores = r.Stores
+		if r.Checkpointed {
+			c.Checkpoint, c.StreamTime = r.Gate, r.StreamTime
+		}
+	}
+	var obs task.Observer
+	if m.cfg.Observer != nil {
+		obs = m.cfg.Observer(t)
+	}
+	tt, err := task.Rebuild(task.Config{
+		Topology: m.cfg.Topology, Processor: t.Processor, Partition: t.Partition,
+		OutputPartitions: m.partitionCount, GateOff: m.cfg.GateOff, Now: m.cfg.Clock,
+		DeadLetterTopic: m.cfg.DeadLetterTopic, Skip: t.Skips, CheckClaims: m.cfg.CheckClaims, Observer: obs,
+	}, c)
+	if err != nil {
+		return err
+	}
+	t.T, t.State = tt, Running
+	return nil
+}
+
+// seedOffsets sets, for each input of t, the offset it resumes from.
+func (m *Manager) seedOffsets(t *Task, r *Restored, group map[causal.Channel]int64) error {
+	for _, in := range t.Inputs {
+		next, err := m.startOffset(causal.Channel{Topic: in, Partition: t.Partition}, r, group)
+		if err != nil {
+			return err
+		}
+		t.Committed[in] = next
+	}
+	return nil
+}
+
+// startOffset is where a task resumes a channel: its own checkpointed
+// position, else the group's committed offset, else where the reset policy
+// starts. A committed position outside the log fails the task unless
+// resets are allowed.
+func (m *Manager) startOffset(ch causal.Channel, r *Restored, group map[causal.Channel]int64) (int64, error) {
+	low, high, err := m.cfg.Offsets.Watermarks(ch)
+	if err != nil {
+		return 0, fmt.Errorf("watermarks of %s: %w", ch, err)
+	}
+	next, known := int64(-1), false
+	if r != nil && r.Checkpointed {
+		next, known = r.Next[ch.Topic]
+	}
+	if !known {
+		next, known = group[ch]
+	}
+	if !known {
+		if m.cfg.AutoOffsetReset == "latest" {
+			return high, nil
+		}
+		return low, nil
+	}
+	if next < low || next > high {
+		if !m.cfg.AllowOffsetReset {
+			return 0, fmt.Errorf("committed offset %d of %s is outside the log [%d, %d]: records were lost before they were processed "+
+				"(retention or truncation); restart with --allow-offset-reset to skip them", next, ch, low, high)
+		}
+		m.cfg.Log.Warn("committed offset out of range; resetting as allowed", zap.Stringer("channel", ch), zap.Int64("offset", next))
+		if next < low {
+			return low, nil
+		}
+		return high, nil
+	}
+	return next, nil
+}
+
+// Starts is, per input channel of the given tasks, the lowest offset any
+// of them resumes from: where reading must start.
+func (m *Manager) Starts(ts []*Task) map[causal.Channel]int64 {
+	start := map[causal.Channel]int64{}
+	for _, t := range ts {
+		for in, next := range t.Committed {
+			ch := causal.Channel{Topic: in, Partition: t.Partition}
+			if cur, ok := start[ch]; !ok || next < cur {
+				start[ch] = next
+			}
+		}
+	}
+	return start
+}
+
+// FailedRecord returns the input record a task failure names, if any: a
+// task.RecordError's record, a corrupt clock's, a deserialization
+// error's, or that of any error in the chain with a FailedRecord method.
+func FailedRecord(err error) (causal.Entry, bool) {
+	var re *task.RecordError
+	if errors.As(err, &re) && re.Record.Channel.Topic != "" {
+		return re.Record, true
+	}
+	var ce *causal.ClockError
+	if errors.As(err, &ce) {
+		return causal.Entry{Channel: ce.Channel, Offset: ce.Offset}, true
+	}
+	var de *framework.DeserializeError
+	if errors.As(err, &de) {
+		return causal.Entry{Channel: causal.Channel{Topic: de.Topic, Partition: de.Partition}, Offset: de.Offset}, true
+	}
+	var named interface{ FailedRecord() causal.Entry }
+	if errors.As(err, &named) {
+		return named.FailedRecord(), true
+	}
+	return causal.Entry{}, false
+}
+
+// Fail marks t failed with err (the first failure sticks) and logs it with
+// the record it names. It reports whether the open transaction must
+// abort: the task failed part-way through a record after streaming
+// outputs into it.
+func (m *Manager) Fail(t *Task, err error) (mustAbort bool) {
+	if t.State == Failed {
+		return false
+	}
+	t.State, t.Err = Failed, err
+	fields := []zap.Field{zap.String("task", t.ID), zap.Error(err)}
+	if rec, ok := FailedRecord(err); ok {
+		fields = append(fields, zap.Stringer("channel", rec.Channel), zap.Int64("offset", rec.Offset))
+	}
+	m.cfg.Log.Error("task failed; its offsets stay at the last commit (POST /tasks/"+t.ID+"/restart to retry, /skip to move past the record)", fields...)
+	return t.T != nil && t.T.Broken() && t.Streamed > 0
+}
+
+// CloseTask closes t's task, if it has one, and lets it go.
+func (m *Manager) CloseTask(t *Task) {
+	if t.T == nil {
+		return
+	}
+	if err := t.T.Close(); err != nil {
+		m.cfg.Log.Warn("close task", zap.String("task", t.ID), zap.Error(err))
+	}
+	t.T = nil
+}
+
+// CloseAll closes every task and forgets them.
+func (m *Manager) CloseAll() {
+	for _, t := range m.tasks {
+		m.CloseTask(t)
+	}
+	m.tasks = nil
+	m.routes = map[causal.Channel]*Route{}
+}
+
+func (m *Manager) partitionCount(topic string) (int32, error) {
+	n, ok := m.cfg.Partitions[topic]
+	if !ok {
+		return 0, fmt.Errorf("unknown topic %q", topic)
+	}
+	return n, nil
+}
