@@ -6,7 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/framework/task"
 	"github.com/causeway-stream/causeway/internal/taskmgr"
 )
 
@@ -33,7 +33,7 @@ func (w *Worker) commit() error {
 		return err
 	}
 	cl := changelogTopic(w.cfg.ApplicationID)
-	fresh := make(map[*taskmgr.Task][]causal.Entry, len(work))
+	fresh := make(map[*taskmgr.Task]task.Snapshot, len(work))
 	for _, p := range work {
 		sound, err := w.sendOutputs(p.Task)
 		if err != nil {
@@ -45,7 +45,7 @@ func (w *Worker) commit() error {
 		if err := w.writeChangelog(cl, p); err != nil {
 			return err
 		}
-		fresh[p.Task] = p.Snap.Offsets
+		fresh[p.Task] = p.Snap
 	}
 	if w.mustAbort {
 		w.log.Warn("a task failed after its outputs were sent: aborting the transaction; the tasks with work in it redo that work")

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 	"sync/atomic"
@@ -319,4 +320,70 @@ func TestTaskFailingDuringCommitKeepsItsCommittedOffsets(t *testing.T) {
 	w.drainAndCommit(t)
 	assert.Equal(t, int64(0), fake.groupOffs[in0], "the group's offset of in/0 waits for a/0")
 	assert.Equal(t, []string{"y", "z"}, values(fake.outputs("out-b"))[1:], "b/0 and b/1 went on")
+}
+
+// counting counts the records of "in" per key in store "counts".
+func counting(t *testing.T) (*framework.Topology, map[string]int32) {
+	t.Helper()
+	topo, err := framework.NewBuilder("count").
+		Processor("count", func() framework.Processor {
+			return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
+				s, err := ctx.KeyValueStore("counts")
+				if err != nil {
+					return err
+				}
+				v, _, err := s.Get(rec.Key)
+				if err != nil {
+					return err
+				}
+				n := len(v) // the count is the value's length, in bytes
+				return s.Put(rec.Key, bytes.Repeat([]byte{'x'}, n+1))
+			})
+		}, framework.From("in"), framework.Stores(framework.KeyValueStore("counts"))).
+		Build()
+	require.NoError(t, err)
+	return topo, map[string]int32{"in": 2}
+}
+
+func countOf(t *testing.T, w *Worker, id, key string) int {
+	t.Helper()
+	kv, ok := w.taskObject(t, id).T.KeyValueStore("counts")
+	require.True(t, ok)
+	v, _, err := kv.Get([]byte(key))
+	require.NoError(t, err)
+	return len(v)
+}
+
+// An abort discards the store writes of the tasks with work in the
+// transaction and rebuilds them on their stores as committed: nothing is
+// read back from the changelog, and nothing is counted twice.
+func TestAbortDiscardsStoreWritesWithoutReadingTheChangelog(t *testing.T) {
+	topo, counts := counting(t)
+	fake := newFakeKafka(t)
+	w := newFakeWorker(t, fake, topo, counts)
+	restored := func() float64 { return testutil.ToFloat64(w.metrics.RestoreRecords.WithLabelValues("count/0")) }
+
+	fake.send(in0, "k")
+	fake.send(in0, "k")
+	w.drainAndCommit(t)
+	require.Equal(t, 2, countOf(t, w, "count/0", "k"))
+	before := w.taskObject(t, "count/0").T
+
+	fake.send(in0, "k")
+	fake.commitErr = kafka.NewError(kafka.ErrTransport, "injected", false)
+	w.drainAndCommit(t)
+	require.Equal(t, 1, fake.aborts)
+	require.NotSame(t, before, w.taskObject(t, "count/0").T, "the task with work in the aborted transaction was not rebuilt")
+	assert.Equal(t, 2, countOf(t, w, "count/0", "k"), "the aborted write stayed in the store")
+	assert.Zero(t, restored(), "the abort read the changelog back")
+
+	w.drainAndCommit(t)
+	assert.Equal(t, 3, countOf(t, w, "count/0", "k"), "exactly once after the abort")
+	var last []byte
+	for _, m := range fake.outputs(changelogTopic("fake")) {
+		if k, err := parseChangelogKey(m.Key); err == nil && k.kind == kindStore && string(k.key) == "k" {
+			last = m.Value
+		}
+	}
+	assert.Len(t, last, 3, "the changelog's last value of k")
 }

@@ -81,7 +81,7 @@ func channelsOf(parts []kafka.TopicPartition) []causal.Channel {
 }
 
 // groupOffsets is what the group commits: see taskmgr.Manager.GroupOffsets.
-func (w *Worker) groupOffsets(fresh map[*taskmgr.Task][]causal.Entry) []kafka.TopicPartition {
+func (w *Worker) groupOffsets(fresh map[*taskmgr.Task]task.Snapshot) []kafka.TopicPartition {
 	low := w.tasks.GroupOffsets(fresh)
 	out := make([]kafka.TopicPartition, 0, len(low))
 	for ch, off := range low {

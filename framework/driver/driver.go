@@ -342,7 +342,7 @@ func (d *Driver) newFailures(before map[string]bool) error {
 // (it failed part-way through a record) contributes nothing.
 func (d *Driver) commit() {
 	work, _ := d.tasks.Pending()
-	fresh := make(map[*taskmgr.Task][]causal.Entry, len(work))
+	fresh := make(map[*taskmgr.Task]task.Snapshot, len(work))
 	for _, p := range work {
 		for _, o := range p.Task.T.TakeOutputs() {
 			d.append(o.Topic, o.Partition, o.Record)
@@ -360,7 +360,7 @@ func (d *Driver) commit() {
 			next[e.Channel.Topic] = e.Offset
 		}
 		c.Checkpointed, c.Next, c.Gate, c.StreamTime = true, next, p.Snap.Checkpoint, p.Snap.StreamTime
-		fresh[p.Task] = p.Snap.Offsets
+		fresh[p.Task] = p.Snap
 	}
 	maps.Copy(d.group, d.tasks.GroupOffsets(fresh))
 	d.tasks.Committed(fresh)
@@ -395,6 +395,8 @@ func (d *Driver) RestartTask(id string) error {
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrNoTask, id)
 	}
+	d.commit()
+	d.tasks.DropStores(t)
 	return d.rebuild(t)
 }
 

@@ -2,7 +2,7 @@ package driver_test
 
 import (
 	"errors"
-		"strings"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"

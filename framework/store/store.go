@@ -1,11 +1,19 @@
-// Package store holds processor state: key-value stores with range scans,
-// window stores for windowed operators, and change capture so that the
-// runtime can write every change to a changelog topic in the same
-// transaction as the outputs, and rebuild a store from that changelog.
+// Package store holds processor state: key-value stores with range and
+// prefix scans, window stores for windowed operators, and the two things
+// exactly-once needs of them. Change capture lets the runtime write every
+// change to a changelog in the same Kafka transaction as the outputs, and
+// rebuild a store from that changelog. Transactions let the runtime keep a
+// task's writes pending until that Kafka transaction commits: reads see
+// them, Commit makes them the committed state, Abort discards them, so an
+// aborted transaction never needs the changelog read again.
+//
+// A task's stores form a Set, committed and aborted together. NewMemorySet
+// keeps them in memory; package pebblestore keeps them on disk.
 package store
 
 import (
 	"bytes"
+	"errors"
 	"iter"
 
 	"github.com/google/btree"
@@ -14,17 +22,35 @@ import (
 // KeyValue is a sorted map of byte keys to byte values. Keys compare as
 // bytes. Values must not be nil (nil is the changelog's delete).
 type KeyValue interface {
-	// Get returns the value of key and whether it exists.
+	// Get returns the value of key and whether it exists. The value must
+	// not be changed, and is valid until the store is next written.
 	Get(key []byte) ([]byte, bool, error)
 	// Put sets key to value.
 	Put(key, value []byte) error
 	// Delete removes key; deleting a missing key is not an error.
 	Delete(key []byte) error
 	// Range iterates keys in [from, to) in order; a nil bound is open.
-	// The store must not be changed while iterating.
+	// The store must not be changed while iterating. Keys and values are
+	// valid during their iteration step only.
 	Range(from, to []byte) iter.Seq2[[]byte, []byte]
-	// Len is the number of keys.
-	Len() int
+}
+
+// Prefix iterates the keys of kv that start with prefix, in order.
+func Prefix(kv KeyValue, prefix []byte) iter.Seq2[[]byte, []byte] {
+	return kv.Range(prefix, PrefixEnd(prefix))
+}
+
+// PrefixEnd returns the smallest key greater than every key that starts
+// with prefix, or nil when there is none (prefix is empty or all 0xff).
+func PrefixEnd(prefix []byte) []byte {
+	end := bytes.Clone(prefix)
+	for i := len(end) - 1; i >= 0; i-- {
+		end[i]++
+		if end[i] != 0 {
+			return end[:i+1]
+		}
+	}
+	return nil
 }
 
 // Change is one entry of a store's changelog: a put, or with a nil Value a
@@ -34,15 +60,39 @@ type Change struct {
 	Value []byte
 }
 
-// Logged is a store whose changes the runtime collects for its changelog.
+// Logged is one store of a Set: a KeyValue whose pending writes can be
+// listed for the changelog, and which can be restored from it.
 type Logged interface {
 	KeyValue
-	// TakeChanges returns the changes since the last call, one per key (the
-	// last one), in key order, and forgets them.
-	TakeChanges() []Change
-	// Restore applies changelog entries without recording them as changes.
+	// Changes returns the writes pending since the set's last Commit or
+	// Abort, one per key (the last), in key order, deletes with a nil
+	// Value.
+	Changes() []Change
+	// Restore applies changelog entries as committed state. It must not
+	// be called while writes are pending.
 	Restore(changes []Change) error
 }
+
+// Set is the stores of one task. Writes are pending until Commit, which
+// makes every store's pending writes, together with a checkpoint, the
+// committed state in one step; Abort discards them. Reads see pending
+// writes.
+type Set interface {
+	// Store returns the store named name, empty when new.
+	Store(name string) (Logged, error)
+	// Commit makes the pending writes of every store, and checkpoint, the
+	// committed state, atomically.
+	Commit(checkpoint []byte) error
+	// Abort discards the pending writes of every store.
+	Abort() error
+	// Checkpoint returns the checkpoint of the last Commit, nil when none.
+	Checkpoint() ([]byte, error)
+	// Close aborts what is pending and releases the set.
+	Close() error
+}
+
+// ErrClosed is returned by a set, or one of its stores, after Close.
+var ErrClosed = errors.New("store closed")
 
 type item struct {
 	key, value []byte
@@ -50,18 +100,31 @@ type item struct {
 
 func less(a, b item) bool { return bytes.Compare(a.key, b.key) < 0 }
 
-// Memory is an in-memory Logged store on a B-tree (github.com/google/btree).
-// It copies keys and values on the way in, so callers may reuse buffers.
+// pending is one key written since the last commit: its new value (nil for
+// a delete) and what to put back on an abort.
+type pending struct {
+	key, value []byte
+	old        []byte
+	existed    bool
+}
+
+func lessPending(a, b pending) bool { return bytes.Compare(a.key, b.key) < 0 }
+
+// Memory is an in-memory store on a B-tree (github.com/google/btree). Writes
+// apply to the tree at once, and the first write of each key since the last
+// commit keeps the key's previous value, so Abort can put it back. It
+// copies keys and values on the way in, so callers may reuse buffers.
 type Memory struct {
 	tree    *btree.BTreeG[item]
-	changed *btree.BTreeG[item] // pending changes, nil value = delete
+	pending *btree.BTreeG[pending]
 }
 
 var _ Logged = (*Memory)(nil)
 
-// NewMemory returns an empty in-memory store.
+// NewMemory returns an empty in-memory store. Alone (outside a Set) it
+// commits with Commit and aborts with Abort.
 func NewMemory() *Memory {
-	return &Memory{tree: btree.NewG(32, less), changed: btree.NewG(32, less)}
+	return &Memory{tree: btree.NewG(32, less), pending: btree.NewG(32, lessPending)}
 }
 
 // Get implements KeyValue.
@@ -73,17 +136,31 @@ func (m *Memory) Get(key []byte) ([]byte, bool, error) {
 // Put implements KeyValue. A nil value is stored as an empty one.
 func (m *Memory) Put(key, value []byte) error {
 	it := item{key: bytes.Clone(key), value: append([]byte{}, value...)}
-	m.tree.ReplaceOrInsert(it)
-	m.changed.ReplaceOrInsert(it)
+	old, existed := m.tree.ReplaceOrInsert(it)
+	m.note(it.key, it.value, old.value, existed)
 	return nil
 }
 
 // Delete implements KeyValue.
 func (m *Memory) Delete(key []byte) error {
-	k := bytes.Clone(key)
-	m.tree.Delete(item{key: k})
-	m.changed.ReplaceOrInsert(item{key: k})
+	old, existed := m.tree.Delete(item{key: key})
+	k := old.key
+	if !existed {
+		k = bytes.Clone(key)
+	}
+	m.note(k, nil, old.value, existed)
 	return nil
+}
+
+// note records a write of key: its new value, and its value before the
+// first write since the last commit.
+func (m *Memory) note(key, value, old []byte, existed bool) {
+	if p, ok := m.pending.Get(pending{key: key}); ok {
+		p.value = value
+		m.pending.ReplaceOrInsert(p)
+		return
+	}
+	m.pending.ReplaceOrInsert(pending{key: key, value: value, old: old, existed: existed})
 }
 
 // Range implements KeyValue.
@@ -103,22 +180,37 @@ func (m *Memory) Range(from, to []byte) iter.Seq2[[]byte, []byte] {
 	}
 }
 
-// Len implements KeyValue.
-func (m *Memory) Len() int { return m.tree.Len() }
-
-// TakeChanges implements Logged.
-func (m *Memory) TakeChanges() []Change {
-	out := make([]Change, 0, m.changed.Len())
-	m.changed.Ascend(func(it item) bool {
-		out = append(out, Change{Key: it.key, Value: it.value})
+// Changes implements Logged.
+func (m *Memory) Changes() []Change {
+	out := make([]Change, 0, m.pending.Len())
+	m.pending.Ascend(func(p pending) bool {
+		out = append(out, Change{Key: p.key, Value: p.value})
 		return true
 	})
-	m.changed.Clear(false)
 	return out
+}
+
+// Commit makes the pending writes committed.
+func (m *Memory) Commit() { m.pending.Clear(false) }
+
+// Abort puts back every key written since the last commit.
+func (m *Memory) Abort() {
+	m.pending.Ascend(func(p pending) bool {
+		if p.existed {
+			m.tree.ReplaceOrInsert(item{key: p.key, value: p.old})
+		} else {
+			m.tree.Delete(item{key: p.key})
+		}
+		return true
+	})
+	m.pending.Clear(false)
 }
 
 // Restore implements Logged.
 func (m *Memory) Restore(changes []Change) error {
+	if m.pending.Len() > 0 {
+		return errors.New("store: restore with writes pending")
+	}
 	for _, c := range changes {
 		if c.Value == nil {
 			m.tree.Delete(item{key: c.Key})
@@ -126,5 +218,60 @@ func (m *Memory) Restore(changes []Change) error {
 		}
 		m.tree.ReplaceOrInsert(item{key: bytes.Clone(c.Key), value: bytes.Clone(c.Value)})
 	}
+	return nil
+}
+
+// MemorySet is a Set of in-memory stores.
+type MemorySet struct {
+	stores     map[string]*Memory
+	checkpoint []byte
+	closed     bool
+}
+
+var _ Set = (*MemorySet)(nil)
+
+// NewMemorySet returns an empty set of in-memory stores.
+func NewMemorySet() *MemorySet { return &MemorySet{stores: map[string]*Memory{}} }
+
+// Store implements Set.
+func (s *MemorySet) Store(name string) (Logged, error) {
+	if s.closed {
+		return nil, ErrClosed
+	}
+	m, ok := s.stores[name]
+	if !ok {
+		m = NewMemory()
+		s.stores[name] = m
+	}
+	return m, nil
+}
+
+// Commit implements Set.
+func (s *MemorySet) Commit(checkpoint []byte) error {
+	if s.closed {
+		return ErrClosed
+	}
+	for _, m := range s.stores {
+		m.Commit()
+	}
+	s.checkpoint = bytes.Clone(checkpoint)
+	return nil
+}
+
+// Abort implements Set.
+func (s *MemorySet) Abort() error {
+	for _, m := range s.stores {
+		m.Abort()
+	}
+	return nil
+}
+
+// Checkpoint implements Set.
+func (s *MemorySet) Checkpoint() ([]byte, error) { return s.checkpoint, nil }
+
+// Close implements Set.
+func (s *MemorySet) Close() error {
+	s.closed = true
+	s.stores = nil
 	return nil
 }

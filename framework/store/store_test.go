@@ -9,73 +9,22 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/causeway-stream/causeway/framework/store"
+	"github.com/causeway-stream/causeway/framework/store/storetest"
 )
 
-func keys(kv store.KeyValue, from, to string) []string {
-	var f, t []byte
-	if from != "" {
-		f = []byte(from)
-	}
-	if to != "" {
-		t = []byte(to)
-	}
-	var out []string
-	for k, v := range kv.Range(f, t) {
-		out = append(out, string(k)+"="+string(v))
-	}
-	return out
+func TestMemorySetBehaviour(t *testing.T) {
+	storetest.Run(t, storetest.Backend{Open: func(*testing.T) store.Set { return store.NewMemorySet() }})
 }
 
-func TestMemoryRange(t *testing.T) {
-	m := store.NewMemory()
-	for _, k := range []string{"b", "a", "d", "c"} {
-		require.NoError(t, m.Put([]byte(k), []byte(k+k)))
+func TestPrefixEnd(t *testing.T) {
+	for _, tc := range []struct{ prefix, want []byte }{
+		{[]byte("a"), []byte("b")},
+		{[]byte("a\xff"), []byte("b")},
+		{[]byte("\xff\xff"), nil},
+		{nil, nil},
+	} {
+		assert.Equal(t, tc.want, store.PrefixEnd(tc.prefix), "%q", tc.prefix)
 	}
-	tests := []struct {
-		from, to string
-		want     []string
-	}{
-		{"", "", []string{"a=aa", "b=bb", "c=cc", "d=dd"}},
-		{"b", "", []string{"b=bb", "c=cc", "d=dd"}},
-		{"", "c", []string{"a=aa", "b=bb"}},
-		{"b", "d", []string{"b=bb", "c=cc"}},
-		{"bb", "bc", nil},
-	}
-	for _, tt := range tests {
-		assert.Equal(t, tt.want, keys(m, tt.from, tt.to), "[%q, %q)", tt.from, tt.to)
-	}
-}
-
-func TestMemoryCopiesInputs(t *testing.T) {
-	m := store.NewMemory()
-	k, v := []byte("k"), []byte("v")
-	require.NoError(t, m.Put(k, v))
-	k[0], v[0] = 'x', 'x'
-	got, ok, err := m.Get([]byte("k"))
-	require.NoError(t, err)
-	require.True(t, ok)
-	assert.Equal(t, "v", string(got))
-}
-
-// Changes are captured one per key (the last), deletes as nil values, and a
-// store restored from them has the same contents.
-func TestChangeCaptureAndRestore(t *testing.T) {
-	m := store.NewMemory()
-	require.NoError(t, m.Put([]byte("a"), []byte("1")))
-	require.NoError(t, m.Put([]byte("b"), []byte("1")))
-	require.NoError(t, m.Put([]byte("a"), []byte("2")))
-	require.NoError(t, m.Delete([]byte("b")))
-	require.NoError(t, m.Put([]byte("c"), []byte("3")))
-	changes := m.TakeChanges()
-	assert.Equal(t, []store.Change{{Key: []byte("a"), Value: []byte("2")}, {Key: []byte("b")}, {Key: []byte("c"), Value: []byte("3")}}, changes)
-	assert.Empty(t, m.TakeChanges(), "taken changes are forgotten")
-
-	r := store.NewMemory()
-	require.NoError(t, r.Put([]byte("b"), []byte("stale")))
-	require.NoError(t, r.Restore(changes))
-	assert.Equal(t, keys(m, "", ""), keys(r, "", ""))
-	assert.Equal(t, []store.Change{{Key: []byte("b"), Value: []byte("stale")}}, r.TakeChanges(),
-		"restore records nothing; only the put before it is a change")
 }
 
 func TestWindowStore(t *testing.T) {

@@ -102,6 +102,12 @@ type Config struct {
 	Now func() time.Time
 	// Observer hears about dropped records. Default: none.
 	Observer Observer
+	// Stores holds the task's stores. The task writes to them and never
+	// commits, aborts or closes them: their owner commits them with the
+	// Kafka transaction that holds the task's Snapshot, and aborts them
+	// when that transaction aborts. Default: a new in-memory set of the
+	// task's own, which the task closes.
+	Stores store.Set
 	// DeadLetterTopic is where dead letters go. Default: the topology's
 	// dead-letter topic. Required for Skip.
 	DeadLetterTopic string
@@ -172,7 +178,9 @@ type Task struct {
 	dlq         *output // the dead-letter topic, when there is one
 	node        *causal.Node[received]
 	proc        framework.Processor
-	kv          map[string]*store.Memory
+	kv          map[string]store.Logged
+	set         store.Set
+	ownSet      bool
 	windows     map[string]store.Window
 	specs       map[string]framework.StoreSpec
 	outputs     []*output
@@ -247,7 +255,8 @@ func New(cfg Config) (*Task, error) {
 		clockPolicy: clockPolicy(info, policy),
 		node:        node,
 		proc:        info.New(),
-		kv:          map[string]*store.Memory{},
+		kv:          map[string]store.Logged{},
+		set:         cfg.Stores,
 		windows:     map[string]store.Window{},
 		specs:       map[string]framework.StoreSpec{},
 	}
@@ -258,8 +267,14 @@ func New(cfg Config) (*Task, error) {
 	if dlq != "" {
 		t.dlq = &output{topic: dlq}
 	}
+	if t.set == nil {
+		t.set, t.ownSet = store.NewMemorySet(), true
+	}
 	for _, s := range info.Stores {
-		m := store.NewMemory()
+		m, err := t.set.Store(s.Name)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("task %s: store %q: %w", t.id, s.Name, err), t.closeSet())
+		}
 		t.kv[s.Name], t.specs[s.Name] = m, s
 		if s.Kind == framework.WindowKind {
 			t.windows[s.Name] = store.NewWindow(m)
@@ -763,9 +778,10 @@ func (t *Task) TakeOutputs() []Output {
 // side effects.
 func (t *Task) Broken() bool { return t.broken }
 
-// Snapshot returns what to commit now. The store changes it returns are
-// forgotten by the task: if the commit fails, rebuild the task from the last
-// committed state.
+// Snapshot returns what to commit now. The store changes it returns stay
+// pending in the task's store set until its owner commits the set (after
+// the Kafka transaction holding the snapshot commits) or aborts it (then
+// rebuild the task from the committed state).
 //
 // A task that failed while processing a record has no snapshot: its gate
 // already counts that record as delivered (delivery precedes processing),
@@ -779,7 +795,7 @@ func (t *Task) Snapshot() (Snapshot, error) {
 	}
 	s := Snapshot{Offsets: t.node.Committable(), Checkpoint: t.node.Checkpoint(), Changes: map[string][]store.Change{}, StreamTime: t.stream}
 	for name, m := range t.kv {
-		if ch := m.TakeChanges(); len(ch) > 0 {
+		if ch := m.Changes(); len(ch) > 0 {
 			s.Changes[name] = ch
 		}
 	}
@@ -791,16 +807,25 @@ func (t *Task) Status() Status {
 	return Status{ID: t.id, Channels: t.node.Status(), Held: t.node.Held(), Err: t.err}
 }
 
-// Close closes the processor.
+// Close closes the processor, and the task's store set if the task made it.
 func (t *Task) Close() error {
-	if !t.started {
+	var err error
+	if t.started {
+		t.started = false
+		if cerr := t.proc.Close(); cerr != nil {
+			err = fmt.Errorf("task %s: close: %w", t.id, cerr)
+		}
+	}
+	return errors.Join(err, t.closeSet())
+}
+
+func (t *Task) closeSet() error {
+	if !t.ownSet || t.set == nil {
 		return nil
 	}
-	t.started = false
-	if err := t.proc.Close(); err != nil {
-		return fmt.Errorf("task %s: close: %w", t.id, err)
-	}
-	return nil
+	set := t.set
+	t.set = nil
+	return set.Close()
 }
 
 // KeyValueStore gives tests and the runtime's status read access to a store.

@@ -49,9 +49,9 @@ func (m *Manager) Pending() (work []Pending, dirty bool) {
 // GroupOffsets is, per channel of the tasks, the smallest next offset of
 // any task reading it: a channel shared by several processors resumes
 // where the furthest-behind one must, and the others drop the replay.
-// fresh holds the offsets of the tasks committing now; the others count
+// fresh holds the snapshots of the tasks committing now; the others count
 // with what they last committed.
-func (m *Manager) GroupOffsets(fresh map[*Task][]causal.Entry) map[causal.Channel]int64 {
+func (m *Manager) GroupOffsets(fresh map[*Task]task.Snapshot) map[causal.Channel]int64 {
 	low := map[causal.Channel]int64{}
 	lower := func(ch causal.Channel, next int64) {
 		if cur, ok := low[ch]; !ok || next < cur {
@@ -59,8 +59,8 @@ func (m *Manager) GroupOffsets(fresh map[*Task][]causal.Entry) map[causal.Channe
 		}
 	}
 	for _, t := range m.tasks {
-		if es, ok := fresh[t]; ok {
-			for _, e := range es {
+		if snap, ok := fresh[t]; ok {
+			for _, e := range snap.Offsets {
 				lower(e.Channel, e.Offset)
 			}
 			continue
@@ -72,27 +72,44 @@ func (m *Manager) GroupOffsets(fresh map[*Task][]causal.Entry) map[causal.Channe
 	return low
 }
 
-// Committed records that the transaction holding fresh committed: those
-// tasks resume from the offsets they committed, and no task has effects
-// in an open transaction any more. Only the snapshots that went into the
-// transaction count: a task left out of fresh (it failed while its share
-// was sent) keeps the offsets it committed before.
-func (m *Manager) Committed(fresh map[*Task][]causal.Entry) {
-	for t, offsets := range fresh {
-		for _, e := range offsets {
-			t.Committed[e.Channel.Topic] = e.Offset
-		}
-	}
+// Committed records that the transaction holding fresh committed. Those
+// tasks resume from the offsets they committed, and their stores commit
+// the writes the transaction holds. Other tasks' pending writes stay
+// pending: either no transaction has taken them yet, or the task broke
+// part-way through a record (it snapshots no more, and the writes are
+// discarded when it is rebuilt). No task has effects in an open
+// transaction any more. A task whose stores cannot commit fails, and is
+// restored from the changelog when it runs again.
+func (m *Manager) Committed(fresh map[*Task]task.Snapshot) {
 	for _, t := range m.tasks {
 		t.Streamed, t.InTxn = 0, false
+		snap, ok := fresh[t]
+		if !ok {
+			continue
+		}
+		next := make(map[string]int64, len(snap.Offsets))
+		for _, e := range snap.Offsets {
+			t.Committed[e.Channel.Topic] = e.Offset
+			next[e.Channel.Topic] = e.Offset
+		}
+		if t.Stores == nil {
+			continue
+		}
+		if err := t.Stores.Commit(m.cfg.EncodeCheckpoint(t, snap)); err != nil {
+			m.closeStores(t)
+			m.Fail(t, fmt.Errorf("commit stores: %w", err))
+			continue
+		}
+		t.Last = &Restored{Checkpointed: true, Next: next, Gate: snap.Checkpoint, StreamTime: snap.StreamTime}
 	}
 }
 
 // Aborted records that the open transaction was aborted and returns the
-// tasks to rebuild: those that had effects in it. A failed task among them
-// lets its state go and stays failed at its committed offsets: only a
-// restart runs it again, so a record that fails every time cannot abort
-// and rebuild forever.
+// tasks to rebuild: those that had effects in it, whose pending store
+// writes it discards. Other tasks keep theirs for the next transaction. A
+// failed task among them lets its task go and stays failed at its
+// committed offsets: only a restart runs it again, so a record that fails
+// every time cannot abort and rebuild forever.
 func (m *Manager) Aborted() []*Task {
 	var rebuild []*Task
 	for _, t := range m.tasks {
@@ -101,6 +118,11 @@ func (m *Manager) Aborted() []*Task {
 			continue
 		}
 		t.InTxn = false
+		if t.Stores != nil {
+			if err := t.Stores.Abort(); err != nil {
+				m.closeStores(t)
+			}
+		}
 		if t.State == Failed {
 			m.CloseTask(t)
 			continue

@@ -81,6 +81,14 @@ type Task struct {
 	// Skips lists the records an operator moved the task past; every
 	// build of the task dead-letters them instead of processing them.
 	Skips []task.Skip
+	// Stores holds the task's stores, at their committed state whenever
+	// no transaction is open. It outlives the task instances built on it,
+	// so a rebuild after an abort or a restart reads nothing back; nil
+	// until the first build, and after a failure that leaves it in doubt.
+	Stores store.Set
+	// Last is the task's committed checkpoint, matching Stores: where a
+	// rebuild on the same stores resumes. Nil when Stores is.
+	Last *Restored
 }
 
 // Blocked is how long a channel's head has waited at the gate, and for
@@ -157,6 +165,12 @@ type Config struct {
 	// InputCounter returns the counter of records received on a topic.
 	// Default: counters nobody reads.
 	InputCounter func(topic string) prometheus.Counter
+	// OpenStores opens the store set of a task about to be restored.
+	// Default: a new in-memory set.
+	OpenStores func(t *Task) (store.Set, error)
+	// EncodeCheckpoint returns what a task's store set keeps beside its
+	// committed state, from the snapshot being committed. Default: nothing.
+	EncodeCheckpoint func(t *Task, snap task.Snapshot) []byte
 }
 
 // Manager owns a set of tasks. Build it with New.
@@ -187,6 +201,12 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
+	}
+	if cfg.OpenStores == nil {
+		cfg.OpenStores = func(*Task) (store.Set, error) { return store.NewMemorySet(), nil }
+	}
+	if cfg.EncodeCheckpoint == nil {
+		cfg.EncodeCheckpoint = func(*Task, task.Snapshot) []byte { return nil }
 	}
 	if cfg.InputCounter == nil {
 		cfg.InputCounter = func(string) prometheus.Counter { return prometheus.NewCounter(prometheus.CounterOpts{Name: "unread"}) }
@@ -235,18 +255,28 @@ func (m *Manager) Find(id string) (*Task, bool) {
 	return nil, false
 }
 
-// Build restores the given tasks from their committed state, seeds and
-// starts them, and indexes them by channel. Each task it builds replaces
-// its previous instance; no other task is touched. A task that cannot be
-// built fails on its own; the error returned is one that stops the owner
-// (the committed state or the offsets could not be read).
+// Build builds the given tasks from their committed state, seeds and
+// starts them, and indexes them by channel. A task whose stores are open
+// (it was built before, and its stores hold their committed state) is
+// built on them, from its last committed checkpoint, without reading
+// anything back; the others are restored first. Each task it builds
+// replaces its previous instance; no other task is touched. A task that
+// cannot be built fails on its own; the error returned is one that stops
+// the owner (the committed state or the offsets could not be read).
 func (m *Manager) Build(ts []*Task) error {
+	var cold []*Task
 	for _, t := range ts {
 		m.CloseTask(t)
 		t.State, t.Err = Restoring, nil
+		if t.Stores != nil && t.Last != nil {
+			if err := t.Stores.Abort(); err == nil {
+				continue
+			}
+		}
+		m.closeStores(t)
+		cold = append(cold, t)
 	}
-	restored, err := m.cfg.Restore(ts)
-	if err != nil {
+	if err := m.restore(cold); err != nil {
 		return err
 	}
 	var chs []causal.Channel
@@ -260,8 +290,12 @@ func (m *Manager) Build(ts []*Task) error {
 		return fmt.Errorf("read committed offsets: %w", err)
 	}
 	for _, t := range ts {
-		if err := m.buildOne(t, restored[t.ID], group); err != nil {
+		if t.State == Failed {
+			continue // its restore failed
+		}
+		if err := m.buildOne(t, group); err != nil {
 			m.CloseTask(t)
+			m.closeStores(t)
 			m.Fail(t, err)
 		}
 	}
@@ -269,18 +303,74 @@ func (m *Manager) Build(ts []*Task) error {
 	return nil
 }
 
-func (m *Manager) buildOne(t *Task, r *Restored, group map[causal.Channel]int64) error {
+// restore opens the stores of the given tasks and fills them, and their
+// last checkpoint, from what Config.Restore reads. A task whose stores
+// cannot be opened or filled fails on its own.
+func (m *Manager) restore(ts []*Task) error {
+	if len(ts) == 0 {
+		return nil
+	}
+	restored, err := m.cfg.Restore(ts)
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		r := restored[t.ID]
+		if r == nil {
+			r = &Restored{}
+		}
+		if err := m.fill(t, r); err != nil {
+			m.closeStores(t)
+			m.Fail(t, fmt.Errorf("restore: %w", err))
+		}
+	}
+	return nil
+}
+
+func (m *Manager) fill(t *Task, r *Restored) error {
+	set, err := m.cfg.OpenStores(t)
+	if err != nil {
+		return err
+	}
+	t.Stores = set
+	for name, changes := range r.Stores {
+		kv, err := set.Store(name)
+		if err != nil {
+			return err
+		}
+		if err := kv.Restore(changes); err != nil {
+			return fmt.Errorf("store %q: %w", name, err)
+		}
+	}
+	t.Last = &Restored{Checkpointed: r.Checkpointed, Next: r.Next, Gate: r.Gate, StreamTime: r.StreamTime}
+	return nil
+}
+
+// DropStores closes t's stores and forgets them, as a crash would: the
+// next Build of t restores them.
+func (m *Manager) DropStores(t *Task) { m.closeStores(t) }
+
+// closeStores closes t's stores, if open, and forgets them with the
+// checkpoint they matched.
+func (m *Manager) closeStores(t *Task) {
+	if t.Stores != nil {
+		if err := t.Stores.Close(); err != nil {
+			m.cfg.Log.Warn("close stores", zap.String("task", t.ID), zap.Error(err))
+		}
+	}
+	t.Stores, t.Last = nil, nil
+}
+
+func (m *Manager) buildOne(t *Task, group map[causal.Channel]int64) error {
 	t.Streamed, t.InTxn = 0, false
 	t.Blocked = map[causal.Channel]Blocked{}
+	r := t.Last
 	if err := m.seedOffsets(t, r, group); err != nil {
 		return err
 	}
 	c := task.Committed{Next: t.Committed}
-	if r != nil {
-		c.Stores = r.Stores
-		if r.Checkpointed {
-			c.Checkpoint, c.StreamTime = r.Gate, r.StreamTime
-		}
+	if r.Checkpointed {
+		c.Checkpoint, c.StreamTime = r.Gate, r.StreamTime
 	}
 	var obs task.Observer
 	if m.cfg.Observer != nil {
@@ -290,6 +380,7 @@ func (m *Manager) buildOne(t *Task, r *Restored, group map[causal.Channel]int64)
 		Topology: m.cfg.Topology, Processor: t.Processor, Partition: t.Partition,
 		OutputPartitions: m.partitionCount, GateOff: m.cfg.GateOff, Now: m.cfg.Clock,
 		DeadLetterTopic: m.cfg.DeadLetterTopic, Skip: t.Skips, CheckClaims: m.cfg.CheckClaims, Observer: obs,
+		Stores: t.Stores,
 	}, c)
 	if err != nil {
 		return err
@@ -412,10 +503,11 @@ func (m *Manager) CloseTask(t *Task) {
 	t.T = nil
 }
 
-// CloseAll closes every task and forgets them.
+// CloseAll closes every task and its stores, and forgets them.
 func (m *Manager) CloseAll() {
 	for _, t := range m.tasks {
 		m.CloseTask(t)
+		m.closeStores(t)
 	}
 	m.tasks = nil
 	m.routes = map[causal.Channel]*Route{}

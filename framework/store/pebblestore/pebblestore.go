@@ -1,0 +1,379 @@
+// Package pebblestore keeps a task's stores on disk, in one Pebble database
+// (github.com/cockroachdb/pebble/v2) per task, so that state can outgrow
+// memory and a restart need not read the changelog again.
+//
+// Writes go to an indexed batch that reads see (Pebble merges it over the
+// database), and reach the database only when the set commits, in one
+// atomic batch together with the checkpoint; an abort throws the batch
+// away. The database therefore only ever holds a committed state, with the
+// checkpoint of that very state beside it, whatever happens to the
+// process. Commits do not wait for the disk (pebble.NoSync): a crash of the
+// process or the machine may lose the last commits, those not yet written
+// out, but never splits one, so what is found after it is still a
+// committed state with its own checkpoint (Sync makes every commit so far
+// durable).
+//
+// Layout: a store's keys are its name (uvarint length, then the bytes)
+// followed by the key; keys beginning with 0x00 (which no store name
+// begins with) hold the set's own records: the format version and the
+// checkpoint.
+package pebblestore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"iter"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/google/btree"
+
+	"github.com/causeway-stream/causeway/framework/store"
+)
+
+// formatVersion is the layout version this package writes and reads.
+const formatVersion = 1
+
+var (
+	versionKey    = []byte("\x00version")
+	checkpointKey = []byte("\x00checkpoint")
+)
+
+// ErrIncompatible is returned by Open for a database written in another
+// layout: wipe the directory and restore the stores from their changelogs.
+var ErrIncompatible = errors.New("pebblestore: state written in another layout")
+
+// Opt configures Open.
+type Opt interface{ apply(*config) }
+
+type config struct {
+	fs        vfs.FS
+	cacheSize int64
+}
+
+type optFunc func(*config)
+
+func (f optFunc) apply(c *config) { f(c) }
+
+// FS sets the file system Pebble uses. Default: the operating system's.
+// Tests use vfs.NewMem.
+func FS(fs vfs.FS) Opt { return optFunc(func(c *config) { c.fs = fs }) }
+
+// CacheSize sets the size of the block cache in bytes. Default: 8 MiB.
+func CacheSize(n int64) Opt { return optFunc(func(c *config) { c.cacheSize = n }) }
+
+// Set is a store.Set in one Pebble database. Not safe for concurrent use.
+type Set struct {
+	db     *pebble.DB
+	batch  *pebble.Batch // indexed; nil when nothing is pending
+	stores map[string]*kv
+	// err is the first read error met where none can be returned (an
+	// iteration); Commit returns it, so nothing is committed past it.
+	err error
+}
+
+var _ store.Set = (*Set)(nil)
+
+// Open opens, or creates, the set in directory dir.
+func Open(dir string, opts ...Opt) (*Set, error) {
+	cfg := config{fs: vfs.Default, cacheSize: 8 << 20}
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	cache := pebble.NewCache(cfg.cacheSize)
+	defer cache.Unref()
+	db, err := pebble.Open(dir, &pebble.Options{FS: cfg.fs, Cache: cache, Logger: quietLogger{}})
+	if err != nil {
+		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
+	}
+	s := &Set{db: db, stores: map[string]*kv{}}
+	if err := s.checkVersion(); err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
+	return s, nil
+}
+
+func (s *Set) checkVersion() error {
+	v, found, err := s.get(s.db, versionKey)
+	if err != nil {
+		return err
+	}
+	if !found {
+		if err := s.db.Set(versionKey, binary.AppendUvarint(nil, formatVersion), pebble.NoSync); err != nil {
+			return fmt.Errorf("pebblestore: %w", err)
+		}
+		return nil
+	}
+	if n, l := binary.Uvarint(v); l <= 0 || n != formatVersion {
+		return fmt.Errorf("%w: version %x, this build reads %d", ErrIncompatible, v, formatVersion)
+	}
+	return nil
+}
+
+// quietLogger keeps Pebble's informational lines out of the worker's log.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any)  {}
+func (quietLogger) Errorf(string, ...any) {}
+func (quietLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf(format, args...)) // Pebble's contract: Fatalf does not return
+}
+
+func (s *Set) reader() pebble.Reader {
+	if s.batch != nil {
+		return s.batch
+	}
+	return s.db
+}
+
+// get reads key from r, copying the value.
+func (s *Set) get(r pebble.Reader, key []byte) ([]byte, bool, error) {
+	v, closer, err := r.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("pebblestore: get: %w", err)
+	}
+	out := bytes.Clone(v)
+	if out == nil {
+		out = []byte{}
+	}
+	return out, true, closer.Close()
+}
+
+func (s *Set) writer() *pebble.Batch {
+	if s.batch == nil {
+		s.batch = s.db.NewIndexedBatch()
+	}
+	return s.batch
+}
+
+// Store implements store.Set.
+func (s *Set) Store(name string) (store.Logged, error) {
+	if s.db == nil {
+		return nil, store.ErrClosed
+	}
+	if name == "" {
+		return nil, errors.New("pebblestore: a store needs a name")
+	}
+	k, ok := s.stores[name]
+	if !ok {
+		prefix := binary.AppendUvarint(nil, uint64(len(name)))
+		k = &kv{s: s, prefix: append(prefix, name...), changed: btree.NewG(32, lessChange)}
+		s.stores[name] = k
+	}
+	return k, nil
+}
+
+// Commit implements store.Set: one Pebble batch holds the pending writes
+// of every store and the checkpoint.
+func (s *Set) Commit(checkpoint []byte) error {
+	if s.db == nil {
+		return store.ErrClosed
+	}
+	if s.err != nil {
+		return s.err
+	}
+	b := s.writer()
+	if err := b.Set(checkpointKey, checkpoint, nil); err != nil {
+		return fmt.Errorf("pebblestore: commit: %w", err)
+	}
+	err := b.Commit(pebble.NoSync)
+	s.discard()
+	if err != nil {
+		return fmt.Errorf("pebblestore: commit: %w", err)
+	}
+	return nil
+}
+
+// Abort implements store.Set.
+func (s *Set) Abort() error {
+	s.discard()
+	s.err = nil
+	return nil
+}
+
+// discard drops the batch and the changes noted for it.
+func (s *Set) discard() {
+	if s.batch != nil {
+		_ = s.batch.Close() // a batch's Close only returns it to its pool
+		s.batch = nil
+	}
+	for _, k := range s.stores {
+		k.changed.Clear(false)
+	}
+}
+
+// Sync makes every commit so far durable: it returns once they are on disk.
+func (s *Set) Sync() error {
+	if s.db == nil {
+		return store.ErrClosed
+	}
+	if err := s.db.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("pebblestore: sync: %w", err)
+	}
+	return nil
+}
+
+// Checkpoint implements store.Set.
+func (s *Set) Checkpoint() ([]byte, error) {
+	if s.db == nil {
+		return nil, store.ErrClosed
+	}
+	v, found, err := s.get(s.db, checkpointKey)
+	if !found {
+		return nil, err
+	}
+	return v, err
+}
+
+// Close implements store.Set. It flushes what was committed to disk.
+func (s *Set) Close() error {
+	if s.db == nil {
+		return nil
+	}
+	s.discard()
+	err := s.db.Close()
+	s.db = nil
+	if err != nil {
+		return fmt.Errorf("pebblestore: close: %w", err)
+	}
+	return nil
+}
+
+// kv is one store of a set: its keys under its prefix.
+type kv struct {
+	s       *Set
+	prefix  []byte
+	changed *btree.BTreeG[store.Change] // pending, by key; nil Value: delete
+}
+
+func lessChange(a, b store.Change) bool { return bytes.Compare(a.Key, b.Key) < 0 }
+
+func (k *kv) key(key []byte) []byte {
+	return append(append(make([]byte, 0, len(k.prefix)+len(key)), k.prefix...), key...)
+}
+
+// Get implements store.KeyValue.
+func (k *kv) Get(key []byte) ([]byte, bool, error) {
+	if k.s.db == nil {
+		return nil, false, store.ErrClosed
+	}
+	return k.s.get(k.s.reader(), k.key(key))
+}
+
+// Put implements store.KeyValue.
+func (k *kv) Put(key, value []byte) error {
+	if k.s.db == nil {
+		return store.ErrClosed
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	if err := k.s.writer().Set(k.key(key), value, nil); err != nil {
+		return fmt.Errorf("pebblestore: put: %w", err)
+	}
+	k.changed.ReplaceOrInsert(store.Change{Key: bytes.Clone(key), Value: bytes.Clone(value)})
+	return nil
+}
+
+// Delete implements store.KeyValue.
+func (k *kv) Delete(key []byte) error {
+	if k.s.db == nil {
+		return store.ErrClosed
+	}
+	if err := k.s.writer().Delete(k.key(key), nil); err != nil {
+		return fmt.Errorf("pebblestore: delete: %w", err)
+	}
+	k.changed.ReplaceOrInsert(store.Change{Key: bytes.Clone(key)})
+	return nil
+}
+
+// Range implements store.KeyValue. A read error ends the iteration and is
+// returned by the set's next Commit.
+func (k *kv) Range(from, to []byte) iter.Seq2[[]byte, []byte] {
+	return func(yield func([]byte, []byte) bool) {
+		if k.s.db == nil {
+			return
+		}
+		opts := &pebble.IterOptions{LowerBound: k.key(from), UpperBound: store.PrefixEnd(k.prefix)}
+		if to != nil {
+			opts.UpperBound = k.key(to)
+		}
+		it, err := k.s.reader().NewIter(opts)
+		if err != nil {
+			k.s.fail(err)
+			return
+		}
+		for valid := it.First(); valid; valid = it.Next() {
+			v, err := it.ValueAndErr()
+			if err != nil {
+				k.s.fail(err)
+				break
+			}
+			if !yield(it.Key()[len(k.prefix):], v) {
+				break
+			}
+		}
+		if err := it.Close(); err != nil {
+			k.s.fail(err)
+		}
+	}
+}
+
+func (s *Set) fail(err error) {
+	if s.err == nil {
+		s.err = fmt.Errorf("pebblestore: read: %w", err)
+	}
+}
+
+// Changes implements store.Logged.
+func (k *kv) Changes() []store.Change {
+	out := make([]store.Change, 0, k.changed.Len())
+	k.changed.Ascend(func(c store.Change) bool {
+		out = append(out, c)
+		return true
+	})
+	return out
+}
+
+// restoreBatchBytes is the size at which Restore commits and starts a new
+// batch.
+const restoreBatchBytes = 4 << 20
+
+// Restore implements store.Logged: the changes are applied to the database
+// directly, in batches, as committed state.
+func (k *kv) Restore(changes []store.Change) error {
+	if k.s.db == nil {
+		return store.ErrClosed
+	}
+	if k.s.batch != nil {
+		return errors.New("pebblestore: restore with writes pending")
+	}
+	b := k.s.db.NewBatch()
+	defer func() { _ = b.Close() }()
+	for _, c := range changes {
+		var err error
+		if c.Value == nil {
+			err = b.Delete(k.key(c.Key), nil)
+		} else {
+			err = b.Set(k.key(c.Key), c.Value, nil)
+		}
+		if err != nil {
+			return fmt.Errorf("pebblestore: restore: %w", err)
+		}
+		if b.Len() >= restoreBatchBytes {
+			if err := b.Commit(pebble.NoSync); err != nil {
+				return fmt.Errorf("pebblestore: restore: %w", err)
+			}
+			b.Reset()
+		}
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("pebblestore: restore: %w", err)
+	}
+	return nil
+}

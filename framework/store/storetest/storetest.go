@@ -1,0 +1,221 @@
+// Package storetest is the behaviour suite every store.Set backend passes:
+// reads and scans, change capture, transactions (abort-then-read,
+// commit-then-read) and, for backends that keep state across a restart,
+// restart-then-read.
+package storetest
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/causeway-stream/causeway/framework/store"
+)
+
+// Backend opens sets of one kind for the suite.
+type Backend struct {
+	// Open returns a new, empty set. Required.
+	Open func(t *testing.T) store.Set
+	// Reopen, for backends that keep state across a restart, closes s and
+	// opens the same set again. Nil for in-memory backends.
+	Reopen func(t *testing.T, s store.Set) store.Set
+}
+
+// Run runs the suite against b.
+func Run(t *testing.T, b Backend) {
+	t.Run("ReadsAndScans", func(t *testing.T) { readsAndScans(t, b) })
+	t.Run("ChangeCapture", func(t *testing.T) { changeCapture(t, b) })
+	t.Run("AbortThenRead", func(t *testing.T) { abortThenRead(t, b) })
+	t.Run("CommitThenRead", func(t *testing.T) { commitThenRead(t, b) })
+	t.Run("Restore", func(t *testing.T) { restore(t, b) })
+	t.Run("StoresAreSeparate", func(t *testing.T) { storesAreSeparate(t, b) })
+	if b.Reopen != nil {
+		t.Run("RestartThenRead", func(t *testing.T) { restartThenRead(t, b) })
+	}
+}
+
+func open(t *testing.T, b Backend, name string) (store.Set, store.Logged) {
+	t.Helper()
+	s := b.Open(t)
+	t.Cleanup(func() { assert.NoError(t, s.Close()) })
+	kv, err := s.Store(name)
+	require.NoError(t, err)
+	return s, kv
+}
+
+// Dump returns every key and value of kv in [from, to) as "k=v" strings.
+func Dump(kv store.KeyValue, from, to string) []string {
+	var f, e []byte
+	if from != "" {
+		f = []byte(from)
+	}
+	if to != "" {
+		e = []byte(to)
+	}
+	var out []string
+	for k, v := range kv.Range(f, e) {
+		out = append(out, string(k)+"="+string(v))
+	}
+	return out
+}
+
+func put(t *testing.T, kv store.KeyValue, kvs ...string) {
+	t.Helper()
+	for i := 0; i+1 < len(kvs); i += 2 {
+		require.NoError(t, kv.Put([]byte(kvs[i]), []byte(kvs[i+1])))
+	}
+}
+
+func get(t *testing.T, kv store.KeyValue, key string) string {
+	t.Helper()
+	v, ok, err := kv.Get([]byte(key))
+	require.NoError(t, err)
+	if !ok {
+		return "<none>"
+	}
+	return string(v)
+}
+
+func readsAndScans(t *testing.T, b Backend) {
+	_, kv := open(t, b, "s")
+	put(t, kv, "b", "bb", "a", "aa", "d", "dd", "c", "cc", "ab", "x", "ac", "y", "b\xff", "z")
+	for _, tc := range []struct {
+		from, to string
+		want     []string
+	}{
+		{"", "", []string{"a=aa", "ab=x", "ac=y", "b=bb", "b\xff=z", "c=cc", "d=dd"}},
+		{"b", "", []string{"b=bb", "b\xff=z", "c=cc", "d=dd"}},
+		{"", "b", []string{"a=aa", "ab=x", "ac=y"}},
+		{"ab", "c", []string{"ab=x", "ac=y", "b=bb", "b\xff=z"}},
+		{"bb", "bc", nil},
+	} {
+		assert.Equal(t, tc.want, Dump(kv, tc.from, tc.to), "[%q, %q)", tc.from, tc.to)
+	}
+	var prefixed []string
+	for k, v := range store.Prefix(kv, []byte("a")) {
+		prefixed = append(prefixed, string(k)+"="+string(v))
+	}
+	assert.Equal(t, []string{"a=aa", "ab=x", "ac=y"}, prefixed)
+	prefixed = nil
+	for k := range store.Prefix(kv, []byte("b\xff")) {
+		prefixed = append(prefixed, string(k))
+	}
+	assert.Equal(t, []string{"b\xff"}, prefixed)
+
+	require.NoError(t, kv.Delete([]byte("c")))
+	require.NoError(t, kv.Delete([]byte("never")))
+	assert.Equal(t, "<none>", get(t, kv, "c"))
+	assert.Equal(t, "dd", get(t, kv, "d"))
+
+	// Inputs are copied: the caller may reuse its buffers.
+	k, v := []byte("k"), []byte("v")
+	require.NoError(t, kv.Put(k, v))
+	k[0], v[0] = 'x', 'x'
+	assert.Equal(t, "v", get(t, kv, "k"))
+	assert.Equal(t, "<none>", get(t, kv, "x"))
+
+	// An empty value is a value, not a delete.
+	require.NoError(t, kv.Put([]byte("empty"), nil))
+	assert.Equal(t, "", get(t, kv, "empty"))
+}
+
+func changeCapture(t *testing.T, b Backend) {
+	s, kv := open(t, b, "s")
+	put(t, kv, "a", "1", "b", "1", "a", "2")
+	require.NoError(t, kv.Delete([]byte("b")))
+	put(t, kv, "c", "3")
+	assert.Equal(t, []store.Change{{Key: []byte("a"), Value: []byte("2")}, {Key: []byte("b")}, {Key: []byte("c"), Value: []byte("3")}}, kv.Changes())
+	require.NoError(t, s.Commit([]byte("cp")))
+	assert.Empty(t, kv.Changes(), "a commit settles the changes")
+	put(t, kv, "d", "4")
+	require.NoError(t, s.Abort())
+	assert.Empty(t, kv.Changes(), "an abort discards the changes")
+}
+
+func abortThenRead(t *testing.T, b Backend) {
+	s, kv := open(t, b, "s")
+	put(t, kv, "a", "1", "c", "3")
+	require.NoError(t, s.Commit([]byte("first")))
+
+	put(t, kv, "a", "2", "b", "new", "a", "3")
+	require.NoError(t, kv.Delete([]byte("c")))
+	assert.Equal(t, []string{"a=3", "b=new"}, Dump(kv, "", ""), "reads see pending writes")
+	require.NoError(t, s.Abort())
+
+	assert.Equal(t, []string{"a=1", "c=3"}, Dump(kv, "", ""), "the abort left pending writes behind")
+	assert.Equal(t, "1", get(t, kv, "a"))
+	assert.Equal(t, "<none>", get(t, kv, "b"))
+	cp, err := s.Checkpoint()
+	require.NoError(t, err)
+	assert.Equal(t, "first", string(cp))
+
+	// The set goes on after an abort.
+	put(t, kv, "b", "again")
+	require.NoError(t, s.Commit([]byte("second")))
+	assert.Equal(t, []string{"a=1", "b=again", "c=3"}, Dump(kv, "", ""))
+}
+
+func commitThenRead(t *testing.T, b Backend) {
+	s, kv := open(t, b, "s")
+	cp, err := s.Checkpoint()
+	require.NoError(t, err)
+	assert.Nil(t, cp, "a new set has no checkpoint")
+	for i := range 3 {
+		put(t, kv, fmt.Sprint("k", i), fmt.Sprint(i))
+		require.NoError(t, s.Commit(fmt.Appendf(nil, "cp%d", i)))
+	}
+	require.NoError(t, s.Abort())
+	assert.Equal(t, []string{"k0=0", "k1=1", "k2=2"}, Dump(kv, "", ""))
+	cp, err = s.Checkpoint()
+	require.NoError(t, err)
+	assert.Equal(t, "cp2", string(cp))
+}
+
+func restore(t *testing.T, b Backend) {
+	s, kv := open(t, b, "s")
+	put(t, kv, "stale", "x")
+	require.NoError(t, s.Commit(nil))
+	require.NoError(t, kv.Restore([]store.Change{{Key: []byte("a"), Value: []byte("1")}, {Key: []byte("stale")}, {Key: []byte("a"), Value: []byte("2")}}))
+	assert.Equal(t, []string{"a=2"}, Dump(kv, "", ""))
+	assert.Empty(t, kv.Changes(), "a restore records no changes")
+	put(t, kv, "p", "1")
+	assert.Error(t, kv.Restore([]store.Change{{Key: []byte("b"), Value: []byte("1")}}), "restore under pending writes")
+}
+
+func storesAreSeparate(t *testing.T, b Backend) {
+	s, one := open(t, b, "one")
+	two, err := s.Store("two")
+	require.NoError(t, err)
+	// "o" is a prefix of "one": its keys must not show in one's scans.
+	o, err := s.Store("o")
+	require.NoError(t, err)
+	put(t, one, "k", "1")
+	put(t, two, "k", "2")
+	put(t, o, "nek", "3")
+	assert.Equal(t, []string{"k=1"}, Dump(one, "", ""))
+	assert.Equal(t, []string{"k=2"}, Dump(two, "", ""))
+	assert.Equal(t, []string{"nek=3"}, Dump(o, "", ""))
+	again, err := s.Store("one")
+	require.NoError(t, err)
+	assert.Equal(t, "1", get(t, again, "k"))
+}
+
+func restartThenRead(t *testing.T, b Backend) {
+	s := b.Open(t)
+	kv, err := s.Store("s")
+	require.NoError(t, err)
+	put(t, kv, "a", "1", "b", "2")
+	require.NoError(t, s.Commit([]byte("cp1")))
+	put(t, kv, "a", "pending", "c", "pending")
+	s = b.Reopen(t, s)
+	t.Cleanup(func() { assert.NoError(t, s.Close()) })
+	kv, err = s.Store("s")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a=1", "b=2"}, Dump(kv, "", ""), "a restart kept writes that were never committed")
+	cp, err := s.Checkpoint()
+	require.NoError(t, err)
+	assert.Equal(t, "cp1", string(cp))
+	assert.Empty(t, kv.Changes())
+}
