@@ -36,6 +36,18 @@ type StoreSpec struct {
 	// Retention, for window stores: windows starting longer ago than this
 	// (in stream time) may be dropped. Zero keeps everything.
 	Retention time.Duration
+	// Memory keeps the store in memory even where the worker keeps stores
+	// on disk: it is restored from its changelog in full whenever its task
+	// starts on a worker. See InMemory.
+	Memory bool
+}
+
+// InMemory returns the spec of the same store kept in memory: for small
+// stores whose reads must be as fast as can be. Stores are kept on disk
+// by default, on workers with a state directory.
+func (s StoreSpec) InMemory() StoreSpec {
+	s.Memory = true
+	return s
 }
 
 // KeyValueStore declares a key-value store.

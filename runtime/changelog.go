@@ -8,27 +8,36 @@ import (
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"go.uber.org/zap"
+
+	"github.com/causeway-stream/causeway/causal"
 )
 
-// The changelog is one compacted topic per application,
-// "<application-id>-changelog", with one partition per task partition index:
-// task (processor, p) writes to partition p. Records are keyed so that
-// compaction keeps the last value of each:
+// A task's committed state lives in compacted internal topics, one
+// partition per task partition index, each written by one task only:
 //
-//	checkpoint key: 'g', processor (uvarint length + bytes), partition (uvarint)
-//	store key:      's', processor, partition, store name (uvarint length + bytes), store key bytes
+//   - "<application-id>-<store>-changelog" holds a store's changes: the
+//     store key as the record key, the value as the value (a nil value
+//     deletes the key). Task (processor, p) writes partition p of the
+//     changelogs of its stores, so restoring a store reads its own changes
+//     and nothing else.
+//   - "<application-id>-<processor>-checkpoint" holds each task's
+//     checkpoint, one record per commit, key "checkpoint": what the task
+//     resumes from. Only the last committed one counts, so a restore reads
+//     the tail of the partition.
 //
 // A checkpoint's value is: version byte 2, uvarint count, then per input
 // channel its topic (uvarint length + bytes) and the next offset the task
 // reads there (uvarint), then the task's stream time (varint Unix
 // nanoseconds, 0 for none), then the gate checkpoint bytes (the rest).
 // Version 1, written before stream time was kept, has no stream time and
-// is still read. A store record's value is the store value; a nil value
-// deletes the key.
+// is still read.
+//
+// Before this layout, one topic, "<application-id>-changelog", held every
+// store and checkpoint of an application; a worker finding it refuses to
+// start (see topicManager).
 
 const (
-	kindCheckpoint    = 'g'
-	kindStore         = 's'
 	checkpointVersion = 2
 	// checkpointV1 lacks the stream time.
 	checkpointV1 = 1
@@ -36,8 +45,18 @@ const (
 
 var errBadChangelog = errors.New("malformed changelog record")
 
-// changelogTopic names an application's changelog topic.
-func changelogTopic(appID string) string { return appID + "-changelog" }
+// storeChangelogTopic names the changelog topic of a store.
+func storeChangelogTopic(appID, store string) string { return appID + "-" + store + "-changelog" }
+
+// checkpointTopic names the checkpoint topic of a processor's tasks.
+func checkpointTopic(appID, processor string) string { return appID + "-" + processor + "-checkpoint" }
+
+// legacyChangelogTopic names the single changelog topic of the earlier
+// layout.
+func legacyChangelogTopic(appID string) string { return appID + "-changelog" }
+
+// checkpointRecordKey is the key of every checkpoint record.
+var checkpointRecordKey = []byte("checkpoint")
 
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
@@ -50,55 +69,6 @@ func readString(b []byte) (string, []byte, error) {
 		return "", nil, errBadChangelog
 	}
 	return string(b[l : l+int(n)]), b[l+int(n):], nil
-}
-
-func taskPrefix(kind byte, processor string, partition int32) []byte {
-	b := appendString([]byte{kind}, processor)
-	return binary.AppendUvarint(b, uint64(partition))
-}
-
-func checkpointKey(processor string, partition int32) []byte {
-	return taskPrefix(kindCheckpoint, processor, partition)
-}
-
-func storeKey(processor string, partition int32, store string, key []byte) []byte {
-	b := appendString(taskPrefix(kindStore, processor, partition), store)
-	return append(b, key...)
-}
-
-// changelogKey is a parsed changelog key.
-type changelogKey struct {
-	kind      byte
-	processor string
-	partition int32
-	store     string
-	key       []byte
-}
-
-func parseChangelogKey(b []byte) (changelogKey, error) {
-	var k changelogKey
-	if len(b) == 0 || (b[0] != kindCheckpoint && b[0] != kindStore) {
-		return k, errBadChangelog
-	}
-	k.kind = b[0]
-	var err error
-	if k.processor, b, err = readString(b[1:]); err != nil {
-		return k, err
-	}
-	p, l := binary.Uvarint(b)
-	if l <= 0 || p > 1<<31-1 {
-		return k, errBadChangelog
-	}
-	k.partition, b = int32(p), b[l:]
-	if k.kind == kindStore {
-		if k.store, b, err = readString(b); err != nil {
-			return k, err
-		}
-		k.key = b
-	} else if len(b) != 0 {
-		return k, errBadChangelog
-	}
-	return k, nil
 }
 
 // taskCheckpoint is what a task commits besides its stores.
@@ -167,4 +137,84 @@ func decodeTaskCheckpoint(b []byte) (taskCheckpoint, error) {
 // changelogMessage is a changelog record for partition p.
 func changelogMessage(topic *string, p int32, key, value []byte) *kafka.Message {
 	return &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: topic, Partition: p}, Key: key, Value: value}
+}
+
+// kafkaChangelog reads changelog partitions with a consumer of its own,
+// outside the group, under read_committed.
+type kafkaChangelog struct {
+	config  kafka.ConfigMap
+	offsets offsetSource
+	log     *zap.Logger
+	// stop ends a read early when the worker stops.
+	stop <-chan struct{}
+}
+
+func (k *kafkaChangelog) bounds(ch causal.Channel) (low, high int64, err error) {
+	return k.offsets.QueryWatermarkOffsets(ch.Topic, ch.Partition, 10000)
+}
+
+func (k *kafkaChangelog) read(from map[causal.Channel]int64, apply func(ch causal.Channel, key, value []byte) error) (map[causal.Channel]int64, error) {
+	ends := map[causal.Channel]int64{}
+	pending := map[causal.Channel]bool{}
+	var tps []kafka.TopicPartition
+	for ch, off := range from {
+		_, high, err := k.bounds(ch)
+		if err != nil {
+			return nil, fmt.Errorf("bounds of %s: %w", ch, err)
+		}
+		ends[ch] = off
+		if off >= high {
+			continue
+		}
+		topic := ch.Topic
+		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: ch.Partition, Offset: kafka.Offset(off)})
+		pending[ch] = true
+	}
+	if len(tps) == 0 {
+		return ends, nil
+	}
+	rc, err := kafka.NewConsumer(&k.config)
+	if err != nil {
+		return nil, fmt.Errorf("restore consumer: %w", err)
+	}
+	defer func() {
+		if err := rc.Close(); err != nil {
+			k.log.Warn("close restore consumer", zap.Error(err))
+		}
+	}()
+	if err := rc.Assign(tps); err != nil {
+		return nil, fmt.Errorf("assign changelog partitions: %w", err)
+	}
+	for len(pending) > 0 {
+		select {
+		case <-k.stop:
+			return nil, ErrStopped
+		default:
+		}
+		switch e := rc.Poll(100).(type) {
+		case *kafka.Message:
+			tp := e.TopicPartition
+			if tp.Error != nil {
+				return nil, fmt.Errorf("read changelog %s: %w", partitionString(*tp.Topic, tp.Partition), tp.Error)
+			}
+			ch := causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}
+			if err := apply(ch, e.Key, e.Value); err != nil {
+				return nil, err
+			}
+			ends[ch] = int64(tp.Offset) + 1
+		case kafka.PartitionEOF:
+			if e.Topic != nil {
+				ch := causal.Channel{Topic: *e.Topic, Partition: e.Partition}
+				delete(pending, ch)
+				if int64(e.Offset) > ends[ch] {
+					ends[ch] = int64(e.Offset)
+				}
+			}
+		case kafka.Error:
+			if e.IsFatal() {
+				return nil, fmt.Errorf("read changelog: %w", e)
+			}
+		}
+	}
+	return ends, nil
 }

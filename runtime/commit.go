@@ -32,7 +32,6 @@ func (w *Worker) commit() error {
 	if err := w.producer.begin(); err != nil {
 		return err
 	}
-	cl := changelogTopic(w.cfg.ApplicationID)
 	fresh := make(map[*taskmgr.Task]task.Snapshot, len(work))
 	for _, p := range work {
 		sound, err := w.sendOutputs(p.Task)
@@ -42,7 +41,7 @@ func (w *Worker) commit() error {
 		if !sound {
 			continue // failed on an output Kafka refused: its share stays out
 		}
-		if err := w.writeChangelog(cl, p); err != nil {
+		if err := w.writeChangelog(p); err != nil {
 			return err
 		}
 		fresh[p.Task] = p.Snap
@@ -65,13 +64,13 @@ func (w *Worker) commit() error {
 	return nil
 }
 
-// writeChangelog sends one task's store changes and checkpoint to the
-// changelog, in the open transaction.
-func (w *Worker) writeChangelog(cl string, p taskmgr.Pending) error {
+// writeChangelog sends one task's store changes to its stores' changelogs
+// and its checkpoint to its checkpoint topic, in the open transaction.
+func (w *Worker) writeChangelog(p taskmgr.Pending) error {
 	for name, changes := range p.Snap.Changes {
+		cl := storeChangelogTopic(w.cfg.ApplicationID, name)
 		for _, c := range changes {
-			msg := changelogMessage(&cl, p.Task.Partition, storeKey(p.Task.Processor, p.Task.Partition, name, c.Key), c.Value)
-			if err := w.producer.produce(msg); err != nil {
+			if err := w.producer.produce(changelogMessage(&cl, p.Task.Partition, c.Key, c.Value)); err != nil {
 				return err
 			}
 		}
@@ -81,7 +80,8 @@ func (w *Worker) writeChangelog(cl string, p taskmgr.Pending) error {
 		next[e.Channel.Topic] = e.Offset
 	}
 	cp := taskCheckpoint{next: next, stream: p.Snap.StreamTime, gate: p.Snap.Checkpoint}
-	return w.producer.produce(changelogMessage(&cl, p.Task.Partition, checkpointKey(p.Task.Processor, p.Task.Partition), cp.encode()))
+	topic := checkpointTopic(w.cfg.ApplicationID, p.Task.Processor)
+	return w.producer.produce(changelogMessage(&topic, p.Task.Partition, checkpointRecordKey, cp.encode()))
 }
 
 // onCommitError aborts and rebuilds the tasks that had effects in the

@@ -45,10 +45,17 @@ type Config struct {
 	// CommitInterval is how often the worker commits a transaction.
 	// Default 100ms. Flag --commit-interval, env CAUSEWAY_COMMIT_INTERVAL.
 	CommitInterval time.Duration
-	// StateDir holds the worker's instance id (and the embedded broker's
-	// data). Default ./causeway-state. Flag --state-dir, env
+	// StateDir holds the worker's instance id, its tasks' stores on disk
+	// (see Stores) and the embedded broker's data. One worker per
+	// directory. Default ./causeway-state. Flag --state-dir, env
 	// CAUSEWAY_STATE_DIR.
 	StateDir string
+	// Stores is where tasks keep their stores: "pebble" (default), on
+	// disk in StateDir, restored after a restart from where the local copy
+	// stands; or "memory", restored in full from the changelog whenever a
+	// task starts. A store declared InMemory stays in memory either way.
+	// Flag --stores, env CAUSEWAY_STORES.
+	Stores string
 	// HTTPAddr is where /healthz, /readyz, /metrics and /status are
 	// served. Default 127.0.0.1:8080; empty disables the server. Flag
 	// --http-addr, env CAUSEWAY_HTTP_ADDR.
@@ -119,6 +126,7 @@ func DefaultConfig() Config {
 	return Config{
 		CommitInterval:    100 * time.Millisecond,
 		StateDir:          "causeway-state",
+		Stores:            StoresPebble,
 		HTTPAddr:          "127.0.0.1:8080",
 		AutoOffsetReset:   "earliest",
 		StaticMembership:  true,
@@ -166,6 +174,7 @@ func Load(args []string, env func(string) string) (Config, error) {
 	fs.StringVar(&c.BootstrapServers, "bootstrap-servers", env("CAUSEWAY_BOOTSTRAP_SERVERS"), "Kafka brokers; empty starts the embedded broker")
 	fs.DurationVar(&c.CommitInterval, "commit-interval", envDuration(env, "CAUSEWAY_COMMIT_INTERVAL", c.CommitInterval), "transaction commit interval")
 	fs.StringVar(&c.StateDir, "state-dir", envOr(env, "CAUSEWAY_STATE_DIR", c.StateDir), "state directory")
+	fs.StringVar(&c.Stores, "stores", envOr(env, "CAUSEWAY_STORES", c.Stores), "where stores live: pebble (on disk) or memory")
 	fs.StringVar(&c.HTTPAddr, "http-addr", envOr(env, "CAUSEWAY_HTTP_ADDR", c.HTTPAddr), "HTTP address for health, metrics and status; empty disables")
 	fs.StringVar(&c.InstanceID, "instance-id", env("CAUSEWAY_INSTANCE_ID"), "this worker's stable id (default: kept in the state dir)")
 	fs.BoolVar(&c.StaticMembership, "static-membership", envOr(env, "CAUSEWAY_STATIC_MEMBERSHIP", "true") == "true", "join the group as a static member (fast restarts)")
@@ -263,6 +272,8 @@ func (c Config) Validate() error {
 		return bad("shutdown timeout %v must be positive", c.ShutdownTimeout)
 	case c.StateDir == "":
 		return bad("state dir is required")
+	case c.Stores != StoresPebble && c.Stores != StoresMemory:
+		return bad("stores %q: want %s or %s", c.Stores, StoresPebble, StoresMemory)
 	}
 	for _, k := range []string{"group.id", "group.instance.id", "transactional.id", "isolation.level", "enable.auto.commit", "enable.partition.eof"} {
 		if _, ok := c.Kafka[k]; ok {

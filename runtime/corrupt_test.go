@@ -120,9 +120,8 @@ func TestCorruptHeaderFailsOnlyItsTask(t *testing.T) {
 	// What the task did before the bad record reached the changelog: its
 	// store change for the good payment is there.
 	require.Eventually(t, func() bool {
-		want := string(runtime.StoreKey("ledger", 0, "paid", []byte("a")))
-		for _, m := range readCommitted(t, b.Addr(), "shop-corrupt-changelog", 1<<30, 2*time.Second) {
-			if string(m.Key) == want && string(m.Value) == "1" {
+		for _, m := range readCommitted(t, b.Addr(), runtime.StoreChangelogTopic("shop-corrupt", "paid"), 1<<30, 2*time.Second) {
+			if string(m.Key) == "a" && string(m.Value) == "1" {
 				return true
 			}
 		}

@@ -27,6 +27,10 @@ var ErrNoRecord = taskmgr.ErrNoRecord
 // is the record that carries the claim.
 type UnsatisfiableClaimError = taskmgr.UnsatisfiableClaimError
 
+// ErrLegacyState is returned by Start when the application's state is in
+// the single changelog topic of an earlier Causeway.
+var ErrLegacyState = errors.New("application state in an earlier layout")
+
 // ErrStopped is returned by calls on a worker that has stopped.
 var ErrStopped = errors.New("worker stopped")
 

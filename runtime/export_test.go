@@ -2,8 +2,9 @@ package runtime
 
 import "github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
-// StoreKey exposes the changelog key of a store entry to the external tests.
-var StoreKey = storeKey
+// StoreChangelogTopic exposes the name of a store's changelog topic to the
+// external tests.
+var StoreChangelogTopic = storeChangelogTopic
 
 // ErrorCode exposes the librdkafka error code classifier to the external
 // tests.

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -49,6 +50,8 @@ type fakeKafka struct {
 	commitErr   error
 	failCommits int
 	aborts      int
+	// restoreReads counts the changelog partitions restores read.
+	restoreReads int
 }
 
 func newFakeKafka(t *testing.T) *fakeKafka {
@@ -177,25 +180,24 @@ func (f *fakeKafka) AbortTransaction(context.Context) error {
 }
 func (f *fakeKafka) GetFatalError() error { return nil }
 
-// restore reads the committed changelog records of the given tasks, as the
-// changelog reader does from the topic.
-func (f *fakeKafka) restore(topic string, metrics *Metrics) func([]*taskmgr.Task) (map[string]*taskmgr.Restored, error) {
-	return func(rts []*taskmgr.Task) (map[string]*taskmgr.Restored, error) {
-		c := &changelogReader{topic: topic, metrics: metrics}
-		want := map[string]bool{}
-		for _, rt := range rts {
-			want[rt.ID] = true
-		}
-		out := map[string]*taskmgr.Restored{}
-		for _, m := range f.committed {
-			if *m.TopicPartition.Topic == topic {
-				if err := c.apply(out, want, m); err != nil {
+// bounds and read make the fake a changelog source: what was committed
+// to a partition, at its offsets.
+func (f *fakeKafka) bounds(ch causal.Channel) (low, high int64, err error) { return 0, f.high[ch], nil }
+
+func (f *fakeKafka) read(from map[causal.Channel]int64, apply func(ch causal.Channel, key, value []byte) error) (map[causal.Channel]int64, error) {
+	ends := map[causal.Channel]int64{}
+	for ch, off := range from {
+		f.restoreReads++
+		for _, m := range f.log[ch] {
+			if int64(m.TopicPartition.Offset) >= off {
+				if err := apply(ch, m.Key, m.Value); err != nil {
 					return nil, err
 				}
 			}
 		}
-		return out, nil
+		ends[ch] = max(off, f.high[ch])
 	}
+	return ends, nil
 }
 
 // outputs returns the committed records of topic, in order.
@@ -269,13 +271,21 @@ func newFakeWorker(t *testing.T, fake *fakeKafka, topo *framework.Topology, coun
 	require.NoError(t, err)
 	w.now = func() time.Time { return time.Unix(1_700_000_000, 0) }
 	if fake.partitions == nil {
-		fake.partitions = counts
+		fake.partitions = maps.Clone(counts)
+		// The state topics the topic manager would create.
+		for _, p := range topo.Processors() {
+			fake.partitions[checkpointTopic(cfg.ApplicationID, p.Name)] = counts[p.Inputs[0]]
+			for _, s := range p.Stores {
+				fake.partitions[storeChangelogTopic(cfg.ApplicationID, s.Name)] = counts[p.Inputs[0]]
+			}
+		}
 	}
 	w.consumer = fake
 	w.producer = newTxnProducer(fake, w.log, w.metrics, w.stop)
 	t.Cleanup(w.producer.refusals.close)
-	w.tasks, err = w.newTaskManager(counts, fake, fake.restore(changelogTopic(cfg.ApplicationID), w.metrics))
+	w.tasks, err = w.newTaskManager(counts, fake, fake)
 	require.NoError(t, err)
+	t.Cleanup(w.closeTasks) // and their stores on disk
 	w.pump.poll = fake.Poll
 	var parts []kafka.TopicPartition
 	for _, pi := range topo.Processors() {

@@ -380,8 +380,8 @@ func TestAbortDiscardsStoreWritesWithoutReadingTheChangelog(t *testing.T) {
 	w.drainAndCommit(t)
 	assert.Equal(t, 3, countOf(t, w, "count/0", "k"), "exactly once after the abort")
 	var last []byte
-	for _, m := range fake.outputs(changelogTopic("fake")) {
-		if k, err := parseChangelogKey(m.Key); err == nil && k.kind == kindStore && string(k.key) == "k" {
+	for _, m := range fake.outputs(storeChangelogTopic("fake", "counts")) {
+		if string(m.Key) == "k" {
 			last = m.Value
 		}
 	}

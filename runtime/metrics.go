@@ -41,7 +41,7 @@ func NewMetrics() *Metrics {
 		Aborts:  prometheus.NewCounter(prometheus.CounterOpts{Name: "causeway_transaction_aborts_total", Help: "Aborted transactions."}),
 		CommitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "causeway_transaction_commit_seconds", Help: "Duration of a commit: from closing the interval (store changes, checkpoints, offsets) to committed.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 12)}),
-		RestoreRecords:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "causeway_restore_records_total", Help: "Changelog records applied while restoring."}, []string{"task"}),
+		RestoreRecords:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "causeway_restore_records_total", Help: "Store changelog records applied while restoring."}, []string{"task"}),
 		RestoreProgress: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "causeway_restore_progress_ratio", Help: "Share of the changelog read while restoring a task."}, []string{"task"}),
 		TaskState:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "causeway_task_state", Help: "1 for the state each task is in."}, []string{"task", "state"}),
 		FailedCommits:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "causeway_transaction_failures_in_a_row", Help: "Transactions that failed in a row (0 after a commit); at 3 the worker reports itself not ready."}),

@@ -39,6 +39,9 @@ func (w *Worker) onRebalance(ev kafka.Event) error {
 		} else {
 			w.abort()
 		}
+		if !lost {
+			w.savePositions()
+		}
 		w.closeTasks()
 		w.pump.last = nil
 		w.pump.assigned = nil

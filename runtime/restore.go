@@ -1,141 +1,298 @@
 package runtime
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"go.uber.org/zap"
 
+	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/store"
-	"github.com/causeway-stream/causeway/framework/task"
 	"github.com/causeway-stream/causeway/internal/taskmgr"
 )
 
-// changelogReader restores tasks from the application's changelog with a
-// consumer of its own, outside the group.
-type changelogReader struct {
-	topic   string
-	config  kafka.ConfigMap
+// changelogSource reads committed records of changelog partitions: the
+// Kafka one (kafkaChangelog) in the worker, an in-process fake in the unit
+// tests.
+type changelogSource interface {
+	// bounds returns the first offset of ch and the offset after its last.
+	bounds(ch causal.Channel) (low, high int64, err error)
+	// read reads every channel of from, from its offset to its end,
+	// handing each committed record to apply in offset order per channel,
+	// and returns, per channel, an offset below which it read everything.
+	read(from map[causal.Channel]int64, apply func(ch causal.Channel, key, value []byte) error) (map[causal.Channel]int64, error)
+}
+
+// checkpointTail is how many offsets from the end of a checkpoint partition
+// a restore reads first: each committed transaction of the task holds one
+// checkpoint and a marker, so the last committed checkpoint is among them
+// unless a long run of aborted transactions came last.
+const checkpointTail = 64
+
+// restoreBatch is how many changes of one store a restore applies at once.
+const restoreBatch = 4096
+
+// restorer brings tasks back to their committed state: each store from its
+// own changelog partition, from the position its local copy reflects (or
+// from the start, for a store in memory or a local copy that cannot be
+// trusted), and the task's last committed checkpoint from the tail of its
+// checkpoint partition.
+type restorer struct {
+	app     string
+	topo    *framework.Topology
+	src     changelogSource
 	log     *zap.Logger
 	metrics *Metrics
 	now     func() time.Time
-	// stop ends a restore early when the worker stops.
-	stop <-chan struct{}
+	// onDisk reports whether a store is kept on disk, with a position.
+	onDisk func(framework.StoreSpec) bool
+	// wipe throws a task's local stores away and opens them empty.
+	wipe func(t *taskmgr.Task, why error) error
+	// restored hears where a task's stores on disk stand after a restore.
+	restored func(t *taskmgr.Task, pos storePositions)
 }
 
-// read reads the changelog partitions of the given tasks to their end
-// (under read_committed) and returns each task's last checkpoint and store
-// changes. It logs progress on long restores.
-func (c *changelogReader) read(rts []*taskmgr.Task) (map[string]*taskmgr.Restored, error) {
+// storeTarget is where one store changelog partition restores to.
+type storeTarget struct {
+	t    *taskmgr.Task
+	name string
+	kv   store.Logged
+	buf  []store.Change
+	disk bool
+}
+
+func (s *storeTarget) flush() error {
+	if len(s.buf) == 0 {
+		return nil
+	}
+	err := s.kv.Restore(s.buf)
+	clear(s.buf)
+	s.buf = s.buf[:0]
+	return err
+}
+
+// restore fills the stores of the given tasks (open, empty or holding an
+// older committed state) and returns their last checkpoints.
+func (r *restorer) restore(ts []*taskmgr.Task) (map[string]*taskmgr.Restored, error) {
 	out := map[string]*taskmgr.Restored{}
-	if len(rts) == 0 {
-		return out, nil
-	}
-	want := map[string]bool{}
-	parts := map[int32]bool{}
-	for _, rt := range rts {
-		want[rt.ID] = true
-		parts[rt.Partition] = true
-	}
-	rc, err := kafka.NewConsumer(&c.config)
-	if err != nil {
-		return nil, fmt.Errorf("restore consumer: %w", err)
-	}
-	defer func() {
-		if err := rc.Close(); err != nil {
-			c.log.Warn("close restore consumer", zap.Error(err))
-		}
-	}()
-	cl := c.topic
-	var tps []kafka.TopicPartition
+	from := map[causal.Channel]int64{}
+	targets := map[causal.Channel]*storeTarget{}
+	checkpoints := map[causal.Channel]*taskmgr.Task{}
 	total := int64(0)
-	pending := map[int32]bool{}
-	for p := range parts {
-		low, high, err := rc.QueryWatermarkOffsets(cl, p, 10000)
-		if err != nil {
-			return nil, fmt.Errorf("changelog watermarks of %s: %w", partitionString(cl, p), err)
+	for _, t := range ts {
+		if err := r.plan(t, from, targets, checkpoints, &total); err != nil {
+			return nil, err
 		}
-		if high <= low {
-			continue
-		}
-		total += high - low
-		pending[p] = true
-		tps = append(tps, kafka.TopicPartition{Topic: &cl, Partition: p, Offset: kafka.OffsetBeginning})
 	}
-	if len(tps) == 0 {
-		return out, nil
-	}
-	if err := rc.Assign(tps); err != nil {
-		return nil, fmt.Errorf("assign changelog: %w", err)
-	}
-	started, lastLog := c.now(), c.now()
+	started := r.now()
 	read := int64(0)
-	for len(pending) > 0 {
-		select {
-		case <-c.stop:
-			return nil, ErrStopped
-		default:
+	lastLog := started
+	apply := func(ch causal.Channel, key, value []byte) error {
+		read++
+		if r.now().Sub(lastLog) > 2*time.Second {
+			lastLog = r.now()
+			r.log.Info("restoring", zap.Int64("records", read), zap.Int64("of", total), zap.Duration("elapsed", lastLog.Sub(started)))
 		}
-		switch e := rc.Poll(100).(type) {
-		case *kafka.Message:
-			if e.TopicPartition.Error != nil {
-				return nil, fmt.Errorf("read changelog: %w", e.TopicPartition.Error)
+		if t, ok := checkpoints[ch]; ok {
+			cp, err := decodeTaskCheckpoint(value)
+			if err != nil {
+				return fmt.Errorf("checkpoint of %s at %s: %w", t.ID, ch, err)
 			}
-			read++
-			if err := c.apply(out, want, e); err != nil {
-				return nil, err
-			}
-		case kafka.PartitionEOF:
-			delete(pending, e.Partition)
-		case kafka.Error:
-			if e.IsFatal() {
-				return nil, fmt.Errorf("read changelog: %w", e)
+			out[t.ID] = &taskmgr.Restored{Checkpointed: true, Next: cp.next, Gate: cp.gate, StreamTime: cp.stream}
+			return nil
+		}
+		s := targets[ch]
+		if s == nil {
+			return nil
+		}
+		r.metrics.RestoreRecords.WithLabelValues(s.t.ID).Inc()
+		s.buf = append(s.buf, store.Change{Key: key, Value: value})
+		if len(s.buf) >= restoreBatch {
+			if err := s.flush(); err != nil {
+				return fmt.Errorf("restore %s of %s: %w", s.name, s.t.ID, err)
 			}
 		}
-		if c.now().Sub(lastLog) > 2*time.Second {
-			lastLog = c.now()
-			c.log.Info("restoring from changelog", zap.Int64("read", read), zap.Int64("of", total), zap.Duration("elapsed", c.now().Sub(started)))
-		}
-		for _, rt := range rts {
-			c.metrics.RestoreProgress.WithLabelValues(rt.ID).Set(float64(read) / float64(total))
+		return nil
+	}
+	ends, err := r.src.read(from, apply)
+	if err != nil {
+		return nil, err
+	}
+	// A checkpoint not in the tail came before a run of aborted
+	// transactions: read the whole partition.
+	again := map[causal.Channel]int64{}
+	for ch, t := range checkpoints {
+		if _, ok := out[t.ID]; !ok {
+			if low, _, err := r.src.bounds(ch); err == nil && low < from[ch] {
+				again[ch] = low
+			}
 		}
 	}
-	for _, rt := range rts {
-		c.metrics.RestoreProgress.WithLabelValues(rt.ID).Set(1)
+	if len(again) > 0 {
+		if _, err := r.src.read(again, apply); err != nil {
+			return nil, err
+		}
+	}
+	for ch, s := range targets {
+		if err := s.flush(); err != nil {
+			return nil, fmt.Errorf("restore %s of %s: %w", s.name, s.t.ID, err)
+		}
+		if end, ok := ends[ch]; ok {
+			from[ch] = end
+		}
+	}
+	for _, t := range ts {
+		pos := r.positions(t, from)
+		if err := t.Stores.Commit(pos.encode()); err != nil {
+			return nil, fmt.Errorf("record the restored positions of %s: %w", t.ID, err)
+		}
+		r.restored(t, pos)
+		r.metrics.RestoreProgress.WithLabelValues(t.ID).Set(1)
 	}
 	if read > 0 {
-		c.log.Info("restored from changelog", zap.Int64("records", read), zap.Duration("took", c.now().Sub(started)))
+		r.log.Info("restored", zap.Int("tasks", len(ts)), zap.Int64("records", read), zap.Duration("took", r.now().Sub(started)))
 	}
 	return out, nil
 }
 
-// apply adds one changelog record to what out holds for its task, if that
-// task is wanted.
-func (c *changelogReader) apply(out map[string]*taskmgr.Restored, want map[string]bool, e *kafka.Message) error {
-	k, err := parseChangelogKey(e.Key)
+// plan adds what restoring t reads to from: the tail of its checkpoint
+// partition, and each store's changelog partition from where its local
+// copy stands. A local copy whose position is not in its partition (the
+// topic was recreated, or records it lacks were deleted) is wiped first.
+func (r *restorer) plan(t *taskmgr.Task, from map[causal.Channel]int64, targets map[causal.Channel]*storeTarget,
+	checkpoints map[causal.Channel]*taskmgr.Task, total *int64) error {
+	cp := causal.Channel{Topic: checkpointTopic(r.app, t.Processor), Partition: t.Partition}
+	low, high, err := r.src.bounds(cp)
 	if err != nil {
-		return fmt.Errorf("changelog %s@%d: %w", partitionString(c.topic, e.TopicPartition.Partition), e.TopicPartition.Offset, err)
+		return fmt.Errorf("bounds of %s: %w", cp, err)
 	}
-	id := task.ID(k.processor, k.partition)
-	if !want[id] {
-		return nil
+	if high > low {
+		from[cp] = max(low, high-checkpointTail)
+		checkpoints[cp] = t
 	}
-	r := out[id]
-	if r == nil {
-		r = &taskmgr.Restored{Stores: map[string][]store.Change{}}
-		out[id] = r
-	}
-	switch k.kind {
-	case kindCheckpoint:
-		cp, err := decodeTaskCheckpoint(e.Value)
-		if err != nil {
-			return fmt.Errorf("checkpoint of %s: %w", id, err)
+	info, _ := r.topo.Processor(t.Processor)
+	for attempt := 0; ; attempt++ {
+		pos, err := r.localPositions(t)
+		if err == nil {
+			err = r.planStores(t, info, pos, from, targets, total)
 		}
-		r.Checkpointed, r.Next, r.Gate, r.StreamTime = true, cp.next, cp.gate, cp.stream
-	case kindStore:
-		r.Stores[k.store] = append(r.Stores[k.store], store.Change{Key: k.key, Value: e.Value})
+		if err == nil {
+			return nil
+		}
+		if attempt > 0 || !errors.Is(err, errUntrusted) {
+			return err
+		}
+		r.log.Warn("local state cannot be trusted: wiping it and restoring from the changelog", zap.String("task", t.ID), zap.Error(err))
+		if err := r.wipe(t, err); err != nil {
+			return err
+		}
 	}
-	c.metrics.RestoreRecords.WithLabelValues(id).Inc()
+}
+
+// errUntrusted marks local state that a restore throws away.
+var errUntrusted = errors.New("local state cannot be trusted")
+
+func (r *restorer) localPositions(t *taskmgr.Task) (storePositions, error) {
+	b, err := t.Stores.Checkpoint()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errUntrusted, err)
+	}
+	if len(b) == 0 {
+		// Nothing known: a replay from the start leaves whatever the
+		// stores hold as the changelog has it.
+		return storePositions{}, nil
+	}
+	pos, err := decodeStorePositions(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errUntrusted, err)
+	}
+	return pos, nil
+}
+
+func (r *restorer) planStores(t *taskmgr.Task, info framework.ProcessorInfo, pos storePositions, from map[causal.Channel]int64,
+	targets map[causal.Channel]*storeTarget, total *int64) error {
+	plan := map[causal.Channel]int64{}
+	for _, spec := range info.Stores {
+		ch := causal.Channel{Topic: storeChangelogTopic(r.app, spec.Name), Partition: t.Partition}
+		low, high, err := r.src.bounds(ch)
+		if err != nil {
+			return fmt.Errorf("bounds of %s: %w", ch, err)
+		}
+		start, disk := low, r.onDisk(spec)
+		if p, ok := pos[spec.Name]; ok && disk {
+			if p < low || p > high {
+				return fmt.Errorf("%w: store %q holds %s up to offset %d, but the partition spans [%d, %d]", errUntrusted, spec.Name, ch, p, low, high)
+			}
+			start = p
+		}
+		kv, err := t.Stores.Store(spec.Name)
+		if err != nil {
+			return fmt.Errorf("%w: %w", errUntrusted, err)
+		}
+		targets[ch] = &storeTarget{t: t, name: spec.Name, kv: kv, disk: disk}
+		plan[ch] = start
+		*total += high - start
+	}
+	for ch, start := range plan {
+		from[ch] = start
+	}
 	return nil
+}
+
+// positions is where t's stores on disk stand once restored.
+func (r *restorer) positions(t *taskmgr.Task, at map[causal.Channel]int64) storePositions {
+	out := storePositions{}
+	info, _ := r.topo.Processor(t.Processor)
+	for _, spec := range info.Stores {
+		if r.onDisk(spec) {
+			out[spec.Name] = at[causal.Channel{Topic: storeChangelogTopic(r.app, spec.Name), Partition: t.Partition}]
+		}
+	}
+	return out
+}
+
+// storePositions is what a task's stores on disk keep beside their
+// committed state: per store, an offset of its changelog partition below
+// which the store holds every committed change. It may lag (a restore
+// from it replays changes the store has, which leaves it as it was), but
+// never lead.
+type storePositions map[string]int64
+
+const positionsVersion = 1
+
+func (p storePositions) encode() []byte {
+	b := binary.AppendUvarint([]byte{positionsVersion}, uint64(len(p)))
+	for name, off := range p {
+		b = appendString(b, name)
+		b = binary.AppendUvarint(b, uint64(off))
+	}
+	return b
+}
+
+func decodeStorePositions(b []byte) (storePositions, error) {
+	if len(b) == 0 || b[0] != positionsVersion {
+		return nil, fmt.Errorf("%w: store positions version", errBadChangelog)
+	}
+	n, l := binary.Uvarint(b[1:])
+	if l <= 0 || n > uint64(len(b)) {
+		return nil, errBadChangelog
+	}
+	b = b[1+l:]
+	out := storePositions{}
+	for range n {
+		var name string
+		var err error
+		if name, b, err = readString(b); err != nil {
+			return nil, err
+		}
+		off, l := binary.Uvarint(b)
+		if l <= 0 || off > 1<<62 {
+			return nil, errBadChangelog
+		}
+		out[name], b = int64(off), b[l:]
+	}
+	return out, nil
 }

@@ -30,18 +30,23 @@ const (
 )
 
 // newTaskManager returns the worker's task manager over the given topics'
-// partition counts, asking offsets where tasks resume and restore for
-// their committed state.
-func (w *Worker) newTaskManager(counts map[string]int32, offsets offsetSource,
-	restore func([]*taskmgr.Task) (map[string]*taskmgr.Restored, error)) (*taskmgr.Manager, error) {
+// partition counts, asking offsets where tasks resume and restoring their
+// committed state from changelog.
+func (w *Worker) newTaskManager(counts map[string]int32, offsets offsetSource, changelog changelogSource) (*taskmgr.Manager, error) {
+	r := &restorer{app: w.cfg.ApplicationID, topo: w.topo, src: changelog, log: w.log, metrics: w.metrics, now: w.now,
+		onDisk: w.onDisk, wipe: w.wipeStores, restored: func(t *taskmgr.Task, pos storePositions) { w.positions[t.ID] = pos }}
 	return taskmgr.New(taskmgr.Config{
-		Topology: w.topo, Partitions: counts, Offsets: kafkaOffsets{offsets}, Restore: restore,
+		Topology: w.topo, Partitions: counts, Offsets: kafkaOffsets{offsets}, Restore: r.restore,
 		Clock: w.pumpClock, DeadLetterTopic: w.deadLetter, GateOff: w.cfg.GateOff, CheckClaims: w.cfg.CheckClaims, ClaimEnd: w.claimEnd,
 		AutoOffsetReset: w.cfg.AutoOffsetReset, AllowOffsetReset: w.cfg.AllowOffsetReset, Log: w.log,
 		Observer: func(t *taskmgr.Task) task.Observer {
 			return taskObserver{w: w, deliveries: w.metrics.Deliveries.WithLabelValues(t.ID)}
 		},
 		InputCounter: func(topic string) prometheus.Counter { return w.metrics.RecordsIn.WithLabelValues(topic) },
+		OpenStores:   w.openStores,
+		// Every commit of a task's stores keeps the positions known for
+		// them, which hold for every later committed state too.
+		EncodeCheckpoint: func(t *taskmgr.Task, _ task.Snapshot) []byte { return w.positions[t.ID].encode() },
 	})
 }
 

@@ -86,14 +86,25 @@ func (tm topicManager) ensureTopics(ctx context.Context) (map[string]int32, erro
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("topics %v do not exist: create them, or run with --create-topics", missing)
 	}
-	tasks := int32(0)
-	for _, p := range tm.topo.Processors() {
-		tasks = max(tasks, counts[p.Inputs[0]])
+	if legacy := legacyChangelogTopic(tm.cfg.ApplicationID); counts[legacy] > 0 {
+		return nil, fmt.Errorf("%w: topic %q holds this application's state in the layout of an earlier Causeway, "+
+			"one changelog for every store and checkpoint; this one keeps a changelog per store and a checkpoint topic per processor, "+
+			"and does not read the old one. Reprocess under a new --application-id, or delete the application's internal topics "+
+			"and its workers' state directories to start it over", ErrLegacyState, legacy)
 	}
-	cl := changelogTopic(tm.cfg.ApplicationID)
-	want(cl, tasks, map[string]string{"cleanup.policy": "compact"})
-	if counts[cl] < tasks {
-		return nil, fmt.Errorf("changelog topic %q has %d partitions, the topology needs %d", cl, counts[cl], tasks)
+	compacted := map[string]string{"cleanup.policy": "compact"}
+	for _, p := range tm.topo.Processors() {
+		tasks := counts[p.Inputs[0]]
+		names := []string{checkpointTopic(tm.cfg.ApplicationID, p.Name)}
+		for _, s := range p.Stores {
+			names = append(names, storeChangelogTopic(tm.cfg.ApplicationID, s.Name))
+		}
+		for _, name := range names {
+			want(name, tasks, compacted)
+			if counts[name] < tasks {
+				return nil, fmt.Errorf("state topic %q has %d partitions, processor %q needs %d", name, counts[name], p.Name, tasks)
+			}
+		}
 	}
 	if len(create) > 0 {
 		res, err := admin.CreateTopics(ctx, create)

@@ -79,6 +79,9 @@ type Worker struct {
 	// deadLetter is where dead letters go: the topology's dead-letter
 	// topic, or "<application-id>-dead-letter".
 	deadLetter string
+	// positions is, per task, where its stores on disk stand in their
+	// changelogs, as last learned (state.go). Owned by the pump.
+	positions map[string]storePositions
 
 	requests chan taskRequest
 	stop     chan struct{}
@@ -112,6 +115,7 @@ func NewWorker(cfg Config, topo *framework.Topology, log *zap.Logger, metrics *M
 	return &Worker{
 		cfg: cfg, topo: topo, log: log, metrics: metrics, now: time.Now, deadLetter: deadLetter,
 		claimEnds: map[causal.Channel]int64{},
+		positions: map[string]storePositions{},
 		requests:  make(chan taskRequest),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
@@ -193,9 +197,8 @@ func (w *Worker) connect(ctx context.Context) error {
 		return fmt.Errorf("consumer: %w", err)
 	}
 	w.consumer = consumer
-	restore := &changelogReader{topic: changelogTopic(w.cfg.ApplicationID), config: w.restoreConsumerConfig(),
-		log: w.log, metrics: w.metrics, now: w.now, stop: w.stop}
-	if w.tasks, err = w.newTaskManager(counts, consumer, restore.read); err != nil {
+	src := &kafkaChangelog{config: w.restoreConsumerConfig(), offsets: consumer, log: w.log, stop: w.stop}
+	if w.tasks, err = w.newTaskManager(counts, consumer, src); err != nil {
 		return err
 	}
 	w.pump.poll = consumer.Poll
@@ -359,6 +362,7 @@ func (w *Worker) shutdown() {
 		w.log.Warn("last commit before shutdown failed; its work will be redone by the next owner", zap.Error(err))
 		w.abort()
 	}
+	w.savePositions()
 	w.closeTasks()
 	w.publishStatus()
 	w.log.Info("worker stopped")

@@ -275,3 +275,43 @@ func (s *MemorySet) Close() error {
 	s.stores = nil
 	return nil
 }
+
+// splitSet keeps the stores named in inMemory in memory and the others in
+// another set.
+type splitSet struct {
+	other    Set
+	memory   *MemorySet
+	inMemory map[string]bool
+}
+
+// Split returns a set that keeps the stores named in inMemory in memory and
+// the others in other, committing and aborting both together. Its
+// checkpoint is other's: in-memory stores keep nothing across a restart.
+func Split(other Set, inMemory map[string]bool) Set {
+	return &splitSet{other: other, memory: NewMemorySet(), inMemory: inMemory}
+}
+
+func (s *splitSet) Store(name string) (Logged, error) {
+	if s.inMemory[name] {
+		return s.memory.Store(name)
+	}
+	return s.other.Store(name)
+}
+
+// Commit commits the other set first: a memory set cannot fail.
+func (s *splitSet) Commit(checkpoint []byte) error {
+	if err := s.other.Commit(checkpoint); err != nil {
+		return err
+	}
+	return s.memory.Commit(nil)
+}
+
+func (s *splitSet) Abort() error {
+	return errors.Join(s.other.Abort(), s.memory.Abort())
+}
+
+func (s *splitSet) Checkpoint() ([]byte, error) { return s.other.Checkpoint() }
+
+func (s *splitSet) Close() error {
+	return errors.Join(s.other.Close(), s.memory.Close())
+}

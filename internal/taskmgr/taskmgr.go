@@ -133,8 +133,11 @@ type Config struct {
 	Partitions map[string]int32
 	// Offsets tells where tasks resume. Required.
 	Offsets Offsets
-	// Restore reads the committed state of the given tasks, by task id.
-	// Required.
+	// Restore reads the committed state of the given tasks, whose Stores
+	// are open (empty, or holding an older committed state): it fills
+	// their stores, or returns their changes in Restored.Stores for the
+	// manager to apply, and returns each task's last checkpoint, by task
+	// id. Required.
 	Restore func(ts []*Task) (map[string]*Restored, error)
 	// Clock is the tasks' clock. Default: time.Now.
 	Clock func() time.Time
@@ -304,17 +307,30 @@ func (m *Manager) Build(ts []*Task) error {
 }
 
 // restore opens the stores of the given tasks and fills them, and their
-// last checkpoint, from what Config.Restore reads. A task whose stores
-// cannot be opened or filled fails on its own.
+// last checkpoint, through Config.Restore. A task whose stores cannot be
+// opened or filled fails on its own.
 func (m *Manager) restore(ts []*Task) error {
-	if len(ts) == 0 {
+	var open []*Task
+	for _, t := range ts {
+		set, err := m.cfg.OpenStores(t)
+		if err != nil {
+			m.Fail(t, fmt.Errorf("open stores: %w", err))
+			continue
+		}
+		t.Stores = set
+		open = append(open, t)
+	}
+	if len(open) == 0 {
 		return nil
 	}
-	restored, err := m.cfg.Restore(ts)
+	restored, err := m.cfg.Restore(open)
 	if err != nil {
+		for _, t := range open {
+			m.closeStores(t)
+		}
 		return err
 	}
-	for _, t := range ts {
+	for _, t := range open {
 		r := restored[t.ID]
 		if r == nil {
 			r = &Restored{}
@@ -327,14 +343,11 @@ func (m *Manager) restore(ts []*Task) error {
 	return nil
 }
 
+// fill applies the store changes r carries, if any, and keeps r's
+// checkpoint as t's last.
 func (m *Manager) fill(t *Task, r *Restored) error {
-	set, err := m.cfg.OpenStores(t)
-	if err != nil {
-		return err
-	}
-	t.Stores = set
 	for name, changes := range r.Stores {
-		kv, err := set.Store(name)
+		kv, err := t.Stores.Store(name)
 		if err != nil {
 			return err
 		}

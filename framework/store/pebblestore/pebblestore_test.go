@@ -144,3 +144,13 @@ func TestOpenRefusesAnotherLayout(t *testing.T) {
 	_, err = pebblestore.Open(dir)
 	assert.ErrorIs(t, err, pebblestore.ErrIncompatible)
 }
+
+// A split set passes the suite with one store in memory and the others on
+// disk.
+func TestSplitBehaviour(t *testing.T) {
+	storetest.Run(t, storetest.Backend{Open: func(t *testing.T) store.Set {
+		s, err := pebblestore.Open(t.TempDir())
+		require.NoError(t, err)
+		return store.Split(s, map[string]bool{"two": true})
+	}})
+}

@@ -1,0 +1,66 @@
+package runtime
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/causeway-stream/causeway/causal"
+)
+
+// Local state that cannot be trusted is wiped, and the task restored from
+// its changelogs in full: the counts come out as the changelog has them,
+// whatever the local copy held.
+func TestUntrustedLocalStateIsWipedAndRestored(t *testing.T) {
+	counts := causal.Channel{Topic: storeChangelogTopic("fake", "counts")}
+	for _, tc := range []struct {
+		name string
+		// spoil damages the local state, or the changelog under it, after
+		// a clean stop with k counted twice; want is k's count afterwards.
+		spoil func(t *testing.T, fake *fakeKafka, dir string)
+		want  int
+	}{
+		{"trusted", func(*testing.T, *fakeKafka, string) {}, 3},
+		{"unreadable files", func(t *testing.T, _ *fakeKafka, dir string) {
+			entries, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			for _, e := range entries {
+				require.NoError(t, os.WriteFile(filepath.Join(dir, e.Name()), []byte("not pebble"), 0o644))
+			}
+		}, 3},
+		{"changelog recreated behind it", func(_ *testing.T, fake *fakeKafka, _ string) {
+			// The topic was deleted and made again, holding one count of k.
+			fake.log[counts], fake.high[counts] = fake.log[counts][:1], 1
+			fake.log[counts][0].TopicPartition.Offset = 0
+		}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			topo, parts := counting(t)
+			fake := newFakeKafka(t)
+			state := t.TempDir()
+			inState := func(c *Config) { c.StateDir = state }
+			w := newFakeWorker(t, fake, topo, parts, inState)
+			fake.send(in0, "k")
+			w.drainAndCommit(t)
+			fake.send(in0, "k")
+			w.drainAndCommit(t)
+			w.savePositions()
+			dir := w.taskDir(w.taskObject(t, "count/0"))
+			w.closeTasks()
+
+			tc.spoil(t, fake, dir)
+			again := newFakeWorker(t, fake, topo, parts, inState)
+			fake.send(in0, "k")
+			again.drainAndCommit(t)
+			assert.Equal(t, tc.want, countOf(t, again, "count/0", "k"))
+			restored := testutil.ToFloat64(again.metrics.RestoreRecords.WithLabelValues("count/0"))
+			if tc.name == "trusted" {
+				assert.Zero(t, restored, "a trusted local copy read the changelog back")
+			}
+		})
+	}
+}
