@@ -7,8 +7,9 @@ BENCHTIME ?= 500ms
 BENCHCOUNT ?= 5
 E2E_RECORDS ?= 200000
 E2E_RUNS ?= 7
+STATE_KEYS ?= 1000000,5000000
 
-.PHONY: help run run-orders test test-short lint bench fuzz tidy
+.PHONY: help run run-orders test test-short lint bench bench-state fuzz tidy
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -41,6 +42,9 @@ bench: ## Micro benchmarks of the causal core, then the end-to-end comparison (a
 	$(GO) run ./internal/benchreport < bench-causal.txt || status=1; \
 	$(GO) run ./internal/e2ebench -records $(E2E_RECORDS) -runs $(E2E_RUNS) -out bench-results || status=1; \
 	exit $$status
+
+bench-state: ## State on disk against state in memory at 1M and 5M keys: processing, memory, restarts, restores (about 10 minutes); results in bench-results/.
+	$(GO) run ./internal/statebench -keys $(STATE_KEYS) -out bench-results
 
 fuzz: ## Fuzz the clock decoder for a minute.
 	$(GO) test -run '^$$' -fuzz FuzzDecodeClock -fuzztime 60s ./causal/

@@ -64,3 +64,41 @@ func TestUntrustedLocalStateIsWipedAndRestored(t *testing.T) {
 		})
 	}
 }
+
+// While the worker runs, it learns where its stores stand in their
+// changelogs, and the stores' next commit records it: a restart after a
+// crash (no clean close to save positions) replays only what came after.
+func TestPositionsLearnedWhileRunningBoundTheReplayAfterACrash(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		look        bool
+		wantRestore float64
+	}{
+		{"learned", true, 1},
+		{"not learned", false, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			topo, parts := counting(t)
+			fake := newFakeKafka(t)
+			state := t.TempDir()
+			inState := func(c *Config) { c.StateDir = state }
+			w := newFakeWorker(t, fake, topo, parts, inState)
+			w.refresh.start = func(f func()) { f() }
+			for range 2 {
+				fake.send(in0, "k")
+				w.drainAndCommit(t)
+			}
+			if tc.look {
+				w.refreshPositions(w.now()) // looks
+				w.refreshPositions(w.now()) // takes what it saw
+			}
+			fake.send(in0, "k")
+			w.drainAndCommit(t)
+			w.closeTasks() // a crash: no positions saved at the close
+
+			again := newFakeWorker(t, fake, topo, parts, inState)
+			assert.Equal(t, 3, countOf(t, again, "count/0", "k"))
+			assert.Equal(t, tc.wantRestore, testutil.ToFloat64(again.metrics.RestoreRecords.WithLabelValues("count/0")))
+		})
+	}
+}

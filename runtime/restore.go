@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/causal"
@@ -62,6 +63,8 @@ type storeTarget struct {
 	kv   store.Logged
 	buf  []store.Change
 	disk bool
+	// applied counts the records applied, for the task's metric.
+	applied prometheus.Counter
 }
 
 func (s *storeTarget) flush() error {
@@ -69,6 +72,7 @@ func (s *storeTarget) flush() error {
 		return nil
 	}
 	err := s.kv.Restore(s.buf)
+	s.applied.Add(float64(len(s.buf)))
 	clear(s.buf)
 	s.buf = s.buf[:0]
 	return err
@@ -91,8 +95,7 @@ func (r *restorer) restore(ts []*taskmgr.Task) (map[string]*taskmgr.Restored, er
 	read := int64(0)
 	lastLog := started
 	apply := func(ch causal.Channel, key, value []byte) error {
-		read++
-		if r.now().Sub(lastLog) > 2*time.Second {
+		if read++; read%restoreBatch == 0 && r.now().Sub(lastLog) > 2*time.Second {
 			lastLog = r.now()
 			r.log.Info("restoring", zap.Int64("records", read), zap.Int64("of", total), zap.Duration("elapsed", lastLog.Sub(started)))
 		}
@@ -108,7 +111,6 @@ func (r *restorer) restore(ts []*taskmgr.Task) (map[string]*taskmgr.Restored, er
 		if s == nil {
 			return nil
 		}
-		r.metrics.RestoreRecords.WithLabelValues(s.t.ID).Inc()
 		s.buf = append(s.buf, store.Change{Key: key, Value: value})
 		if len(s.buf) >= restoreBatch {
 			if err := s.flush(); err != nil {
@@ -232,7 +234,7 @@ func (r *restorer) planStores(t *taskmgr.Task, info framework.ProcessorInfo, pos
 		if err != nil {
 			return fmt.Errorf("%w: %w", errUntrusted, err)
 		}
-		targets[ch] = &storeTarget{t: t, name: spec.Name, kv: kv, disk: disk}
+		targets[ch] = &storeTarget{t: t, name: spec.Name, kv: kv, disk: disk, applied: r.metrics.RestoreRecords.WithLabelValues(t.ID)}
 		plan[ch] = start
 		*total += high - start
 	}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -138,4 +140,84 @@ func (w *Worker) savePositions() {
 		}
 		w.positions[t.ID] = pos
 	}
+}
+
+// positionsEvery is how often the worker learns where its stores on disk
+// stand in their changelogs while it runs, which bounds what a restart
+// after a crash replays to what was written since.
+const positionsEvery = 10 * time.Second
+
+// positionRefresh is one look at the changelogs' ends, made off the pump
+// (the queries go to the broker) and handed back to it.
+type positionRefresh struct {
+	// pending is set while a look is under way; due is when the next one
+	// starts.
+	pending bool
+	due     time.Time
+	results chan map[string]storePositions
+	wg      sync.WaitGroup
+	// start runs a look; tests run it in place.
+	start func(func())
+}
+
+// refreshPositions takes what a finished look learned, and starts the next
+// one when it is due. A position read at any moment after a task's stores
+// last committed is one below which they hold every committed change once
+// they commit again, so the next commit of their stores carries it.
+func (w *Worker) refreshPositions(now time.Time) {
+	r := &w.refresh
+	select {
+	case got := <-r.results:
+		r.pending = false
+		for id, pos := range got {
+			if t, ok := w.tasks.Find(id); ok && t.Stores != nil {
+				w.positions[id] = pos
+			}
+		}
+	default:
+	}
+	if r.pending || now.Before(r.due) || w.cfg.Stores != StoresPebble {
+		return
+	}
+	r.due = now.Add(positionsEvery)
+	want := map[string][]causal.Channel{}
+	names := map[causal.Channel]string{}
+	for _, t := range w.tasks.Tasks() {
+		if t.Stores == nil || t.Last == nil {
+			continue
+		}
+		info, _ := w.topo.Processor(t.Processor)
+		for _, s := range info.Stores {
+			if w.onDisk(s) {
+				ch := causal.Channel{Topic: storeChangelogTopic(w.cfg.ApplicationID, s.Name), Partition: t.Partition}
+				want[t.ID] = append(want[t.ID], ch)
+				names[ch] = s.Name
+			}
+		}
+	}
+	if len(want) == 0 {
+		return
+	}
+	r.pending = true
+	offsets := w.consumer
+	r.wg.Add(1)
+	r.start(func() {
+		defer r.wg.Done()
+		got := map[string]storePositions{}
+		for id, chs := range want {
+			pos := storePositions{}
+			for _, ch := range chs {
+				_, high, err := offsets.QueryWatermarkOffsets(ch.Topic, ch.Partition, 5000)
+				if err != nil {
+					pos = nil
+					break
+				}
+				pos[names[ch]] = high
+			}
+			if pos != nil {
+				got[id] = pos
+			}
+		}
+		r.results <- got
+	})
 }

@@ -80,8 +80,11 @@ type Worker struct {
 	// topic, or "<application-id>-dead-letter".
 	deadLetter string
 	// positions is, per task, where its stores on disk stand in their
-	// changelogs, as last learned (state.go). Owned by the pump.
+	// changelogs, as last learned (state.go), and refresh the look at the
+	// changelogs' ends that learns it while the worker runs. Owned by the
+	// pump.
 	positions map[string]storePositions
+	refresh   positionRefresh
 
 	requests chan taskRequest
 	stop     chan struct{}
@@ -116,6 +119,7 @@ func NewWorker(cfg Config, topo *framework.Topology, log *zap.Logger, metrics *M
 		cfg: cfg, topo: topo, log: log, metrics: metrics, now: time.Now, deadLetter: deadLetter,
 		claimEnds: map[causal.Channel]int64{},
 		positions: map[string]storePositions{},
+		refresh:   positionRefresh{results: make(chan map[string]storePositions, 1), start: func(f func()) { go f() }},
 		requests:  make(chan taskRequest),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
@@ -197,7 +201,10 @@ func (w *Worker) connect(ctx context.Context) error {
 		return fmt.Errorf("consumer: %w", err)
 	}
 	w.consumer = consumer
-	src := &kafkaChangelog{config: w.restoreConsumerConfig(), offsets: consumer, log: w.log, stop: w.stop}
+	var src changelogSource = &kafkaChangelog{config: w.restoreConsumerConfig(), offsets: consumer, log: w.log, stop: w.stop}
+	if len(w.cfg.Kafka) == 0 {
+		src = &franzChangelog{bootstrap: w.bootstrap, stop: w.stop, offsets: consumer}
+	}
 	if w.tasks, err = w.newTaskManager(counts, consumer, src); err != nil {
 		return err
 	}
@@ -348,6 +355,7 @@ func (w *Worker) tick() {
 		}
 	}
 	w.advanceIdle()
+	w.refreshPositions(now)
 	if err := w.commit(); err != nil {
 		w.onCommitError(err)
 	}
@@ -369,6 +377,7 @@ func (w *Worker) shutdown() {
 }
 
 func (w *Worker) closeClients() {
+	w.refresh.wg.Wait() // its queries use the consumer
 	if w.consumer != nil {
 		if err := w.consumer.Close(); err != nil {
 			w.log.Warn("close consumer", zap.Error(err))

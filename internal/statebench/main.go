@@ -1,0 +1,393 @@
+// Command statebench measures what keeping state costs and how fast it
+// comes back, side by side in one run on one standalone broker: a worker
+// counting distinct keys (16-byte keys, 1-byte values) with its store on
+// Pebble and with it in memory, at several key counts. For each it
+// measures the processing rate, the worker's memory after processing, the
+// restart after a clean stop until the worker is ready, and the full
+// restore after the state dir is lost, against a plain read of the same
+// changelog topic. `make bench-state` runs it; docs/benchmarks.md explains
+// the results.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/runtime"
+	"github.com/causeway-stream/causeway/runtime/embedded"
+)
+
+type options struct {
+	keys       []int
+	partitions int
+	out        string
+	// The helper modes: the broker, and the worker under test.
+	brokerOnly  bool
+	brokerReady string
+	worker      bool
+	bootstrap   string
+	app         string
+	input       string
+	stateDir    string
+	stores      string
+	httpAddr    string
+}
+
+func main() {
+	var o options
+	keys := "1000000,5000000"
+	flag.StringVar(&keys, "keys", keys, "comma-separated key counts")
+	flag.IntVar(&o.partitions, "partitions", 4, "partitions of the input topic")
+	flag.StringVar(&o.out, "out", "bench-results", "directory for state.md, state.json and state.png")
+	flag.BoolVar(&o.brokerOnly, "broker-only", false, "run only the broker (used by the benchmark itself)")
+	flag.StringVar(&o.brokerReady, "broker-ready", "", "file to write the broker address to with -broker-only")
+	flag.BoolVar(&o.worker, "worker", false, "run only the counting worker (used by the benchmark itself)")
+	flag.StringVar(&o.bootstrap, "bootstrap", "", "broker address with -worker")
+	flag.StringVar(&o.app, "app", "", "application id with -worker")
+	flag.StringVar(&o.input, "input", "", "input topic with -worker")
+	flag.StringVar(&o.stateDir, "state-dir", "", "state dir with -worker")
+	flag.StringVar(&o.stores, "stores", runtime.StoresPebble, "store backend with -worker")
+	flag.StringVar(&o.httpAddr, "http-addr", "", "HTTP address with -worker")
+	flag.Parse()
+	switch {
+	case o.brokerOnly:
+		os.Exit(runBroker(o))
+	case o.worker:
+		os.Exit(runWorker(o))
+	}
+	for _, k := range strings.Split(keys, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(k))
+		if err != nil || n <= 0 {
+			fmt.Fprintf(os.Stderr, "statebench: bad key count %q\n", k)
+			os.Exit(2)
+		}
+		o.keys = append(o.keys, n)
+	}
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "statebench:", err)
+		os.Exit(1)
+	}
+}
+
+// runBroker serves the embedded broker in this process until its parent
+// goes away or it is signalled.
+func runBroker(o options) int {
+	b, err := embedded.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer b.Close()
+	if err := os.WriteFile(o.brokerReady, []byte(b.Addr()), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	waitForEnd()
+	return 0
+}
+
+// waitForEnd returns when stdin closes (the parent went away) or a
+// termination signal arrives.
+func waitForEnd() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	gone := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		close(gone)
+	}()
+	select {
+	case <-sig:
+	case <-gone:
+	}
+}
+
+// countTopology counts the records of input per key in store "counts".
+func countTopology(input string) (*framework.Topology, error) {
+	return framework.NewBuilder("count").
+		Processor("count", func() framework.Processor {
+			return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
+				s, err := ctx.KeyValueStore("counts")
+				if err != nil {
+					return err
+				}
+				v, _, err := s.Get(rec.Key)
+				if err != nil {
+					return err
+				}
+				n, _ := strconv.Atoi(string(v))
+				return s.Put(rec.Key, strconv.AppendInt(nil, int64(n+1), 10))
+			})
+		}, framework.From(input), framework.Stores(framework.KeyValueStore("counts"))).
+		Build()
+}
+
+// runWorker runs the counting worker until signalled.
+func runWorker(o options) int {
+	if path := os.Getenv("STATEBENCH_WORKER_CPUPROFILE"); path != "" {
+		f, err := os.Create(path + "." + strconv.Itoa(os.Getpid()))
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			defer pprof.StopCPUProfile()
+		}
+	}
+	topo, err := countTopology(o.input)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cfg := runtime.DefaultConfig()
+	cfg.ApplicationID, cfg.BootstrapServers, cfg.StateDir, cfg.Stores, cfg.HTTPAddr = o.app, o.bootstrap, o.stateDir, o.stores, o.httpAddr
+	cfg.InstanceID = "bench"
+	cfg.ShutdownTimeout = time.Minute
+	w, err := runtime.NewWorker(cfg, topo, zap.NewNop(), nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := w.Start(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	srv := runtime.NewServer(cfg.HTTPAddr, w, zap.NewNop())
+	if err := srv.Start(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	waitForEnd()
+	stop, cancelStop := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelStop()
+	_ = srv.Stop(stop)
+	if err := w.Stop(stop); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// helper starts this program again in a helper mode; closing the returned
+// pipe, or signalling the process, ends it.
+func helper(args ...string) (*exec.Cmd, io.Closer, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, nil, err
+	}
+	return cmd, stdin, nil
+}
+
+func startBroker() (addr string, stop func(), err error) {
+	ready, err := os.CreateTemp("", "statebench-broker-")
+	if err != nil {
+		return "", nil, err
+	}
+	ready.Close()
+	os.Remove(ready.Name())
+	cmd, stdin, err := helper("-broker-only", "-broker-ready", ready.Name())
+	if err != nil {
+		return "", nil, err
+	}
+	stop = func() {
+		stdin.Close()
+		_ = cmd.Wait()
+		os.Remove(ready.Name())
+	}
+	for range 300 {
+		if b, err := os.ReadFile(ready.Name()); err == nil && len(b) > 0 {
+			return string(b), stop, nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stop()
+	return "", nil, errors.New("the broker did not start")
+}
+
+// workerProc is one run of the counting worker.
+type workerProc struct {
+	cmd   *exec.Cmd
+	stdin io.Closer
+	http  string
+}
+
+func startWorker(addr, app, input, state, stores string) (*workerProc, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	httpAddr := "127.0.0.1:" + strconv.Itoa(port)
+	cmd, stdin, err := helper("-worker", "-bootstrap", addr, "-app", app, "-input", input, "-state-dir", state, "-stores", stores, "-http-addr", httpAddr)
+	if err != nil {
+		return nil, err
+	}
+	return &workerProc{cmd: cmd, stdin: stdin, http: httpAddr}, nil
+}
+
+// stop stops the worker cleanly and waits for it.
+func (w *workerProc) stop() error {
+	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	err := w.cmd.Wait()
+	w.stdin.Close()
+	return err
+}
+
+// waitReady waits until the worker answers /readyz with 200.
+func (w *workerProc) waitReady(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://" + w.http + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return errors.New("the worker did not become ready")
+}
+
+// rss is the worker's resident memory in bytes.
+func (w *workerProc) rss() (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", w.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, errors.New("no VmRSS")
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// produceKeys writes n distinct 16-byte keys with 1-byte values to topic.
+func produceKeys(ctx context.Context, addr, topic string, n int) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(1<<16))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var failed error
+	for i := range n {
+		key := fmt.Appendf(nil, "key-%012d", i)
+		cl.Produce(ctx, &kgo.Record{Key: key, Value: []byte{'1'}}, func(_ *kgo.Record, err error) {
+			if err != nil && failed == nil {
+				failed = err
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return err
+	}
+	return failed
+}
+
+// committed is the sum of the group's committed offsets on topic.
+func committed(ctx context.Context, adm *kadm.Client, group, topic string) (int64, error) {
+	offs, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return 0, err
+	}
+	sum := int64(0)
+	offs.Each(func(o kadm.OffsetResponse) {
+		if o.Topic == topic && o.Err == nil {
+			sum += o.At
+		}
+	})
+	return sum, nil
+}
+
+// readAll reads every committed record of topic once, as a plain consumer
+// would, and returns how many it read. Control records are kept only to
+// see where each partition ends.
+func readAll(ctx context.Context, addr, topic string) (int, error) {
+	adm, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return 0, err
+	}
+	ends, err := kadm.NewClient(adm).ListEndOffsets(ctx, topic)
+	adm.Close()
+	if err != nil {
+		return 0, err
+	}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(), kgo.FetchMaxBytes(64<<20))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	n := 0
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if !r.Attrs.IsControl() {
+				n++
+			}
+			if end, ok := want[r.Partition]; ok && r.Offset+1 >= end {
+				delete(want, r.Partition)
+			}
+		})
+	}
+	return n, nil
+}
+
+func dirSize(dir string) int64 {
+	var n int64
+	_ = filepath.Walk(dir, func(_ string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			n += info.Size()
+		}
+		return nil
+	})
+	return n
+}

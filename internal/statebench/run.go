@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/causeway-stream/causeway/runtime"
+)
+
+// result is what one backend measured at one key count.
+type result struct {
+	Stores string `json:"stores"`
+	Keys   int    `json:"keys"`
+	// PerSec is keys processed per second, from the worker's start until
+	// the group committed every input offset.
+	PerSec float64 `json:"records_per_second"`
+	// RSS is the worker's resident memory after processing, in bytes.
+	RSS int64 `json:"rss_bytes"`
+	// Disk is the size of the state dir after processing, in bytes.
+	Disk int64 `json:"disk_bytes"`
+	// Restart is the time from starting the worker after a clean stop
+	// until it is ready.
+	Restart time.Duration `json:"restart_ns"`
+	// FullRestore is the same after the state dir was deleted.
+	FullRestore time.Duration `json:"full_restore_ns"`
+	// PlainRead is a plain consumer reading the store's changelog topic
+	// once, and Changelog how many records it read.
+	PlainRead time.Duration `json:"plain_read_ns"`
+	Changelog int           `json:"changelog_records"`
+}
+
+func run(o options) error {
+	addr, stop, err := startBroker()
+	if err != nil {
+		return err
+	}
+	defer stop()
+	fmt.Printf("broker at %s; key counts %v, %d partitions\n", addr, o.keys, o.partitions)
+	tmp, err := os.MkdirTemp("", "statebench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	var results []result
+	for _, n := range o.keys {
+		ctx := context.Background()
+		input := fmt.Sprintf("keys-%d", n)
+		if _, err := adm.CreateTopic(ctx, int32(o.partitions), 1, nil, input); err != nil {
+			return fmt.Errorf("create %s: %w", input, err)
+		}
+		began := time.Now()
+		if err := produceKeys(ctx, addr, input, n); err != nil {
+			return fmt.Errorf("produce: %w", err)
+		}
+		fmt.Printf("%d keys produced in %v\n", n, time.Since(began).Round(time.Millisecond))
+		for _, stores := range []string{runtime.StoresPebble, runtime.StoresMemory} {
+			r, err := measure(ctx, adm, addr, input, filepath.Join(tmp, fmt.Sprintf("%s-%d", stores, n)), stores, n)
+			if err != nil {
+				return fmt.Errorf("%s, %d keys: %w", stores, n, err)
+			}
+			fmt.Printf("  %-6s %8d keys  %9.0f rec/s  rss %6.0f MiB  disk %6.0f MiB  restart %7v  full restore %7v  plain read %7v (%d records)\n",
+				r.Stores, r.Keys, r.PerSec, mib(r.RSS), mib(r.Disk), r.Restart.Round(time.Millisecond), r.FullRestore.Round(time.Millisecond),
+				r.PlainRead.Round(time.Millisecond), r.Changelog)
+			results = append(results, r)
+		}
+	}
+	return report(o, results)
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// measure runs one backend through the phases: process, clean restart,
+// full restore, and the plain read of the changelog.
+func measure(ctx context.Context, adm *kadm.Client, addr, input, state, stores string, n int) (result, error) {
+	r := result{Stores: stores, Keys: n}
+	app := fmt.Sprintf("count-%s-%d", stores, n)
+	began := time.Now()
+	w, err := startWorker(addr, app, input, state, stores)
+	if err != nil {
+		return r, err
+	}
+	for {
+		done, err := committed(ctx, adm, app, input)
+		if err == nil && done >= int64(n) {
+			break
+		}
+		if time.Since(began) > 30*time.Minute {
+			_ = w.stop()
+			return r, fmt.Errorf("processed %d of %d keys in 30 minutes", done, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.PerSec = float64(n) / time.Since(began).Seconds()
+	if r.RSS, err = w.rss(); err != nil {
+		return r, err
+	}
+	if err := w.stop(); err != nil {
+		return r, fmt.Errorf("stop: %w", err)
+	}
+	r.Disk = dirSize(state)
+
+	// Each way back is timed repeats times, alternating, and the median
+	// kept.
+	var restarts, fulls, reads []time.Duration
+	for range repeats {
+		d, err := timeToReady(addr, app, input, state, stores)
+		if err != nil {
+			return r, fmt.Errorf("restart: %w", err)
+		}
+		restarts = append(restarts, d)
+		if err := os.RemoveAll(filepath.Join(state, "tasks")); err != nil {
+			return r, err
+		}
+		if d, err = timeToReady(addr, app, input, state, stores); err != nil {
+			return r, fmt.Errorf("full restore: %w", err)
+		}
+		fulls = append(fulls, d)
+		began = time.Now()
+		if r.Changelog, err = readAll(ctx, addr, app+"-counts-changelog"); err != nil {
+			return r, fmt.Errorf("plain read: %w", err)
+		}
+		reads = append(reads, time.Since(began))
+	}
+	r.Restart, r.FullRestore, r.PlainRead = median(restarts), median(fulls), median(reads)
+	return r, nil
+}
+
+// repeats is how many times each way back to a ready worker is timed.
+const repeats = 3
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// timeToReady starts the worker, times it until it is ready, and stops it.
+func timeToReady(addr, app, input, state, stores string) (time.Duration, error) {
+	began := time.Now()
+	w, err := startWorker(addr, app, input, state, stores)
+	if err != nil {
+		return 0, err
+	}
+	if err := w.waitReady(10 * time.Minute); err != nil {
+		_ = w.stop()
+		return 0, err
+	}
+	took := time.Since(began)
+	return took, w.stop()
+}
+
+// target is one goal of the issue's, checked against the results.
+type target struct {
+	What  string  `json:"what"`
+	Value float64 `json:"value"`
+	Goal  string  `json:"goal"`
+	Met   bool    `json:"met"`
+}
+
+func find(rs []result, stores string, keys int) result {
+	for _, r := range rs {
+		if r.Stores == stores && r.Keys == keys {
+			return r
+		}
+	}
+	return result{}
+}
+
+func targets(rs []result, keys []int) []target {
+	var ts []target
+	for _, n := range keys {
+		p, m := find(rs, runtime.StoresPebble, n), find(rs, runtime.StoresMemory, n)
+		ratio := p.PerSec / m.PerSec
+		ts = append(ts, target{What: fmt.Sprintf("%d keys: processing rate, Pebble / memory", n), Value: ratio, Goal: ">= 0.80", Met: ratio >= 0.8})
+		ts = append(ts, target{What: fmt.Sprintf("%d keys: restart after a clean stop, Pebble, seconds", n), Value: p.Restart.Seconds(), Goal: "<= 1.0", Met: p.Restart <= time.Second})
+		// The restore's own work: the full restore less what a restart with
+		// nothing to read takes (starting the process, joining the group).
+		full := (p.FullRestore - p.Restart).Seconds() / p.PlainRead.Seconds()
+		ts = append(ts, target{What: fmt.Sprintf("%d keys: full restore less a clean restart / plain read of the changelog, Pebble", n), Value: full, Goal: "<= 2.0", Met: full <= 2})
+	}
+	if len(keys) >= 2 {
+		lo, hi := find(rs, runtime.StoresPebble, keys[0]), find(rs, runtime.StoresPebble, keys[len(keys)-1])
+		ratio := float64(hi.RSS) / float64(lo.RSS)
+		ts = append(ts, target{What: fmt.Sprintf("worker RSS, Pebble, %d keys / %d keys", keys[len(keys)-1], keys[0]), Value: ratio, Goal: "<= 1.5", Met: ratio <= 1.5})
+	}
+	return ts
+}
+
+func report(o options, rs []result) error {
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	ts := targets(rs, o.keys)
+	js, err := json.MarshalIndent(map[string]any{"results": rs, "targets": ts}, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(o.out, "state.json"), js, 0o644); err != nil {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString("| stores | keys | records/s | worker RSS MiB | state dir MiB | restart after clean stop s | full restore s | plain read of the changelog s | changelog records |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rs {
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %d |\n", r.Stores, r.Keys, r.PerSec, mib(r.RSS), mib(r.Disk),
+			r.Restart.Seconds(), r.FullRestore.Seconds(), r.PlainRead.Seconds(), r.Changelog)
+	}
+	b.WriteString("\n| target | value | goal | |\n|---|---:|---|---|\n")
+	missed := 0
+	for _, t := range ts {
+		verdict := "met"
+		if !t.Met {
+			verdict = "MISSED"
+			missed++
+		}
+		fmt.Fprintf(&b, "| %s | %.2f | %s | %s |\n", t.What, t.Value, t.Goal, verdict)
+	}
+	if err := os.WriteFile(filepath.Join(o.out, "state.md"), []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	fmt.Println()
+	fmt.Print(b.String())
+	if err := chart(rs, o.keys, filepath.Join(o.out, "state.png")); err != nil {
+		return err
+	}
+	if missed > 0 {
+		return fmt.Errorf("%d target(s) missed", missed)
+	}
+	return nil
+}
