@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -14,9 +15,10 @@ import (
 // franzChangelog reads changelog partitions with franz-go, which fetches
 // records in batches without a call into C per record: a restore reads
 // several times faster than through librdkafka's per-message poll (see
-// docs/benchmarks.md). The worker uses it when the cluster needs no client
-// settings of librdkafka's (no --kafka properties), and kafkaChangelog
-// otherwise.
+// docs/benchmarks.md). The worker uses it when the librdkafka settings it
+// was given (--kafka) do not bear on how to connect (franzCanConnect), and
+// kafkaChangelog otherwise: security and network settings are librdkafka's
+// until the worker can speak them to franz-go too.
 type franzChangelog struct {
 	bootstrap string
 	// stop ends a read early when the worker stops.
@@ -127,4 +129,25 @@ func (f *franzChangelog) stopped(err error) error {
 	default:
 		return err
 	}
+}
+
+// tuningPrefixes are librdkafka settings that only tune clients, and so do
+// not keep franz-go from reaching the cluster the way librdkafka does.
+var tuningPrefixes = []string{"queued.", "fetch.", "max.partition.fetch.", "linger.", "batch.", "queue.", "message.",
+	"session.", "heartbeat.", "transaction.", "statistics.", "compression.", "log.", "debug", "enable.metrics.push",
+	"partition.assignment.strategy", "max.poll.interval.ms", "retry.", "retries", "request.timeout.ms", "acks"}
+
+// franzCanConnect reports whether franz-go, given only the bootstrap
+// servers, connects as librdkafka does with settings.
+func franzCanConnect(settings map[string]string) bool {
+	for k := range settings {
+		tuning := false
+		for _, p := range tuningPrefixes {
+			tuning = tuning || strings.HasPrefix(k, p)
+		}
+		if !tuning {
+			return false
+		}
+	}
+	return true
 }

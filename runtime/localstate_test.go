@@ -4,12 +4,14 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/internal/taskmgr"
 )
 
 // Local state that cannot be trusted is wiped, and the task restored from
@@ -101,4 +103,42 @@ func TestPositionsLearnedWhileRunningBoundTheReplayAfterACrash(t *testing.T) {
 			assert.Equal(t, tc.wantRestore, testutil.ToFloat64(again.metrics.RestoreRecords.WithLabelValues("count/0")))
 		})
 	}
+}
+
+// A restore under way shows in /status on its RESTORING task: records
+// applied of the total, bytes, rate, and what the rate makes of the rest.
+func TestRestoreProgressShowsInStatus(t *testing.T) {
+	topo, parts := counting(t)
+	w := newFakeWorker(t, newFakeKafka(t), topo, parts)
+	task := w.taskObject(t, "count/0")
+	clock := time.Unix(1_700_000_000, 0)
+	r := &restorer{now: func() time.Time { return clock }, metrics: w.metrics, progress: w.restoreProgress}
+	s := &storeTarget{t: task}
+	s.records.Store(2500)
+	s.bytes.Store(40_000)
+	targets := map[causal.Channel]*storeTarget{{Topic: "c"}: s}
+	started := clock
+	clock = clock.Add(2 * time.Second)
+	r.report([]*taskmgr.Task{task}, targets, map[string]int64{task.ID: 10_000}, started)
+
+	task.State = StateRestoring
+	w.publishStatus()
+	st, ok := statusOf(w.Status(), task.ID)
+	require.True(t, ok)
+	require.NotNil(t, st.Restore)
+	assert.Equal(t, RestoreStatus{Records: 2500, Total: 10_000, Bytes: 40_000, PerSecond: 1250, Remaining: 6 * time.Second}, *st.Restore)
+	assert.InDelta(t, 0.25, testutil.ToFloat64(w.metrics.RestoreProgress.WithLabelValues(task.ID)), 1e-9)
+
+	w.restoreProgress(task.ID, RestoreStatus{}, true)
+	st, _ = statusOf(w.Status(), task.ID)
+	assert.Nil(t, st.Restore, "a finished restore still shows")
+}
+
+func statusOf(st Status, id string) (TaskStatus, bool) {
+	for _, ts := range st.Tasks {
+		if ts.ID == id {
+			return ts, true
+		}
+	}
+	return TaskStatus{}, false
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,9 +55,14 @@ type restorer struct {
 	wipe func(t *taskmgr.Task, why error) error
 	// restored hears where a task's stores on disk stand after a restore.
 	restored func(t *taskmgr.Task, pos storePositions)
+	// progress hears how far a task's restore has come, and when it is
+	// over.
+	progress func(id string, p RestoreStatus, done bool)
 }
 
 // storeTarget is where one store changelog partition restores to.
+// Each target applies its changes on a goroutine of its own, batch by
+// batch, so that stores fill in parallel while the reader decodes.
 type storeTarget struct {
 	t    *taskmgr.Task
 	name string
@@ -65,17 +71,50 @@ type storeTarget struct {
 	disk bool
 	// applied counts the records applied, for the task's metric.
 	applied prometheus.Counter
+	batches chan []store.Change
+	done    chan error
+	// records and bytes count what the applier applied.
+	records, bytes atomic.Int64
 }
 
-func (s *storeTarget) flush() error {
+// start starts the target's applier.
+func (s *storeTarget) start() {
+	s.batches, s.done = make(chan []store.Change, 4), make(chan error, 1)
+	go func() {
+		var err error
+		for b := range s.batches {
+			if err == nil {
+				err = s.kv.Restore(b)
+				s.applied.Add(float64(len(b)))
+				n := 0
+				for _, c := range b {
+					n += len(c.Key) + len(c.Value)
+				}
+				s.records.Add(int64(len(b)))
+				s.bytes.Add(int64(n))
+			}
+		}
+		s.done <- err
+	}()
+}
+
+// flush hands what the target has gathered to its applier.
+func (s *storeTarget) flush() {
 	if len(s.buf) == 0 {
-		return nil
+		return
 	}
-	err := s.kv.Restore(s.buf)
-	s.applied.Add(float64(len(s.buf)))
-	clear(s.buf)
-	s.buf = s.buf[:0]
-	return err
+	s.batches <- s.buf
+	s.buf = make([]store.Change, 0, restoreBatch)
+}
+
+// finish applies what is left, stops the applier, and returns its error.
+func (s *storeTarget) finish() error {
+	s.flush()
+	close(s.batches)
+	if err := <-s.done; err != nil {
+		return fmt.Errorf("restore %s of %s: %w", s.name, s.t.ID, err)
+	}
+	return nil
 }
 
 // restore fills the stores of the given tasks (open, empty or holding an
@@ -85,19 +124,50 @@ func (r *restorer) restore(ts []*taskmgr.Task) (map[string]*taskmgr.Restored, er
 	from := map[causal.Channel]int64{}
 	targets := map[causal.Channel]*storeTarget{}
 	checkpoints := map[causal.Channel]*taskmgr.Task{}
-	total := int64(0)
+	totals := map[string]int64{}
 	for _, t := range ts {
-		if err := r.plan(t, from, targets, checkpoints, &total); err != nil {
+		if err := r.plan(t, from, targets, checkpoints, totals); err != nil {
 			return nil, err
 		}
 	}
+	total := int64(0)
+	for _, n := range totals {
+		total += n
+	}
+	for _, s := range targets {
+		s.start()
+	}
+	finished := false
+	finish := func() error {
+		finished = true
+		var errs []error
+		for _, s := range targets {
+			errs = append(errs, s.finish())
+		}
+		return errors.Join(errs...)
+	}
+	defer func() {
+		if !finished {
+			_ = finish() // the restore failed: stop the appliers
+		}
+	}()
 	started := r.now()
 	read := int64(0)
 	lastLog := started
+	defer func() {
+		for _, t := range ts {
+			r.progress(t.ID, RestoreStatus{}, true)
+		}
+	}()
 	apply := func(ch causal.Channel, key, value []byte) error {
-		if read++; read%restoreBatch == 0 && r.now().Sub(lastLog) > 2*time.Second {
-			lastLog = r.now()
-			r.log.Info("restoring", zap.Int64("records", read), zap.Int64("of", total), zap.Duration("elapsed", lastLog.Sub(started)))
+		if read++; read%restoreBatch == 0 {
+			r.report(ts, targets, totals, started)
+			if now := r.now(); now.Sub(lastLog) > 2*time.Second {
+				lastLog = now
+				rate := float64(read) / now.Sub(started).Seconds()
+				r.log.Info("restoring", zap.Int64("records", read), zap.Int64("of", total), zap.Duration("elapsed", now.Sub(started)),
+					zap.Float64("records_per_second", rate), zap.Duration("remaining", remaining(total-read, rate)))
+			}
 		}
 		if t, ok := checkpoints[ch]; ok {
 			cp, err := decodeTaskCheckpoint(value)
@@ -113,9 +183,7 @@ func (r *restorer) restore(ts []*taskmgr.Task) (map[string]*taskmgr.Restored, er
 		}
 		s.buf = append(s.buf, store.Change{Key: key, Value: value})
 		if len(s.buf) >= restoreBatch {
-			if err := s.flush(); err != nil {
-				return fmt.Errorf("restore %s of %s: %w", s.name, s.t.ID, err)
-			}
+			s.flush()
 		}
 		return nil
 	}
@@ -138,10 +206,10 @@ func (r *restorer) restore(ts []*taskmgr.Task) (map[string]*taskmgr.Restored, er
 			return nil, err
 		}
 	}
-	for ch, s := range targets {
-		if err := s.flush(); err != nil {
-			return nil, fmt.Errorf("restore %s of %s: %w", s.name, s.t.ID, err)
-		}
+	if err := finish(); err != nil {
+		return nil, err
+	}
+	for ch := range targets {
 		if end, ok := ends[ch]; ok {
 			from[ch] = end
 		}
@@ -160,12 +228,42 @@ func (r *restorer) restore(ts []*taskmgr.Task) (map[string]*taskmgr.Restored, er
 	return out, nil
 }
 
+// remaining is how long n records take at rate.
+func remaining(n int64, rate float64) time.Duration {
+	if rate <= 0 || n <= 0 {
+		return 0
+	}
+	return time.Duration(float64(n) / rate * float64(time.Second))
+}
+
+// report publishes how far each task's restore has come.
+func (r *restorer) report(ts []*taskmgr.Task, targets map[causal.Channel]*storeTarget, totals map[string]int64, started time.Time) {
+	elapsed := r.now().Sub(started).Seconds()
+	for _, t := range ts {
+		p := RestoreStatus{Total: totals[t.ID]}
+		for _, s := range targets {
+			if s.t == t {
+				p.Records += s.records.Load()
+				p.Bytes += s.bytes.Load()
+			}
+		}
+		if elapsed > 0 {
+			p.PerSecond = float64(p.Records) / elapsed
+		}
+		p.Remaining = remaining(p.Total-p.Records, p.PerSecond)
+		r.progress(t.ID, p, false)
+		if p.Total > 0 {
+			r.metrics.RestoreProgress.WithLabelValues(t.ID).Set(float64(p.Records) / float64(p.Total))
+		}
+	}
+}
+
 // plan adds what restoring t reads to from: the tail of its checkpoint
 // partition, and each store's changelog partition from where its local
 // copy stands. A local copy whose position is not in its partition (the
 // topic was recreated, or records it lacks were deleted) is wiped first.
 func (r *restorer) plan(t *taskmgr.Task, from map[causal.Channel]int64, targets map[causal.Channel]*storeTarget,
-	checkpoints map[causal.Channel]*taskmgr.Task, total *int64) error {
+	checkpoints map[causal.Channel]*taskmgr.Task, totals map[string]int64) error {
 	cp := causal.Channel{Topic: checkpointTopic(r.app, t.Processor), Partition: t.Partition}
 	low, high, err := r.src.bounds(cp)
 	if err != nil {
@@ -179,7 +277,7 @@ func (r *restorer) plan(t *taskmgr.Task, from map[causal.Channel]int64, targets 
 	for attempt := 0; ; attempt++ {
 		pos, err := r.localPositions(t)
 		if err == nil {
-			err = r.planStores(t, info, pos, from, targets, total)
+			err = r.planStores(t, info, pos, from, targets, totals)
 		}
 		if err == nil {
 			return nil
@@ -215,8 +313,9 @@ func (r *restorer) localPositions(t *taskmgr.Task) (storePositions, error) {
 }
 
 func (r *restorer) planStores(t *taskmgr.Task, info framework.ProcessorInfo, pos storePositions, from map[causal.Channel]int64,
-	targets map[causal.Channel]*storeTarget, total *int64) error {
+	targets map[causal.Channel]*storeTarget, totals map[string]int64) error {
 	plan := map[causal.Channel]int64{}
+	totals[t.ID] = 0
 	for _, spec := range info.Stores {
 		ch := causal.Channel{Topic: storeChangelogTopic(r.app, spec.Name), Partition: t.Partition}
 		low, high, err := r.src.bounds(ch)
@@ -236,7 +335,7 @@ func (r *restorer) planStores(t *taskmgr.Task, info framework.ProcessorInfo, pos
 		}
 		targets[ch] = &storeTarget{t: t, name: spec.Name, kv: kv, disk: disk, applied: r.metrics.RestoreRecords.WithLabelValues(t.ID)}
 		plan[ch] = start
-		*total += high - start
+		totals[t.ID] += high - start
 	}
 	for ch, start := range plan {
 		from[ch] = start

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"slices"
 	"time"
 
 	"github.com/causeway-stream/causeway/internal/taskmgr"
@@ -32,6 +33,21 @@ type TaskStatus struct {
 	Held      int             `json:"held"`
 	LastError string          `json:"last_error,omitempty"`
 	Channels  []ChannelStatus `json:"channels"`
+	// Restore is how far the restore of a RESTORING task has come.
+	Restore *RestoreStatus `json:"restore,omitempty"`
+}
+
+// RestoreStatus is the progress of one task's restore.
+type RestoreStatus struct {
+	// Records of its stores' changelogs applied so far, of Total to read.
+	Records int64 `json:"records"`
+	Total   int64 `json:"total"`
+	// Bytes of keys and values applied so far.
+	Bytes int64 `json:"bytes"`
+	// PerSecond is the rate so far, and Remaining what it makes of the
+	// rest.
+	PerSecond float64       `json:"records_per_second"`
+	Remaining time.Duration `json:"remaining_ns"`
 }
 
 // ChannelStatus describes one input channel of a task.
@@ -49,11 +65,36 @@ type ChannelStatus struct {
 	BlockedSince  *time.Time `json:"blocked_since,omitempty"`
 }
 
-// Status returns the worker's status as of its last commit interval.
+// Status returns the worker's status as of its last commit interval, with
+// the progress of the restores under way as of now.
 func (w *Worker) Status() Status {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.status
+	st := w.status
+	if len(w.restoring) > 0 {
+		st.Tasks = slices.Clone(st.Tasks)
+		for i, ts := range st.Tasks {
+			if p, ok := w.restoring[ts.ID]; ok && ts.State == StateRestoring {
+				st.Tasks[i].Restore = &p
+			}
+		}
+	}
+	return st
+}
+
+// restoreProgress records how far a task's restore has come, for Status,
+// or with done that it is over.
+func (w *Worker) restoreProgress(id string, p RestoreStatus, done bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if done {
+		delete(w.restoring, id)
+		return
+	}
+	if w.restoring == nil {
+		w.restoring = map[string]RestoreStatus{}
+	}
+	w.restoring[id] = p
 }
 
 // Ready reports whether every assigned task is running (a failed task does

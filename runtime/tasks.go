@@ -34,7 +34,8 @@ const (
 // committed state from changelog.
 func (w *Worker) newTaskManager(counts map[string]int32, offsets offsetSource, changelog changelogSource) (*taskmgr.Manager, error) {
 	r := &restorer{app: w.cfg.ApplicationID, topo: w.topo, src: changelog, log: w.log, metrics: w.metrics, now: w.now,
-		onDisk: w.onDisk, wipe: w.wipeStores, restored: func(t *taskmgr.Task, pos storePositions) { w.positions[t.ID] = pos }}
+		onDisk: w.onDisk, wipe: w.wipeStores, restored: func(t *taskmgr.Task, pos storePositions) { w.positions[t.ID] = pos },
+		progress: w.restoreProgress}
 	return taskmgr.New(taskmgr.Config{
 		Topology: w.topo, Partitions: counts, Offsets: kafkaOffsets{offsets}, Restore: r.restore,
 		Clock: w.pumpClock, DeadLetterTopic: w.deadLetter, GateOff: w.cfg.GateOff, CheckClaims: w.cfg.CheckClaims, ClaimEnd: w.claimEnd,

@@ -93,7 +93,9 @@ type Worker struct {
 
 	mu     sync.Mutex
 	status Status
-	err    error
+	// restoring is the progress of the restores under way, by task.
+	restoring map[string]RestoreStatus
+	err       error
 }
 
 // NewWorker checks the configuration and returns a worker that has not
@@ -202,7 +204,7 @@ func (w *Worker) connect(ctx context.Context) error {
 	}
 	w.consumer = consumer
 	var src changelogSource = &kafkaChangelog{config: w.restoreConsumerConfig(), offsets: consumer, log: w.log, stop: w.stop}
-	if len(w.cfg.Kafka) == 0 {
+	if franzCanConnect(w.cfg.Kafka) {
 		src = &franzChangelog{bootstrap: w.bootstrap, stop: w.stop, offsets: consumer}
 	}
 	if w.tasks, err = w.newTaskManager(counts, consumer, src); err != nil {

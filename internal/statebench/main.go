@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	goruntime "runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -65,7 +66,7 @@ func main() {
 	flag.StringVar(&o.app, "app", "", "application id with -worker")
 	flag.StringVar(&o.input, "input", "", "input topic with -worker")
 	flag.StringVar(&o.stateDir, "state-dir", "", "state dir with -worker")
-	flag.StringVar(&o.stores, "stores", runtime.StoresPebble, "store backend with -worker")
+	flag.StringVar(&o.stores, "stores", "", "store backend with -worker; alone, the backend to measure (default both)")
 	flag.StringVar(&o.httpAddr, "http-addr", "", "HTTP address with -worker")
 	flag.Parse()
 	switch {
@@ -157,6 +158,10 @@ func runWorker(o options) int {
 	cfg := runtime.DefaultConfig()
 	cfg.ApplicationID, cfg.BootstrapServers, cfg.StateDir, cfg.Stores, cfg.HTTPAddr = o.app, o.bootstrap, o.stateDir, o.stores, o.httpAddr
 	cfg.InstanceID = "bench"
+	// A prefetch queue of 32 MiB instead of the worker's 256 MiB, so that
+	// the memory measured is the state's, not how much of a large backlog
+	// librdkafka holds (docs/benchmarks.md).
+	cfg.Kafka = map[string]string{"queued.max.messages.kbytes": "32768", "queued.min.messages": "10000"}
 	cfg.ShutdownTimeout = time.Minute
 	w, err := runtime.NewWorker(cfg, topo, zap.NewNop(), nil)
 	if err != nil {
@@ -175,6 +180,25 @@ func runWorker(o options) int {
 		return 1
 	}
 	waitForEnd()
+	if os.Getenv("STATEBENCH_WORKER_MEMSTATS") != "" {
+		var ms goruntime.MemStats
+		goruntime.ReadMemStats(&ms)
+		fmt.Fprintf(os.Stderr, "worker %d: go sys %d MiB, heap sys %d MiB, heap inuse %d MiB, heap released %d MiB, stacks %d MiB\n", os.Getpid(),
+			ms.Sys>>20, ms.HeapSys>>20, ms.HeapInuse>>20, ms.HeapReleased>>20, ms.StackSys>>20)
+		if b, err := os.ReadFile("/proc/self/status"); err == nil {
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(l, "Rss") || strings.HasPrefix(l, "VmRSS") {
+					fmt.Fprintln(os.Stderr, "  ", l)
+				}
+			}
+		}
+	}
+	if path := os.Getenv("STATEBENCH_WORKER_HEAPPROFILE"); path != "" {
+		if f, err := os.Create(path + "." + strconv.Itoa(os.Getpid())); err == nil {
+			_ = pprof.WriteHeapProfile(f)
+			f.Close()
+		}
+	}
 	stop, cancelStop := context.WithTimeout(context.Background(), time.Minute)
 	defer cancelStop()
 	_ = srv.Stop(stop)

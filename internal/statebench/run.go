@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -23,8 +24,11 @@ type result struct {
 	// PerSec is keys processed per second, from the worker's start until
 	// the group committed every input offset.
 	PerSec float64 `json:"records_per_second"`
-	// RSS is the worker's resident memory after processing, in bytes.
-	RSS int64 `json:"rss_bytes"`
+	// RSS is the worker's resident memory after processing, in bytes, and
+	// RestartRSS after a clean restart, once ready: the state alone, without
+	// the client buffers a large backlog fills.
+	RSS        int64 `json:"rss_bytes"`
+	RestartRSS int64 `json:"restart_rss_bytes"`
 	// Disk is the size of the state dir after processing, in bytes.
 	Disk int64 `json:"disk_bytes"`
 	// Restart is the time from starting the worker after a clean stop
@@ -69,12 +73,15 @@ func run(o options) error {
 		}
 		fmt.Printf("%d keys produced in %v\n", n, time.Since(began).Round(time.Millisecond))
 		for _, stores := range []string{runtime.StoresPebble, runtime.StoresMemory} {
+			if o.stores != "" && o.stores != stores {
+				continue
+			}
 			r, err := measure(ctx, adm, addr, input, filepath.Join(tmp, fmt.Sprintf("%s-%d", stores, n)), stores, n)
 			if err != nil {
 				return fmt.Errorf("%s, %d keys: %w", stores, n, err)
 			}
-			fmt.Printf("  %-6s %8d keys  %9.0f rec/s  rss %6.0f MiB  disk %6.0f MiB  restart %7v  full restore %7v  plain read %7v (%d records)\n",
-				r.Stores, r.Keys, r.PerSec, mib(r.RSS), mib(r.Disk), r.Restart.Round(time.Millisecond), r.FullRestore.Round(time.Millisecond),
+			fmt.Printf("  %-6s %8d keys  %9.0f rec/s  rss %6.0f MiB (%6.0f MiB restarted)  disk %6.0f MiB  restart %7v  full restore %7v  plain read %7v (%d records)\n",
+				r.Stores, r.Keys, r.PerSec, mib(r.RSS), mib(r.RestartRSS), mib(r.Disk), r.Restart.Round(time.Millisecond), r.FullRestore.Round(time.Millisecond),
 				r.PlainRead.Round(time.Millisecond), r.Changelog)
 			results = append(results, r)
 		}
@@ -118,15 +125,16 @@ func measure(ctx context.Context, adm *kadm.Client, addr, input, state, stores s
 	// kept.
 	var restarts, fulls, reads []time.Duration
 	for range repeats {
-		d, err := timeToReady(addr, app, input, state, stores)
+		d, rss, err := timeToReady(addr, app, input, state, stores)
 		if err != nil {
 			return r, fmt.Errorf("restart: %w", err)
 		}
 		restarts = append(restarts, d)
+		r.RestartRSS = max(r.RestartRSS, rss)
 		if err := os.RemoveAll(filepath.Join(state, "tasks")); err != nil {
 			return r, err
 		}
-		if d, err = timeToReady(addr, app, input, state, stores); err != nil {
+		if d, _, err = timeToReady(addr, app, input, state, stores); err != nil {
 			return r, fmt.Errorf("full restore: %w", err)
 		}
 		fulls = append(fulls, d)
@@ -149,19 +157,21 @@ func median(ds []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
-// timeToReady starts the worker, times it until it is ready, and stops it.
-func timeToReady(addr, app, input, state, stores string) (time.Duration, error) {
+// timeToReady starts the worker, times it until it is ready, reads its
+// memory, and stops it.
+func timeToReady(addr, app, input, state, stores string) (time.Duration, int64, error) {
 	began := time.Now()
 	w, err := startWorker(addr, app, input, state, stores)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if err := w.waitReady(10 * time.Minute); err != nil {
 		_ = w.stop()
-		return 0, err
+		return 0, 0, err
 	}
 	took := time.Since(began)
-	return took, w.stop()
+	rss, err := w.rss()
+	return took, rss, errors.Join(err, w.stop())
 }
 
 // target is one goal of the issue's, checked against the results.
@@ -185,8 +195,10 @@ func targets(rs []result, keys []int) []target {
 	var ts []target
 	for _, n := range keys {
 		p, m := find(rs, runtime.StoresPebble, n), find(rs, runtime.StoresMemory, n)
-		ratio := p.PerSec / m.PerSec
-		ts = append(ts, target{What: fmt.Sprintf("%d keys: processing rate, Pebble / memory", n), Value: ratio, Goal: ">= 0.80", Met: ratio >= 0.8})
+		if m.PerSec > 0 {
+			ratio := p.PerSec / m.PerSec
+			ts = append(ts, target{What: fmt.Sprintf("%d keys: processing rate, Pebble / memory", n), Value: ratio, Goal: ">= 0.80", Met: ratio >= 0.8})
+		}
 		ts = append(ts, target{What: fmt.Sprintf("%d keys: restart after a clean stop, Pebble, seconds", n), Value: p.Restart.Seconds(), Goal: "<= 1.0", Met: p.Restart <= time.Second})
 		// The restore's own work: the full restore less what a restart with
 		// nothing to read takes (starting the process, joining the group).
@@ -196,7 +208,7 @@ func targets(rs []result, keys []int) []target {
 	if len(keys) >= 2 {
 		lo, hi := find(rs, runtime.StoresPebble, keys[0]), find(rs, runtime.StoresPebble, keys[len(keys)-1])
 		ratio := float64(hi.RSS) / float64(lo.RSS)
-		ts = append(ts, target{What: fmt.Sprintf("worker RSS, Pebble, %d keys / %d keys", keys[len(keys)-1], keys[0]), Value: ratio, Goal: "<= 1.5", Met: ratio <= 1.5})
+		ts = append(ts, target{What: fmt.Sprintf("worker RSS after processing, Pebble, %d keys / %d keys", keys[len(keys)-1], keys[0]), Value: ratio, Goal: "<= 1.5", Met: ratio <= 1.5})
 	}
 	return ts
 }
@@ -214,10 +226,10 @@ func report(o options, rs []result) error {
 		return err
 	}
 	var b strings.Builder
-	b.WriteString("| stores | keys | records/s | worker RSS MiB | state dir MiB | restart after clean stop s | full restore s | plain read of the changelog s | changelog records |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| stores | keys | records/s | worker RSS after processing MiB | RSS after a clean restart MiB | state dir MiB | restart after clean stop s | full restore s | plain read of the changelog s | changelog records |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %d |\n", r.Stores, r.Keys, r.PerSec, mib(r.RSS), mib(r.Disk),
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f | %.0f | %.0f | %.2f | %.2f | %.2f | %d |\n", r.Stores, r.Keys, r.PerSec, mib(r.RSS), mib(r.RestartRSS), mib(r.Disk),
 			r.Restart.Seconds(), r.FullRestore.Seconds(), r.PlainRead.Seconds(), r.Changelog)
 	}
 	b.WriteString("\n| target | value | goal | |\n|---|---:|---|---|\n")
