@@ -288,8 +288,7 @@ func (p *windowed[K, V, A]) Process(ctx framework.Context, rec framework.Record)
 		ctx.Report(framework.DropEvent{Reason: "late", Record: rec,
 			Detail: fmt.Sprintf("every window of %s closed at stream time %s", rec.Timestamp.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))})
 	}
-	_, err = p.ws.DeleteBefore(now.Add(-p.w.Size - p.w.Grace))
-	return err
+	return p.ws.DropBefore(now.Add(-p.w.Size - p.w.Grace))
 }
 
 type tableJoin[K, V, T, R any] struct {

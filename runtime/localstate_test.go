@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/internal/taskmgr"
 )
 
@@ -141,4 +142,17 @@ func statusOf(st Status, id string) (TaskStatus, bool) {
 		}
 	}
 	return TaskStatus{}, false
+}
+
+func TestChangelogConfig(t *testing.T) {
+	for _, tc := range []struct {
+		spec framework.StoreSpec
+		want map[string]string
+	}{
+		{framework.KeyValueStore("kv"), map[string]string{"cleanup.policy": "compact"}},
+		{framework.WindowStore("w", 0), map[string]string{"cleanup.policy": "compact"}},
+		{framework.WindowStore("w", time.Hour), map[string]string{"cleanup.policy": "compact,delete", "retention.ms": "90000000"}},
+	} {
+		assert.Equal(t, tc.want, changelogConfig(tc.spec), tc.spec.Name)
+	}
 }

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -95,12 +96,12 @@ func (tm topicManager) ensureTopics(ctx context.Context) (map[string]int32, erro
 	compacted := map[string]string{"cleanup.policy": "compact"}
 	for _, p := range tm.topo.Processors() {
 		tasks := counts[p.Inputs[0]]
-		names := []string{checkpointTopic(tm.cfg.ApplicationID, p.Name)}
+		configs := map[string]map[string]string{checkpointTopic(tm.cfg.ApplicationID, p.Name): compacted}
 		for _, s := range p.Stores {
-			names = append(names, storeChangelogTopic(tm.cfg.ApplicationID, s.Name))
+			configs[storeChangelogTopic(tm.cfg.ApplicationID, s.Name)] = changelogConfig(s)
 		}
-		for _, name := range names {
-			want(name, tasks, compacted)
+		for name, cfg := range configs {
+			want(name, tasks, cfg)
 			if counts[name] < tasks {
 				return nil, fmt.Errorf("state topic %q has %d partitions, processor %q needs %d", name, counts[name], p.Name, tasks)
 			}
@@ -148,4 +149,19 @@ func waitForTopics(ctx context.Context, admin topicAdmin, specs []kafka.TopicSpe
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// windowChangelogSlack is how much longer than its store a window store's
+// changelog keeps records, as Kafka Streams does: a day.
+const windowChangelogSlack = 24 * time.Hour
+
+// changelogConfig is the topic configuration of a store's changelog: a
+// key-value store's is compacted; a window store with retention forgets
+// old windows by time too, since the store drops them without a record.
+func changelogConfig(s framework.StoreSpec) map[string]string {
+	if s.Kind == framework.WindowKind && s.Retention > 0 {
+		return map[string]string{"cleanup.policy": "compact,delete",
+			"retention.ms": strconv.FormatInt((s.Retention + windowChangelogSlack).Milliseconds(), 10)}
+	}
+	return map[string]string{"cleanup.policy": "compact"}
 }

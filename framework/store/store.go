@@ -106,6 +106,8 @@ type pending struct {
 	key, value []byte
 	old        []byte
 	existed    bool
+	// dropped marks a key DropRange removed: no change for the changelog.
+	dropped bool
 }
 
 func lessPending(a, b pending) bool { return bytes.Compare(a.key, b.key) < 0 }
@@ -156,7 +158,7 @@ func (m *Memory) Delete(key []byte) error {
 // first write since the last commit.
 func (m *Memory) note(key, value, old []byte, existed bool) {
 	if p, ok := m.pending.Get(pending{key: key}); ok {
-		p.value = value
+		p.value, p.dropped = value, false
 		m.pending.ReplaceOrInsert(p)
 		return
 	}
@@ -180,11 +182,31 @@ func (m *Memory) Range(from, to []byte) iter.Seq2[[]byte, []byte] {
 	}
 }
 
+// DropRange implements RangeDropper: the keys in [from, to) go, as
+// pending writes that Changes does not list.
+func (m *Memory) DropRange(from, to []byte) error {
+	var doomed []item
+	m.tree.AscendRange(item{key: from}, item{key: to}, func(it item) bool {
+		doomed = append(doomed, it)
+		return true
+	})
+	for _, it := range doomed {
+		m.tree.Delete(it)
+		m.note(it.key, nil, it.value, true)
+		p, _ := m.pending.Get(pending{key: it.key})
+		p.dropped = true
+		m.pending.ReplaceOrInsert(p)
+	}
+	return nil
+}
+
 // Changes implements Logged.
 func (m *Memory) Changes() []Change {
 	out := make([]Change, 0, m.pending.Len())
 	m.pending.Ascend(func(p pending) bool {
-		out = append(out, Change{Key: p.key, Value: p.value})
+		if !p.dropped {
+			out = append(out, Change{Key: p.key, Value: p.value})
+		}
 		return true
 	})
 	return out
@@ -290,6 +312,8 @@ type splitSet struct {
 func Split(other Set, inMemory map[string]bool) Set {
 	return &splitSet{other: other, memory: NewMemorySet(), inMemory: inMemory}
 }
+
+var _ RangeDropper = (*Memory)(nil)
 
 func (s *splitSet) Store(name string) (Logged, error) {
 	if s.inMemory[name] {

@@ -9,7 +9,8 @@ import (
 
 // Window is a store of values per (key, window start), for windowed
 // aggregations. It is laid over a KeyValue, so its changes reach the same
-// changelog.
+// changelog. Windows are kept in segments of time by their start, so that
+// retention drops whole segments, not window by window.
 type Window interface {
 	// Get returns the value of key's window starting at start.
 	Get(key []byte, start time.Time) ([]byte, bool, error)
@@ -18,11 +19,20 @@ type Window interface {
 	// Fetch iterates key's windows whose start is in [from, to], in start
 	// order.
 	Fetch(key []byte, from, to time.Time) iter.Seq2[time.Time, []byte]
-	// DeleteBefore removes every window that starts before start, for
-	// retention, and returns how many it removed.
-	DeleteBefore(start time.Time) (int, error)
-	// All iterates every window in (key, start) order.
+	// DropBefore drops, for retention, every segment whose windows all
+	// start before start: a window starting before start stays until the
+	// rest of its segment goes too. The changelog does not record the
+	// drop; its topic forgets old windows by its own retention, and a
+	// restore drops them again at the next call.
+	DropBefore(start time.Time) error
+	// All iterates every window, in (segment, key, start) order.
 	All() iter.Seq2[WindowKey, []byte]
+}
+
+// RangeDropper is a store that can drop a range of keys at once, as
+// pending writes the changelog does not record.
+type RangeDropper interface {
+	DropRange(from, to []byte) error
 }
 
 // WindowKey names one window of one key.
@@ -34,24 +44,66 @@ type WindowKey struct {
 // ErrBadWindowKey is returned for a stored key that is not a window key.
 var ErrBadWindowKey = errors.New("not a window store key")
 
-type windowStore struct {
-	kv KeyValue
+// DefaultSegment is the segment length of a window store without
+// retention.
+const DefaultSegment = time.Hour
+
+// SegmentFor is the segment length for a retention: half of it, and at
+// least a minute, as Kafka Streams does, so that a segment is dropped at
+// most half a retention late; DefaultSegment without retention.
+func SegmentFor(retention time.Duration) time.Duration {
+	if retention <= 0 {
+		return DefaultSegment
+	}
+	return max(retention/2, time.Minute)
 }
 
-// NewWindow lays a window store over kv. Its keys are the record key's
-// length (uvarint), the key, then the window start in Unix nanoseconds as
-// 8 big-endian bytes with the sign bit flipped, so that byte order is
-// (key, start) order.
-func NewWindow(kv KeyValue) Window { return &windowStore{kv: kv} }
+type windowStore struct {
+	kv      KeyValue
+	segment int64 // nanoseconds
+	// live is the lowest segment that may hold windows: nothing below it
+	// is left to drop.
+	live    uint64
+	started bool
+}
 
-func windowKey(key []byte, start time.Time) []byte {
-	b := binary.AppendUvarint(make([]byte, 0, len(key)+12), uint64(len(key)))
+// NewWindow lays a window store over kv, with segments of length segment
+// (SegmentFor gives the usual one). A stored key is the segment number (8
+// big-endian bytes), the record key's length (uvarint), the key, then the
+// window start in Unix nanoseconds as 8 big-endian bytes; the segment
+// number and the start have their sign bit flipped, so that byte order is
+// (segment, key, start) order.
+func NewWindow(kv KeyValue, segment time.Duration) Window {
+	if segment <= 0 {
+		segment = DefaultSegment
+	}
+	return &windowStore{kv: kv, segment: int64(segment)}
+}
+
+func (w *windowStore) segmentOf(start time.Time) uint64 {
+	ns := start.UnixNano()
+	s := ns / w.segment
+	if ns < 0 && ns%w.segment != 0 {
+		s-- // floor
+	}
+	return uint64(s) ^ (1 << 63)
+}
+
+func segmentPrefix(seg uint64) []byte { return binary.BigEndian.AppendUint64(make([]byte, 0, 8), seg) }
+
+func (w *windowStore) windowKey(key []byte, start time.Time) []byte {
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, len(key)+20), w.segmentOf(start))
+	b = binary.AppendUvarint(b, uint64(len(key)))
 	b = append(b, key...)
 	return binary.BigEndian.AppendUint64(b, uint64(start.UnixNano())^(1<<63))
 }
 
 // ParseWindowKey splits a stored key into record key and window start.
 func ParseWindowKey(b []byte) (WindowKey, error) {
+	if len(b) < 8 {
+		return WindowKey{}, ErrBadWindowKey
+	}
+	b = b[8:]
 	n, l := binary.Uvarint(b)
 	if l <= 0 || uint64(len(b)-l) != n+8 {
 		return WindowKey{}, ErrBadWindowKey
@@ -62,44 +114,94 @@ func ParseWindowKey(b []byte) (WindowKey, error) {
 }
 
 func (w *windowStore) Get(key []byte, start time.Time) ([]byte, bool, error) {
-	return w.kv.Get(windowKey(key, start))
+	return w.kv.Get(w.windowKey(key, start))
 }
 
 func (w *windowStore) Put(key []byte, start time.Time, value []byte) error {
-	return w.kv.Put(windowKey(key, start), value)
+	return w.kv.Put(w.windowKey(key, start), value)
 }
 
 func (w *windowStore) Fetch(key []byte, from, to time.Time) iter.Seq2[time.Time, []byte] {
 	return func(yield func(time.Time, []byte) bool) {
-		for k, v := range w.kv.Range(windowKey(key, from), windowKey(key, to.Add(1))) {
-			wk, err := ParseWindowKey(k)
-			if err != nil {
-				continue
-			}
-			if !yield(wk.Start, v) {
+		seg, last := w.segmentOf(from), w.segmentOf(to)
+		for {
+			// Skip to the next segment holding anything at all.
+			next, ok := w.firstSegment(seg, last)
+			if !ok {
 				return
 			}
+			seg = next
+			lo, hi := w.windowKey(key, from), w.windowKey(key, to.Add(1))
+			// Within one segment: the bounds with that segment's number.
+			binary.BigEndian.PutUint64(lo, seg)
+			binary.BigEndian.PutUint64(hi, seg)
+			for k, v := range w.kv.Range(lo, hi) {
+				wk, err := ParseWindowKey(k)
+				if err != nil {
+					continue
+				}
+				if !yield(wk.Start, v) {
+					return
+				}
+			}
+			if seg == last {
+				return
+			}
+			seg++
 		}
 	}
 }
 
-func (w *windowStore) DeleteBefore(start time.Time) (int, error) {
-	var doomed [][]byte
-	for k := range w.kv.Range(nil, nil) {
-		wk, err := ParseWindowKey(k)
-		if err != nil {
-			return 0, err
+// firstSegment returns the lowest segment in [from, last] that holds a
+// window.
+func (w *windowStore) firstSegment(from, last uint64) (uint64, bool) {
+	var hi []byte
+	if last != ^uint64(0) {
+		hi = segmentPrefix(last + 1)
+	}
+	for k := range w.kv.Range(segmentPrefix(from), hi) {
+		if len(k) >= 8 {
+			return binary.BigEndian.Uint64(k), true
 		}
-		if wk.Start.Before(start) {
+	}
+	return 0, false
+}
+
+func (w *windowStore) DropBefore(start time.Time) error {
+	// Segments wholly before start: those below start's own segment.
+	end := w.segmentOf(start)
+	if !w.started {
+		// The lowest segment present, found once per store instance.
+		w.started = true
+		w.live = end
+		for k := range w.kv.Range(nil, nil) {
+			if len(k) >= 8 {
+				w.live = binary.BigEndian.Uint64(k)
+			}
+			break
+		}
+	}
+	if end <= w.live {
+		return nil
+	}
+	from, to := segmentPrefix(w.live), segmentPrefix(end)
+	if d, ok := w.kv.(RangeDropper); ok {
+		if err := d.DropRange(from, to); err != nil {
+			return err
+		}
+	} else {
+		var doomed [][]byte
+		for k := range w.kv.Range(from, to) {
 			doomed = append(doomed, k)
 		}
-	}
-	for _, k := range doomed {
-		if err := w.kv.Delete(k); err != nil {
-			return 0, err
+		for _, k := range doomed {
+			if err := w.kv.Delete(k); err != nil {
+				return err
+			}
 		}
 	}
-	return len(doomed), nil
+	w.live = end
+	return nil
 }
 
 func (w *windowStore) All() iter.Seq2[WindowKey, []byte] {

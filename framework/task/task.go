@@ -277,7 +277,7 @@ func New(cfg Config) (*Task, error) {
 		}
 		t.kv[s.Name], t.specs[s.Name] = m, s
 		if s.Kind == framework.WindowKind {
-			t.windows[s.Name] = store.NewWindow(m)
+			t.windows[s.Name] = store.NewWindow(m, store.SegmentFor(s.Retention))
 		}
 	}
 	return t, nil

@@ -330,6 +330,29 @@ func (s *Set) fail(err error) {
 	}
 }
 
+// DropRange implements store.RangeDropper: one range deletion in the
+// pending batch, which the changelog does not record. Changes noted for
+// keys in the range are forgotten with them.
+func (k *kv) DropRange(from, to []byte) error {
+	if k.s.db == nil {
+		return store.ErrClosed
+	}
+	if err := k.s.writer().DeleteRange(k.key(from), k.key(to), nil); err != nil {
+		return fmt.Errorf("pebblestore: drop range: %w", err)
+	}
+	var gone []store.Change
+	k.changed.AscendRange(store.Change{Key: from}, store.Change{Key: to}, func(c store.Change) bool {
+		gone = append(gone, c)
+		return true
+	})
+	for _, c := range gone {
+		k.changed.Delete(c)
+	}
+	return nil
+}
+
+var _ store.RangeDropper = (*kv)(nil)
+
 // Changes implements store.Logged.
 func (k *kv) Changes() []store.Change {
 	out := make([]store.Change, 0, k.changed.Len())

@@ -7,6 +7,7 @@ package storetest
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -31,6 +32,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("CommitThenRead", func(t *testing.T) { commitThenRead(t, b) })
 	t.Run("Restore", func(t *testing.T) { restore(t, b) })
 	t.Run("StoresAreSeparate", func(t *testing.T) { storesAreSeparate(t, b) })
+	t.Run("WindowSegments", func(t *testing.T) { windowSegments(t, b) })
 	if b.Reopen != nil {
 		t.Run("RestartThenRead", func(t *testing.T) { restartThenRead(t, b) })
 	}
@@ -218,4 +220,49 @@ func restartThenRead(t *testing.T, b Backend) {
 	require.NoError(t, err)
 	assert.Equal(t, "cp1", string(cp))
 	assert.Empty(t, kv.Changes())
+}
+
+func windowSegments(t *testing.T, b Backend) {
+	s, kv := open(t, b, "w")
+	w := store.NewWindow(kv, time.Minute)
+	t0 := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	// Windows every 20 s for 4 minutes: 4 segments of a minute.
+	for d := time.Duration(0); d < 4*time.Minute; d += 20 * time.Second {
+		require.NoError(t, w.Put([]byte("k"), at(d), []byte(d.String())))
+	}
+	require.NoError(t, w.Put([]byte("k2"), at(0), []byte("other")))
+	// A key that is a prefix of another must not leak into its fetches.
+	require.NoError(t, w.Put([]byte("k\x00"), at(0), []byte("prefix")))
+	require.NoError(t, s.Commit(nil))
+	fetch := func(from, to time.Duration) []string {
+		var got []string
+		for start, v := range w.Fetch([]byte("k"), at(from), at(to)) {
+			got = append(got, start.Sub(t0).String()+"="+string(v))
+		}
+		return got
+	}
+	assert.Equal(t, []string{"40s=40s", "1m0s=1m0s", "1m20s=1m20s", "1m40s=1m40s", "2m0s=2m0s"}, fetch(40*time.Second, 2*time.Minute),
+		"a fetch across segments")
+
+	// Dropping before 2m30s drops the segments [0, 1m) and [1m, 2m) whole,
+	// and keeps [2m, 3m), windows before 2m30s included.
+	require.NoError(t, w.DropBefore(at(150*time.Second)))
+	assert.Empty(t, kv.Changes(), "a drop is no change for the changelog")
+	assert.Equal(t, []string{"2m0s=2m0s", "2m20s=2m20s"}, fetch(0, 150*time.Second))
+	require.NoError(t, s.Abort())
+	assert.Len(t, fetch(0, 4*time.Minute), 12, "an aborted drop is undone")
+	_, ok, err := w.Get([]byte("k2"), at(0))
+	require.NoError(t, err)
+	assert.True(t, ok)
+
+	w = store.NewWindow(kv, time.Minute) // as a rebuilt task would
+	require.NoError(t, w.DropBefore(at(150*time.Second)))
+	require.NoError(t, s.Commit(nil))
+	n := 0
+	for wk := range w.All() {
+		assert.False(t, wk.Start.Before(at(2*time.Minute)), "window %s of %q survived its segment", wk.Start.Sub(t0), wk.Key)
+		n++
+	}
+	assert.Equal(t, 6, n)
 }
