@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/causal"
@@ -32,6 +33,10 @@ const (
 	StoresPebble = "pebble"
 	StoresMemory = "memory"
 )
+
+// blockCacheBytes is the size of the block cache the worker's stores on
+// disk share.
+const blockCacheBytes = 64 << 20
 
 // onDisk reports whether the worker keeps store spec on disk.
 func (w *Worker) onDisk(spec framework.StoreSpec) bool {
@@ -66,13 +71,16 @@ func (w *Worker) openStores(t *taskmgr.Task) (store.Set, error) {
 		return store.NewMemorySet(), nil
 	}
 	dir := w.taskDir(t)
-	set, err := pebblestore.Open(dir)
+	if w.blockCache == nil {
+		w.blockCache = pebble.NewCache(blockCacheBytes)
+	}
+	set, err := pebblestore.Open(dir, pebblestore.SharedCache(w.blockCache))
 	if err != nil {
 		w.log.Warn("local state cannot be opened: wiping it and restoring from the changelog", zap.String("task", t.ID), zap.String("dir", dir), zap.Error(err))
 		if err := os.RemoveAll(dir); err != nil {
 			return nil, fmt.Errorf("wipe %s: %w", dir, err)
 		}
-		if set, err = pebblestore.Open(dir); err != nil {
+		if set, err = pebblestore.Open(dir, pebblestore.SharedCache(w.blockCache)); err != nil {
 			return nil, err
 		}
 	}

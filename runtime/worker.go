@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"go.uber.org/zap"
 
@@ -85,6 +86,9 @@ type Worker struct {
 	// pump.
 	positions map[string]storePositions
 	refresh   positionRefresh
+	// blockCache is the block cache the tasks' stores on disk share,
+	// made when the first opens (state.go).
+	blockCache *pebble.Cache
 
 	requests chan taskRequest
 	stop     chan struct{}
@@ -380,6 +384,10 @@ func (w *Worker) shutdown() {
 
 func (w *Worker) closeClients() {
 	w.refresh.wg.Wait() // its queries use the consumer
+	if w.blockCache != nil {
+		w.blockCache.Unref()
+		w.blockCache = nil
+	}
 	if w.consumer != nil {
 		if err := w.consumer.Close(); err != nil {
 			w.log.Warn("close consumer", zap.Error(err))

@@ -51,6 +51,7 @@ type Opt interface{ apply(*config) }
 type config struct {
 	fs        vfs.FS
 	cacheSize int64
+	cache     *pebble.Cache
 }
 
 type optFunc func(*config)
@@ -61,8 +62,14 @@ func (f optFunc) apply(c *config) { f(c) }
 // Tests use vfs.NewMem.
 func FS(fs vfs.FS) Opt { return optFunc(func(c *config) { c.fs = fs }) }
 
-// CacheSize sets the size of the block cache in bytes. Default: 8 MiB.
+// CacheSize sets the size of the set's own block cache in bytes. Default:
+// 8 MiB.
 func CacheSize(n int64) Opt { return optFunc(func(c *config) { c.cacheSize = n }) }
+
+// SharedCache makes the set use cache, shared with other sets, instead of
+// a cache of its own: a worker's tasks share one, so that its size does
+// not grow with their number. The set takes a reference of its own.
+func SharedCache(cache *pebble.Cache) Opt { return optFunc(func(c *config) { c.cache = cache }) }
 
 // Set is a store.Set in one Pebble database. Not safe for concurrent use.
 type Set struct {
@@ -82,8 +89,13 @@ func Open(dir string, opts ...Opt) (*Set, error) {
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
-	cache := pebble.NewCache(cfg.cacheSize)
-	defer cache.Unref()
+	cache := cfg.cache
+	if cache == nil {
+		cache = pebble.NewCache(cfg.cacheSize)
+	} else {
+		cache.Ref()
+	}
+	defer cache.Unref() // the database holds its own reference
 	db, err := pebble.Open(dir, &pebble.Options{FS: cfg.fs, Cache: cache, Logger: quietLogger{}})
 	if err != nil {
 		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
