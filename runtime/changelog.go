@@ -139,18 +139,22 @@ func changelogMessage(topic *string, p int32, key, value []byte) *kafka.Message 
 	return &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: topic, Partition: p}, Key: key, Value: value}
 }
 
+// watermarks gives a changelog source the bounds of a partition, from the
+// group's consumer.
+type watermarks struct{ offsets offsetSource }
+
+func (w watermarks) bounds(ch causal.Channel) (low, high int64, err error) {
+	return w.offsets.QueryWatermarkOffsets(ch.Topic, ch.Partition, 10000)
+}
+
 // kafkaChangelog reads changelog partitions with a consumer of its own,
 // outside the group, under read_committed.
 type kafkaChangelog struct {
-	config  kafka.ConfigMap
-	offsets offsetSource
-	log     *zap.Logger
+	watermarks
+	config kafka.ConfigMap
+	log    *zap.Logger
 	// stop ends a read early when the worker stops.
 	stop <-chan struct{}
-}
-
-func (k *kafkaChangelog) bounds(ch causal.Channel) (low, high int64, err error) {
-	return k.offsets.QueryWatermarkOffsets(ch.Topic, ch.Partition, 10000)
 }
 
 func (k *kafkaChangelog) read(from map[causal.Channel]int64, apply func(ch causal.Channel, key, value []byte) error) (map[causal.Channel]int64, error) {

@@ -20,15 +20,10 @@ import (
 // kafkaChangelog otherwise: security and network settings are librdkafka's
 // until the worker can speak them to franz-go too.
 type franzChangelog struct {
+	watermarks
 	bootstrap string
 	// stop ends a read early when the worker stops.
 	stop <-chan struct{}
-	// offsets answers bounds, as for kafkaChangelog.
-	offsets offsetSource
-}
-
-func (f *franzChangelog) bounds(ch causal.Channel) (low, high int64, err error) {
-	return f.offsets.QueryWatermarkOffsets(ch.Topic, ch.Partition, 10000)
 }
 
 func (f *franzChangelog) read(from map[causal.Channel]int64, apply func(ch causal.Channel, key, value []byte) error) (map[causal.Channel]int64, error) {

@@ -68,7 +68,6 @@ type storeTarget struct {
 	name string
 	kv   store.Logged
 	buf  []store.Change
-	disk bool
 	// applied counts the records applied, for the task's metric.
 	applied prometheus.Counter
 	batches chan []store.Change
@@ -333,7 +332,7 @@ func (r *restorer) planStores(t *taskmgr.Task, info framework.ProcessorInfo, pos
 		if err != nil {
 			return fmt.Errorf("%w: %w", errUntrusted, err)
 		}
-		targets[ch] = &storeTarget{t: t, name: spec.Name, kv: kv, disk: disk, applied: r.metrics.RestoreRecords.WithLabelValues(t.ID)}
+		targets[ch] = &storeTarget{t: t, name: spec.Name, kv: kv, applied: r.metrics.RestoreRecords.WithLabelValues(t.ID)}
 		plan[ch] = start
 		totals[t.ID] += high - start
 	}
@@ -346,13 +345,35 @@ func (r *restorer) planStores(t *taskmgr.Task, info framework.ProcessorInfo, pos
 // positions is where t's stores on disk stand once restored.
 func (r *restorer) positions(t *taskmgr.Task, at map[causal.Channel]int64) storePositions {
 	out := storePositions{}
-	info, _ := r.topo.Processor(t.Processor)
+	for name, ch := range diskChangelogs(r.app, r.topo, r.onDisk, t) {
+		out[name] = at[ch]
+	}
+	return out
+}
+
+// diskChangelogs is, per store of t kept on disk, its changelog channel.
+func diskChangelogs(app string, topo *framework.Topology, onDisk func(framework.StoreSpec) bool, t *taskmgr.Task) map[string]causal.Channel {
+	out := map[string]causal.Channel{}
+	info, _ := topo.Processor(t.Processor)
 	for _, spec := range info.Stores {
-		if r.onDisk(spec) {
-			out[spec.Name] = at[causal.Channel{Topic: storeChangelogTopic(r.app, spec.Name), Partition: t.Partition}]
+		if onDisk(spec) {
+			out[spec.Name] = causal.Channel{Topic: storeChangelogTopic(app, spec.Name), Partition: t.Partition}
 		}
 	}
 	return out
+}
+
+// endPositions is where each of the given changelog channels ends now.
+func endPositions(offsets offsetSource, chs map[string]causal.Channel) (storePositions, error) {
+	pos := storePositions{}
+	for name, ch := range chs {
+		_, high, err := offsets.QueryWatermarkOffsets(ch.Topic, ch.Partition, 5000)
+		if err != nil {
+			return nil, fmt.Errorf("end of %s: %w", ch, err)
+		}
+		pos[name] = high
+	}
+	return pos, nil
 }
 
 // storePositions is what a task's stores on disk keep beside their

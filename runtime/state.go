@@ -122,27 +122,15 @@ func (w *Worker) savePositions() {
 		if t.Stores == nil || t.Last == nil {
 			continue
 		}
-		info, _ := w.topo.Processor(t.Processor)
-		pos := storePositions{}
-		var err error
-		for _, s := range info.Stores {
-			if !w.onDisk(s) {
-				continue
-			}
-			ch := causal.Channel{Topic: storeChangelogTopic(w.cfg.ApplicationID, s.Name), Partition: t.Partition}
-			var high int64
-			if _, high, err = w.consumer.QueryWatermarkOffsets(ch.Topic, ch.Partition, 5000); err != nil {
-				break
-			}
-			pos[s.Name] = high
-		}
-		if len(pos) == 0 || err != nil {
-			if err != nil {
-				w.log.Warn("changelog positions not saved; the next restore of the task replays more", zap.String("task", t.ID), zap.Error(err))
-			}
+		chs := diskChangelogs(w.cfg.ApplicationID, w.topo, w.onDisk, t)
+		if len(chs) == 0 {
 			continue
 		}
-		if err := errors.Join(t.Stores.Abort(), t.Stores.Commit(pos.encode())); err != nil {
+		pos, err := endPositions(w.consumer, chs)
+		if err == nil {
+			err = errors.Join(t.Stores.Abort(), t.Stores.Commit(pos.encode()))
+		}
+		if err != nil {
 			w.log.Warn("changelog positions not saved; the next restore of the task replays more", zap.String("task", t.ID), zap.Error(err))
 			continue
 		}
@@ -188,19 +176,13 @@ func (w *Worker) refreshPositions(now time.Time) {
 		return
 	}
 	r.due = now.Add(positionsEvery)
-	want := map[string][]causal.Channel{}
-	names := map[causal.Channel]string{}
+	want := map[string]map[string]causal.Channel{}
 	for _, t := range w.tasks.Tasks() {
 		if t.Stores == nil || t.Last == nil {
 			continue
 		}
-		info, _ := w.topo.Processor(t.Processor)
-		for _, s := range info.Stores {
-			if w.onDisk(s) {
-				ch := causal.Channel{Topic: storeChangelogTopic(w.cfg.ApplicationID, s.Name), Partition: t.Partition}
-				want[t.ID] = append(want[t.ID], ch)
-				names[ch] = s.Name
-			}
+		if chs := diskChangelogs(w.cfg.ApplicationID, w.topo, w.onDisk, t); len(chs) > 0 {
+			want[t.ID] = chs
 		}
 	}
 	if len(want) == 0 {
@@ -213,16 +195,7 @@ func (w *Worker) refreshPositions(now time.Time) {
 		defer r.wg.Done()
 		got := map[string]storePositions{}
 		for id, chs := range want {
-			pos := storePositions{}
-			for _, ch := range chs {
-				_, high, err := offsets.QueryWatermarkOffsets(ch.Topic, ch.Partition, 5000)
-				if err != nil {
-					pos = nil
-					break
-				}
-				pos[names[ch]] = high
-			}
-			if pos != nil {
+			if pos, err := endPositions(offsets, chs); err == nil {
 				got[id] = pos
 			}
 		}

@@ -207,9 +207,9 @@ func (w *Worker) connect(ctx context.Context) error {
 		return fmt.Errorf("consumer: %w", err)
 	}
 	w.consumer = consumer
-	var src changelogSource = &kafkaChangelog{config: w.restoreConsumerConfig(), offsets: consumer, log: w.log, stop: w.stop}
+	var src changelogSource = &kafkaChangelog{watermarks: watermarks{consumer}, config: w.restoreConsumerConfig(), log: w.log, stop: w.stop}
 	if franzCanConnect(w.cfg.Kafka) {
-		src = &franzChangelog{bootstrap: w.bootstrap, stop: w.stop, offsets: consumer}
+		src = &franzChangelog{watermarks: watermarks{consumer}, bootstrap: w.bootstrap, stop: w.stop}
 	}
 	if w.tasks, err = w.newTaskManager(counts, consumer, src); err != nil {
 		return err

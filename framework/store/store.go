@@ -139,7 +139,7 @@ func (m *Memory) Get(key []byte) ([]byte, bool, error) {
 func (m *Memory) Put(key, value []byte) error {
 	it := item{key: bytes.Clone(key), value: append([]byte{}, value...)}
 	old, existed := m.tree.ReplaceOrInsert(it)
-	m.note(it.key, it.value, old.value, existed)
+	m.note(it.key, it.value, old.value, existed, false)
 	return nil
 }
 
@@ -150,19 +150,19 @@ func (m *Memory) Delete(key []byte) error {
 	if !existed {
 		k = bytes.Clone(key)
 	}
-	m.note(k, nil, old.value, existed)
+	m.note(k, nil, old.value, existed, false)
 	return nil
 }
 
-// note records a write of key: its new value, and its value before the
-// first write since the last commit.
-func (m *Memory) note(key, value, old []byte, existed bool) {
+// note records a write of key: its new value, whether DropRange made it,
+// and its value before the first write since the last commit.
+func (m *Memory) note(key, value, old []byte, existed, dropped bool) {
 	if p, ok := m.pending.Get(pending{key: key}); ok {
-		p.value, p.dropped = value, false
+		p.value, p.dropped = value, dropped
 		m.pending.ReplaceOrInsert(p)
 		return
 	}
-	m.pending.ReplaceOrInsert(pending{key: key, value: value, old: old, existed: existed})
+	m.pending.ReplaceOrInsert(pending{key: key, value: value, old: old, existed: existed, dropped: dropped})
 }
 
 // Range implements KeyValue.
@@ -192,10 +192,7 @@ func (m *Memory) DropRange(from, to []byte) error {
 	})
 	for _, it := range doomed {
 		m.tree.Delete(it)
-		m.note(it.key, nil, it.value, true)
-		p, _ := m.pending.Get(pending{key: it.key})
-		p.dropped = true
-		m.pending.ReplaceOrInsert(p)
+		m.note(it.key, nil, it.value, true, true)
 	}
 	return nil
 }

@@ -261,6 +261,10 @@ type kv struct {
 	s       *Set
 	prefix  []byte
 	changed *btree.BTreeG[store.Change] // pending, by key; nil Value: delete
+	// keyBuf holds the stored key of a point read or write: Pebble copies
+	// keys into its batches and reads them only during the call, so one
+	// buffer saves an allocation per Get, Put and Delete.
+	keyBuf []byte
 }
 
 func lessChange(a, b store.Change) bool { return bytes.Compare(a.Key, b.Key) < 0 }
@@ -269,12 +273,18 @@ func (k *kv) key(key []byte) []byte {
 	return append(append(make([]byte, 0, len(k.prefix)+len(key)), k.prefix...), key...)
 }
 
+// pointKey is key's stored key in k.keyBuf, valid until the next call.
+func (k *kv) pointKey(key []byte) []byte {
+	k.keyBuf = append(append(k.keyBuf[:0], k.prefix...), key...)
+	return k.keyBuf
+}
+
 // Get implements store.KeyValue.
 func (k *kv) Get(key []byte) ([]byte, bool, error) {
 	if k.s.db == nil {
 		return nil, false, store.ErrClosed
 	}
-	return k.s.get(k.s.reader(), k.key(key))
+	return k.s.get(k.s.reader(), k.pointKey(key))
 }
 
 // Put implements store.KeyValue.
@@ -285,7 +295,7 @@ func (k *kv) Put(key, value []byte) error {
 	if value == nil {
 		value = []byte{}
 	}
-	if err := k.s.writer().Set(k.key(key), value, nil); err != nil {
+	if err := k.s.writer().Set(k.pointKey(key), value, nil); err != nil {
 		return fmt.Errorf("pebblestore: put: %w", err)
 	}
 	k.changed.ReplaceOrInsert(store.Change{Key: bytes.Clone(key), Value: bytes.Clone(value)})
@@ -297,7 +307,7 @@ func (k *kv) Delete(key []byte) error {
 	if k.s.db == nil {
 		return store.ErrClosed
 	}
-	if err := k.s.writer().Delete(k.key(key), nil); err != nil {
+	if err := k.s.writer().Delete(k.pointKey(key), nil); err != nil {
 		return fmt.Errorf("pebblestore: delete: %w", err)
 	}
 	k.changed.ReplaceOrInsert(store.Change{Key: bytes.Clone(key)})
