@@ -153,33 +153,35 @@ type kafkaChangelog struct {
 	watermarks
 	config kafka.ConfigMap
 	log    *zap.Logger
-	// stop ends a read early when the worker stops.
-	stop <-chan struct{}
 }
 
-func (k *kafkaChangelog) read(from map[causal.Channel]int64, apply func(ch causal.Channel, key, value []byte) error) (map[causal.Channel]int64, error) {
+func (k *kafkaChangelog) read(stop <-chan struct{}, from map[causal.Channel]int64, apply func(ch causal.Channel, key, value []byte) error,
+	done func(ch causal.Channel, end int64) error) error {
 	ends := map[causal.Channel]int64{}
 	pending := map[causal.Channel]bool{}
 	var tps []kafka.TopicPartition
 	for ch, off := range from {
 		_, high, err := k.bounds(ch)
 		if err != nil {
-			return nil, fmt.Errorf("bounds of %s: %w", ch, err)
+			return fmt.Errorf("bounds of %s: %w", ch, err)
 		}
-		ends[ch] = off
 		if off >= high {
+			if err := done(ch, off); err != nil {
+				return err
+			}
 			continue
 		}
+		ends[ch] = off
 		topic := ch.Topic
 		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: ch.Partition, Offset: kafka.Offset(off)})
 		pending[ch] = true
 	}
 	if len(tps) == 0 {
-		return ends, nil
+		return nil
 	}
 	rc, err := kafka.NewConsumer(&k.config)
 	if err != nil {
-		return nil, fmt.Errorf("restore consumer: %w", err)
+		return fmt.Errorf("restore consumer: %w", err)
 	}
 	defer func() {
 		if err := rc.Close(); err != nil {
@@ -187,38 +189,42 @@ func (k *kafkaChangelog) read(from map[causal.Channel]int64, apply func(ch causa
 		}
 	}()
 	if err := rc.Assign(tps); err != nil {
-		return nil, fmt.Errorf("assign changelog partitions: %w", err)
+		return fmt.Errorf("assign changelog partitions: %w", err)
 	}
 	for len(pending) > 0 {
 		select {
-		case <-k.stop:
-			return nil, ErrStopped
+		case <-stop:
+			return ErrStopped
 		default:
 		}
 		switch e := rc.Poll(100).(type) {
 		case *kafka.Message:
 			tp := e.TopicPartition
 			if tp.Error != nil {
-				return nil, fmt.Errorf("read changelog %s: %w", partitionString(*tp.Topic, tp.Partition), tp.Error)
+				return fmt.Errorf("read changelog %s: %w", partitionString(*tp.Topic, tp.Partition), tp.Error)
 			}
 			ch := causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}
 			if err := apply(ch, e.Key, e.Value); err != nil {
-				return nil, err
+				return err
 			}
 			ends[ch] = int64(tp.Offset) + 1
 		case kafka.PartitionEOF:
-			if e.Topic != nil {
-				ch := causal.Channel{Topic: *e.Topic, Partition: e.Partition}
-				delete(pending, ch)
-				if int64(e.Offset) > ends[ch] {
-					ends[ch] = int64(e.Offset)
-				}
+			if e.Topic == nil {
+				continue
+			}
+			ch := causal.Channel{Topic: *e.Topic, Partition: e.Partition}
+			if !pending[ch] {
+				continue
+			}
+			delete(pending, ch)
+			if err := done(ch, max(ends[ch], int64(e.Offset))); err != nil {
+				return err
 			}
 		case kafka.Error:
 			if e.IsFatal() {
-				return nil, fmt.Errorf("read changelog: %w", e)
+				return fmt.Errorf("read changelog: %w", e)
 			}
 		}
 	}
-	return ends, nil
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -22,32 +23,31 @@ import (
 type franzChangelog struct {
 	watermarks
 	bootstrap string
-	// stop ends a read early when the worker stops.
-	stop <-chan struct{}
 }
 
-func (f *franzChangelog) read(from map[causal.Channel]int64, apply func(ch causal.Channel, key, value []byte) error) (map[causal.Channel]int64, error) {
+func (f *franzChangelog) read(stop <-chan struct{}, from map[causal.Channel]int64, apply func(ch causal.Channel, key, value []byte) error,
+	done func(ch causal.Channel, end int64) error) error {
+	if len(from) == 0 {
+		return nil
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
 		select {
-		case <-f.stop:
+		case <-stop:
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
-	ends := map[causal.Channel]int64{}
 	var topics []string
-	for ch, off := range from {
-		ends[ch] = off
-		topics = append(topics, ch.Topic)
-	}
-	if len(from) == 0 {
-		return ends, nil
+	for ch := range from {
+		if !slices.Contains(topics, ch.Topic) {
+			topics = append(topics, ch.Topic)
+		}
 	}
 	adm, err := kgo.NewClient(kgo.SeedBrokers(f.bootstrap))
 	if err != nil {
-		return nil, fmt.Errorf("restore client: %w", err)
+		return fmt.Errorf("restore client: %w", err)
 	}
 	// The end of each partition for a read_committed reader: its last
 	// stable offset now.
@@ -57,13 +57,16 @@ func (f *franzChangelog) read(from map[causal.Channel]int64, apply func(ch causa
 		err = lso.Error()
 	}
 	if err != nil {
-		return nil, f.stopped(fmt.Errorf("end offsets of %v: %w", topics, err))
+		return stopped(stop, fmt.Errorf("end offsets of %v: %w", topics, err))
 	}
 	want := map[causal.Channel]int64{}
 	assign := map[string]map[int32]kgo.Offset{}
 	for ch, off := range from {
 		end, ok := lso.Lookup(ch.Topic, ch.Partition)
 		if !ok || end.Offset <= off {
+			if err := done(ch, off); err != nil {
+				return err
+			}
 			continue
 		}
 		want[ch] = end.Offset
@@ -73,26 +76,26 @@ func (f *franzChangelog) read(from map[causal.Channel]int64, apply func(ch causa
 		assign[ch.Topic][ch.Partition] = kgo.NewOffset().At(off)
 	}
 	if len(want) == 0 {
-		return ends, nil
+		return nil
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(f.bootstrap), kgo.ConsumePartitions(assign),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
 		kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(16<<20))
 	if err != nil {
-		return nil, fmt.Errorf("restore client: %w", err)
+		return fmt.Errorf("restore client: %w", err)
 	}
 	defer cl.Close()
 	for len(want) > 0 {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return nil, f.stopped(err)
+			return stopped(stop, err)
 		}
 		var ferr error
 		fs.EachError(func(topic string, p int32, err error) {
 			ferr = errors.Join(ferr, fmt.Errorf("read changelog %s: %w", partitionString(topic, p), err))
 		})
 		if ferr != nil {
-			return nil, ferr
+			return ferr
 		}
 		var aerr error
 		fs.EachRecord(func(r *kgo.Record) {
@@ -104,22 +107,23 @@ func (f *franzChangelog) read(from map[causal.Channel]int64, apply func(ch causa
 			if !r.Attrs.IsControl() {
 				aerr = apply(ch, r.Key, r.Value)
 			}
-			ends[ch] = r.Offset + 1
-			if r.Offset+1 >= end {
+			if aerr == nil && r.Offset+1 >= end {
 				delete(want, ch)
+				aerr = done(ch, r.Offset+1)
 			}
 		})
 		if aerr != nil {
-			return nil, aerr
+			return aerr
 		}
 	}
-	return ends, nil
+	return nil
 }
 
-// stopped turns an error met because the worker stopped into ErrStopped.
-func (f *franzChangelog) stopped(err error) error {
+// stopped turns an error met because the read was stopped into
+// ErrStopped.
+func stopped(stop <-chan struct{}, err error) error {
 	select {
-	case <-f.stop:
+	case <-stop:
 		return ErrStopped
 	default:
 		return err

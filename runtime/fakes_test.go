@@ -52,6 +52,11 @@ type fakeKafka struct {
 	aborts      int
 	// restoreReads counts the changelog partitions restores read.
 	restoreReads int
+	// holdRestore, when set (before the worker is made), makes restores
+	// run on a goroutine of their own, and holds the read of each channel
+	// it names until its channel is closed. The read takes what it reads
+	// from the fake before it waits, so the test may send meanwhile.
+	holdRestore map[causal.Channel]chan struct{}
 }
 
 func newFakeKafka(t *testing.T) *fakeKafka {
@@ -184,20 +189,46 @@ func (f *fakeKafka) GetFatalError() error { return nil }
 // to a partition, at its offsets.
 func (f *fakeKafka) bounds(ch causal.Channel) (low, high int64, err error) { return 0, f.high[ch], nil }
 
-func (f *fakeKafka) read(from map[causal.Channel]int64, apply func(ch causal.Channel, key, value []byte) error) (map[causal.Channel]int64, error) {
-	ends := map[causal.Channel]int64{}
+func (f *fakeKafka) read(stop <-chan struct{}, from map[causal.Channel]int64, apply func(ch causal.Channel, key, value []byte) error,
+	done func(ch causal.Channel, end int64) error) error {
+	type part struct {
+		ch   causal.Channel
+		msgs []*kafka.Message
+		end  int64
+	}
+	var now, held []part
 	for ch, off := range from {
 		f.restoreReads++
+		p := part{ch: ch, end: max(off, f.high[ch])}
 		for _, m := range f.log[ch] {
 			if int64(m.TopicPartition.Offset) >= off {
-				if err := apply(ch, m.Key, m.Value); err != nil {
-					return nil, err
-				}
+				p.msgs = append(p.msgs, m)
 			}
 		}
-		ends[ch] = max(off, f.high[ch])
+		if f.holdRestore[ch] != nil {
+			held = append(held, p)
+		} else {
+			now = append(now, p)
+		}
 	}
-	return ends, nil
+	for _, p := range append(now, held...) {
+		if release := f.holdRestore[p.ch]; release != nil {
+			select {
+			case <-release:
+			case <-stop:
+				return ErrStopped
+			}
+		}
+		for _, m := range p.msgs {
+			if err := apply(p.ch, m.Key, m.Value); err != nil {
+				return err
+			}
+		}
+		if err := done(p.ch, p.end); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // outputs returns the committed records of topic, in order.
@@ -287,6 +318,10 @@ func newFakeWorker(t *testing.T, fake *fakeKafka, topo *framework.Topology, coun
 	require.NoError(t, err)
 	t.Cleanup(w.closeTasks) // and their stores on disk
 	w.pump.poll = fake.Poll
+	if fake.holdRestore == nil {
+		w.restores.start = func(f func()) { f() }
+	}
+	t.Cleanup(w.cancelRestores) // before the stores close
 	var parts []kafka.TopicPartition
 	for _, pi := range topo.Processors() {
 		for _, in := range pi.Inputs {

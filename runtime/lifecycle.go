@@ -1,10 +1,8 @@
 package runtime
 
 import (
-	"errors"
-	"fmt"
+	"slices"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/internal/taskmgr"
@@ -29,7 +27,9 @@ func (w *Worker) abortAndRebuild() {
 
 // rebuild throws the given tasks away and builds them again from what was
 // committed, then rewinds their channels; other tasks keep their state and
-// skip what they have already received. Never patch in memory.
+// skip what they have already received. Never patch in memory. A task
+// whose stores hold their committed state is built at once; one whose
+// stores were let go is restored off the pump first (restoring.go).
 func (w *Worker) rebuild(rts []*taskmgr.Task) {
 	if len(rts) == 0 {
 		return
@@ -39,21 +39,23 @@ func (w *Worker) rebuild(rts []*taskmgr.Task) {
 		ids[i] = rt.ID
 	}
 	w.log.Info("rebuilding tasks from committed state", zap.Strings("tasks", ids))
-	rewound, err := w.tasks.Rebuild(rts)
+	cold, err := w.tasks.Prepare(rts)
 	w.pump.last = nil
 	if err != nil {
-		if !errors.Is(err, ErrStopped) {
-			w.fatalErr = err
-		}
+		w.fatalErr = err
 		return
 	}
-	for ch, off := range rewound {
-		topic := ch.Topic
-		if err := w.consumer.Seek(kafka.TopicPartition{Topic: &topic, Partition: ch.Partition, Offset: kafka.Offset(off)}, 0); err != nil {
-			w.fatalErr = fmt.Errorf("rewind %s to offset %d for rebuilt tasks: %w", ch, off, err)
-			return
+	var built []*taskmgr.Task
+	for _, rt := range rts {
+		if !slices.Contains(cold, rt) {
+			built = append(built, rt)
 		}
 	}
+	w.seek(w.tasks.Rewind(built), "rebuilt tasks")
+	if w.fatalErr != nil {
+		return
+	}
+	w.restoreLater(cold)
 	w.publishStatus()
 }
 

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -22,13 +21,11 @@ func (w *Worker) onRebalance(ev kafka.Event) error {
 	case kafka.AssignedPartitions:
 		w.log.Info("partitions assigned", zap.Int("partitions", len(e.Partitions)))
 		if err := w.assign(e.Partitions); err != nil {
-			if errors.Is(err, ErrStopped) {
-				return nil // asked to stop while restoring: the run loop shuts down
-			}
 			w.fatalErr = err
 			return err
 		}
 	case kafka.RevokedPartitions:
+		w.cancelRestores()
 		lost := w.consumer.AssignmentLost()
 		w.log.Info("partitions revoked", zap.Int("partitions", len(e.Partitions)), zap.Bool("lost", lost))
 		if !lost && !w.mustAbort {
@@ -53,11 +50,14 @@ func (w *Worker) onRebalance(ev kafka.Event) error {
 }
 
 // assign builds the tasks of the assigned partitions from committed state
-// and starts fetching where they resume.
+// and starts fetching where they resume. Tasks whose stores must be read
+// back first restore off the pump; their partitions that no running task
+// reads stay paused until they are built.
 func (w *Worker) assign(parts []kafka.TopicPartition) error {
 	created := w.tasks.Create(channelsOf(parts))
 	w.publishStatus()
-	if err := w.tasks.Build(created); err != nil {
+	cold, err := w.tasks.Prepare(created)
+	if err != nil {
 		return err
 	}
 	w.pump.last = nil
@@ -91,6 +91,8 @@ func (w *Worker) assign(parts []kafka.TopicPartition) error {
 		}
 	}
 	w.pump.paused = map[causal.Channel]bool{}
+	w.backpressure() // pause what only restoring tasks read
+	w.restoreLater(cold)
 	w.publishStatus()
 	return nil
 }

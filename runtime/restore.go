@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"sync/atomic"
 	"time"
 
@@ -24,8 +25,11 @@ type changelogSource interface {
 	bounds(ch causal.Channel) (low, high int64, err error)
 	// read reads every channel of from, from its offset to its end,
 	// handing each committed record to apply in offset order per channel,
-	// and returns, per channel, an offset below which it read everything.
-	read(from map[causal.Channel]int64, apply func(ch causal.Channel, key, value []byte) error) (map[causal.Channel]int64, error)
+	// and calls done once per channel when it has read it to its end, with
+	// an offset below which it read everything. It returns ErrStopped
+	// early once stop is closed, and the first error of apply or done.
+	read(stop <-chan struct{}, from map[causal.Channel]int64, apply func(ch causal.Channel, key, value []byte) error,
+		done func(ch causal.Channel, end int64) error) error
 }
 
 // checkpointTail is how many offsets from the end of a checkpoint partition
@@ -53,8 +57,6 @@ type restorer struct {
 	onDisk func(framework.StoreSpec) bool
 	// wipe throws a task's local stores away and opens them empty.
 	wipe func(t *taskmgr.Task, why error) error
-	// restored hears where a task's stores on disk stand after a restore.
-	restored func(t *taskmgr.Task, pos storePositions)
 	// progress hears how far a task's restore has come, and when it is
 	// over.
 	progress func(id string, p RestoreStatus, done bool)
@@ -116,9 +118,26 @@ func (s *storeTarget) finish() error {
 	return nil
 }
 
+// restoreResult is what the restore of some tasks came to: their last
+// checkpoints and where their stores on disk stand, by task id, or why it
+// failed. The last result of a restore is final.
+type restoreResult struct {
+	tasks     []*taskmgr.Task
+	restored  map[string]*taskmgr.Restored
+	positions map[string]storePositions
+	err       error
+	final     bool
+}
+
 // restore fills the stores of the given tasks (open, empty or holding an
-// older committed state) and returns their last checkpoints.
-func (r *restorer) restore(ts []*taskmgr.Task) (map[string]*taskmgr.Restored, error) {
+// older committed state), which it owns until it hands them back, and
+// hands each task to emit, with its last checkpoint and positions, as soon
+// as its own changelogs are read to their ends: a task with little to
+// read runs while the others still restore. It returns the tasks not
+// handed back, and why. It stops early (ErrStopped) once stop is closed;
+// what it applied until then stays, as the positions the stores keep lag
+// behind it.
+func (r *restorer) restore(stop <-chan struct{}, ts []*taskmgr.Task, emit func(restoreResult)) ([]*taskmgr.Task, error) {
 	out := map[string]*taskmgr.Restored{}
 	from := map[causal.Channel]int64{}
 	targets := map[causal.Channel]*storeTarget{}
@@ -126,9 +145,22 @@ func (r *restorer) restore(ts []*taskmgr.Task) (map[string]*taskmgr.Restored, er
 	totals := map[string]int64{}
 	for _, t := range ts {
 		if err := r.plan(t, from, targets, checkpoints, totals); err != nil {
-			return nil, err
+			return ts, err
 		}
 	}
+	// What is left to read of each task, and what was read to the end.
+	left := map[*taskmgr.Task]map[causal.Channel]bool{}
+	owner := map[causal.Channel]*taskmgr.Task{}
+	for _, t := range ts {
+		left[t] = map[causal.Channel]bool{}
+	}
+	for ch, s := range targets {
+		left[s.t][ch], owner[ch] = true, s.t
+	}
+	for ch, t := range checkpoints {
+		left[t][ch], owner[ch] = true, t
+	}
+	ends := map[causal.Channel]int64{}
 	total := int64(0)
 	for _, n := range totals {
 		total += n
@@ -136,31 +168,74 @@ func (r *restorer) restore(ts []*taskmgr.Task) (map[string]*taskmgr.Restored, er
 	for _, s := range targets {
 		s.start()
 	}
-	finished := false
-	finish := func() error {
-		finished = true
-		var errs []error
-		for _, s := range targets {
-			errs = append(errs, s.finish())
-		}
-		return errors.Join(errs...)
-	}
 	defer func() {
-		if !finished {
-			_ = finish() // the restore failed: stop the appliers
+		for _, s := range targets {
+			_ = s.finish() // the restore stopped early: stop the appliers
 		}
 	}()
 	started := r.now()
 	read := int64(0)
 	lastLog := started
-	defer func() {
-		for _, t := range ts {
-			r.progress(t.ID, RestoreStatus{}, true)
+	var pending []*taskmgr.Task // in ts's order
+	// taskDone hands t back: its stores hold what their changelogs do.
+	taskDone := func(t *taskmgr.Task) error {
+		delete(left, t)
+		var errs []error
+		for ch, s := range targets {
+			if s.t == t {
+				errs = append(errs, s.finish())
+				delete(targets, ch)
+			}
 		}
-	}()
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+		at := maps.Clone(from)
+		maps.Copy(at, ends)
+		pos := r.positions(t, at)
+		if err := t.Stores.Commit(pos.encode()); err != nil {
+			return fmt.Errorf("record the restored positions of %s: %w", t.ID, err)
+		}
+		r.metrics.RestoreProgress.WithLabelValues(t.ID).Set(1)
+		r.progress(t.ID, RestoreStatus{}, true)
+		emit(restoreResult{tasks: []*taskmgr.Task{t}, restored: map[string]*taskmgr.Restored{t.ID: out[t.ID]},
+			positions: map[string]storePositions{t.ID: pos}})
+		return nil
+	}
+	// again holds the checkpoint partitions whose tail held no committed
+	// checkpoint: it came before a run of aborted transactions, so the
+	// whole partition is read.
+	again := map[causal.Channel]int64{}
+	done := func(ch causal.Channel, end int64) error {
+		t := owner[ch]
+		if t == nil || left[t] == nil {
+			return nil
+		}
+		ends[ch] = end
+		delete(left[t], ch)
+		if len(left[t]) > 0 {
+			return nil
+		}
+		if cp, ok := checkpointOf(checkpoints, t); ok && out[t.ID] == nil {
+			if low, _, err := r.src.bounds(cp); err == nil && low < from[cp] {
+				if _, twice := again[cp]; !twice {
+					again[cp] = low
+					left[t][cp] = true
+					return nil
+				}
+			}
+		}
+		return taskDone(t)
+	}
 	apply := func(ch causal.Channel, key, value []byte) error {
 		if read++; read%restoreBatch == 0 {
-			r.report(ts, targets, totals, started)
+			pending = pending[:0]
+			for _, t := range ts {
+				if left[t] != nil {
+					pending = append(pending, t)
+				}
+			}
+			r.report(pending, targets, totals, started)
 			if now := r.now(); now.Sub(lastLog) > 2*time.Second {
 				lastLog = now
 				rate := float64(read) / now.Sub(started).Seconds()
@@ -186,45 +261,49 @@ func (r *restorer) restore(ts []*taskmgr.Task) (map[string]*taskmgr.Restored, er
 		}
 		return nil
 	}
-	ends, err := r.src.read(from, apply)
-	if err != nil {
-		return nil, err
-	}
-	// A checkpoint not in the tail came before a run of aborted
-	// transactions: read the whole partition.
-	again := map[causal.Channel]int64{}
-	for ch, t := range checkpoints {
-		if _, ok := out[t.ID]; !ok {
-			if low, _, err := r.src.bounds(ch); err == nil && low < from[ch] {
-				again[ch] = low
+	for _, t := range ts {
+		if len(left[t]) == 0 {
+			if err := taskDone(t); err != nil {
+				return rest(ts, left), err
 			}
 		}
 	}
+	if err := r.src.read(stop, from, apply, done); err != nil {
+		return rest(ts, left), err
+	}
 	if len(again) > 0 {
-		if _, err := r.src.read(again, apply); err != nil {
-			return nil, err
+		if err := r.src.read(stop, again, apply, done); err != nil {
+			return rest(ts, left), err
 		}
 	}
-	if err := finish(); err != nil {
-		return nil, err
-	}
-	for ch := range targets {
-		if end, ok := ends[ch]; ok {
-			from[ch] = end
-		}
-	}
-	for _, t := range ts {
-		pos := r.positions(t, from)
-		if err := t.Stores.Commit(pos.encode()); err != nil {
-			return nil, fmt.Errorf("record the restored positions of %s: %w", t.ID, err)
-		}
-		r.restored(t, pos)
-		r.metrics.RestoreProgress.WithLabelValues(t.ID).Set(1)
+	if len(left) > 0 {
+		return rest(ts, left), fmt.Errorf("changelog read ended with %d tasks not read to the end", len(left))
 	}
 	if read > 0 {
 		r.log.Info("restored", zap.Int("tasks", len(ts)), zap.Int64("records", read), zap.Duration("took", r.now().Sub(started)))
 	}
-	return out, nil
+	return nil, nil
+}
+
+// checkpointOf returns t's checkpoint partition, if it is read.
+func checkpointOf(checkpoints map[causal.Channel]*taskmgr.Task, t *taskmgr.Task) (causal.Channel, bool) {
+	for ch, o := range checkpoints {
+		if o == t {
+			return ch, true
+		}
+	}
+	return causal.Channel{}, false
+}
+
+// rest is the tasks of ts not handed back yet, in ts's order.
+func rest(ts []*taskmgr.Task, left map[*taskmgr.Task]map[causal.Channel]bool) []*taskmgr.Task {
+	var out []*taskmgr.Task
+	for _, t := range ts {
+		if left[t] != nil {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // remaining is how long n records take at rate.

@@ -71,16 +71,14 @@ func (w *Worker) openStores(t *taskmgr.Task) (store.Set, error) {
 		return store.NewMemorySet(), nil
 	}
 	dir := w.taskDir(t)
-	if w.blockCache == nil {
-		w.blockCache = pebble.NewCache(blockCacheBytes)
-	}
-	set, err := pebblestore.Open(dir, pebblestore.SharedCache(w.blockCache))
+	cache := w.sharedCache()
+	set, err := pebblestore.Open(dir, pebblestore.SharedCache(cache))
 	if err != nil {
 		w.log.Warn("local state cannot be opened: wiping it and restoring from the changelog", zap.String("task", t.ID), zap.String("dir", dir), zap.Error(err))
 		if err := os.RemoveAll(dir); err != nil {
 			return nil, fmt.Errorf("wipe %s: %w", dir, err)
 		}
-		if set, err = pebblestore.Open(dir, pebblestore.SharedCache(w.blockCache)); err != nil {
+		if set, err = pebblestore.Open(dir, pebblestore.SharedCache(cache)); err != nil {
 			return nil, err
 		}
 	}
@@ -88,6 +86,17 @@ func (w *Worker) openStores(t *taskmgr.Task) (store.Set, error) {
 		return set, nil
 	}
 	return store.Split(set, inMemory), nil
+}
+
+// sharedCache returns the block cache the worker's stores on disk share,
+// made on first use.
+func (w *Worker) sharedCache() *pebble.Cache {
+	w.cacheMu.Lock()
+	defer w.cacheMu.Unlock()
+	if w.blockCache == nil {
+		w.blockCache = pebble.NewCache(blockCacheBytes)
+	}
+	return w.blockCache
 }
 
 // wipeStores throws a task's local stores away and opens them empty.
@@ -119,7 +128,7 @@ func (w *Worker) wipeStores(t *taskmgr.Task, why error) error {
 // more).
 func (w *Worker) savePositions() {
 	for _, t := range w.tasks.Tasks() {
-		if t.Stores == nil || t.Last == nil {
+		if t.State == StateRestoring || t.Stores == nil || t.Last == nil {
 			continue
 		}
 		chs := diskChangelogs(w.cfg.ApplicationID, w.topo, w.onDisk, t)
@@ -166,7 +175,7 @@ func (w *Worker) refreshPositions(now time.Time) {
 	case got := <-r.results:
 		r.pending = false
 		for id, pos := range got {
-			if t, ok := w.tasks.Find(id); ok && t.Stores != nil {
+			if t, ok := w.tasks.Find(id); ok && t.State != StateRestoring && t.Stores != nil {
 				w.positions[id] = pos
 			}
 		}
@@ -178,7 +187,7 @@ func (w *Worker) refreshPositions(now time.Time) {
 	r.due = now.Add(positionsEvery)
 	want := map[string]map[string]causal.Channel{}
 	for _, t := range w.tasks.Tasks() {
-		if t.Stores == nil || t.Last == nil {
+		if t.State == StateRestoring || t.Stores == nil || t.Last == nil {
 			continue
 		}
 		if chs := diskChangelogs(w.cfg.ApplicationID, w.topo, w.onDisk, t); len(chs) > 0 {

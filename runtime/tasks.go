@@ -33,11 +33,12 @@ const (
 // partition counts, asking offsets where tasks resume and restoring their
 // committed state from changelog.
 func (w *Worker) newTaskManager(counts map[string]int32, offsets offsetSource, changelog changelogSource) (*taskmgr.Manager, error) {
-	r := &restorer{app: w.cfg.ApplicationID, topo: w.topo, src: changelog, log: w.log, metrics: w.metrics, now: w.now,
-		onDisk: w.onDisk, wipe: w.wipeStores, restored: func(t *taskmgr.Task, pos storePositions) { w.positions[t.ID] = pos },
-		progress: w.restoreProgress}
+	w.restores.restorer = &restorer{app: w.cfg.ApplicationID, topo: w.topo, src: changelog, log: w.log, metrics: w.metrics, now: w.now,
+		onDisk: w.onDisk, wipe: w.wipeStores, progress: w.restoreProgress}
+	// The worker restores off the pump (restoring.go): Prepare and Finish,
+	// no Config.Restore.
 	return taskmgr.New(taskmgr.Config{
-		Topology: w.topo, Partitions: counts, Offsets: kafkaOffsets{offsets}, Restore: r.restore,
+		Topology: w.topo, Partitions: counts, Offsets: kafkaOffsets{offsets},
 		Clock: w.pumpClock, DeadLetterTopic: w.deadLetter, GateOff: w.cfg.GateOff, CheckClaims: w.cfg.CheckClaims, ClaimEnd: w.claimEnd,
 		AutoOffsetReset: w.cfg.AutoOffsetReset, AllowOffsetReset: w.cfg.AllowOffsetReset, Log: w.log,
 		Observer: func(t *taskmgr.Task) task.Observer {
@@ -106,8 +107,14 @@ func (w *Worker) closeTasks() {
 	w.tasks.CloseAll()
 }
 
-// failTask fails one task; see taskmgr.Manager.Fail.
+// failTask fails one task; see taskmgr.Manager.Fail. A restoring task,
+// whose stores its restore owns, is left to it: it reads nothing until it
+// is built, and meets the error again then.
 func (w *Worker) failTask(rt *taskmgr.Task, err error) {
+	if rt.State == StateRestoring {
+		w.log.Warn("error for a restoring task; it meets it again once restored", zap.String("task", rt.ID), zap.Error(err))
+		return
+	}
 	if w.tasks.Fail(rt, err) {
 		w.mustAbort = true
 	}

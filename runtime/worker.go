@@ -86,8 +86,12 @@ type Worker struct {
 	// pump.
 	positions map[string]storePositions
 	refresh   positionRefresh
+	// restores is the restore under way off the pump (restoring.go).
+	restores restores
 	// blockCache is the block cache the tasks' stores on disk share,
-	// made when the first opens (state.go).
+	// made when the first opens (state.go), under cacheMu: restores open
+	// stores too.
+	cacheMu    sync.Mutex
 	blockCache *pebble.Cache
 
 	requests chan taskRequest
@@ -126,6 +130,7 @@ func NewWorker(cfg Config, topo *framework.Topology, log *zap.Logger, metrics *M
 		claimEnds: map[causal.Channel]int64{},
 		positions: map[string]storePositions{},
 		refresh:   positionRefresh{results: make(chan map[string]storePositions, 1), start: func(f func()) { go f() }},
+		restores:  restores{start: func(f func()) { go f() }},
 		requests:  make(chan taskRequest),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
@@ -207,9 +212,9 @@ func (w *Worker) connect(ctx context.Context) error {
 		return fmt.Errorf("consumer: %w", err)
 	}
 	w.consumer = consumer
-	var src changelogSource = &kafkaChangelog{watermarks: watermarks{consumer}, config: w.restoreConsumerConfig(), log: w.log, stop: w.stop}
+	var src changelogSource = &kafkaChangelog{watermarks: watermarks{consumer}, config: w.restoreConsumerConfig(), log: w.log}
 	if franzCanConnect(w.cfg.Kafka) {
-		src = &franzChangelog{watermarks: watermarks{consumer}, bootstrap: w.bootstrap, stop: w.stop}
+		src = &franzChangelog{watermarks: watermarks{consumer}, bootstrap: w.bootstrap}
 	}
 	if w.tasks, err = w.newTaskManager(counts, consumer, src); err != nil {
 		return err
@@ -328,6 +333,8 @@ func (w *Worker) run() {
 				return
 			case req := <-w.requests:
 				req.reply <- w.serve(req)
+			case res := <-w.restores.results:
+				w.finishRestore(res)
 			default:
 			}
 		}
@@ -370,6 +377,7 @@ func (w *Worker) tick() {
 }
 
 func (w *Worker) shutdown() {
+	w.cancelRestores()
 	if w.mustAbort {
 		w.abort()
 	} else if err := w.commit(); err != nil {
@@ -384,6 +392,7 @@ func (w *Worker) shutdown() {
 
 func (w *Worker) closeClients() {
 	w.refresh.wg.Wait() // its queries use the consumer
+	w.cancelRestores()  // after a fatal error, one may still run
 	if w.blockCache != nil {
 		w.blockCache.Unref()
 		w.blockCache = nil

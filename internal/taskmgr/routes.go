@@ -87,7 +87,8 @@ func (m *Manager) Started(start map[causal.Channel]int64) {
 // rebuilt tasks, so that they receive everything after their committed
 // offsets, and makes the other running tasks on those channels skip what
 // they have received already (a gate refuses a record it holds a later
-// one than). The reader must move to the returned offsets.
+// one than). The reader must move to the returned offsets; a channel it
+// reads next from where it must restart anyway is not among them.
 func (m *Manager) Rewind(rebuilt []*Task) map[causal.Channel]int64 {
 	target := map[causal.Channel]int64{}
 	for ch, next := range m.Starts(rebuilt) {
@@ -108,6 +109,9 @@ func (m *Manager) Rewind(rebuilt []*Task) map[causal.Channel]int64 {
 			} else {
 				r.Skip[i] = r.ReceivedThrough(i)
 			}
+		}
+		if next == r.Pos+1 {
+			continue // the reader is there already
 		}
 		r.Pos = next - 1
 		target[ch] = next

@@ -137,7 +137,8 @@ type Config struct {
 	// are open (empty, or holding an older committed state): it fills
 	// their stores, or returns their changes in Restored.Stores for the
 	// manager to apply, and returns each task's last checkpoint, by task
-	// id. Required.
+	// id. Required by Build and Rebuild; an owner that restores on its own
+	// (Prepare, Finish) may leave it nil.
 	Restore func(ts []*Task) (map[string]*Restored, error)
 	// Clock is the tasks' clock. Default: time.Now.
 	Clock func() time.Time
@@ -194,8 +195,6 @@ func New(cfg Config) (*Manager, error) {
 		return nil, errors.New("taskmgr: no partition counts")
 	case cfg.Offsets == nil:
 		return nil, errors.New("taskmgr: no offsets")
-	case cfg.Restore == nil:
-		return nil, errors.New("taskmgr: no restore")
 	case cfg.CheckClaims && cfg.ClaimEnd == nil:
 		return nil, errors.New("taskmgr: claims are checked but ClaimEnd is not set")
 	}
@@ -262,75 +261,88 @@ func (m *Manager) Find(id string) (*Task, bool) {
 // starts them, and indexes them by channel. A task whose stores are open
 // (it was built before, and its stores hold their committed state) is
 // built on them, from its last committed checkpoint, without reading
-// anything back; the others are restored first. Each task it builds
-// replaces its previous instance; no other task is touched. A task that
-// cannot be built fails on its own; the error returned is one that stops
-// the owner (the committed state or the offsets could not be read).
+// anything back; the others are restored first, through Config.Restore,
+// before Build returns. Each task it builds replaces its previous
+// instance; no other task is touched. A task that cannot be built fails on
+// its own; the error returned is one that stops the owner (the committed
+// state or the offsets could not be read).
+//
+// Build is Prepare, Config.Restore and Finish in one call; an owner that
+// restores while its other tasks run calls those itself.
 func (m *Manager) Build(ts []*Task) error {
-	var cold []*Task
+	if m.cfg.Restore == nil {
+		return errors.New("taskmgr: Build needs Config.Restore")
+	}
+	cold, err := m.Prepare(ts)
+	if err != nil || len(cold) == 0 {
+		return err
+	}
+	restored, err := m.cfg.Restore(cold)
+	if err != nil {
+		for _, t := range cold {
+			m.closeStores(t)
+		}
+		return err
+	}
+	return m.Finish(cold, restored)
+}
+
+// Prepare starts building the given tasks: it lets their instances go,
+// builds at once (as Build does) those whose stores hold their committed
+// state, and opens the stores of the others and returns them, still
+// Restoring, for the owner to restore and hand to Finish. Meanwhile a
+// restoring task receives nothing and commits nothing, and the offsets
+// the group may commit for its channels stay where they are: its
+// Committed offsets are seeded from the group's (or where the reset policy
+// starts) when it has none yet. Until Finish, the stores of the tasks
+// returned belong to whoever restores them: the manager does not touch
+// them, and neither may its owner.
+func (m *Manager) Prepare(ts []*Task) (cold []*Task, err error) {
+	var warm []*Task
 	for _, t := range ts {
 		m.CloseTask(t)
 		t.State, t.Err = Restoring, nil
 		if t.Stores != nil && t.Last != nil {
 			if err := t.Stores.Abort(); err == nil {
+				warm = append(warm, t)
 				continue
 			}
 		}
 		m.closeStores(t)
 		cold = append(cold, t)
 	}
-	if err := m.restore(cold); err != nil {
-		return err
-	}
-	var chs []causal.Channel
-	for _, t := range ts {
-		for _, in := range t.Inputs {
-			chs = append(chs, causal.Channel{Topic: in, Partition: t.Partition})
-		}
-	}
-	group, err := m.cfg.Offsets.Committed(chs)
+	group, err := m.groupOffsets(ts)
 	if err != nil {
-		return fmt.Errorf("read committed offsets: %w", err)
+		return nil, err
 	}
-	for _, t := range ts {
-		if t.State == Failed {
-			continue // its restore failed
-		}
-		if err := m.buildOne(t, group); err != nil {
-			m.CloseTask(t)
-			m.closeStores(t)
-			m.Fail(t, err)
-		}
-	}
-	m.index()
-	return nil
-}
-
-// restore opens the stores of the given tasks and fills them, and their
-// last checkpoint, through Config.Restore. A task whose stores cannot be
-// opened or filled fails on its own.
-func (m *Manager) restore(ts []*Task) error {
-	var open []*Task
-	for _, t := range ts {
+	var opened []*Task
+	for _, t := range cold {
+		m.seedProvisional(t, group)
 		set, err := m.cfg.OpenStores(t)
 		if err != nil {
 			m.Fail(t, fmt.Errorf("open stores: %w", err))
 			continue
 		}
 		t.Stores = set
-		open = append(open, t)
+		opened = append(opened, t)
 	}
-	if len(open) == 0 {
-		return nil
-	}
-	restored, err := m.cfg.Restore(open)
-	if err != nil {
-		for _, t := range open {
+	m.buildAll(warm, group)
+	m.index()
+	return opened, nil
+}
+
+// Finish builds the tasks Prepare returned, whose restore is over:
+// restored holds, by task id, what their changelogs held (see
+// Config.Restore). A task that failed or went away meanwhile is not
+// built; its stores are closed. The owner then rewinds their channels
+// (Rewind).
+func (m *Manager) Finish(cold []*Task, restored map[string]*Restored) error {
+	var build []*Task
+	for _, t := range cold {
+		if t.State != Restoring || !m.owns(t) {
 			m.closeStores(t)
+			continue
 		}
-		return err
-	}
-	for _, t := range open {
 		r := restored[t.ID]
 		if r == nil {
 			r = &Restored{}
@@ -338,9 +350,79 @@ func (m *Manager) restore(ts []*Task) error {
 		if err := m.fill(t, r); err != nil {
 			m.closeStores(t)
 			m.Fail(t, fmt.Errorf("restore: %w", err))
+			continue
+		}
+		build = append(build, t)
+	}
+	group, err := m.groupOffsets(build)
+	if err != nil {
+		return err
+	}
+	m.buildAll(build, group)
+	m.index()
+	return nil
+}
+
+// owns reports whether t is one of the manager's tasks.
+func (m *Manager) owns(t *Task) bool {
+	for _, o := range m.tasks {
+		if o == t {
+			return true
 		}
 	}
-	return nil
+	return false
+}
+
+// groupOffsets reads the group's committed offsets of the tasks' inputs.
+func (m *Manager) groupOffsets(ts []*Task) (map[causal.Channel]int64, error) {
+	var chs []causal.Channel
+	for _, t := range ts {
+		for _, in := range t.Inputs {
+			chs = append(chs, causal.Channel{Topic: in, Partition: t.Partition})
+		}
+	}
+	if len(chs) == 0 {
+		return nil, nil
+	}
+	group, err := m.cfg.Offsets.Committed(chs)
+	if err != nil {
+		return nil, fmt.Errorf("read committed offsets: %w", err)
+	}
+	return group, nil
+}
+
+// seedProvisional gives a restoring task that has no committed offsets yet
+// the ones it would resume from without a checkpoint, which are never past
+// those of its checkpoint: counted in GroupOffsets, they keep the other
+// readers of its channels from committing past what it has not read.
+func (m *Manager) seedProvisional(t *Task, group map[causal.Channel]int64) {
+	for _, in := range t.Inputs {
+		if _, ok := t.Committed[in]; ok {
+			continue
+		}
+		ch := causal.Channel{Topic: in, Partition: t.Partition}
+		next, err := m.startOffset(ch, nil, group)
+		if err != nil {
+			// Out of range, and no reset allowed: the build decides; until
+			// then, hold the group's offset.
+			next = group[ch]
+		}
+		t.Committed[in] = next
+	}
+}
+
+// buildAll builds each of ts, failing on its own one that cannot be built.
+func (m *Manager) buildAll(ts []*Task, group map[causal.Channel]int64) {
+	for _, t := range ts {
+		if t.State == Failed {
+			continue
+		}
+		if err := m.buildOne(t, group); err != nil {
+			m.CloseTask(t)
+			m.closeStores(t)
+			m.Fail(t, err)
+		}
+	}
 }
 
 // fill applies the store changes r carries, if any, and keeps r's

@@ -9,6 +9,7 @@ import (
 
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/framework/task"
 )
 
 type noOffsets struct{}
@@ -35,7 +36,6 @@ func TestNewRefusesAnIncompleteConfig(t *testing.T) {
 		{"no topology", func(c *Config) { c.Topology = nil }, "no topology"},
 		{"no partitions", func(c *Config) { c.Partitions = nil }, "no partition counts"},
 		{"no offsets", func(c *Config) { c.Offsets = nil }, "no offsets"},
-		{"no restore", func(c *Config) { c.Restore = nil }, "no restore"},
 		{"claims without ends", func(c *Config) { c.CheckClaims = true }, "ClaimEnd"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,4 +91,77 @@ func TestRequestServesOnlyAFailedTask(t *testing.T) {
 			}
 		})
 	}
+}
+
+// groupAt answers with fixed committed offsets, and watermarks [0, 100).
+type groupAt map[causal.Channel]int64
+
+func (g groupAt) Committed([]causal.Channel) (map[causal.Channel]int64, error) { return g, nil }
+func (groupAt) Watermarks(causal.Channel) (int64, int64, error)                { return 0, 100, nil }
+
+// A task restoring beside a running reader of the same channel receives
+// nothing, keeps the group from committing past what it has not read, and
+// once finished reads the channel again from where it resumes while the
+// other reader skips what it had.
+func TestARestoringTaskHoldsTheGroupAtItsChannels(t *testing.T) {
+	pass := func() framework.Processor {
+		return framework.ProcessorFunc(func(framework.Context, framework.Record) error { return nil })
+	}
+	topo, err := framework.NewBuilder("t").
+		Processor("p", pass, framework.From("in")).
+		Processor("q", pass, framework.From("in")).Build()
+	require.NoError(t, err)
+	in := causal.Channel{Topic: "in"}
+	m, err := New(Config{Topology: topo, Partitions: map[string]int32{"in": 1}, Offsets: groupAt{in: 5}, Restore: nothingRestored})
+	require.NoError(t, err)
+	ts := m.Create([]causal.Channel{in})
+	require.Len(t, ts, 2)
+	p, q := ts[0], ts[1]
+	require.NoError(t, m.Build([]*Task{p}))
+	cold, err := m.Prepare([]*Task{q})
+	require.NoError(t, err)
+	require.Equal(t, []*Task{q}, cold)
+	assert.Equal(t, Restoring, q.State)
+	m.Started(m.Starts(m.Tasks()))
+
+	r := m.Route(in)
+	for off := int64(5); off < 10; off++ {
+		assert.False(t, m.Deliver(r, framework.Record{Topic: "in", Offset: off, Value: []byte("v")}))
+	}
+	work, _ := m.Pending()
+	require.Len(t, work, 1, "only the running task commits")
+	fresh := map[*Task]task.Snapshot{work[0].Task: work[0].Snap}
+	assert.Equal(t, int64(10), work[0].Snap.Offsets[0].Offset, "the running task read on")
+	assert.Equal(t, map[causal.Channel]int64{in: 5}, m.GroupOffsets(fresh), "the group moved past what the restoring task has not read")
+	m.Committed(fresh)
+
+	require.NoError(t, m.Finish(cold, nil))
+	assert.Equal(t, Running, q.State)
+	assert.Equal(t, map[causal.Channel]int64{in: 5}, m.Rewind(cold))
+	for off := int64(5); off < 12; off++ {
+		m.Deliver(r, framework.Record{Topic: "in", Offset: off, Value: []byte("v")})
+	}
+	for _, tt := range []*Task{p, q} {
+		snap, err := tt.T.Snapshot()
+		require.NoError(t, err)
+		assert.Equal(t, int64(12), snap.Offsets[0].Offset, tt.ID)
+		assert.Equal(t, Running, tt.State, tt.ID)
+	}
+}
+
+// Build restores through Config.Restore; a manager without it can only
+// Prepare and Finish.
+func TestBuildNeedsRestore(t *testing.T) {
+	topo, err := framework.NewBuilder("t").Processor("p", func() framework.Processor {
+		return framework.ProcessorFunc(func(framework.Context, framework.Record) error { return nil })
+	}, framework.From("in")).Build()
+	require.NoError(t, err)
+	m, err := New(Config{Topology: topo, Partitions: map[string]int32{"in": 1}, Offsets: noOffsets{}})
+	require.NoError(t, err)
+	ts := m.Create([]causal.Channel{{Topic: "in"}})
+	assert.ErrorContains(t, m.Build(ts), "Config.Restore")
+	cold, err := m.Prepare(ts)
+	require.NoError(t, err)
+	require.NoError(t, m.Finish(cold, nil))
+	assert.Equal(t, Running, ts[0].State)
 }

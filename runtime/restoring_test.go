@@ -1,0 +1,64 @@
+package runtime
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/internal/taskmgr"
+)
+
+// A task whose restore takes long does not hold the others up: count/1
+// restores, runs and commits while count/0 still reads its changelog.
+// Meanwhile count/0 receives nothing and the group's offset of its
+// partition stays where it was; once restored it reads the partition
+// again from its checkpoint, and counts on from its restored state.
+func TestARestoringTaskDoesNotStopTheOthers(t *testing.T) {
+	topo, parts := counting(t)
+	fake := newFakeKafka(t)
+	first := newFakeWorker(t, fake, topo, parts)
+	fake.send(in0, "a")
+	fake.send(in1, "b")
+	first.drainAndCommit(t)
+	first.closeTasks()
+
+	// A new worker, with no local state: both tasks restore, and the read
+	// of count/0's changelog is held.
+	release := make(chan struct{})
+	fake.holdRestore = map[causal.Channel]chan struct{}{{Topic: storeChangelogTopic("fake", "counts"), Partition: 0}: release}
+	w := newFakeWorker(t, fake, topo, parts)
+	count0, count1 := w.taskObject(t, "count/0"), w.taskObject(t, "count/1")
+	waitRunning(t, w, count1)
+	assert.Equal(t, StateRestoring, count0.State, "count/0 was built before its restore was over")
+	w.publishStatus()
+	assert.False(t, w.Ready(), "ready while a task restores")
+
+	fake.send(in1, "b")
+	fake.send(in0, "a") // arrives while count/0 restores
+	w.drainAndCommit(t)
+	assert.Equal(t, 2, countOf(t, w, "count/1", "b"), "count/1 did not run while count/0 restored")
+	assert.Equal(t, int64(2), fake.groupOffs[in1])
+	assert.Equal(t, int64(1), fake.groupOffs[in0], "the group committed past what the restoring task had not read")
+
+	close(release)
+	waitRunning(t, w, count0)
+	w.drainAndCommit(t)
+	assert.Equal(t, 2, countOf(t, w, "count/0", "a"), "count/0 lost the record sent while it restored, or its restored count")
+	assert.Equal(t, int64(2), fake.groupOffs[in0])
+	w.publishStatus()
+	assert.True(t, w.Ready())
+}
+
+// waitRunning takes what the worker's restore brings back until task rt
+// runs.
+func waitRunning(t *testing.T, w *Worker, rt *taskmgr.Task) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); rt.State != StateRunning; time.Sleep(time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "%s did not come out of its restore", rt.ID)
+		w.collectRestores()
+		require.NoError(t, w.fatalErr)
+	}
+}
