@@ -2,11 +2,13 @@ package runtime
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/internal/taskmgr"
 )
 
 // rebalance is librdkafka's rebalance callback; it runs inside Poll, on
@@ -75,15 +77,34 @@ func (w *Worker) assign(parts []kafka.TopicPartition) error {
 		assigned = append(assigned, kafka.TopicPartition{Topic: &topic, Partition: ch.Partition, Offset: kafka.Offset(off)})
 	}
 	w.pump.assigned = assigned
+	// librdkafka keeps a partition's pause across Assign. Partitions that
+	// only restoring tasks read are paused before it, so that not one
+	// fetch of them competes with the restore; what else this worker had
+	// paused is resumed, and backpressure decides again.
+	idle := map[causal.Channel]bool{}
+	for ch, r := range w.tasks.Routes() {
+		idle[ch] = !slices.ContainsFunc(r.Tasks, func(t *taskmgr.Task) bool { return t.State == StateRunning })
+	}
+	var pause, resume []kafka.TopicPartition
+	for _, tp := range assigned {
+		ch := causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}
+		if idle[ch] {
+			pause = append(pause, kafka.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
+		}
+	}
+	for ch := range w.pump.paused {
+		if !idle[ch] {
+			topic := ch.Topic
+			resume = append(resume, kafka.TopicPartition{Topic: &topic, Partition: ch.Partition})
+		}
+	}
+	if len(pause) > 0 {
+		// Before Assign a partition may not be known yet: paused again
+		// below.
+		_ = w.consumer.Pause(pause)
+	}
 	if err := w.consumer.Assign(assigned); err != nil {
 		return fmt.Errorf("assign: %w", err)
-	}
-	// librdkafka keeps a partition's pause across Assign: resume what this
-	// worker paused, and let backpressure decide again.
-	var resume []kafka.TopicPartition
-	for ch := range w.pump.paused {
-		topic := ch.Topic
-		resume = append(resume, kafka.TopicPartition{Topic: &topic, Partition: ch.Partition})
 	}
 	if len(resume) > 0 {
 		if err := w.consumer.Resume(resume); err != nil {
@@ -91,7 +112,7 @@ func (w *Worker) assign(parts []kafka.TopicPartition) error {
 		}
 	}
 	w.pump.paused = map[causal.Channel]bool{}
-	w.backpressure() // pause what only restoring tasks read
+	w.backpressure() // pause what only restoring or failed tasks read
 	w.restoreLater(cold)
 	w.publishStatus()
 	return nil

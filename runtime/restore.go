@@ -73,14 +73,16 @@ type storeTarget struct {
 	// applied counts the records applied, for the task's metric.
 	applied prometheus.Counter
 	batches chan []store.Change
-	done    chan error
+	// free brings applied batches back for the reader to fill again.
+	free chan []store.Change
+	done chan error
 	// records and bytes count what the applier applied.
 	records, bytes atomic.Int64
 }
 
 // start starts the target's applier.
 func (s *storeTarget) start() {
-	s.batches, s.done = make(chan []store.Change, 4), make(chan error, 1)
+	s.batches, s.free, s.done = make(chan []store.Change, 4), make(chan []store.Change, 6), make(chan error, 1)
 	go func() {
 		var err error
 		for b := range s.batches {
@@ -94,6 +96,13 @@ func (s *storeTarget) start() {
 				s.records.Add(int64(len(b)))
 				s.bytes.Add(int64(n))
 			}
+			// The batch goes back to be filled again, so that a restore
+			// allocates a few batches, not one per restoreBatch changes.
+			clear(b)
+			select {
+			case s.free <- b[:0]:
+			default:
+			}
 		}
 		s.done <- err
 	}()
@@ -105,7 +114,11 @@ func (s *storeTarget) flush() {
 		return
 	}
 	s.batches <- s.buf
-	s.buf = make([]store.Change, 0, restoreBatch)
+	select {
+	case s.buf = <-s.free:
+	default:
+		s.buf = make([]store.Change, 0, restoreBatch)
+	}
 }
 
 // finish applies what is left, stops the applier, and returns its error.
@@ -177,6 +190,9 @@ func (r *restorer) restore(stop <-chan struct{}, ts []*taskmgr.Task, emit func(r
 	read := int64(0)
 	lastLog := started
 	var pending []*taskmgr.Task // in ts's order
+	// The target of the last record's channel.
+	var lastCh causal.Channel
+	var last *storeTarget
 	// taskDone hands t back: its stores hold what their changelogs do.
 	taskDone := func(t *taskmgr.Task) error {
 		delete(left, t)
@@ -185,6 +201,7 @@ func (r *restorer) restore(stop <-chan struct{}, ts []*taskmgr.Task, emit func(r
 			if s.t == t {
 				errs = append(errs, s.finish())
 				delete(targets, ch)
+				lastCh, last = causal.Channel{}, nil
 			}
 		}
 		if err := errors.Join(errs...); err != nil {
@@ -243,16 +260,20 @@ func (r *restorer) restore(stop <-chan struct{}, ts []*taskmgr.Task, emit func(r
 					zap.Float64("records_per_second", rate), zap.Duration("remaining", remaining(total-read, rate)))
 			}
 		}
-		if t, ok := checkpoints[ch]; ok {
-			cp, err := decodeTaskCheckpoint(value)
-			if err != nil {
-				return fmt.Errorf("checkpoint of %s at %s: %w", t.ID, ch, err)
-			}
-			out[t.ID] = &taskmgr.Restored{Checkpointed: true, Next: cp.next, Gate: cp.gate, StreamTime: cp.stream}
-			return nil
+		// Records come in runs of one channel: look its target up once a
+		// run.
+		if ch != lastCh {
+			lastCh, last = ch, targets[ch]
 		}
-		s := targets[ch]
+		s := last
 		if s == nil {
+			if t, ok := checkpoints[ch]; ok {
+				cp, err := decodeTaskCheckpoint(value)
+				if err != nil {
+					return fmt.Errorf("checkpoint of %s at %s: %w", t.ID, ch, err)
+				}
+				out[t.ID] = &taskmgr.Restored{Checkpointed: true, Next: cp.next, Gate: cp.gate, StreamTime: cp.stream}
+			}
 			return nil
 		}
 		s.buf = append(s.buf, store.Change{Key: key, Value: value})
