@@ -29,7 +29,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/framework"
@@ -91,8 +94,41 @@ func main() {
 
 // runBroker serves the embedded broker in this process until its parent
 // goes away or it is signalled.
+// abortApp prefixes the application ids of the abort runs: the broker
+// fails some of their changelog writes.
+const abortApp = "aborts-"
+
+// abortEvery and maxAborts shape the faults of an abort run: one in every
+// abortEvery produce requests to its store changelog fails with an error
+// that aborts the transaction, maxAborts times in all.
+const (
+	abortEvery = 40
+	maxAborts  = 8
+)
+
 func runBroker(o options) int {
+	seen, faulted := 0, 0
+	// Runs on the cluster's goroutine: no lock needed.
+	abortSome := func(req kmsg.Request) bool {
+		produce, ok := req.(*kmsg.ProduceRequest)
+		if !ok || faulted >= maxAborts {
+			return false
+		}
+		for _, t := range produce.Topics {
+			if strings.HasPrefix(t.Topic, abortApp) && strings.HasSuffix(t.Topic, "-counts-changelog") {
+				if seen++; seen%abortEvery == 0 {
+					faulted++
+					return true
+				}
+				return false
+			}
+		}
+		return false
+	}
 	b, err := embedded.Start()
+	if err == nil {
+		b.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.InvalidRecord, Count: -1, When: abortSome})
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -416,4 +452,30 @@ func dirSize(dir string) int64 {
 		return nil
 	})
 	return n
+}
+
+// metricSum is the sum of a metric's series on the worker's /metrics.
+func (w *workerProc) metricSum(name string) (float64, error) {
+	resp, err := http.Get("http://" + w.http + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	sum := 0.0
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", line, err)
+		}
+		sum += v
+	}
+	return sum, nil
 }
