@@ -46,17 +46,57 @@ var (
 	}
 )
 
-func (w *Worker) clientConfig(defaults kafka.ConfigMap) kafka.ConfigMap {
+// clientRole is which kind of client a configuration is for.
+type clientRole int
+
+const (
+	consumerRole clientRole = iota
+	producerRole
+)
+
+// consumerOnly and producerOnly are librdkafka's settings that only its
+// consumers or only its producers read (CONFIGURATION.md, "C" and "P"). A
+// --kafka setting of one kind is not handed to the other client, which
+// would warn that it ignores it.
+var (
+	consumerOnly = setOf("group.id", "group.instance.id", "group.protocol", "group.protocol.type", "group.remote.assignor",
+		"partition.assignment.strategy", "session.timeout.ms", "heartbeat.interval.ms", "coordinator.query.interval.ms",
+		"max.poll.interval.ms", "enable.auto.commit", "auto.commit.interval.ms", "enable.auto.offset.store",
+		"queued.min.messages", "queued.max.messages.kbytes", "fetch.wait.max.ms", "fetch.queue.backoff.ms",
+		"fetch.message.max.bytes", "max.partition.fetch.bytes", "fetch.max.bytes", "fetch.min.bytes", "fetch.error.backoff.ms",
+		"isolation.level", "enable.partition.eof", "check.crcs", "auto.offset.reset", "consume.callback.max.messages")
+	producerOnly = setOf("transactional.id", "transaction.timeout.ms", "enable.idempotence", "enable.gapless.guarantee",
+		"queue.buffering.max.messages", "queue.buffering.max.kbytes", "queue.buffering.max.ms", "linger.ms",
+		"message.send.max.retries", "retries", "queue.buffering.backpressure.threshold", "compression.codec",
+		"compression.type", "compression.level", "batch.num.messages", "batch.size", "delivery.report.only.error",
+		"sticky.partitioning.linger.ms", "request.required.acks", "acks", "request.timeout.ms", "message.timeout.ms",
+		"delivery.timeout.ms", "partitioner")
+)
+
+func setOf(keys ...string) map[string]bool {
+	m := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		m[k] = true
+	}
+	return m
+}
+
+// clientConfig is the configuration of one of the worker's clients: its
+// defaults, then the --kafka settings that apply to its kind of client.
+func (w *Worker) clientConfig(defaults kafka.ConfigMap, role clientRole) kafka.ConfigMap {
 	cm := kafka.ConfigMap{"bootstrap.servers": w.bootstrap, "client.id": w.cfg.ApplicationID + "-" + w.instanceID}
 	maps.Copy(cm, defaults)
 	for k, v := range w.cfg.Kafka {
+		if (role == consumerRole && producerOnly[k]) || (role == producerRole && consumerOnly[k]) {
+			continue
+		}
 		cm[k] = v
 	}
 	return cm
 }
 
 func (w *Worker) consumerConfig() kafka.ConfigMap {
-	cm := w.clientConfig(consumerDefaults)
+	cm := w.clientConfig(consumerDefaults, consumerRole)
 	cm["group.id"] = w.cfg.ApplicationID
 	if w.cfg.StaticMembership {
 		cm["group.instance.id"] = w.cfg.ApplicationID + "-" + w.instanceID
@@ -75,7 +115,7 @@ func (w *Worker) consumerConfig() kafka.ConfigMap {
 }
 
 func (w *Worker) producerConfig() kafka.ConfigMap {
-	cm := w.clientConfig(producerDefaults)
+	cm := w.clientConfig(producerDefaults, producerRole)
 	cm["transactional.id"] = w.cfg.ApplicationID + "-" + w.instanceID
 	return cm
 }
@@ -83,7 +123,7 @@ func (w *Worker) producerConfig() kafka.ConfigMap {
 // restoreConsumerConfig reads changelog partitions by assignment, outside the
 // group.
 func (w *Worker) restoreConsumerConfig() kafka.ConfigMap {
-	cm := w.clientConfig(consumerDefaults)
+	cm := w.clientConfig(consumerDefaults, consumerRole)
 	delete(cm, "partition.assignment.strategy")
 	cm["group.id"] = w.cfg.ApplicationID + "-restore"
 	cm["isolation.level"] = "read_committed"
