@@ -1,6 +1,7 @@
 package operators_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -53,7 +54,7 @@ func int64Value(r framework.Record) string {
 }
 
 func windowedInt64(r framework.Record) string {
-	w, err := operators.WindowedKey(serde.String()).Deserialize(r.Key)
+	w, err := operators.WindowedKey(serde.String(), time.Minute).Deserialize(r.Key) // the tests' windows are a minute long
 	if err != nil {
 		return "undecodable:" + err.Error()
 	}
@@ -398,14 +399,31 @@ func TestOperatorErrorsFailTheTask(t *testing.T) {
 	assert.ErrorIs(t, d.Run(), errBad)
 }
 
-func TestWindowedKeySerde(t *testing.T) {
-	s := operators.WindowedKey(serde.String())
-	w := operators.Windowed[string]{Key: "k", Start: t0, End: t0.Add(time.Minute)}
-	b, err := s.Serialize(w)
-	require.NoError(t, err)
-	got, err := s.Deserialize(b)
-	require.NoError(t, err)
-	assert.Equal(t, w, got)
-	_, err = s.Deserialize(b[:10])
-	assert.ErrorIs(t, err, operators.ErrShortWindowedKey)
+// Windowed keys are laid out as Kafka Streams' serializers lay them out,
+// byte for byte: the key, then the window start (time windows), or the
+// session's end and start (session windows), in big-endian Unix
+// milliseconds.
+func TestWindowedKeysInKafkaStreamsLayout(t *testing.T) {
+	ms := func(tm time.Time) []byte { return binary.BigEndian.AppendUint64(nil, uint64(tm.UnixMilli())) }
+	w := operators.Windowed[string]{Key: "user-7", Start: t0, End: t0.Add(time.Minute)}
+	for _, tc := range []struct {
+		name  string
+		serde serde.Serde[operators.Windowed[string]]
+		want  []byte
+	}{
+		{"time window (TimeWindowedSerializer)", operators.WindowedKey(serde.String(), time.Minute), append([]byte("user-7"), ms(t0)...)},
+		{"session window (SessionWindowedSerializer)", operators.SessionWindowedKey(serde.String()),
+			append(append([]byte("user-7"), ms(t0.Add(time.Minute))...), ms(t0)...)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := tc.serde.Serialize(w)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, b)
+			got, err := tc.serde.Deserialize(b)
+			require.NoError(t, err)
+			assert.Equal(t, w, got)
+			_, err = tc.serde.Deserialize(b[:len(tc.want)-len("user-7")-1])
+			assert.ErrorIs(t, err, operators.ErrShortWindowedKey)
+		})
+	}
 }

@@ -170,37 +170,80 @@ type Windowed[K any] struct {
 	Start, End time.Time
 }
 
-type windowedSerde[K any] struct{ key serde.Serde[K] }
+// timestampSize is the size of one timestamp in a windowed key.
+const timestampSize = 8
 
-// WindowedKey serializes Windowed keys: window start and end (Unix
-// milliseconds, 8 big-endian bytes each), then the key's own bytes.
-func WindowedKey[K any](key serde.Serde[K]) serde.Serde[Windowed[K]] { return windowedSerde[K]{key} }
+type windowedSerde[K any] struct {
+	key  serde.Serde[K]
+	size time.Duration
+}
 
-// ErrShortWindowedKey is returned when a windowed key has fewer than 16 bytes.
-var ErrShortWindowedKey = errors.New("windowed key shorter than 16 bytes")
+// WindowedKey serializes the keys of time windows of the given size in
+// the layout of Kafka Streams' TimeWindowedSerializer, so that its
+// consumers (and kcat) read them: the key's own bytes, then the window's
+// start in Unix milliseconds, 8 big-endian bytes. The end is not written:
+// reading takes it as start + size, as TimeWindowedDeserializer does.
+func WindowedKey[K any](key serde.Serde[K], size time.Duration) serde.Serde[Windowed[K]] {
+	return windowedSerde[K]{key: key, size: size}
+}
+
+// ErrShortWindowedKey is returned when a windowed key is too short to
+// hold its window's timestamps.
+var ErrShortWindowedKey = errors.New("windowed key shorter than its window's timestamps")
 
 func (s windowedSerde[K]) Serialize(w Windowed[K]) ([]byte, error) {
 	kb, err := s.key.Serialize(w.Key)
 	if err != nil {
 		return nil, err
 	}
-	b := binary.BigEndian.AppendUint64(make([]byte, 0, 16+len(kb)), uint64(w.Start.UnixMilli()))
-	b = binary.BigEndian.AppendUint64(b, uint64(w.End.UnixMilli()))
-	return append(b, kb...), nil
+	return binary.BigEndian.AppendUint64(append(make([]byte, 0, len(kb)+timestampSize), kb...), uint64(w.Start.UnixMilli())), nil
 }
 
 func (s windowedSerde[K]) Deserialize(b []byte) (Windowed[K], error) {
-	if len(b) < 16 {
+	n := len(b) - timestampSize
+	if n < 0 {
 		return Windowed[K]{}, ErrShortWindowedKey
 	}
-	k, err := s.key.Deserialize(b[16:])
+	k, err := s.key.Deserialize(b[:n])
+	if err != nil {
+		return Windowed[K]{}, err
+	}
+	start := time.UnixMilli(int64(binary.BigEndian.Uint64(b[n:]))).UTC()
+	return Windowed[K]{Key: k, Start: start, End: start.Add(s.size)}, nil
+}
+
+type sessionSerde[K any] struct{ key serde.Serde[K] }
+
+// SessionWindowedKey serializes the keys of session windows in the layout
+// of Kafka Streams' SessionWindowedSerializer: the key's own bytes, then
+// the session's end and its start, each in Unix milliseconds, 8
+// big-endian bytes.
+func SessionWindowedKey[K any](key serde.Serde[K]) serde.Serde[Windowed[K]] {
+	return sessionSerde[K]{key: key}
+}
+
+func (s sessionSerde[K]) Serialize(w Windowed[K]) ([]byte, error) {
+	kb, err := s.key.Serialize(w.Key)
+	if err != nil {
+		return nil, err
+	}
+	b := binary.BigEndian.AppendUint64(append(make([]byte, 0, len(kb)+2*timestampSize), kb...), uint64(w.End.UnixMilli()))
+	return binary.BigEndian.AppendUint64(b, uint64(w.Start.UnixMilli())), nil
+}
+
+func (s sessionSerde[K]) Deserialize(b []byte) (Windowed[K], error) {
+	n := len(b) - 2*timestampSize
+	if n < 0 {
+		return Windowed[K]{}, ErrShortWindowedKey
+	}
+	k, err := s.key.Deserialize(b[:n])
 	if err != nil {
 		return Windowed[K]{}, err
 	}
 	return Windowed[K]{
 		Key:   k,
-		Start: time.UnixMilli(int64(binary.BigEndian.Uint64(b))).UTC(),
-		End:   time.UnixMilli(int64(binary.BigEndian.Uint64(b[8:]))).UTC(),
+		End:   time.UnixMilli(int64(binary.BigEndian.Uint64(b[n:]))).UTC(),
+		Start: time.UnixMilli(int64(binary.BigEndian.Uint64(b[n+timestampSize:]))).UTC(),
 	}, nil
 }
 
@@ -225,7 +268,7 @@ var _ framework.StoreUser = (*windowed[string, string, int64])(nil)
 // passes.
 func WindowedAggregate[K, V, A any](in Codec[K, V], agg serde.Serde[A], storeName string, w Windows, init func() A, fn func(K, V, A) (A, error)) func() framework.Processor {
 	return func() framework.Processor {
-		return &windowed[K, V, A]{in: in, agg: agg, store: storeName, w: w, init: init, fn: fn, keyOut: WindowedKey(in.Key)}
+		return &windowed[K, V, A]{in: in, agg: agg, store: storeName, w: w, init: init, fn: fn, keyOut: WindowedKey(in.Key, w.Size)}
 	}
 }
 
