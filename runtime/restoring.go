@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
@@ -89,6 +90,22 @@ func (w *Worker) collectRestores() {
 // restore that failed stops the worker, as reading committed state does
 // anywhere else.
 func (w *Worker) finishRestore(res restoreResult) {
+	// Tasks brought back together are built together: one look at the
+	// group's offsets for all of them, not one each.
+	for more := true; more && !res.final && res.err == nil; {
+		select {
+		case next := <-w.restores.results:
+			if next.err != nil {
+				w.finishRestore(res)
+				res = next
+				more = false
+				continue
+			}
+			res = res.merge(next)
+		default:
+			more = false
+		}
+	}
 	r := &w.restores
 	if res.final {
 		r.running, r.cancel, r.results = nil, nil, nil
@@ -149,4 +166,19 @@ func (w *Worker) seek(at map[causal.Channel]int64, why string) {
 	if len(at) > 0 {
 		w.log.Debug("rewound channels", zap.Int("channels", len(at)), zap.String("for", why))
 	}
+}
+
+// merge is a and b, brought back together; b is the later.
+func (a restoreResult) merge(b restoreResult) restoreResult {
+	a.tasks = append(a.tasks, b.tasks...)
+	if a.restored == nil {
+		a.restored = map[string]*taskmgr.Restored{}
+	}
+	if a.positions == nil {
+		a.positions = map[string]storePositions{}
+	}
+	maps.Copy(a.restored, b.restored)
+	maps.Copy(a.positions, b.positions)
+	a.final = b.final
+	return a
 }
