@@ -43,7 +43,8 @@ type taskReply struct {
 // own: the pump (pump.go) polls and hands records to the task manager's
 // tasks (tasks.go), the transactional producer (producer.go) sends and
 // commits, commits and aborts follow commit.go, the changelog reader
-// (restore.go) restores, and the topic manager (topics.go) creates topics.
+// (restore.go) restores on a goroutine of its own (restoring.go), and the
+// topic manager (topics.go) creates topics.
 type Worker struct {
 	cfg     Config
 	topo    *framework.Topology
