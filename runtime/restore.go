@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"maps"
 	"sync/atomic"
 	"time"
 
@@ -207,9 +206,12 @@ func (r *restorer) restore(stop <-chan struct{}, ts []*taskmgr.Task, emit func(r
 		if err := errors.Join(errs...); err != nil {
 			return err
 		}
-		at := maps.Clone(from)
-		maps.Copy(at, ends)
-		pos := r.positions(t, at)
+		pos := r.positions(t, func(ch causal.Channel) int64 {
+			if end, ok := ends[ch]; ok {
+				return end
+			}
+			return from[ch]
+		})
 		if err := t.Stores.Commit(pos.encode()); err != nil {
 			return fmt.Errorf("record the restored positions of %s: %w", t.ID, err)
 		}
@@ -233,7 +235,8 @@ func (r *restorer) restore(stop <-chan struct{}, ts []*taskmgr.Task, emit func(r
 		if len(left[t]) > 0 {
 			return nil
 		}
-		if cp, ok := checkpointOf(checkpoints, t); ok && out[t.ID] == nil {
+		cp := causal.Channel{Topic: checkpointTopic(r.app, t.Processor), Partition: t.Partition}
+		if checkpoints[cp] == t && out[t.ID] == nil {
 			if low, _, err := r.src.bounds(cp); err == nil && low < from[cp] {
 				if _, twice := again[cp]; !twice {
 					again[cp] = low
@@ -304,16 +307,6 @@ func (r *restorer) restore(stop <-chan struct{}, ts []*taskmgr.Task, emit func(r
 		r.log.Info("restored", zap.Int("tasks", len(ts)), zap.Int64("records", read), zap.Duration("took", r.now().Sub(started)))
 	}
 	return nil, nil
-}
-
-// checkpointOf returns t's checkpoint partition, if it is read.
-func checkpointOf(checkpoints map[causal.Channel]*taskmgr.Task, t *taskmgr.Task) (causal.Channel, bool) {
-	for ch, o := range checkpoints {
-		if o == t {
-			return ch, true
-		}
-	}
-	return causal.Channel{}, false
 }
 
 // rest is the tasks of ts not handed back yet, in ts's order.
@@ -442,11 +435,12 @@ func (r *restorer) planStores(t *taskmgr.Task, info framework.ProcessorInfo, pos
 	return nil
 }
 
-// positions is where t's stores on disk stand once restored.
-func (r *restorer) positions(t *taskmgr.Task, at map[causal.Channel]int64) storePositions {
+// positions is where t's stores on disk stand once restored, given where
+// the restore left each changelog channel.
+func (r *restorer) positions(t *taskmgr.Task, at func(causal.Channel) int64) storePositions {
 	out := storePositions{}
 	for name, ch := range diskChangelogs(r.app, r.topo, r.onDisk, t) {
-		out[name] = at[ch]
+		out[name] = at(ch)
 	}
 	return out
 }

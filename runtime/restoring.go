@@ -30,13 +30,11 @@ type restores struct {
 	restorer *restorer
 	// queue holds prepared tasks waiting for the next restore.
 	queue []*taskmgr.Task
-	// running is the tasks of the restore under way, nil when none is;
-	// closing cancel ends it early.
-	running []*taskmgr.Task
-	cancel  chan struct{}
 	// results brings back the tasks of the restore under way as they are
-	// restored, then its final result; nil when none runs.
+	// restored, then its final result; nil when none runs. Closing cancel
+	// ends it early.
 	results chan restoreResult
+	cancel  chan struct{}
 	wg      sync.WaitGroup
 	// start runs a restore; tests run it in place.
 	start func(func())
@@ -56,13 +54,13 @@ func (w *Worker) restoreLater(ts []*taskmgr.Task) {
 // none is under way.
 func (w *Worker) nextRestore() {
 	r := &w.restores
-	if r.running != nil || len(r.queue) == 0 {
+	if r.results != nil || len(r.queue) == 0 {
 		return
 	}
 	ts := r.queue
 	// Room for every result, so that the restore never waits for the pump.
 	results, cancel := make(chan restoreResult, len(ts)+1), make(chan struct{})
-	r.queue, r.running, r.cancel, r.results = nil, ts, cancel, results
+	r.queue, r.cancel, r.results = nil, cancel, results
 	r.wg.Add(1)
 	r.start(func() {
 		defer r.wg.Done()
@@ -75,52 +73,58 @@ func (w *Worker) nextRestore() {
 // collectRestores takes what the restore under way has brought back so
 // far.
 func (w *Worker) collectRestores() {
-	for w.restores.running != nil {
-		select {
-		case res := <-w.restores.results:
-			w.finishRestore(res)
-		default:
-			return
-		}
+	if w.restores.results == nil {
+		return
+	}
+	select {
+	case res := <-w.restores.results:
+		w.finishRestores(res)
+	default:
 	}
 }
 
-// finishRestore builds the tasks a restore brought back and rewinds their
-// channels; after the final result of a restore, it starts the next. A
-// restore that failed stops the worker, as reading committed state does
-// anywhere else.
-func (w *Worker) finishRestore(res restoreResult) {
-	// Tasks brought back together are built together: one look at the
-	// group's offsets for all of them, not one each.
-	for more := true; more && !res.final && res.err == nil; {
+// finishRestores takes res and whatever else the restore under way has
+// brought back already, builds those tasks together (one look at the
+// group's offsets for all of them) and rewinds their channels. After the
+// final result of a restore, it starts the next. A restore that failed
+// stops the worker, as reading committed state does anywhere else.
+func (w *Worker) finishRestores(res restoreResult) {
+	got := []restoreResult{res}
+drain:
+	for !res.final {
 		select {
-		case next := <-w.restores.results:
-			if next.err != nil {
-				w.finishRestore(res)
-				res = next
-				more = false
-				continue
-			}
-			res = res.merge(next)
+		case res = <-w.restores.results:
+			got = append(got, res)
 		default:
-			more = false
+			break drain
 		}
 	}
-	r := &w.restores
-	if res.final {
-		r.running, r.cancel, r.results = nil, nil, nil
-		defer w.nextRestore()
+	var restored restoreResult
+	for _, g := range got {
+		if g.err == nil {
+			restored = restored.merge(g)
+		}
 	}
-	if len(res.tasks) == 0 {
-		return
-	}
-	if res.err != nil {
+	w.buildRestored(restored)
+	if res.err != nil { // only a final result carries one
 		for _, t := range res.tasks {
 			w.tasks.DropStores(t)
 		}
 		if !errors.Is(res.err, ErrStopped) {
 			w.fatalErr = fmt.Errorf("restore: %w", res.err)
 		}
+	}
+	if res.final {
+		r := &w.restores
+		r.cancel, r.results = nil, nil
+		w.nextRestore()
+	}
+}
+
+// buildRestored builds the tasks res brought back and rewinds their
+// channels.
+func (w *Worker) buildRestored(res restoreResult) {
+	if len(res.tasks) == 0 {
 		return
 	}
 	for id, pos := range res.positions {
@@ -146,10 +150,10 @@ func (w *Worker) finishRestore(res restoreResult) {
 // queued tasks: their stores close with them.
 func (w *Worker) cancelRestores() {
 	r := &w.restores
-	if r.running != nil {
+	if r.results != nil {
 		close(r.cancel)
 		r.wg.Wait()
-		r.running, r.cancel, r.results = nil, nil, nil
+		r.cancel, r.results = nil, nil
 	}
 	r.queue = nil
 }
@@ -168,7 +172,7 @@ func (w *Worker) seek(at map[causal.Channel]int64, why string) {
 	}
 }
 
-// merge is a and b, brought back together; b is the later.
+// merge is the tasks a and b brought back, together.
 func (a restoreResult) merge(b restoreResult) restoreResult {
 	a.tasks = append(a.tasks, b.tasks...)
 	if a.restored == nil {
@@ -179,6 +183,5 @@ func (a restoreResult) merge(b restoreResult) restoreResult {
 	}
 	maps.Copy(a.restored, b.restored)
 	maps.Copy(a.positions, b.positions)
-	a.final = b.final
 	return a
 }

@@ -335,7 +335,7 @@ func (w *Worker) run() {
 			case req := <-w.requests:
 				req.reply <- w.serve(req)
 			case res := <-w.restores.results:
-				w.finishRestore(res)
+				w.finishRestores(res)
 			default:
 			}
 		}

@@ -126,14 +126,12 @@ func runBroker(o options) int {
 		return false
 	}
 	b, err := embedded.Start()
-	if err == nil {
-		b.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.InvalidRecord, Count: -1, When: abortSome})
-	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer b.Close()
+	b.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Err: kerr.InvalidRecord, Count: -1, When: abortSome})
 	if err := os.WriteFile(o.brokerReady, []byte(b.Addr()), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -86,6 +86,7 @@ func run(o options) error {
 			results = append(results, r)
 		}
 	}
+	var abortRun *aborts // the abort run's result, when there is one
 	if len(o.keys) > 0 && (o.stores == "" || o.stores == runtime.StoresPebble) {
 		n := o.keys[0]
 		ab, err := abortsUnderLoad(context.Background(), adm, addr, fmt.Sprintf("keys-%d", n), filepath.Join(tmp, "aborts"), n)
@@ -95,7 +96,7 @@ func run(o options) error {
 		fmt.Printf("  aborts under load: %d keys, %.0f transactions aborted, %.0f changelog records restored\n", n, ab.Aborts, ab.Restored)
 		abortRun = &ab
 	}
-	return report(o, results)
+	return report(o, results, abortRun)
 }
 
 // aborts is what the abort run saw: transactions aborted while the worker
@@ -105,9 +106,6 @@ type aborts struct {
 	Aborts   float64 `json:"aborts"`
 	Restored float64 `json:"restored_records"`
 }
-
-// abortRun is the abort run's result, when there was one.
-var abortRun *aborts
 
 // abortsUnderLoad counts n keys on Pebble under an application id whose
 // changelog writes the broker fails now and then, each failure aborting
@@ -121,22 +119,29 @@ func abortsUnderLoad(ctx context.Context, adm *kadm.Client, addr, input, state s
 	if err != nil {
 		return r, err
 	}
-	began := time.Now()
-	for {
-		done, err := committed(ctx, adm, app, input)
-		if err == nil && done >= int64(n) {
-			break
-		}
-		if time.Since(began) > 30*time.Minute {
-			_ = w.stop()
-			return r, fmt.Errorf("processed %d of %d keys in 30 minutes", done, n)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := waitProcessed(ctx, adm, w, app, input, n, time.Now()); err != nil {
+		return r, err
 	}
 	if r.Aborts, err = w.metricSum("causeway_transaction_aborts_total"); err == nil {
 		r.Restored, err = w.metricSum("causeway_restore_records_total")
 	}
 	return r, errors.Join(err, w.stop())
+}
+
+// waitProcessed waits until the group app has committed n offsets of
+// input, or stops the worker after 30 minutes from began.
+func waitProcessed(ctx context.Context, adm *kadm.Client, w *workerProc, app, input string, n int, began time.Time) error {
+	for {
+		done, err := committed(ctx, adm, app, input)
+		if err == nil && done >= int64(n) {
+			return nil
+		}
+		if time.Since(began) > 30*time.Minute {
+			_ = w.stop()
+			return fmt.Errorf("processed %d of %d keys in 30 minutes", done, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
@@ -151,16 +156,8 @@ func measure(ctx context.Context, adm *kadm.Client, addr, input, state, stores s
 	if err != nil {
 		return r, err
 	}
-	for {
-		done, err := committed(ctx, adm, app, input)
-		if err == nil && done >= int64(n) {
-			break
-		}
-		if time.Since(began) > 30*time.Minute {
-			_ = w.stop()
-			return r, fmt.Errorf("processed %d of %d keys in 30 minutes", done, n)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := waitProcessed(ctx, adm, w, app, input, n, began); err != nil {
+		return r, err
 	}
 	r.PerSec = float64(n) / time.Since(began).Seconds()
 	if r.RSS, err = w.rss(); err != nil {
@@ -241,7 +238,7 @@ func find(rs []result, stores string, keys int) result {
 	return result{}
 }
 
-func targets(rs []result, keys []int) []target {
+func targets(rs []result, keys []int, abortRun *aborts) []target {
 	var ts []target
 	for _, n := range keys {
 		p, m := find(rs, runtime.StoresPebble, n), find(rs, runtime.StoresMemory, n)
@@ -267,11 +264,11 @@ func targets(rs []result, keys []int) []target {
 	return ts
 }
 
-func report(o options, rs []result) error {
+func report(o options, rs []result, abortRun *aborts) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
-	ts := targets(rs, o.keys)
+	ts := targets(rs, o.keys, abortRun)
 	js, err := json.MarshalIndent(map[string]any{"results": rs, "aborts": abortRun, "targets": ts}, "", "  ")
 	if err != nil {
 		return err

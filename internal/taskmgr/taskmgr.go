@@ -339,7 +339,7 @@ func (m *Manager) Prepare(ts []*Task) (cold []*Task, err error) {
 func (m *Manager) Finish(cold []*Task, restored map[string]*Restored) error {
 	var build []*Task
 	for _, t := range cold {
-		if t.State != Restoring || !m.owns(t) {
+		if o, ok := m.Find(t.ID); !ok || o != t || t.State != Restoring {
 			m.closeStores(t)
 			continue
 		}
@@ -361,16 +361,6 @@ func (m *Manager) Finish(cold []*Task, restored map[string]*Restored) error {
 	m.buildAll(build, group)
 	m.index()
 	return nil
-}
-
-// owns reports whether t is one of the manager's tasks.
-func (m *Manager) owns(t *Task) bool {
-	for _, o := range m.tasks {
-		if o == t {
-			return true
-		}
-	}
-	return false
 }
 
 // groupOffsets reads the group's committed offsets of the tasks' inputs.
