@@ -14,6 +14,7 @@ import (
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/driver"
+	"github.com/causeway-stream/causeway/framework/dsl"
 	"github.com/causeway-stream/causeway/framework/serde"
 	"github.com/causeway-stream/causeway/operators"
 )
@@ -34,8 +35,11 @@ type in struct {
 // and the expected output of each output topic, rendered "key=value" in
 // partition then offset order.
 type opCase struct {
-	name   string
-	build  func(b *framework.Builder)
+	name  string
+	build func(b *dsl.Builder)
+	// fluent, when set, builds the same topology with the fluent DSL: the
+	// suite runs the case both ways, with the same inputs and wants.
+	fluent func(b *dsl.Builder)
 	inputs []in
 	render map[string]func(framework.Record) string // per output topic; default key=value as strings
 	want   map[string][]string
@@ -65,41 +69,66 @@ func windowedInt64(r framework.Record) string {
 	return fmt.Sprintf("%s@%s-%s=%d", w.Key, w.Start.Sub(t0), w.End.Sub(t0), n)
 }
 
+// cases returns every case, and the fluent variant of each that has one.
 func cases() []opCase {
+	var out []opCase
+	for _, c := range processorCases() {
+		out = append(out, c)
+		if c.fluent != nil {
+			f := c
+			f.name, f.build, f.fluent = "fluent "+c.name, c.fluent, nil
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func processorCases() []opCase {
 	words := []in{{"in", "l1", "a b", 0}, {"in", "l2", "b c b", time.Second}, {"in", "l3", "", 2 * time.Second}}
 	return []opCase{
 		{
 			name: "map",
-			build: func(b *framework.Builder) {
+			build: func(b *dsl.Builder) {
 				b.Processor("op", operators.Map(str, str, func(k, v string) (string, string, error) {
 					return strings.ToUpper(k), v + "!", nil
 				}), framework.From("in"), framework.To("out"))
+			},
+			fluent: func(b *dsl.Builder) {
+				dsl.Map(dsl.From(b, "in", str), func(k, v string) (string, string, error) {
+					return strings.ToUpper(k), v + "!", nil
+				}).To("out")
 			},
 			inputs: []in{{"in", "a", "1", 0}, {"in", "b", "2", 0}},
 			want:   map[string][]string{"out": {"A=1!", "B=2!"}},
 		},
 		{
 			name: "mapValues",
-			build: func(b *framework.Builder) {
+			build: func(b *dsl.Builder) {
 				b.Processor("op", operators.MapValues(str, serde.String(), func(k, v string) (string, error) {
 					return k + ":" + v, nil
 				}), framework.From("in"), framework.To("out"))
+			},
+			fluent: func(b *dsl.Builder) {
+				dsl.MapValues(dsl.From(b, "in", str), func(k, v string) (string, error) { return k + ":" + v, nil }).To("out")
 			},
 			inputs: []in{{"in", "a", "1", 0}},
 			want:   map[string][]string{"out": {"a=a:1"}},
 		},
 		{
 			name: "filter",
-			build: func(b *framework.Builder) {
+			build: func(b *dsl.Builder) {
 				b.Processor("op", operators.Filter(str, func(_, v string) bool { return v != "drop" }),
 					framework.From("in"), framework.To("out"))
+			},
+			fluent: func(b *dsl.Builder) {
+				dsl.From(b, "in", str).Filter(func(_, v string) bool { return v != "drop" }).To("out")
 			},
 			inputs: []in{{"in", "a", "keep", 0}, {"in", "b", "drop", 0}, {"in", "c", "keep", 0}},
 			want:   map[string][]string{"out": {"a=keep", "c=keep"}},
 		},
 		{
 			name: "flatMap",
-			build: func(b *framework.Builder) {
+			build: func(b *dsl.Builder) {
 				b.Processor("op", operators.FlatMap(str, str, func(k, v string) ([]operators.KV[string, string], error) {
 					var out []operators.KV[string, string]
 					for _, w := range strings.Fields(v) {
@@ -108,16 +137,32 @@ func cases() []opCase {
 					return out, nil
 				}), framework.From("in"), framework.To("out"))
 			},
+			fluent: func(b *dsl.Builder) {
+				dsl.FlatMap(dsl.From(b, "in", str), func(k, v string) ([]operators.KV[string, string], error) {
+					var out []operators.KV[string, string]
+					for _, w := range strings.Fields(v) {
+						out = append(out, operators.KV[string, string]{Key: w, Value: k})
+					}
+					return out, nil
+				}).To("out")
+			},
 			inputs: words,
 			want:   map[string][]string{"out": {"a=l1", "b=l1", "b=l2", "c=l2", "b=l2"}},
 		},
 		{
 			name: "branch",
-			build: func(b *framework.Builder) {
+			build: func(b *dsl.Builder) {
 				b.Processor("op", operators.Branch(str,
 					operators.Case[string, string]{Output: "small", Match: func(_, v string) bool { return len(v) < 3 }},
 					operators.Case[string, string]{Output: "big", Match: func(_, v string) bool { return len(v) < 6 }},
 				), framework.From("in"), framework.To("small"), framework.To("big"))
+			},
+			fluent: func(b *dsl.Builder) {
+				bs := dsl.From(b, "in", str).Branch(
+					func(_, v string) bool { return len(v) < 3 },
+					func(_, v string) bool { return len(v) < 6 })
+				bs[0].To("small")
+				bs[1].To("big")
 			},
 			inputs: []in{{"in", "a", "xx", 0}, {"in", "b", "xxxx", 0}, {"in", "c", "xxxxxxxx", 0}},
 			want:   map[string][]string{"small": {"a=xx"}, "big": {"b=xxxx"}},
@@ -125,23 +170,29 @@ func cases() []opCase {
 		},
 		{
 			name: "merge",
-			build: func(b *framework.Builder) {
+			build: func(b *dsl.Builder) {
 				b.Processor("op", operators.Merge(), framework.From("in", "in2"), framework.To("out"))
+			},
+			fluent: func(b *dsl.Builder) {
+				dsl.From(b, "in", str).Merge(dsl.From(b, "in2", str)).To("out")
 			},
 			inputs: []in{{"in", "a", "1", 0}, {"in2", "b", "2", 0}},
 			want:   map[string][]string{"out": {"a=1", "b=2"}},
 		},
 		{
 			name: "peek",
-			build: func(b *framework.Builder) {
+			build: func(b *dsl.Builder) {
 				b.Processor("op", operators.Peek(str, func(string, string) {}), framework.From("in"), framework.To("out"))
+			},
+			fluent: func(b *dsl.Builder) {
+				dsl.From(b, "in", str).Peek(func(string, string) {}).To("out")
 			},
 			inputs: []in{{"in", "a", "1", 0}},
 			want:   map[string][]string{"out": {"a=1"}},
 		},
 		{
 			name: "groupBy through a repartition topic, then count",
-			build: func(b *framework.Builder) {
+			build: func(b *dsl.Builder) {
 				b.Topic("by-word", framework.Internal()).
 					Processor("split", operators.FlatMap(str, str, func(_, v string) ([]operators.KV[string, string], error) {
 						var out []operators.KV[string, string]
@@ -155,13 +206,17 @@ func cases() []opCase {
 					Processor("count", operators.Count(str, "counts"), framework.From("by-word"), framework.To("out"),
 						framework.Stores(framework.KeyValueStore("counts")))
 			},
+			fluent: func(b *dsl.Builder) {
+				words := dsl.FlatMapValues(dsl.From(b, "in", str), func(_, v string) ([]string, error) { return strings.Fields(v), nil })
+				dsl.GroupBy(words, func(_, w string) (string, error) { return w, nil }).Count("counts").ToStream().To("out")
+			},
 			inputs: words,
 			render: map[string]func(framework.Record) string{"out": int64Value},
 			want:   map[string][]string{"out": {"a=1", "b=1", "b=2", "c=1", "b=3"}},
 		},
 		{
 			name: "reduce",
-			build: func(b *framework.Builder) {
+			build: func(b *dsl.Builder) {
 				b.Processor("op", operators.Reduce(str, "longest", func(acc, v string) (string, error) {
 					if len(v) > len(acc) {
 						return v, nil
@@ -169,15 +224,27 @@ func cases() []opCase {
 					return acc, nil
 				}), framework.From("in"), framework.To("out"), framework.Stores(framework.KeyValueStore("longest")))
 			},
+			fluent: func(b *dsl.Builder) {
+				dsl.From(b, "in", str).GroupByKey().Reduce("longest", func(acc, v string) (string, error) {
+					if len(v) > len(acc) {
+						return v, nil
+					}
+					return acc, nil
+				}).ToStream().To("out")
+			},
 			inputs: []in{{"in", "k", "ab", 0}, {"in", "k", "a", 0}, {"in", "k", "abcd", 0}, {"in", "j", "z", 0}},
 			want:   map[string][]string{"out": {"k=ab", "k=ab", "k=abcd", "j=z"}},
 		},
 		{
 			name: "aggregate",
-			build: func(b *framework.Builder) {
+			build: func(b *dsl.Builder) {
 				b.Processor("op", operators.Aggregate(str, serde.Int64(), "lengths", func() int64 { return 100 },
 					func(_, v string, acc int64) (int64, error) { return acc + int64(len(v)), nil }),
 					framework.From("in"), framework.To("out"), framework.Stores(framework.KeyValueStore("lengths")))
+			},
+			fluent: func(b *dsl.Builder) {
+				dsl.Aggregate(dsl.From(b, "in", str).GroupByKey(), "lengths", func() int64 { return 100 },
+					func(_, v string, acc int64) (int64, error) { return acc + int64(len(v)), nil }, nil).ToStream().To("out")
 			},
 			inputs: []in{{"in", "k", "ab", 0}, {"in", "k", "abc", 0}},
 			render: map[string]func(framework.Record) string{"out": int64Value},
@@ -185,7 +252,7 @@ func cases() []opCase {
 		},
 		{
 			name: "tumbling windows with grace",
-			build: func(b *framework.Builder) {
+			build: func(b *dsl.Builder) {
 				b.Processor("op", operators.WindowedAggregate(str, serde.Int64(), "win",
 					operators.Tumbling(time.Minute, 10*time.Second), func() int64 { return 0 },
 					func(_, _ string, n int64) (int64, error) { return n + 1, nil }),
@@ -207,7 +274,7 @@ func cases() []opCase {
 		},
 		{
 			name: "hopping windows",
-			build: func(b *framework.Builder) {
+			build: func(b *dsl.Builder) {
 				b.Processor("op", operators.WindowedAggregate(str, serde.Int64(), "win",
 					operators.Hopping(time.Minute, 30*time.Second, 0), func() int64 { return 0 },
 					func(_, _ string, n int64) (int64, error) { return n + 1, nil }),
@@ -221,11 +288,15 @@ func cases() []opCase {
 		},
 		{
 			name: "stream-table join",
-			build: func(b *framework.Builder) {
+			build: func(b *dsl.Builder) {
 				b.Processor("op", operators.StreamTableJoin(operators.Join[string, string, string, string]{
 					Stream: str, Table: str, TableTopic: "table", Store: "rows", Out: serde.String(),
 					Joiner: func(k, v, row string, _ bool) (string, error) { return v + "+" + row, nil },
 				}), framework.From("stream", "table"), framework.To("out"), framework.Stores(framework.KeyValueStore("rows")))
+			},
+			fluent: func(b *dsl.Builder) {
+				dsl.Join(dsl.From(b, "stream", str), dsl.TableFrom(b, "table", "rows", str),
+					func(k, v, row string) (string, error) { return v + "+" + row, nil }).To("out")
 			},
 			inputs: []in{
 				{"table", "k", "row1", 0},
@@ -239,11 +310,15 @@ func cases() []opCase {
 		},
 		{
 			name: "left stream-table join",
-			build: func(b *framework.Builder) {
+			build: func(b *dsl.Builder) {
 				b.Processor("op", operators.StreamTableJoin(operators.Join[string, string, string, string]{
 					Stream: str, Table: str, TableTopic: "table", Store: "rows", Out: serde.String(), Left: true,
 					Joiner: func(k, v, row string, found bool) (string, error) { return fmt.Sprintf("%s+%s/%v", v, row, found), nil },
 				}), framework.From("stream", "table"), framework.To("out"), framework.Stores(framework.KeyValueStore("rows")))
+			},
+			fluent: func(b *dsl.Builder) {
+				dsl.LeftJoin(dsl.From(b, "stream", str), dsl.TableFrom(b, "table", "rows", str),
+					func(k, v, row string, found bool) (string, error) { return fmt.Sprintf("%s+%s/%v", v, row, found), nil }).To("out")
 			},
 			inputs: []in{{"stream", "k", "e1", 0}, {"table", "k", "row", time.Second}, {"stream", "k", "e2", 2 * time.Second}},
 			want:   map[string][]string{"out": {"k=e1+/false", "k=e2+row/true"}},
@@ -256,7 +331,7 @@ func cases() []opCase {
 // (negative: never). It returns the rendered outputs and the driver.
 func run(t *testing.T, c opCase, restartAfter int) (map[string][]string, *driver.Driver) {
 	t.Helper()
-	b := framework.NewBuilder(c.name)
+	b := dsl.NewBuilder(c.name)
 	c.build(b)
 	topo, err := b.Build()
 	require.NoError(t, err)
@@ -351,7 +426,7 @@ func TestOperatorBehaviourSuite(t *testing.T) {
 func TestSuiteCatchesStateOutsideTheStore(t *testing.T) {
 	c := opCase{
 		name: "counts in a Go map",
-		build: func(b *framework.Builder) {
+		build: func(b *dsl.Builder) {
 			b.Processor("op", func() framework.Processor {
 				counts := map[string]int{}
 				return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {

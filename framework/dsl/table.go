@@ -1,0 +1,271 @@
+package dsl
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/framework/serde"
+	"github.com/causeway-stream/causeway/framework/store"
+	"github.com/causeway-stream/causeway/operators"
+)
+
+// Table is a changelog of typed rows: each record is the new value of its
+// key (Kafka Streams' KTable). Every Table here is materialized in a
+// key-value store named by the step that made it, which joins read.
+type Table[K, V any] struct {
+	s     Stream[K, V]
+	store string
+}
+
+// Store names the key-value store that holds the table.
+func (t Table[K, V]) Store() string { return t.store }
+
+// ToStream returns the table's changes as a stream: one record per
+// update, and a record with a nil value (a tombstone, written as such to
+// a topic) per deletion.
+func (t Table[K, V]) ToStream() Stream[K, V] { return t.s }
+
+// StoreOpt configures a store a step declares.
+type StoreOpt func(*framework.StoreSpec)
+
+// InMemory keeps the store in memory even on a worker that keeps stores
+// on disk (see framework.StoreSpec.InMemory).
+func InMemory() StoreOpt { return func(s *framework.StoreSpec) { s.Memory = true } }
+
+// declare adds a key-value store to the group of s.
+func declare[K, V any](s Stream[K, V], name string, opts []StoreOpt) {
+	spec := framework.KeyValueStore(name)
+	for _, o := range opts {
+		o(&spec)
+	}
+	g := s.g.root()
+	g.stores = append(g.stores, spec)
+}
+
+// keyBytes returns the serialized key of a record at s.
+func keyBytes[K, V any](s Stream[K, V], k K, m *meta) ([]byte, error) {
+	if s.rawKey {
+		return m.rec.Key, nil
+	}
+	b, err := s.codec.Key.Serialize(k)
+	if err != nil {
+		return nil, fmt.Errorf("serialize key: %w", err)
+	}
+	return b, nil
+}
+
+// TableFrom reads a topic as a table (a compacted topic, typically),
+// materialized in the named store: each record sets its key's row, and a
+// record with a nil value deletes it.
+func TableFrom[K, V any](b *Builder, topic, storeName string, codec operators.Codec[K, V], opts ...StoreOpt) Table[K, V] {
+	if have, ok := b.streams[topic]; ok {
+		if t, ok := have.(Table[K, V]); ok {
+			return t
+		}
+		b.fail("topic %q is read twice, as %T and as %T", topic, have, Table[K, V]{})
+	}
+	g := &group{name: topic}
+	if _, dup := b.streams[topic]; !dup {
+		b.groups = append(b.groups, g) // else a table of its own, which Build does not turn into a processor
+	}
+	n := newNode[K, V]()
+	out := Stream[K, V]{b: b, g: g, n: n, codec: codec, origins: []string{topic}, rawKey: true, rawValue: true}
+	declare(out, storeName, opts)
+	g.sources = append(g.sources, source{topic: topic, open: func(t *task) (func(*meta) error, error) {
+		kv, err := t.ctx.KeyValueStore(storeName)
+		if err != nil {
+			return nil, err
+		}
+		next, err := n.open(t)
+		if err != nil {
+			return nil, err
+		}
+		return func(m *meta) error {
+			k, err := codec.Key.Deserialize(m.rec.Key)
+			if err != nil {
+				return framework.KeyError(m.rec, err)
+			}
+			if m.rec.Value == nil {
+				if err := kv.Delete(m.rec.Key); err != nil {
+					return err
+				}
+				var zero V
+				del := *m
+				del.tombstone = true
+				return next(k, zero, &del)
+			}
+			v, err := codec.Value.Deserialize(m.rec.Value)
+			if err != nil {
+				return framework.ValueError(m.rec, err)
+			}
+			if err := kv.Put(m.rec.Key, m.rec.Value); err != nil {
+				return err
+			}
+			return next(k, v, m)
+		}, nil
+	}})
+	t := Table[K, V]{s: out, store: storeName}
+	if _, dup := b.streams[topic]; !dup {
+		b.streams[topic] = t
+	}
+	return t
+}
+
+// Grouped is a stream grouped by key, ready for an aggregation (Kafka
+// Streams' KGroupedStream).
+type Grouped[K, V any] struct{ s Stream[K, V] }
+
+// prepare returns the stream an aggregation into the named store reads:
+// s, or s read back from a repartition topic when its key may have
+// changed.
+func (g Grouped[K, V]) prepare(storeName string) Stream[K, V] {
+	if g.s.rekeyed {
+		return repartition(g.s, storeName)
+	}
+	return g.s
+}
+
+// Count counts the records of each key, kept in the named store. The
+// table's values are int64s (serde.Int64 by default: 8 big-endian bytes,
+// as Kafka's LongSerializer writes).
+func (g Grouped[K, V]) Count(storeName string, opts ...StoreOpt) Table[K, int64] {
+	return Aggregate(g, storeName, func() int64 { return 0 },
+		func(_ K, _ V, n int64) (int64, error) { return n + 1, nil }, serde.Int64(), opts...)
+}
+
+// Reduce combines the values of each key with fn, the first value of a key
+// kept as it is, in the named store.
+func (g Grouped[K, V]) Reduce(storeName string, fn func(acc, v V) (V, error), opts ...StoreOpt) Table[K, V] {
+	return fold(g, storeName, g.s.codec.Value, func(_ K, v V, acc V, found bool) (V, error) {
+		if !found {
+			return v, nil
+		}
+		return fn(acc, v)
+	}, opts)
+}
+
+// Aggregate folds the records of each key into an aggregate kept in the
+// named store, starting from init(). agg serializes the aggregate; nil
+// takes Default[A]().
+func Aggregate[K, V, A any](g Grouped[K, V], storeName string, init func() A, fn func(K, V, A) (A, error), agg serde.Serde[A], opts ...StoreOpt) Table[K, A] {
+	if agg == nil {
+		agg = Default[A]()
+	}
+	return fold(g, storeName, agg, func(k K, v V, acc A, found bool) (A, error) {
+		if !found {
+			acc = init()
+		}
+		return fn(k, v, acc)
+	}, opts)
+}
+
+// fold is the step behind every aggregation: read the key's aggregate,
+// fold the record in, write it back and hand it on.
+func fold[K, V, A any](g Grouped[K, V], storeName string, agg serde.Serde[A], fn func(k K, v V, acc A, found bool) (A, error), opts []StoreOpt) Table[K, A] {
+	s := g.prepare(storeName)
+	declare(s, storeName, opts)
+	out := step(s, operators.Codec[K, A]{Key: s.codec.Key, Value: agg}, func(t *task, next push[K, A]) (push[K, V], error) {
+		kv, err := t.ctx.KeyValueStore(storeName)
+		if err != nil {
+			return nil, err
+		}
+		return func(k K, v V, m *meta) error {
+			kb, err := keyBytes(s, k, m)
+			if err != nil {
+				return err
+			}
+			acc, found, err := current(kv, agg, kb, storeName)
+			if err != nil {
+				return err
+			}
+			if acc, err = fn(k, v, acc, found); err != nil {
+				return err
+			}
+			b, err := agg.Serialize(acc)
+			if err != nil {
+				return fmt.Errorf("serialize aggregate: %w", err)
+			}
+			if err := kv.Put(kb, b); err != nil {
+				return err
+			}
+			return next(k, acc, m)
+		}, nil
+	})
+	out.rawKey = s.rawKey
+	return Table[K, A]{s: out, store: storeName}
+}
+
+// current reads a key's stored value.
+func current[A any](kv store.KeyValue, s serde.Serde[A], key []byte, storeName string) (A, bool, error) {
+	var a A
+	b, ok, err := kv.Get(key)
+	if err != nil || !ok {
+		return a, false, err
+	}
+	if a, err = s.Deserialize(b); err != nil {
+		return a, false, fmt.Errorf("stored value of %q in %s: %w", key, storeName, err)
+	}
+	return a, true, nil
+}
+
+// Join joins each record of s with the row of its key in t, as the row
+// stands when the record is delivered; a record whose key has no row is
+// reported as dropped ("no-match"). The stream and the table's input are
+// read by one processor, so they must be co-partitioned; where a step
+// before may have changed the stream's key, the stream is repartitioned
+// first ("<store>-join-repartition"). The causal gate holds a stream
+// record until every table update its clock names is applied, so a
+// record written after an update (in a causal session) always joins it.
+func Join[K, V, T, R any](s Stream[K, V], t Table[K, T], joiner func(K, V, T) (R, error)) Stream[K, R] {
+	return join(s, t, false, func(k K, v V, row T, _ bool) (R, error) { return joiner(k, v, row) })
+}
+
+// LeftJoin is Join that keeps stream records with no row: joiner is
+// called with found false and row the zero value.
+func LeftJoin[K, V, T, R any](s Stream[K, V], t Table[K, T], joiner func(k K, v V, row T, found bool) (R, error)) Stream[K, R] {
+	return join(s, t, true, joiner)
+}
+
+func join[K, V, T, R any](s Stream[K, V], t Table[K, T], left bool, joiner func(K, V, T, bool) (R, error)) Stream[K, R] {
+	if s.rekeyed {
+		s = repartition(s, t.store+"-join")
+	}
+	s.g = union(t.s.g, s.g)
+	rows := t.s.codec.Value
+	out := step(s, operators.Codec[K, R]{Key: s.codec.Key, Value: Default[R]()}, func(tk *task, next push[K, R]) (push[K, V], error) {
+		kv, err := tk.ctx.KeyValueStore(t.store)
+		if err != nil {
+			return nil, err
+		}
+		return func(k K, v V, m *meta) error {
+			kb, err := keyBytes(s, k, m)
+			if err != nil {
+				return err
+			}
+			row, found, err := current(kv, rows, kb, t.store)
+			if err != nil {
+				return err
+			}
+			if !found && !left {
+				tk.ctx.Report(framework.DropEvent{Reason: "no-match", Record: m.rec, Detail: "no table row for key"})
+				return nil
+			}
+			r, err := joiner(k, v, row, found)
+			if err != nil {
+				return err
+			}
+			return next(k, r, m)
+		}, nil
+	})
+	out.rawKey = s.rawKey
+	// What the join emits depends on the row it read as much as on the
+	// stream record.
+	out.origins = slices.Clone(out.origins)
+	for _, in := range t.s.origins {
+		if !containsString(out.origins, in) {
+			out.origins = append(out.origins, in)
+		}
+	}
+	return out
+}
