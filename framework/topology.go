@@ -319,6 +319,9 @@ type Topology struct {
 	topics     map[string]TopicInfo
 	badInput   BadInputPolicy
 	deadLetter string
+	// logical maps the internal topics ForApplication renamed to the
+	// names processors know them by.
+	logical map[string]string
 }
 
 // Build validates the topology and returns it, or an error matching
@@ -526,6 +529,81 @@ func (t *Topology) findCycle() []string {
 
 // Name is the topology's name.
 func (t *Topology) Name() string { return t.name }
+
+// ForApplication returns the topology as the application named id runs
+// it: every internal topic is named "<id>-<name>", as Kafka Streams names
+// its repartition topics after application.id, so that two applications
+// running one topology on one cluster each have their own. Processors keep
+// the names they were built with: a task maps the topic given to Emit, and
+// the Topic of a record it delivers, between the two (see LogicalTopic and
+// PhysicalTopic). An empty id, or a topology already renamed, is returned
+// as it is.
+func (t *Topology) ForApplication(id string) *Topology {
+	if id == "" || t.logical != nil {
+		return t
+	}
+	rename := map[string]string{}
+	for name, ti := range t.topics {
+		if ti.Internal {
+			rename[name] = id + "-" + name
+		}
+	}
+	if len(rename) == 0 {
+		return t
+	}
+	to := func(name string) string {
+		if r, ok := rename[name]; ok {
+			return r
+		}
+		return name
+	}
+	out := &Topology{name: t.name, topics: map[string]TopicInfo{}, badInput: t.badInput, deadLetter: t.deadLetter,
+		logical: map[string]string{}}
+	for name, ti := range t.topics {
+		ti.Name = to(name)
+		out.topics[ti.Name] = ti
+	}
+	for name, phys := range rename {
+		out.logical[phys] = name
+	}
+	for _, p := range t.procs {
+		p.Inputs = slices.Clone(p.Inputs)
+		for i, in := range p.Inputs {
+			p.Inputs[i] = to(in)
+		}
+		p.Outputs = slices.Clone(p.Outputs)
+		for i, o := range p.Outputs {
+			o.Topic = to(o.Topic)
+			o.FedBy = slices.Clone(o.FedBy)
+			for j, f := range o.FedBy {
+				o.FedBy[j] = to(f)
+			}
+			p.Outputs[i] = o
+		}
+		out.procs = append(out.procs, p)
+	}
+	return out
+}
+
+// LogicalTopic returns the name processors know a topic by: the name
+// the topology was built with, where ForApplication renamed it.
+func (t *Topology) LogicalTopic(topic string) string {
+	if l, ok := t.logical[topic]; ok {
+		return l
+	}
+	return topic
+}
+
+// PhysicalTopic returns the name in the cluster of a topic processors
+// know by name.
+func (t *Topology) PhysicalTopic(name string) string {
+	for phys, l := range t.logical {
+		if l == name {
+			return phys
+		}
+	}
+	return name
+}
 
 // Processors describes the processors in the order they were added.
 func (t *Topology) Processors() []ProcessorInfo { return slices.Clone(t.procs) }

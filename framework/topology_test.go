@@ -185,3 +185,40 @@ func TestPartitionForMatchesKafka(t *testing.T) {
 	assert.Zero(t, framework.PartitionFor(nil, 7))
 	assert.Zero(t, framework.PartitionFor([]byte("x"), 1))
 }
+
+// ForApplication renames internal topics everywhere the topology names
+// them, and nothing else; processors keep the names they were built with.
+func TestForApplicationRenamesInternalTopics(t *testing.T) {
+	topo, err := framework.NewBuilder("wordcount").
+		Topic("words-by-word", framework.Internal(), framework.Partitions(4)).
+		Processor("split", nop, framework.From("lines"), framework.To("words-by-word", framework.FedBy("lines"))).
+		Processor("count", nop, framework.From("words-by-word", "extra"), framework.To("counts", framework.FedBy("words-by-word")),
+			framework.Stores(framework.KeyValueStore("word-counts"))).
+		Build()
+	require.NoError(t, err)
+	app := topo.ForApplication("shop")
+	split, _ := app.Processor("split")
+	count, _ := app.Processor("count")
+	tests := []struct {
+		name string
+		got  any
+		want any
+	}{
+		{"split's output", split.Outputs[0].Topic, "shop-words-by-word"},
+		{"split's output fed by", split.Outputs[0].FedBy, []string{"lines"}},
+		{"count's inputs", count.Inputs, []string{"shop-words-by-word", "extra"}},
+		{"count's output fed by", count.Outputs[0].FedBy, []string{"shop-words-by-word"}},
+		{"count's output", count.Outputs[0].Topic, "counts"},
+		{"the internal topic's facts", func() any { ti, _ := app.Topic("shop-words-by-word"); return ti }(),
+			framework.TopicInfo{Name: "shop-words-by-word", Partitions: 4, Internal: true}},
+		{"no topic under the old name", func() any { _, ok := app.Topic("words-by-word"); return ok }(), false},
+		{"logical of a renamed topic", app.LogicalTopic("shop-words-by-word"), "words-by-word"},
+		{"logical of a user topic", app.LogicalTopic("lines"), "lines"},
+		{"physical of a renamed topic", app.PhysicalTopic("words-by-word"), "shop-words-by-word"},
+		{"renaming twice changes nothing", app.ForApplication("other"), app},
+		{"the original is untouched", func() any { p, _ := topo.Processor("count"); return p.Inputs }(), []string{"words-by-word", "extra"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { assert.Equal(t, tt.want, tt.got) })
+	}
+}

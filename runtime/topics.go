@@ -63,6 +63,13 @@ func (tm topicManager) ensureTopics(ctx context.Context) (map[string]int32, erro
 		// The worker's own, for records an operator skips.
 		topics = append(topics, framework.TopicInfo{Name: tm.deadLetter, Internal: true})
 	}
+	for _, ti := range topics {
+		if l := tm.topo.LogicalTopic(ti.Name); l != ti.Name && counts[l] > 0 {
+			tm.log.Warn("a topic has the name this application's internal topic had before internal topics carried the application id; "+
+				"this worker reads only the new one, so records an earlier Causeway left in the old one are not read "+
+				"(see docs/operations.md, upgrading)", zap.String("old", l), zap.String("new", ti.Name))
+		}
+	}
 	var missing []string
 	for _, ti := range topics {
 		switch {

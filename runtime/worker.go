@@ -122,6 +122,7 @@ func NewWorker(cfg Config, topo *framework.Topology, log *zap.Logger, metrics *M
 	if metrics == nil {
 		metrics = NewMetrics()
 	}
+	topo = topo.ForApplication(cfg.ApplicationID)
 	deadLetter := topo.DeadLetterTopic()
 	if deadLetter == "" {
 		deadLetter = cfg.ApplicationID + "-dead-letter"

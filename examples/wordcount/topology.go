@@ -5,14 +5,14 @@ import (
 	"unicode"
 
 	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/framework/dsl"
 	"github.com/causeway-stream/causeway/framework/serde"
 	"github.com/causeway-stream/causeway/operators"
 )
 
-// Topic names of the example.
+// Topic and store names of the example.
 const (
 	LinesTopic  = "lines"
-	WordsTopic  = "wordcount-words"
 	CountsTopic = "counts"
 	CountsStore = "word-counts"
 )
@@ -33,23 +33,16 @@ func Words(line string) []string {
 	return out
 }
 
-// Topology is the classic word count: lines are split into words keyed by
-// the word, so the internal words topic is partitioned by word (Kafka
-// Streams' groupBy), and each word's count is kept in a store and emitted on
-// every change.
+// Topology is the classic word count, in the fluent DSL: lines are split
+// into words, grouped by word and counted, and each word's count is
+// emitted on every change. Grouping by a new key makes the DSL route the
+// words through a repartition topic ("<application id>-word-counts-repartition")
+// partitioned by word, so the count of a word is kept by one task.
 func Topology() (*framework.Topology, error) {
-	return framework.NewBuilder("wordcount").
-		Topic(WordsTopic, framework.Internal()).
-		Processor("split", operators.FlatMap(text, text, func(_, line string) ([]operators.KV[string, string], error) {
-			words := Words(line)
-			out := make([]operators.KV[string, string], len(words))
-			for i, w := range words {
-				out[i] = operators.KV[string, string]{Key: w, Value: w}
-			}
-			return out, nil
-		}), framework.From(LinesTopic), framework.To(WordsTopic)).
-		Processor("count", operators.Count(text, CountsStore),
-			framework.From(WordsTopic), framework.To(CountsTopic),
-			framework.Stores(framework.KeyValueStore(CountsStore))).
-		Build()
+	b := dsl.NewBuilder("wordcount")
+	words := dsl.FlatMapValues(dsl.From(b, LinesTopic, text), func(_, line string) ([]string, error) { return Words(line), nil })
+	dsl.GroupBy(words, func(_, w string) (string, error) { return w, nil }).
+		Count(CountsStore).
+		ToStream().To(CountsTopic)
+	return b.Build()
 }

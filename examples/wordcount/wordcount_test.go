@@ -9,8 +9,15 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"go.uber.org/zap"
+
+	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/driver"
 	"github.com/causeway-stream/causeway/framework/serde"
+	"github.com/causeway-stream/causeway/operators"
+	"github.com/causeway-stream/causeway/runtime"
+	"github.com/causeway-stream/causeway/runtime/embedded"
 )
 
 func TestWords(t *testing.T) {
@@ -80,4 +87,104 @@ func TestSampleTextIsLargeEnough(t *testing.T) {
 		words += len(Words(l))
 	}
 	assert.GreaterOrEqual(t, words, 100_000)
+}
+
+// runTwoApplications runs two workers of topo on one embedded broker,
+// under different application ids, over the same lines, and returns the
+// highest count each word reached in the shared counts topic.
+func runTwoApplications(t *testing.T, topo *framework.Topology) (got, want map[string]int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	lines := textLines(300)
+	want = map[string]int64{}
+	words := 0
+	for _, l := range lines {
+		for _, w := range Words(l) {
+			want[w]++
+			words++
+		}
+	}
+	b, err := embedded.Start()
+	require.NoError(t, err)
+	defer b.Close()
+	require.NoError(t, feed(ctx, b.Addr(), lines, 2))
+	for _, id := range []string{"wordcount-a", "wordcount-b"} {
+		cfg := runtime.DefaultConfig()
+		cfg.ApplicationID, cfg.BootstrapServers, cfg.StateDir, cfg.HTTPAddr = id, b.Addr(), t.TempDir(), ""
+		cfg.CreateTopics, cfg.DefaultPartitions = true, 2
+		w, err := runtime.NewWorker(cfg, topo, zap.NewNop(), nil)
+		require.NoError(t, err)
+		require.NoError(t, w.Start(ctx))
+		defer func() {
+			stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			assert.NoError(t, w.Stop(stopCtx))
+		}()
+	}
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "group.id": "two-apps-reader",
+		"isolation.level": "read_committed", "auto.offset.reset": "earliest", "enable.metrics.push": false})
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.Subscribe(CountsTopic, nil))
+	got = map[string]int64{}
+	// Each application emits one count per word it reads: twice the words
+	// in all when each reads only its own repartition topic. What comes
+	// after that, until the topic stays quiet, is read too.
+	quiet := time.Time{}
+	for seen := 0; ctx.Err() == nil; {
+		if m, ok := c.Poll(50).(*kafka.Message); ok && m.TopicPartition.Error == nil {
+			n, err := serde.Int64().Deserialize(m.Value)
+			require.NoError(t, err)
+			got[string(m.Key)] = max(got[string(m.Key)], n)
+			seen++
+			quiet = time.Time{}
+			continue
+		}
+		if seen >= 2*words {
+			if quiet.IsZero() {
+				quiet = time.Now()
+			} else if time.Since(quiet) > 3*time.Second {
+				break
+			}
+		}
+	}
+	require.NoError(t, ctx.Err())
+	return got, want
+}
+
+// Two applications running the same topology on one cluster each have
+// their own repartition topic, named after the application id: neither
+// counts the other's words.
+func TestTwoApplicationsDoNotShareInternalTopics(t *testing.T) {
+	topo, err := Topology()
+	require.NoError(t, err)
+	got, want := runTwoApplications(t, topo)
+	assert.Equal(t, want, got)
+}
+
+// Negative control: the same topology with the words topic shared (a
+// plain topic, as every internal topic was before it carried the
+// application id) counts each word twice.
+func TestSharedWordsTopicCountsTwice(t *testing.T) {
+	topo, err := framework.NewBuilder("wordcount").
+		Processor("split", operators.FlatMap(text, text, func(_, line string) ([]operators.KV[string, string], error) {
+			var out []operators.KV[string, string]
+			for _, w := range Words(line) {
+				out = append(out, operators.KV[string, string]{Key: w, Value: w})
+			}
+			return out, nil
+		}), framework.From(LinesTopic), framework.To("words")).
+		Processor("count", operators.Count(text, CountsStore), framework.From("words"), framework.To(CountsTopic),
+			framework.Stores(framework.KeyValueStore(CountsStore))).
+		Build()
+	require.NoError(t, err)
+	got, want := runTwoApplications(t, topo)
+	doubled := 0
+	for w, n := range want {
+		if got[w] == 2*n {
+			doubled++
+		}
+	}
+	assert.Equal(t, len(want), doubled, "every word counted by both applications")
 }

@@ -41,6 +41,7 @@ type config struct {
 	defaultN   int32
 	gateOff    bool
 	start      time.Time
+	appID      string
 }
 
 type optFunc func(*config)
@@ -60,6 +61,12 @@ func DefaultPartitions(n int32) Opt { return optFunc(func(c *config) { c.default
 // GateOff delivers records in arrival order, ignoring their clocks: the
 // same run without causal delivery, to show what goes wrong.
 func GateOff() Opt { return optFunc(func(c *config) { c.gateOff = true }) }
+
+// ApplicationID runs the topology as the application id does on a worker:
+// its internal topics are named "<id>-<name>" (see
+// framework.Topology.ForApplication), and Records and Pipe take those
+// names. Default: none, topics keep the names they were built with.
+func ApplicationID(id string) Opt { return optFunc(func(c *config) { c.appID = id }) }
 
 // WallClock sets the wall clock's starting time. Default: 2026-01-01 UTC.
 func WallClock(start time.Time) Opt { return optFunc(func(c *config) { c.start = start }) }
@@ -103,6 +110,7 @@ func New(topo *framework.Topology, opts ...Opt) (*Driver, error) {
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
+	topo = topo.ForApplication(cfg.appID)
 	d := &Driver{cfg: cfg, topo: topo, topics: map[string][]*partition{}, paused: map[causal.Channel]bool{}, now: cfg.start,
 		group: map[causal.Channel]int64{}, committed: map[string]*taskmgr.Restored{}, deadLetter: topo.DeadLetterTopic()}
 	if d.deadLetter == "" {

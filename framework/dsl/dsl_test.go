@@ -261,3 +261,33 @@ func TestDefaultSerdes(t *testing.T) {
 		})
 	}
 }
+
+// Run as an application, the topology's repartition topic carries the
+// application id, and the fused processors still find their inputs and
+// outputs by the names they were built with.
+func TestRepartitionTopicNamedAfterTheApplication(t *testing.T) {
+	b := dsl.NewBuilder("wordcount")
+	words := dsl.FlatMapValues(dsl.From(b, "lines", text), func(_, line string) ([]string, error) { return strings.Fields(line), nil })
+	dsl.GroupBy(words, func(_, w string) (string, error) { return w, nil }).Count("word-counts").ToStream().To("counts")
+	topo, err := b.Build()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"shop-word-counts-repartition"}, internalTopics(topo.ForApplication("shop")))
+
+	d, err := driver.New(topo, driver.ApplicationID("shop"), driver.DefaultPartitions(2))
+	require.NoError(t, err)
+	_, _, err = driver.NewInput(d, "lines", serde.String(), serde.String()).Pipe("1", "to be or not to be")
+	require.NoError(t, err)
+	require.NoError(t, d.Run())
+	repartitioned, err := d.Records("shop-word-counts-repartition")
+	require.NoError(t, err)
+	assert.Len(t, repartitioned, 6)
+	_, err = d.Records("word-counts-repartition")
+	assert.ErrorIs(t, err, driver.ErrUnknownTopic)
+	counts, err := driver.NewOutput(d, "counts", serde.String(), serde.Int64()).All()
+	require.NoError(t, err)
+	last := map[string]int64{}
+	for _, kv := range counts {
+		last[kv.Key] = kv.Value
+	}
+	assert.Equal(t, map[string]int64{"to": 2, "be": 2, "or": 1, "not": 1}, last)
+}

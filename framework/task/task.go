@@ -166,10 +166,13 @@ type schedule struct {
 // Task is one processor instance behind its gate. It is not safe for
 // concurrent use.
 type Task struct {
-	id     string
-	cfg    Config
-	info   framework.ProcessorInfo
-	policy framework.BadInputPolicy
+	id   string
+	cfg  Config
+	info framework.ProcessorInfo
+	// logicalIn maps the inputs the topology renamed (see
+	// framework.Topology.ForApplication) to the names the processor knows.
+	logicalIn map[string]string
+	policy    framework.BadInputPolicy
 	// clockPolicy is what happens to a record whose clock header does not
 	// decode: DeadLetter when the processor's bad input goes to the
 	// dead-letter topic, else FailTask (fail closed). LogAndSkip does not
@@ -262,7 +265,15 @@ func New(cfg Config) (*Task, error) {
 	}
 	t.ctx = &taskContext{t: t}
 	for _, o := range info.Outputs {
-		t.outputs = append(t.outputs, &output{topic: o.Topic, keep: o.KeepPartition})
+		t.outputs = append(t.outputs, &output{topic: o.Topic, name: cfg.Topology.LogicalTopic(o.Topic), keep: o.KeepPartition})
+	}
+	for _, in := range info.Inputs {
+		if l := cfg.Topology.LogicalTopic(in); l != in {
+			if t.logicalIn == nil {
+				t.logicalIn = map[string]string{}
+			}
+			t.logicalIn[in] = l
+		}
 	}
 	if dlq != "" {
 		t.dlq = &output{topic: dlq}
@@ -524,7 +535,11 @@ func (t *Task) process(rec framework.Record) error {
 	}
 	t.current, t.inRecord = rec, true
 	mark := len(t.outbox)
-	err := t.proc.Process(t.ctx, rec)
+	in := rec
+	if l, ok := t.logicalIn[rec.Topic]; ok {
+		in.Topic = l
+	}
+	err := t.proc.Process(t.ctx, in)
 	t.current, t.inRecord = framework.Record{}, false
 	if err != nil {
 		policy := t.info.ProcessingPolicy(err, t.policy)
@@ -617,6 +632,9 @@ func (t *Task) ProductionError(o Output, cause error, keepValue bool) error {
 // output is one topic the task writes to.
 type output struct {
 	topic string
+	// name is what the processor calls the topic (see
+	// framework.Topology.ForApplication).
+	name string
 	// keep places every record on the task's partition instead of by key.
 	keep bool
 	// partitions is the topic's partition count, asked of
@@ -850,7 +868,7 @@ func (c *taskContext) Forward(rec framework.Record) error {
 
 func (c *taskContext) Emit(topic string, rec framework.Record) error {
 	for _, o := range c.t.outputs {
-		if o.topic == topic {
+		if o.name == topic {
 			return c.t.emit(o, rec)
 		}
 	}
@@ -902,7 +920,7 @@ func (c *taskContext) Partition() int32      { return c.t.cfg.Partition }
 func (c *taskContext) Outputs() []string {
 	topics := make([]string, len(c.t.outputs))
 	for i, o := range c.t.outputs {
-		topics[i] = o.topic
+		topics[i] = o.name
 	}
 	return topics
 }

@@ -42,12 +42,15 @@ const (
 	cfgGateOn  = "Causeway, gate on"
 	cfgOnKey   = "Causeway, gate on, outputs placed by key"
 	cfgTwoHop  = "Causeway, two hops, gate on"
+	cfgFused   = "Causeway, three steps fused (DSL)"
+	cfgThree   = "Causeway, three steps as three processors"
 )
 
-var allConfigs = []string{cfgHand, cfgHandKey, cfgHandCP, cfgHandPad, cfgFranz, cfgGateOff, cfgGateOn, cfgOnKey, cfgTwoHop}
+var allConfigs = []string{cfgHand, cfgHandKey, cfgHandCP, cfgHandPad, cfgFranz, cfgGateOff, cfgGateOn, cfgOnKey, cfgTwoHop, cfgFused, cfgThree}
 
 // configIDs are the short names -configs takes.
-var configIDs = map[string]string{"hand": cfgHand, "handcp": cfgHandCP, "handkey": cfgHandKey, "handpad": cfgHandPad, "franz": cfgFranz, "off": cfgGateOff, "on": cfgGateOn, "onkey": cfgOnKey, "twohop": cfgTwoHop}
+var configIDs = map[string]string{"hand": cfgHand, "handcp": cfgHandCP, "handkey": cfgHandKey, "handpad": cfgHandPad, "franz": cfgFranz, "off": cfgGateOff, "on": cfgGateOn, "onkey": cfgOnKey, "twohop": cfgTwoHop,
+	"fused": cfgFused, "three": cfgThree}
 
 type options struct {
 	records     int
@@ -115,7 +118,7 @@ func main() {
 	flag.IntVar(&o.latRecords, "latency-records", 3000, "records in the latency phase")
 	flag.IntVar(&o.latRate, "latency-rate", 3000, "records per second in the latency phase")
 	flag.StringVar(&o.out, "out", "bench-results", "directory for the result files")
-	flag.StringVar(&configs, "configs", "hand,handkey,franz,off,on,onkey,twohop", "configurations to run: hand, handkey (outputs placed by key), handcp (with checkpoint writes), handpad (headers as long as Causeway's stamps), franz, off, on, onkey (outputs placed by key), twohop")
+	flag.StringVar(&configs, "configs", "hand,handkey,franz,off,on,onkey,twohop,fused,three", "configurations to run: hand, handkey (outputs placed by key), handcp (with checkpoint writes), handpad (headers as long as Causeway's stamps), franz, off, on, onkey (outputs placed by key), twohop, fused (three stateless steps fused by the DSL), three (the same steps as three processors)")
 	flag.StringVar(&o.brokerProf, "broker-cpuprofile", "", "write a CPU profile of the broker process to this file")
 	flag.StringVar(&o.from, "from", "", "write the report from this earlier e2e.json instead of measuring")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured process to this file")
@@ -569,7 +572,7 @@ const settle = 2 * time.Second
 func measure(addr string, brokerPid int, config string, size, run, id int, o options) (result, error) {
 	res := result{Config: config, ValueBytes: size, Run: run, Records: o.records}
 	prefix := fmt.Sprintf("b%d", id)
-	t := topics{in: prefix + "-in", in2: prefix + "-side", mid: prefix + "-mid", out: prefix + "-out", group: prefix,
+	t := topics{in: prefix + "-in", in2: prefix + "-side", mid: prefix + "-mid", mid2: prefix + "-mid2", out: prefix + "-out", group: prefix,
 		sideWritten: make([]int64, o.partitions), checkpoints: prefix + "-checkpoints"}
 	twoHop := config == cfgTwoHop
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -580,6 +583,9 @@ func measure(addr string, brokerPid int, config string, size, run, id int, o opt
 	}
 	if twoHop {
 		names = append(names, t.in2, t.mid)
+	}
+	if config == cfgThree {
+		names = append(names, t.mid, t.mid2)
 	}
 	if err := createTopics(ctx, addr, o.partitions, names...); err != nil {
 		return res, err
@@ -601,8 +607,9 @@ func measure(addr string, brokerPid int, config string, size, run, id int, o opt
 		}
 	case cfgFranz:
 		p = &franzLoop{addr: addr, t: t}
-	case cfgGateOff, cfgGateOn, cfgOnKey, cfgTwoHop:
-		p = &worker{addr: addr, t: t, gateOff: config == cfgGateOff, twoHop: twoHop, byKey: config == cfgOnKey, dir: dir}
+	case cfgGateOff, cfgGateOn, cfgOnKey, cfgTwoHop, cfgFused, cfgThree:
+		p = &worker{addr: addr, t: t, gateOff: config == cfgGateOff, twoHop: twoHop, byKey: config == cfgOnKey, dir: dir,
+			fused: config == cfgFused, three: config == cfgThree}
 	default:
 		return res, fmt.Errorf("unknown configuration %q", config)
 	}

@@ -15,6 +15,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/framework/dsl"
+	"github.com/causeway-stream/causeway/framework/serde"
+	"github.com/causeway-stream/causeway/operators"
 	"github.com/causeway-stream/causeway/runtime"
 )
 
@@ -28,10 +31,10 @@ type pipeline interface {
 }
 
 type topics struct {
-	in, in2, mid, out string
-	group             string
-	sideWritten       []int64 // side records written so far, per partition
-	checkpoints       string  // compacted topic for the checkpointing hand loop
+	in, in2, mid, mid2, out string
+	group                   string
+	sideWritten             []int64 // side records written so far, per partition
+	checkpoints             string  // compacted topic for the checkpointing hand loop
 }
 
 // consumerTuned and producerTuned are the librdkafka settings of the
@@ -318,13 +321,33 @@ type worker struct {
 	// they keep the input's partition (framework.KeepPartition), as the
 	// hand-written loop does.
 	byKey bool
-	dir   string
-	w     *runtime.Worker
-	m     *runtime.Metrics
+	// fused runs three stateless steps fused into one processor by the
+	// DSL; three runs the same steps as three processors, with a topic
+	// between each two.
+	fused, three bool
+	dir          string
+	w            *runtime.Worker
+	m            *runtime.Metrics
 }
 
 func passThrough() framework.Processor {
 	return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error { return ctx.Forward(rec) })
+}
+
+// raw reads keys and values as bytes.
+var raw = operators.Codec[[]byte, []byte]{Key: serde.Bytes(), Value: serde.Bytes()}
+
+// The three stateless steps of the fused and three-processor runs: a
+// value mapping, a filter and a peek, each as cheap as a step can be, so
+// that what is measured is what running them as one processor or as three
+// costs.
+func sameValue(_, v []byte) ([]byte, error) { return v, nil }
+func nonEmpty(_, v []byte) bool             { return len(v) > 0 }
+func look(_, _ []byte)                      {}
+
+// chainSteps attaches the three steps to s.
+func chainSteps(s dsl.Stream[[]byte, []byte]) dsl.Stream[[]byte, []byte] {
+	return dsl.MapValues(s, sameValue).Filter(nonEmpty).Peek(look)
 }
 
 func (w *worker) topology() (*framework.Topology, error) {
@@ -332,6 +355,17 @@ func (w *worker) topology() (*framework.Topology, error) {
 	var place []framework.OutputOpt
 	if !w.byKey {
 		place = append(place, framework.KeepPartition())
+	}
+	switch {
+	case w.fused:
+		fb := dsl.NewBuilder("bench")
+		chainSteps(dsl.From(fb, w.t.in, raw)).To(w.t.out, place...)
+		return fb.Build()
+	case w.three:
+		return b.Processor("map", operators.MapValues(raw, serde.Bytes(), sameValue), framework.From(w.t.in), framework.To(w.t.mid, place...)).
+			Processor("filter", operators.Filter(raw, nonEmpty), framework.From(w.t.mid), framework.To(w.t.mid2, place...)).
+			Processor("peek", operators.Peek(raw, look), framework.From(w.t.mid2), framework.To(w.t.out, place...)).
+			Build()
 	}
 	if !w.twoHop {
 		return b.Processor("pass", passThrough, framework.From(w.t.in), framework.To(w.t.out, place...)).Build()

@@ -206,6 +206,8 @@ func targets(results []result, sizes []int) []target {
 		{"gate on / gate off, throughput", cfgGateOn, cfgGateOff, perSec, ratio, ">= 0.95", atLeast(0.95)},
 		{"gate on / gate off, p99 latency", cfgGateOn, cfgGateOff, p99, ratio, "<= 1.10", atMost(1.10)},
 		{"gate on - gate off, allocations per record", cfgGateOn, cfgGateOff, allocs, difference, "<= 2", atMost(2)},
+		{"three steps fused / three processors, throughput", cfgFused, cfgThree, perSec, ratio, ">= 2.5", atLeast(2.5)},
+		{"three steps fused / one pass-through processor, throughput", cfgFused, cfgGateOn, perSec, ratio, ">= 0.95", atLeast(0.95)},
 	}
 	var out []target
 	for _, size := range sizes {
