@@ -16,9 +16,16 @@ type Window interface {
 	Get(key []byte, start time.Time) ([]byte, bool, error)
 	// Put sets the value of key's window starting at start.
 	Put(key []byte, start time.Time, value []byte) error
+	// Delete removes key's window starting at start; a missing window is
+	// not an error.
+	Delete(key []byte, start time.Time) error
 	// Fetch iterates key's windows whose start is in [from, to], in start
 	// order.
 	Fetch(key []byte, from, to time.Time) iter.Seq2[time.Time, []byte]
+	// FetchAll iterates the windows of every key whose start is in
+	// [from, to], in (segment, key, start) order: what closes between two
+	// stream times, for an aggregation that emits windows as they close.
+	FetchAll(from, to time.Time) iter.Seq2[WindowKey, []byte]
 	// DropBefore drops, for retention, every segment whose windows all
 	// start before start: a window starting before start stays until the
 	// rest of its segment goes too. The changelog does not record the
@@ -119,6 +126,43 @@ func (w *windowStore) Get(key []byte, start time.Time) ([]byte, bool, error) {
 
 func (w *windowStore) Put(key []byte, start time.Time, value []byte) error {
 	return w.kv.Put(w.windowKey(key, start), value)
+}
+
+func (w *windowStore) Delete(key []byte, start time.Time) error {
+	return w.kv.Delete(w.windowKey(key, start))
+}
+
+func (w *windowStore) FetchAll(from, to time.Time) iter.Seq2[WindowKey, []byte] {
+	return func(yield func(WindowKey, []byte) bool) {
+		if to.Before(from) {
+			return
+		}
+		seg, last := w.segmentOf(from), w.segmentOf(to)
+		for {
+			next, ok := w.firstSegment(seg, last)
+			if !ok {
+				return
+			}
+			seg = next
+			var hi []byte
+			if seg != ^uint64(0) {
+				hi = segmentPrefix(seg + 1)
+			}
+			for k, v := range w.kv.Range(segmentPrefix(seg), hi) {
+				wk, err := ParseWindowKey(k)
+				if err != nil || wk.Start.Before(from) || wk.Start.After(to) {
+					continue
+				}
+				if !yield(wk, v) {
+					return
+				}
+			}
+			if seg == last {
+				return
+			}
+			seg++
+		}
+	}
 }
 
 func (w *windowStore) Fetch(key []byte, from, to time.Time) iter.Seq2[time.Time, []byte] {

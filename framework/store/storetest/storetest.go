@@ -244,6 +244,22 @@ func windowSegments(t *testing.T, b Backend) {
 	}
 	assert.Equal(t, []string{"40s=40s", "1m0s=1m0s", "1m20s=1m20s", "1m40s=1m40s", "2m0s=2m0s"}, fetch(40*time.Second, 2*time.Minute),
 		"a fetch across segments")
+	fetchAll := func(from, to time.Duration) []string {
+		var got []string
+		for wk, v := range w.FetchAll(at(from), at(to)) {
+			got = append(got, string(wk.Key)+"@"+wk.Start.Sub(t0).String()+"="+string(v))
+		}
+		return got
+	}
+	assert.Equal(t, []string{"k@0s=0s", "k@20s=20s", "k\x00@0s=prefix", "k2@0s=other"}, fetchAll(0, 20*time.Second),
+		"every key's windows in a span, in (segment, key, start) order")
+	assert.Equal(t, []string{"k@40s=40s", "k@1m0s=1m0s"}, fetchAll(40*time.Second, time.Minute), "a span across segments")
+	assert.Empty(t, fetchAll(time.Minute, 0), "an empty span")
+	require.NoError(t, w.Delete([]byte("k"), at(20*time.Second)))
+	require.NoError(t, w.Delete([]byte("k"), at(21*time.Second)), "deleting a missing window")
+	assert.Equal(t, []string{"0s=0s", "40s=40s"}, fetch(0, 40*time.Second), "a deleted window")
+	require.NoError(t, w.Put([]byte("k"), at(20*time.Second), []byte("20s")))
+	require.NoError(t, s.Commit(nil))
 
 	// Dropping before 2m30s drops the segments [0, 1m) and [1m, 2m) whole,
 	// and keeps [2m, 3m), windows before 2m30s included.
