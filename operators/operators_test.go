@@ -70,6 +70,21 @@ func windowedInt64(r framework.Record) string {
 }
 
 // cases returns every case, and the fluent variant of each that has one.
+func sessionInt64(r framework.Record) string {
+	w, err := operators.SessionWindowedKey(serde.String()).Deserialize(r.Key)
+	if err != nil {
+		return "undecodable:" + err.Error()
+	}
+	if r.Value == nil {
+		return fmt.Sprintf("%s@%s-%s=nil", w.Key, w.Start.Sub(t0), w.End.Sub(t0))
+	}
+	n, err := serde.Int64().Deserialize(r.Value)
+	if err != nil {
+		return "undecodable:" + err.Error()
+	}
+	return fmt.Sprintf("%s@%s-%s=%d", w.Key, w.Start.Sub(t0), w.End.Sub(t0), n)
+}
+
 func cases() []opCase {
 	var out []opCase
 	for _, c := range processorCases() {
@@ -258,6 +273,10 @@ func processorCases() []opCase {
 					func(_, _ string, n int64) (int64, error) { return n + 1, nil }),
 					framework.From("in"), framework.To("out"), framework.Stores(framework.WindowStore("win", time.Hour)))
 			},
+			fluent: func(b *dsl.Builder) {
+				dsl.WindowedBy(dsl.From(b, "in", str).GroupByKey(), operators.Tumbling(time.Minute, 10*time.Second)).
+					Count("win").ToStream().To("out")
+			},
 			inputs: []in{
 				{"in", "k", "x", 10 * time.Second},
 				{"in", "k", "x", 50 * time.Second},
@@ -280,10 +299,46 @@ func processorCases() []opCase {
 					func(_, _ string, n int64) (int64, error) { return n + 1, nil }),
 					framework.From("in"), framework.To("out"), framework.Stores(framework.WindowStore("win", time.Hour)))
 			},
+			fluent: func(b *dsl.Builder) {
+				dsl.WindowedBy(dsl.From(b, "in", str).GroupByKey(), operators.Hopping(time.Minute, 30*time.Second, 0)).
+					Count("win").ToStream().To("out")
+			},
 			inputs: []in{{"in", "k", "x", 40 * time.Second}, {"in", "k", "x", 70 * time.Second}},
 			render: map[string]func(framework.Record) string{"out": windowedInt64},
 			want: map[string][]string{"out": {
 				"k@0s-1m0s=1", "k@30s-1m30s=1", "k@30s-1m30s=2", "k@1m0s-2m0s=1",
+			}},
+		},
+		{
+			name: "tumbling windows emitted when they close",
+			build: func(b *dsl.Builder) {
+				dsl.WindowedBy(dsl.From(b, "in", str).GroupByKey(), operators.Tumbling(time.Minute, 10*time.Second)).
+					EmitOnWindowClose().Count("win").ToStream().To("out")
+			},
+			inputs: []in{
+				{"in", "k", "x", 10 * time.Second},
+				{"in", "k", "x", 50 * time.Second},
+				{"in", "j", "x", 65 * time.Second},
+				{"in", "k", "x", 55 * time.Second},  // window 0-1m still within grace at 65s
+				{"in", "k", "x", 80 * time.Second},  // closes 0-1m
+				{"in", "k", "x", 30 * time.Second},  // late
+				{"in", "k", "x", 130 * time.Second}, // closes 1m-2m
+			},
+			render: map[string]func(framework.Record) string{"out": windowedInt64},
+			want:   map[string][]string{"out": {"k@0s-1m0s=3", "j@1m0s-2m0s=1", "k@1m0s-2m0s=1"}},
+			drops:  map[string]int{"late": 1},
+		},
+		{
+			name: "session windows",
+			build: func(b *dsl.Builder) {
+				dsl.SessionWindowedBy(dsl.From(b, "in", str).GroupByKey(), dsl.SessionWindows{Gap: 20 * time.Second}).
+					Count("sessions").ToStream().To("out")
+			},
+			inputs: []in{{"in", "k", "x", 0}, {"in", "k", "x", 30 * time.Second}, {"in", "k", "x", 15 * time.Second}},
+			render: map[string]func(framework.Record) string{"out": sessionInt64},
+			want: map[string][]string{"out": {
+				"k@0s-0s=1", "k@30s-30s=1", // 30s is more than a gap after 0s
+				"k@0s-0s=nil", "k@30s-30s=nil", "k@0s-30s=3", // 15s is within a gap of both: one session
 			}},
 		},
 		{

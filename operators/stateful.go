@@ -152,13 +152,15 @@ func Hopping(size, advance, grace time.Duration) Windows {
 	return Windows{Size: size, Advance: advance, Grace: grace}
 }
 
-// starts returns the starts of the windows containing ts, oldest first.
-func (w Windows) starts(ts time.Time) []time.Time {
+// Starts returns the starts of the windows containing ts, oldest first.
+// As in Kafka Streams, windows are aligned to the Unix epoch and none
+// starts before it.
+func (w Windows) Starts(ts time.Time) []time.Time {
 	adv := w.Advance.Nanoseconds()
 	n := ts.UnixNano()
 	last := n - ((n%adv)+adv)%adv // floor to a multiple of adv
 	var out []time.Time
-	for s := last; s > n-w.Size.Nanoseconds(); s -= adv {
+	for s := last; s > n-w.Size.Nanoseconds() && s >= 0; s -= adv {
 		out = append([]time.Time{time.Unix(0, s).UTC()}, out...)
 	}
 	return out
@@ -294,7 +296,7 @@ func (p *windowed[K, V, A]) Process(ctx framework.Context, rec framework.Record)
 	}
 	now := ctx.StreamTime()
 	emitted := false
-	for _, start := range p.w.starts(rec.Timestamp) {
+	for _, start := range p.w.Starts(rec.Timestamp) {
 		end := start.Add(p.w.Size)
 		if !end.Add(p.w.Grace).After(now) {
 			continue // closed

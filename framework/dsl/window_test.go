@@ -1,0 +1,251 @@
+package dsl_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/framework/driver"
+	"github.com/causeway-stream/causeway/framework/dsl"
+	"github.com/causeway-stream/causeway/framework/serde"
+	"github.com/causeway-stream/causeway/operators"
+)
+
+// at is a record timestamp, in milliseconds since the epoch (windows are
+// aligned to the epoch, as in Kafka Streams).
+func at(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+// timed is one input record: key and timestamp in milliseconds.
+type timed struct {
+	key string
+	ms  int64
+}
+
+// runWindows pipes the records one by one (one Run each, so the order is
+// the processing order), restarting every task after restartAfter records
+// (negative: never), and renders what reached "out" as
+// key@start-end=count, with "nil" for a tombstone.
+func runWindows(t *testing.T, topo *framework.Topology, window serde.Serde[operators.Windowed[string]], in []timed, restartAfter int) ([]string, []driver.Dropped) {
+	t.Helper()
+	d, err := driver.New(topo)
+	require.NoError(t, err)
+	input := driver.NewInput(d, "in", serde.String(), serde.String())
+	for i, r := range in {
+		if i == restartAfter {
+			for _, st := range d.Tasks() {
+				require.NoError(t, d.RestartTask(st.ID))
+			}
+		}
+		_, _, err := input.PipeAt(r.key, fmt.Sprint(i), at(r.ms))
+		require.NoError(t, err)
+		require.NoError(t, d.Run())
+	}
+	recs, err := d.Records("out")
+	require.NoError(t, err)
+	var out []string
+	for _, r := range recs {
+		w, err := window.Deserialize(r.Key)
+		require.NoError(t, err)
+		v := "nil"
+		if r.Value != nil {
+			n, err := serde.Int64().Deserialize(r.Value)
+			require.NoError(t, err)
+			v = fmt.Sprint(n)
+		}
+		out = append(out, fmt.Sprintf("%s@%d-%d=%s", w.Key, w.Start.UnixMilli(), w.End.UnixMilli(), v))
+	}
+	return out, d.Dropped()
+}
+
+func timeWindowCount(t *testing.T, w operators.Windows, final bool) *framework.Topology {
+	b := dsl.NewBuilder("windows")
+	windowed := dsl.WindowedBy(dsl.From(b, "in", text).GroupByKey(), w)
+	if final {
+		windowed = windowed.EmitOnWindowClose()
+	}
+	windowed.Count("counts").ToStream().To("out")
+	topo, err := b.Build()
+	require.NoError(t, err)
+	return topo
+}
+
+// Time windows by Kafka Streams' rules: a window is [start, start+size),
+// aligned to the epoch; it accepts records until stream time reaches its
+// end plus grace; a record all of whose windows are closed is dropped as
+// late. The hopping case is the example of TimeWindows' documentation
+// (size 5000, advance 3000: windows [0;5000), [3000;8000), ...).
+func TestTimeWindowsFollowKafkaStreams(t *testing.T) {
+	tests := []struct {
+		name  string
+		w     operators.Windows
+		final bool
+		in    []timed
+		want  []string
+		late  int
+	}{
+		{
+			name: "hopping windows of TimeWindows' documentation",
+			w:    operators.Hopping(5000*time.Millisecond, 3000*time.Millisecond, time.Hour),
+			in:   []timed{{"A", 4000}, {"A", 1000}, {"A", 7999}, {"A", 8000}},
+			want: []string{
+				"A@0-5000=1", "A@3000-8000=1", // 4000 is in both windows that hold it
+				"A@0-5000=2",                      // 1000: only [0;5000)
+				"A@3000-8000=2", "A@6000-11000=1", // 7999: the end is exclusive
+				"A@6000-11000=2", // 8000: [3000;8000) no longer holds it
+			},
+		},
+		{
+			name: "out of order within grace, then late",
+			w:    operators.Tumbling(10*time.Millisecond, 5*time.Millisecond),
+			in: []timed{
+				{"A", 3}, {"A", 12}, // stream time 12
+				{"A", 7},  // [0;10) closes at 15: still open
+				{"A", 15}, // stream time 15: [0;10) closes now
+				{"A", 9},  // late
+				{"B", 2},  // late, whatever its key
+			},
+			want: []string{"A@0-10=1", "A@10-20=1", "A@0-10=2", "A@10-20=2"},
+			late: 2,
+		},
+		{
+			name:  "emit on window close: one result per window, when stream time passes its end plus grace",
+			w:     operators.Tumbling(10*time.Millisecond, 2*time.Millisecond),
+			final: true,
+			in: []timed{
+				{"A", 1}, {"B", 3}, {"A", 5},
+				{"A", 11}, // stream time 11: [0;10) open until 12
+				{"A", 8},  // still on time
+				{"B", 12}, // [0;10) closes
+				{"A", 4},  // late
+				{"A", 35}, // [10;20) closes, [20;30) never had a record
+			},
+			want: []string{"A@0-10=3", "B@0-10=1", "A@10-20=1", "B@10-20=1"},
+			late: 1,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			topo := timeWindowCount(t, tt.w, tt.final)
+			got, dropped := runWindows(t, topo, operators.WindowedKey(serde.String(), tt.w.Size), tt.in, -1)
+			assert.Equal(t, tt.want, got)
+			late := 0
+			for _, d := range dropped {
+				if d.Event.Reason == "late" {
+					late++
+				}
+			}
+			assert.Equal(t, tt.late, late, "records dropped as late")
+		})
+	}
+}
+
+// Emitting on window close survives a restart: every window is emitted
+// once, whether the restart falls before or after it closes.
+func TestEmitOnWindowCloseAcrossARestart(t *testing.T) {
+	w := operators.Tumbling(10*time.Millisecond, 0)
+	in := []timed{{"A", 1}, {"B", 2}, {"A", 9}, {"A", 10}, {"B", 14}, {"A", 21}, {"B", 33}, {"A", 40}}
+	want := []string{"A@0-10=2", "B@0-10=1", "A@10-20=1", "B@10-20=1", "A@20-30=1", "B@30-40=1"}
+	for restart := 1; restart < len(in); restart++ {
+		t.Run(fmt.Sprintf("restart after %d records", restart), func(t *testing.T) {
+			got, _ := runWindows(t, timeWindowCount(t, w, true), operators.WindowedKey(serde.String(), w.Size), in, restart)
+			assert.Equal(t, want, got)
+		})
+	}
+}
+
+func sessionCount(t *testing.T, w dsl.SessionWindows, final bool) *framework.Topology {
+	b := dsl.NewBuilder("sessions")
+	sessioned := dsl.SessionWindowedBy(dsl.From(b, "in", text).GroupByKey(), w)
+	if final {
+		sessioned = sessioned.EmitOnWindowClose()
+	}
+	sessioned.Count("sessions").ToStream().To("out")
+	topo, err := b.Build()
+	require.NoError(t, err)
+	return topo
+}
+
+// Session windows by Kafka Streams' rules. The first case is the example
+// of SessionWindows' documentation: with a gap of 5, records of A at 10,
+// 12 and 20 make two sessions, [10,12] and [20,20]; a record at 16 then
+// merges both into [10,20], aggregating all four. Each merged-away
+// session gets a tombstone before the merged one is emitted.
+func TestSessionWindowsFollowKafkaStreams(t *testing.T) {
+	tests := []struct {
+		name  string
+		w     dsl.SessionWindows
+		final bool
+		in    []timed
+		want  []string
+		late  int
+	}{
+		{
+			name: "the documentation's example",
+			w:    dsl.SessionWindows{Gap: 5 * time.Millisecond, Grace: time.Hour},
+			in:   []timed{{"A", 10}, {"A", 12}, {"A", 20}, {"A", 16}},
+			want: []string{
+				"A@10-10=1",
+				"A@10-10=nil", "A@10-12=2",
+				"A@20-20=1",
+				"A@10-12=nil", "A@20-20=nil", "A@10-20=4",
+			},
+		},
+		{
+			name: "keys have sessions of their own; a record exactly a gap away joins",
+			w:    dsl.SessionWindows{Gap: 5 * time.Millisecond, Grace: time.Hour},
+			in:   []timed{{"A", 10}, {"B", 12}, {"A", 15}, {"A", 21}},
+			want: []string{"A@10-10=1", "B@12-12=1", "A@10-10=nil", "A@10-15=2", "A@21-21=1"},
+		},
+		{
+			name: "grace: a record whose session ended before stream time minus grace is late",
+			w:    dsl.SessionWindows{Gap: 5 * time.Millisecond, Grace: 10 * time.Millisecond},
+			in: []timed{
+				{"A", 100},
+				{"A", 90}, // on time: a session of its own, ending at stream time minus grace
+				{"B", 120},
+				{"B", 110}, // on time: ends at 110, stream time 120 minus grace
+				{"C", 109}, // late: a session of its own ending at 109
+			},
+			want: []string{"A@100-100=1", "A@90-90=1", "B@120-120=1", "B@110-110=1"},
+			late: 1,
+		},
+		{
+			// [10,12] has ended before stream time 13, but 16 is on time and
+			// joins it: a session is final only a gap later.
+			name:  "emit on window close: each session once, when no record on time can join it",
+			w:     dsl.SessionWindows{Gap: 5 * time.Millisecond, Grace: 0},
+			final: true,
+			in:    []timed{{"A", 10}, {"A", 12}, {"B", 13}, {"A", 16}, {"A", 30}, {"B", 40}},
+			want:  []string{"A@10-16=3", "B@13-13=1", "A@30-30=1"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, dropped := runWindows(t, sessionCount(t, tt.w, tt.final), operators.SessionWindowedKey(serde.String()), tt.in, -1)
+			assert.Equal(t, tt.want, got)
+			late := 0
+			for _, d := range dropped {
+				if d.Event.Reason == "late" {
+					late++
+				}
+			}
+			assert.Equal(t, tt.late, late, "records dropped as late")
+		})
+	}
+}
+
+// Sessions survive a restart: a session begun before it merges with a
+// record after it.
+func TestSessionsAcrossARestart(t *testing.T) {
+	w := dsl.SessionWindows{Gap: 5 * time.Millisecond, Grace: time.Hour}
+	in := []timed{{"A", 10}, {"A", 12}, {"A", 20}, {"A", 16}}
+	plain, _ := runWindows(t, sessionCount(t, w, false), operators.SessionWindowedKey(serde.String()), in, -1)
+	for restart := 1; restart < len(in); restart++ {
+		got, _ := runWindows(t, sessionCount(t, w, false), operators.SessionWindowedKey(serde.String()), in, restart)
+		assert.Equal(t, plain, got, "restart after %d records", restart)
+	}
+}
