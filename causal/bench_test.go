@@ -71,9 +71,12 @@ func benchNode(b *testing.B, clock causal.Clock, held int, opts ...causal.NodeOp
 	return n
 }
 
-func benchGate(b *testing.B, entries, held int) {
+func benchGate(b *testing.B, entries, held int, prefer bool) {
 	clock := benchClock(b, entries)
 	n := benchNode(b, clock, held)
+	if prefer {
+		n.PreferBy(func(a, b int64) bool { return a < b })
+	}
 	in := causal.Channel{Topic: "in"}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -94,7 +97,15 @@ func benchGate(b *testing.B, entries, held int) {
 // bridge, evaluate every entry) and Next, with the clock already decoded.
 func BenchmarkGate(b *testing.B) {
 	for _, n := range []int{1, 8, 64} {
-		b.Run("entries="+strconv.Itoa(n), func(b *testing.B) { benchGate(b, n, 0) })
+		b.Run("entries="+strconv.Itoa(n), func(b *testing.B) { benchGate(b, n, 0, false) })
+	}
+}
+
+// BenchmarkGatePreferred is BenchmarkGate with deliverable records ranked
+// (PreferBy), as a task ranks them by timestamp.
+func BenchmarkGatePreferred(b *testing.B) {
+	for _, n := range []int{1, 8, 64} {
+		b.Run("entries="+strconv.Itoa(n), func(b *testing.B) { benchGate(b, n, 0, true) })
 	}
 }
 
@@ -102,7 +113,7 @@ func BenchmarkGate(b *testing.B) {
 // channels: the cost must not grow with them.
 func BenchmarkGateHeld(b *testing.B) {
 	for _, n := range []int{1, 8, 64} {
-		b.Run("entries="+strconv.Itoa(n), func(b *testing.B) { benchGate(b, n, 10_000) })
+		b.Run("entries="+strconv.Itoa(n), func(b *testing.B) { benchGate(b, n, 10_000, false) })
 	}
 }
 

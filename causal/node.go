@@ -46,6 +46,8 @@ type ChannelStatus struct {
 type Node[P any] struct {
 	gateOff bool
 	mutant  mutation
+	// less, when set, ranks the records deliverable at once (PreferBy).
+	less func(a, b P) bool
 
 	// Topic interning: every topic the node has seen in its configuration or
 	// in a folded clock has a small integer id. Clocks are grouped by topic, so
@@ -604,6 +606,15 @@ func (n *Node[P]) Advance(ch Channel, position int64) error {
 	return nil
 }
 
+// PreferBy makes Next hand out, of the records deliverable at the same
+// time (their channels' heads, every claim met), the one less ranks first,
+// instead of the one that became deliverable first; ties keep that order.
+// With less comparing timestamps, a caller delivers as Kafka Streams
+// chooses among its partitions, smallest timestamp first, wherever causal
+// order leaves a choice: only records whose claims are all met compete, so
+// no ranking can break causal order. nil restores first-come order.
+func (n *Node[P]) PreferBy(less func(a, b P) bool) { n.less = less }
+
 // Next hands out the next deliverable record, in an order that respects
 // every claim, and reports false when none is deliverable. Before it returns,
 // the record's channel frontier covers the record (and bridges to the next
@@ -612,6 +623,15 @@ func (n *Node[P]) Advance(ch Channel, position int64) error {
 func (n *Node[P]) Next() (Delivery[P], bool) {
 	if n.err != nil || n.readyHead == len(n.ready) {
 		return Delivery[P]{}, false
+	}
+	if n.less != nil && len(n.ready)-n.readyHead > 1 {
+		best := n.readyHead
+		for i := best + 1; i < len(n.ready); i++ {
+			if n.less(n.chans[n.ready[i]].q.first().payload, n.chans[n.ready[best]].q.first().payload) {
+				best = i
+			}
+		}
+		n.ready[n.readyHead], n.ready[best] = n.ready[best], n.ready[n.readyHead]
 	}
 	idx := n.ready[n.readyHead]
 	n.readyHead++

@@ -541,3 +541,35 @@ func TestReceiveHeaderDoesNotAllocate(t *testing.T) {
 		assert.Zero(t, testing.AllocsPerRun(200, receive), "check-claims=%v", check)
 	}
 }
+
+// PreferBy ranks the records that are deliverable at the same time; a
+// record whose claims are not met does not compete, and what it waits for
+// goes first whatever the ranking says.
+func TestPreferByRanksOnlyDeliverableRecords(t *testing.T) {
+	// Payloads sort in reverse: "c/0@0" before "b/0@0" before "a/0@0".
+	reverse := func(a, b string) bool { return a > b }
+	tests := []struct {
+		name   string
+		less   func(a, b string) bool
+		wantBC []string
+	}{
+		{"first come", nil, []string{"x/0@0", "b/0@0", "c/0@0"}},
+		{"ranked", reverse, []string{"x/0@0", "c/0@0", "b/0@0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := newNode(t, []string{"a/0", "b/0", "c/0", "x/0"}, causal.Inputs("a", "b", "c", "x"))
+			n.PreferBy(tt.less)
+			// b and c both wait for x/0@0; a waits for c/0@0.
+			recv(t, n, "b/0", 0, "x/0:0")
+			recv(t, n, "c/0", 0, "x/0:0")
+			recv(t, n, "a/0", 0, "c/0:0")
+			require.Empty(t, drain(n))
+			recv(t, n, "x/0", 0, "")
+			got := drain(n)
+			require.Len(t, got, 4)
+			assert.Equal(t, tt.wantBC, got[:3])
+			assert.Equal(t, "a/0@0", got[3], "a/0@0 waits for c/0@0 and ranks first, yet goes after it")
+		})
+	}
+}

@@ -72,6 +72,12 @@ func TestSimulationLiveness(t *testing.T) {
 	runSeeds(t, "TestSimulationLiveness", simConfig{steps: simSteps, liveness: true})
 }
 
+// With deliverable records ranked by an order unrelated to arrival
+// (PreferBy), the gate stays safe and live.
+func TestSimulationWithPreferredOrder(t *testing.T) {
+	runSeeds(t, "TestSimulationWithPreferredOrder", simConfig{steps: simSteps, liveness: true, prefer: true})
+}
+
 // Negative controls: with a defect switched in, the same checker must find
 // causal violations, or it proves nothing.
 func TestSimulationNegativeControls(t *testing.T) {

@@ -187,6 +187,9 @@ type simConfig struct {
 	gateOff     bool
 	mutant      mutation
 	skipRestore bool // restart tasks without their checkpoint (a negative control)
+	// prefer ranks deliverable records by an arbitrary order (PreferBy),
+	// which must not break causal order or liveness.
+	prefer bool
 	steps       int
 }
 
@@ -374,6 +377,10 @@ func (s *sim) startTask(t *simTask) {
 		if err := n.Seed(l.ch, t.committed.offsets[i]); err != nil {
 			s.violate("%s: seed: %v", t.name, err)
 		}
+	}
+	if s.cfg.prefer {
+		// An order unrelated to arrival: by a hash of the record's id.
+		n.PreferBy(func(a, b *simRec) bool { return uint32(a.id)*2654435761 < uint32(b.id)*2654435761 })
 	}
 	t.node = n
 	t.pos = slices.Clone(t.committed.offsets)

@@ -205,3 +205,36 @@ func TestRestartKeepsStreamTime(t *testing.T) {
 	require.Len(t, seen, 2)
 	assert.Equal(t, base.Add(time.Hour), seen[1], "stream time went back with the restart")
 }
+
+// Of the records the gate releases together, the one with the smallest
+// timestamp is processed first, as Kafka Streams chooses among its
+// partitions; causal order still comes first.
+func TestReleasedRecordsGoInTimestampOrder(t *testing.T) {
+	var order []string
+	topo, err := framework.NewBuilder("order").Processor("p", func() framework.Processor {
+		return framework.ProcessorFunc(func(_ framework.Context, rec framework.Record) error {
+			order = append(order, rec.Topic+":"+string(rec.Value))
+			return nil
+		})
+	}, framework.From("x", "b", "c")).Build()
+	require.NoError(t, err)
+	d, err := driver.New(topo)
+	require.NoError(t, err)
+	d.Pause("x", 0)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	// Two clients both follow the record on x; the later one writes the
+	// older record.
+	var first, second causal.Session
+	xch, xoff, err := driver.NewInput(d, "x", serde.String(), serde.String()).PipeAt("k", "cause", t0, driver.InSession(&first))
+	require.NoError(t, err)
+	second.Produced(xch, xoff)
+	_, _, err = driver.NewInput(d, "b", serde.String(), serde.String()).PipeAt("k", "late", t0.Add(20*time.Second), driver.InSession(&first))
+	require.NoError(t, err)
+	_, _, err = driver.NewInput(d, "c", serde.String(), serde.String()).PipeAt("k", "early", t0.Add(10*time.Second), driver.InSession(&second))
+	require.NoError(t, err)
+	require.NoError(t, d.Run())
+	require.Empty(t, order, "both wait for the record on x")
+	d.Resume("x", 0)
+	require.NoError(t, d.Run())
+	assert.Equal(t, []string{"x:cause", "c:early", "b:late"}, order)
+}

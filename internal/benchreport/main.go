@@ -70,6 +70,8 @@ var targets = []target{
 	{what: "gate, 64-entry clock, in map lookups", num: [2]string{"BenchmarkGate/entries=64", "ns/op"}, den: [2]string{"BenchmarkMapLookup", "ns/op"}},
 	{what: "gate allocations per record, 8 entries", num: [2]string{"BenchmarkGate/entries=8", "allocs/op"}, absolute: true, atMost: 0},
 	{what: "gate allocations per record, 64 entries", num: [2]string{"BenchmarkGate/entries=64", "allocs/op"}, absolute: true, atMost: 0},
+	{what: "ranking deliverable records by timestamp / first come, 8 entries", num: [2]string{"BenchmarkGatePreferred/entries=8", "ns/op"}, den: [2]string{"BenchmarkGate/entries=8", "ns/op"}, atMost: 1.1},
+	{what: "gate allocations per record, ranked, 8 entries", num: [2]string{"BenchmarkGatePreferred/entries=8", "allocs/op"}, absolute: true, atMost: 0},
 	{what: "10,000 held heads / none, 1 entry", num: [2]string{"BenchmarkGateHeld/entries=1", "ns/op"}, den: [2]string{"BenchmarkGate/entries=1", "ns/op"}, atMost: 1.2},
 	{what: "10,000 held heads / none, 8 entries", num: [2]string{"BenchmarkGateHeld/entries=8", "ns/op"}, den: [2]string{"BenchmarkGate/entries=8", "ns/op"}, atMost: 1.2},
 	{what: "10,000 held heads / none, 64 entries", num: [2]string{"BenchmarkGateHeld/entries=64", "ns/op"}, den: [2]string{"BenchmarkGate/entries=64", "ns/op"}, atMost: 1.2},
