@@ -342,6 +342,28 @@ func processorCases() []opCase {
 			}},
 		},
 		{
+			name: "table-table outer join",
+			build: func(b *dsl.Builder) {
+				dsl.OuterJoinTables(dsl.TableFrom(b, "l", "l-rows", str), dsl.TableFrom(b, "r", "r-rows", str),
+					func(_, l string, lok bool, r string, rok bool) (string, error) { return fmt.Sprintf("%s/%v+%s/%v", l, lok, r, rok), nil }).
+					ToStream().WithSerdes(str.Key, str.Value).To("out")
+			},
+			inputs: []in{{"l", "k", "L1", 0}, {"r", "k", "R1", time.Second}, {"r", "j", "R2", 2 * time.Second}, {"l", "k", "L2", 3 * time.Second}},
+			want:   map[string][]string{"out": {"k=L1/true+/false", "k=L1/true+R1/true", "j=/false+R2/true", "k=L2/true+R1/true"}},
+		},
+		{
+			name: "stream-stream windowed join",
+			build: func(b *dsl.Builder) {
+				dsl.JoinStreams(dsl.From(b, "l", str), dsl.From(b, "r", str), dsl.JoinWindowsOf(time.Minute, 0), "j",
+					func(_, l, r string) (string, error) { return l + "+" + r, nil }).WithSerdes(str.Key, str.Value).To("out")
+			},
+			inputs: []in{
+				{"l", "k", "a", 0}, {"r", "k", "x", 30 * time.Second}, {"l", "k", "b", 50 * time.Second},
+				{"r", "k", "y", 2 * time.Minute}, // too far from a (0s) and b (50s)
+			},
+			want: map[string][]string{"out": {"k=a+x", "k=b+x"}},
+		},
+		{
 			name: "stream-table join",
 			build: func(b *dsl.Builder) {
 				b.Processor("op", operators.StreamTableJoin(operators.Join[string, string, string, string]{

@@ -174,10 +174,12 @@ func (g *group) addSink(topic string, fedBy []string, opts []framework.OutputOpt
 
 // meta is what travels beside a key and a value from step to step: the
 // input record that set the steps off (its timestamp and headers go to
-// what is emitted), and whether the value is a table's deletion.
+// what is emitted), whether the value is a table's deletion, and, for a
+// table's change, whether the key had a row before it.
 type meta struct {
 	rec       framework.Record
 	tombstone bool
+	prior     bool
 }
 
 // push hands one key and value to the next step of a task.

@@ -81,19 +81,27 @@ func TableFrom[K, V any](b *Builder, topic, storeName string, codec operators.Co
 		if err != nil {
 			return nil, err
 		}
+		// change is the meta of what the table hands on: the input's, with
+		// whether the key had a row before.
+		var change meta
 		return func(m *meta) error {
 			k, err := codec.Key.Deserialize(m.rec.Key)
 			if err != nil {
 				return framework.KeyError(m.rec, err)
 			}
+			_, prior, err := kv.Get(m.rec.Key)
+			if err != nil {
+				return err
+			}
+			change = *m
+			change.prior = prior
 			if m.rec.Value == nil {
 				if err := kv.Delete(m.rec.Key); err != nil {
 					return err
 				}
 				var zero V
-				del := *m
-				del.tombstone = true
-				return next(k, zero, &del)
+				change.tombstone = true
+				return next(k, zero, &change)
 			}
 			v, err := codec.Value.Deserialize(m.rec.Value)
 			if err != nil {
@@ -102,7 +110,7 @@ func TableFrom[K, V any](b *Builder, topic, storeName string, codec operators.Co
 			if err := kv.Put(m.rec.Key, m.rec.Value); err != nil {
 				return err
 			}
-			return next(k, v, m)
+			return next(k, v, &change)
 		}, nil
 	}})
 	t := Table[K, V]{s: out, store: storeName}
@@ -170,6 +178,7 @@ func fold[K, V, A any](g Grouped[K, V], storeName string, agg serde.Serde[A], fn
 		if err != nil {
 			return nil, err
 		}
+		var change meta
 		return func(k K, v V, m *meta) error {
 			kb, err := keyBytes(s, k, m)
 			if err != nil {
@@ -189,7 +198,9 @@ func fold[K, V, A any](g Grouped[K, V], storeName string, agg serde.Serde[A], fn
 			if err := kv.Put(kb, b); err != nil {
 				return err
 			}
-			return next(k, acc, m)
+			change = *m
+			change.prior = found
+			return next(k, acc, &change)
 		}, nil
 	})
 	out.rawKey = s.rawKey
