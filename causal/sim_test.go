@@ -190,7 +190,7 @@ type simConfig struct {
 	// prefer ranks deliverable records by an arbitrary order (PreferBy),
 	// which must not break causal order or liveness.
 	prefer bool
-	steps       int
+	steps  int
 }
 
 type simResult struct {

@@ -345,7 +345,9 @@ func processorCases() []opCase {
 			name: "table-table outer join",
 			build: func(b *dsl.Builder) {
 				dsl.OuterJoinTables(dsl.TableFrom(b, "l", "l-rows", str), dsl.TableFrom(b, "r", "r-rows", str),
-					func(_, l string, lok bool, r string, rok bool) (string, error) { return fmt.Sprintf("%s/%v+%s/%v", l, lok, r, rok), nil }).
+					func(_, l string, lok bool, r string, rok bool) (string, error) {
+						return fmt.Sprintf("%s/%v+%s/%v", l, lok, r, rok), nil
+					}).
 					ToStream().WithSerdes(str.Key, str.Value).To("out")
 			},
 			inputs: []in{{"l", "k", "L1", 0}, {"r", "k", "R1", time.Second}, {"r", "j", "R2", 2 * time.Second}, {"l", "k", "L2", 3 * time.Second}},

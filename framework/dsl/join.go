@@ -222,7 +222,9 @@ func joinStreams[K, L, R, J any](l Stream[K, L], r Stream[K, R], w JoinWindows, 
 	}
 	// Both sides of a task share what closes unmatched records: the
 	// task keeps it under a key of this join's own.
-	type shared struct{ flush func(now time.Time, m *meta) error }
+	type shared struct {
+		flush func(now time.Time, m *meta) error
+	}
 	key := new(shared)
 	flusher := func(t *task, next push[K, J]) (*shared, error) {
 		if f, ok := t.opened[key]; ok {
