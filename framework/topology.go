@@ -92,6 +92,9 @@ type ProcessorInfo struct {
 	// not exist or may not be written). Default FailTask. See
 	// OnProductionError.
 	ProductionErrors BadInputPolicy
+	// Globals are the global tables the processor's tasks read (see
+	// Global).
+	Globals []GlobalTable
 	// processingErrors, when processingSet, is what happens when the
 	// processor returns an error for a record. See OnProcessingError.
 	processingErrors BadInputPolicy
@@ -232,6 +235,26 @@ func OnProductionError(policy BadInputPolicy) ProcessorOpt {
 	return procOptFunc(func(p *ProcessorInfo) { p.ProductionErrors = policy })
 }
 
+// GlobalTable is a topic every task of a processor reads whole, kept in a
+// key-value store of its own: one copy per worker, shared by the tasks
+// that read it, which may only read it.
+type GlobalTable struct {
+	Topic string
+	Store string
+}
+
+// Global gives the processor's tasks the whole of topic, every partition,
+// as the read-only key-value store storeName (a record with a nil value
+// deletes its key): Kafka Streams' global table. Unlike an input, the
+// topic needs no co-partitioning, and its records are not handed to
+// Process. A worker reads a global table to its end before its tasks
+// start, then follows it. Under the causal gate, a record that claims an
+// offset of a global table's topic waits until the worker's copy has
+// applied it.
+func Global(topic, storeName string) ProcessorOpt {
+	return procOptFunc(func(p *ProcessorInfo) { p.Globals = append(p.Globals, GlobalTable{Topic: topic, Store: storeName}) })
+}
+
 // Stores declares the state stores the processor uses. Store names are
 // unique within a topology.
 func Stores(specs ...StoreSpec) ProcessorOpt {
@@ -334,6 +357,7 @@ func (b *Builder) Build() (*Topology, error) {
 	}
 	procNames := map[string]bool{}
 	storeOwner := map[string]string{}
+	globalStore := map[string]string{} // global table topic -> store
 	used := map[string]bool{}
 	for _, p := range b.procs {
 		switch {
@@ -371,8 +395,8 @@ func (b *Builder) Build() (*Topology, error) {
 			outs[o.Topic] = true
 			used[o.Topic] = true
 			for _, f := range o.FedBy {
-				if !ins[f] {
-					bad("processor %q output %q fed by %q, which is not one of its inputs", p.Name, o.Topic, f)
+				if !ins[f] && !slices.ContainsFunc(p.Globals, func(g GlobalTable) bool { return g.Topic == f }) {
+					bad("processor %q output %q fed by %q, which is not one of its inputs or global tables", p.Name, o.Topic, f)
 				}
 			}
 		}
@@ -386,6 +410,28 @@ func (b *Builder) Build() (*Topology, error) {
 			}
 			storeOwner[s.Name] = p.Name
 			stores[s.Name] = true
+		}
+		for _, gt := range p.Globals {
+			if err := checkTopicName(gt.Topic); err != nil {
+				bad("processor %q global table %q: %v", p.Name, gt.Topic, err)
+			}
+			switch {
+			case gt.Store == "":
+				bad("processor %q reads global table %q into a store with no name", p.Name, gt.Topic)
+			case ins[gt.Topic]:
+				bad("processor %q reads %q both as an input and as a global table", p.Name, gt.Topic)
+			case stores[gt.Store]:
+				bad("processor %q: global table store %q is also one of its stores", p.Name, gt.Store)
+			}
+			if have, ok := globalStore[gt.Topic]; ok && have != gt.Store {
+				bad("global table %q is kept in two stores, %q and %q", gt.Topic, have, gt.Store)
+			}
+			if owner, dup := storeOwner[gt.Store]; dup {
+				bad("global table store %q is also the store of %q", gt.Store, owner)
+			}
+			globalStore[gt.Topic] = gt.Store
+			stores[gt.Store] = true
+			used[gt.Topic] = true
 		}
 		if p.New != nil {
 			inst := p.New()
@@ -428,7 +474,11 @@ func (b *Builder) Build() (*Topology, error) {
 	t := &Topology{name: b.name, topics: map[string]TopicInfo{}, badInput: b.badInput, deadLetter: b.deadLetter}
 	for _, p := range b.procs {
 		t.procs = append(t.procs, *p)
-		for _, tn := range append(slices.Clone(p.Inputs), outputTopics(p.Outputs)...) {
+		globals := make([]string, len(p.Globals))
+		for i, gt := range p.Globals {
+			globals[i] = gt.Topic
+		}
+		for _, tn := range append(append(slices.Clone(p.Inputs), outputTopics(p.Outputs)...), globals...) {
 			if _, ok := t.topics[tn]; !ok {
 				t.topics[tn] = TopicInfo{Name: tn}
 			}
@@ -529,6 +579,21 @@ func (t *Topology) findCycle() []string {
 
 // Name is the topology's name.
 func (t *Topology) Name() string { return t.name }
+
+// GlobalTables lists every global table a processor of the topology reads,
+// once each, by topic.
+func (t *Topology) GlobalTables() []GlobalTable {
+	var out []GlobalTable
+	for _, p := range t.procs {
+		for _, gt := range p.Globals {
+			if !slices.Contains(out, gt) {
+				out = append(out, gt)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Topic < out[j].Topic })
+	return out
+}
 
 // ForApplication returns the topology as the application named id runs
 // it: every internal topic is named "<id>-<name>", as Kafka Streams names
@@ -711,12 +776,15 @@ func (t *Topology) downstreamInputs(topic string) []string {
 		tp := queue[0]
 		queue = queue[1:]
 		for _, p := range t.procs {
-			if seen[p.Name] || !slices.Contains(p.Inputs, tp) {
+			if seen[p.Name] || !(slices.Contains(p.Inputs, tp) || slices.ContainsFunc(p.Globals, func(g GlobalTable) bool { return g.Topic == tp })) {
 				continue
 			}
 			seen[p.Name] = true
 			for _, in := range p.Inputs {
 				keep[in] = true
+			}
+			for _, gt := range p.Globals {
+				keep[gt.Topic] = true
 			}
 			queue = append(queue, outputTopics(p.Outputs)...)
 		}
@@ -737,7 +805,11 @@ func (t *Topology) NodeOptions(processor string) ([]causal.NodeOpt, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: no processor %q", ErrInvalidTopology, processor)
 	}
-	opts := []causal.NodeOpt{causal.Inputs(p.Inputs...)}
+	inputs := slices.Clone(p.Inputs)
+	for _, gt := range p.Globals {
+		inputs = append(inputs, gt.Topic)
+	}
+	opts := []causal.NodeOpt{causal.Inputs(inputs...)}
 	for _, o := range p.Outputs {
 		var oo []causal.OutputOpt
 		if o.FedBy != nil {

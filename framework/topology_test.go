@@ -36,6 +36,19 @@ func TestBuildRejects(t *testing.T) {
 		{"nil constructor", func(b *framework.Builder) { b.Processor("p", nil, framework.From("a")) }, "no constructor"},
 		{"empty topic", func(b *framework.Builder) { b.Processor("p", nop, framework.From("")) }, `input "": empty topic name`},
 		{"input twice", func(b *framework.Builder) { b.Processor("p", nop, framework.From("a", "a")) }, `reads "a" twice`},
+		{"a global table that is also an input", func(b *framework.Builder) {
+			b.Processor("p", nop, framework.From("a"), framework.Global("a", "rows"))
+		}, `reads "a" both as an input and as a global table`},
+		{"a global table in a store of the processor", func(b *framework.Builder) {
+			b.Processor("p", nop, framework.From("a"), framework.Global("g", "rows"), framework.Stores(framework.KeyValueStore("rows")))
+		}, `global table store "rows" is also one of its stores`},
+		{"one global table in two stores", func(b *framework.Builder) {
+			b.Processor("p", nop, framework.From("a"), framework.Global("g", "rows")).
+				Processor("q", nop, framework.From("b"), framework.Global("g", "other"))
+		}, `global table "g" is kept in two stores`},
+		{"a global table with no store", func(b *framework.Builder) {
+			b.Processor("p", nop, framework.From("a"), framework.Global("g", ""))
+		}, `into a store with no name`},
 		{"output twice", func(b *framework.Builder) {
 			b.Processor("p", nop, framework.From("a"), framework.To("o"), framework.To("o"))
 		}, `writes "o" twice`},

@@ -96,6 +96,10 @@ type Driver struct {
 	paused    map[causal.Channel]bool
 	now       time.Time
 	dropped   []Dropped
+	// globals is the copy of the global tables, as a worker keeps it;
+	// globalErr what applying to it failed on since the last Run.
+	globals   *taskmgr.Globals
+	globalErr error
 }
 
 // Dropped is a record a task dropped on purpose (bad input, late).
@@ -140,11 +144,17 @@ func New(topo *framework.Topology, opts ...Opt) (*Driver, error) {
 	if err := topo.CheckPartitions(counts); err != nil {
 		return nil, err
 	}
+	globals, err := taskmgr.NewGlobals(topo, counts)
+	if err != nil {
+		return nil, err
+	}
+	d.globals = globals
 	m, err := taskmgr.New(taskmgr.Config{
 		Topology: topo, Partitions: counts, Offsets: memOffsets{d}, Restore: d.restore,
 		Clock: func() time.Time { return d.now }, DeadLetterTopic: d.deadLetter,
 		GateOff: cfg.gateOff, CheckClaims: true, ClaimEnd: d.claimEnd,
 		Observer: func(*taskmgr.Task) task.Observer { return observer{d} },
+		Globals:  globals,
 	})
 	if err != nil {
 		return nil, err
@@ -296,14 +306,16 @@ func (d *Driver) Run() error {
 	failed := d.failedTasks()
 	for d.step() {
 	}
-	return d.newFailures(failed)
+	err := errors.Join(d.newFailures(failed), d.globalErr)
+	d.globalErr = nil
+	return err
 }
 
 // step reads every unpaused channel to its end, task by task in the order
 // they were created, committing after each task's channels, and reports
 // whether any record was read.
 func (d *Driver) step() bool {
-	moved := false
+	moved := d.applyGlobals()
 	for _, t := range d.tasks.Tasks() {
 		for _, in := range t.Inputs {
 			ch := causal.Channel{Topic: in, Partition: t.Partition}
@@ -319,6 +331,30 @@ func (d *Driver) step() bool {
 			d.tasks.Advance(r, int64(len(recs)))
 		}
 		d.commit()
+	}
+	return moved
+}
+
+// applyGlobals applies what is new on every unpaused partition of the
+// global tables' topics to the worker's copy, as a worker's global reader
+// does, and reports whether there was any.
+func (d *Driver) applyGlobals() bool {
+	moved := false
+	for ch, next := range d.globals.Channels() {
+		if d.paused[ch] {
+			continue
+		}
+		recs := d.topics[ch.Topic][ch.Partition].records
+		if next >= int64(len(recs)) {
+			continue
+		}
+		for _, rec := range recs[next:] {
+			if err := d.globals.Apply(rec); err != nil {
+				d.globalErr = errors.Join(d.globalErr, err)
+			}
+		}
+		d.tasks.AdvanceGlobal(ch)
+		moved = true
 	}
 	return moved
 }
@@ -373,6 +409,10 @@ func (d *Driver) commit() {
 	maps.Copy(d.group, d.tasks.GroupOffsets(fresh))
 	d.tasks.Committed(fresh)
 }
+
+// GroupOffsets returns the offsets the consumer group has committed, as a
+// worker's would: per input channel, the next offset to read.
+func (d *Driver) GroupOffsets() map[causal.Channel]int64 { return maps.Clone(d.group) }
 
 // AdvanceWallClock moves the wall clock, runs the wall-clock punctuations
 // that become due, then Run. It returns the failures of the tasks that

@@ -11,6 +11,7 @@ import (
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/driver"
 	"github.com/causeway-stream/causeway/framework/serde"
+	"github.com/causeway-stream/causeway/framework/store"
 )
 
 // shop: a payment processor reads orders and payments; a payment for an
@@ -237,4 +238,39 @@ func TestReleasedRecordsGoInTimestampOrder(t *testing.T) {
 	d.Resume("x", 0)
 	require.NoError(t, d.Run())
 	assert.Equal(t, []string{"x:cause", "c:early", "b:late"}, order)
+}
+
+// A global table is read-only to the tasks that read it, and its
+// positions are the worker's: no task commits them to the group.
+func TestGlobalTableIsReadOnlyAndUncommitted(t *testing.T) {
+	var writeErr error
+	topo, err := framework.NewBuilder("g").Processor("p", func() framework.Processor {
+		return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
+			rates, err := ctx.KeyValueStore("rates")
+			if err != nil {
+				return err
+			}
+			writeErr = rates.Put([]byte("EUR"), []byte("0"))
+			v, _, err := rates.Get(rec.Key)
+			if err != nil {
+				return err
+			}
+			return ctx.Forward(framework.Record{Key: rec.Key, Value: v})
+		})
+	}, framework.From("prices"), framework.To("converted"), framework.Global("rates", "rates")).Build()
+	require.NoError(t, err)
+	d, err := driver.New(topo, driver.Partitions("rates", 2))
+	require.NoError(t, err)
+	_, _, err = driver.NewInput(d, "rates", serde.String(), serde.String()).Pipe("EUR", "1.1")
+	require.NoError(t, err)
+	require.NoError(t, d.Run())
+	_, _, err = driver.NewInput(d, "prices", serde.String(), serde.String()).Pipe("EUR", "10")
+	require.NoError(t, err)
+	require.NoError(t, d.Run())
+	out, err := driver.NewOutput(d, "converted", serde.String(), serde.String()).All()
+	require.NoError(t, err)
+	require.Len(t, out, 1)
+	assert.Equal(t, "1.1", out[0].Value, "the task reads the global table")
+	assert.ErrorIs(t, writeErr, store.ErrReadOnly)
+	assert.Equal(t, map[causal.Channel]int64{{Topic: "prices"}: 1}, d.GroupOffsets(), "only the task's own input is committed")
 }

@@ -75,6 +75,9 @@ func (b *Builder) Build() (*framework.Topology, error) {
 		for _, s := range g.sinks {
 			opts = append(opts, framework.To(s.topic, append(slices.Clone(s.opts), framework.FedBy(s.fedBy...))...))
 		}
+		for _, gt := range g.globals {
+			opts = append(opts, framework.Global(gt.Topic, gt.Store))
+		}
 		g := g
 		b.Builder.Processor(g.name, func() framework.Processor { return &fused{g: g} }, opts...)
 	}
@@ -102,6 +105,7 @@ type group struct {
 	sources []source
 	sinks   []*sink
 	stores  []framework.StoreSpec
+	globals []framework.GlobalTable
 }
 
 // source is one input topic of a group and how a task reads its records.
@@ -141,11 +145,21 @@ func union(a, c *group) *group {
 	c.parent = a
 	a.sources = append(a.sources, c.sources...)
 	a.stores = append(a.stores, c.stores...)
+	for _, gt := range c.globals {
+		a.addGlobal(gt)
+	}
 	for _, s := range c.sinks {
 		a.addSink(s.topic, s.fedBy, s.opts)
 	}
-	c.sources, c.stores, c.sinks = nil, nil, nil
+	c.sources, c.stores, c.sinks, c.globals = nil, nil, nil, nil
 	return a
+}
+
+// addGlobal notes that the group reads a global table.
+func (g *group) addGlobal(gt framework.GlobalTable) {
+	if !slices.Contains(g.globals, gt) {
+		g.globals = append(g.globals, gt)
+	}
 }
 
 func (g *group) topics() []string {

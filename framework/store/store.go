@@ -14,6 +14,7 @@ package store
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"iter"
 
 	"github.com/google/btree"
@@ -336,3 +337,21 @@ func (s *splitSet) Checkpoint() ([]byte, error) { return s.other.Checkpoint() }
 func (s *splitSet) Close() error {
 	return errors.Join(s.other.Close(), s.memory.Close())
 }
+
+// ErrReadOnly is returned by the writes of a read-only store.
+var ErrReadOnly = errors.New("store is read-only")
+
+// ReadOnly returns kv with its writes refused (ErrReadOnly): what a task
+// sees of a global table, which the worker alone writes.
+func ReadOnly(kv KeyValue) KeyValue { return readOnly{kv} }
+
+type readOnly struct{ kv KeyValue }
+
+func (r readOnly) Get(key []byte) ([]byte, bool, error) { return r.kv.Get(key) }
+func (r readOnly) Put(key, _ []byte) error {
+	return fmt.Errorf("put %q: %w", key, ErrReadOnly)
+}
+func (r readOnly) Delete(key []byte) error {
+	return fmt.Errorf("delete %q: %w", key, ErrReadOnly)
+}
+func (r readOnly) Range(from, to []byte) iter.Seq2[[]byte, []byte] { return r.kv.Range(from, to) }

@@ -51,5 +51,8 @@ func (t *Task) restore(c Committed) error {
 			return fmt.Errorf("seed %s: %w", in, err)
 		}
 	}
+	if err := t.SeedGlobals(); err != nil {
+		return err
+	}
 	return t.Start()
 }

@@ -120,6 +120,14 @@ type Config struct {
 	// SetEnd and receive the record again, or pass it to ReceiveBad.
 	// Default off.
 	CheckClaims bool
+	// Globals holds, by store name, the worker's copy of every global
+	// table the processor reads (framework.Global); the task only reads
+	// them. GlobalNext is, for each partition of their topics, the offset
+	// after the last record the copy has applied: the task's gate counts
+	// those as delivered, and AdvanceGlobal moves them on. Required when
+	// the processor reads global tables.
+	Globals    map[string]store.KeyValue
+	GlobalNext map[causal.Channel]int64
 }
 
 // Output is a record the task emitted, stamped and placed.
@@ -169,6 +177,10 @@ type Task struct {
 	id   string
 	cfg  Config
 	info framework.ProcessorInfo
+	// globals are the global tables the processor reads, read-only, by
+	// store name; globalTopics their topics.
+	globals      map[string]store.KeyValue
+	globalTopics map[string]bool
 	// logicalIn maps the inputs the topology renamed (see
 	// framework.Topology.ForApplication) to the names the processor knows.
 	logicalIn map[string]string
@@ -226,6 +238,11 @@ func New(cfg Config) (*Task, error) {
 	if len(info.Outputs) > 0 && cfg.OutputPartitions == nil {
 		return nil, errors.New("task: OutputPartitions is required for a processor with outputs")
 	}
+	for _, gt := range info.Globals {
+		if cfg.Globals[gt.Store] == nil {
+			return nil, fmt.Errorf("task: processor %q reads global table %q, and the task was given no store %q for it", info.Name, gt.Topic, gt.Store)
+		}
+	}
 	opts, err := cfg.Topology.NodeOptions(cfg.Processor)
 	if err != nil {
 		return nil, fmt.Errorf("task: %w", err)
@@ -282,6 +299,12 @@ func New(cfg Config) (*Task, error) {
 	}
 	if dlq != "" {
 		t.dlq = &output{topic: dlq}
+	}
+	for _, gt := range info.Globals {
+		if t.globals == nil {
+			t.globals, t.globalTopics = map[string]store.KeyValue{}, map[string]bool{}
+		}
+		t.globals[gt.Store], t.globalTopics[gt.Topic] = store.ReadOnly(cfg.Globals[gt.Store]), true
 	}
 	if t.set == nil {
 		t.set, t.ownSet = store.NewMemorySet(), true
@@ -374,6 +397,39 @@ func (t *Task) Seed(topic string, next int64) error {
 		return fmt.Errorf("task %s: %w", t.id, err)
 	}
 	return nil
+}
+
+// ReadsGlobal reports whether the processor reads topic as a global table.
+func (t *Task) ReadsGlobal(topic string) bool { return t.globalTopics[topic] }
+
+// SeedGlobals brings the channels of the processor's global tables into
+// scope at the positions of Config.GlobalNext.
+func (t *Task) SeedGlobals() error {
+	for ch, next := range t.cfg.GlobalNext {
+		if !t.globalTopics[ch.Topic] {
+			continue
+		}
+		if err := t.node.Seed(ch, next); err != nil {
+			return fmt.Errorf("task %s: global table: %w", t.id, err)
+		}
+	}
+	return nil
+}
+
+// AdvanceGlobal reports that the worker's copy of a global table has
+// applied every record of ch before next, and runs whatever that releases.
+// A channel the task does not read is ignored.
+func (t *Task) AdvanceGlobal(ch causal.Channel, next int64) error {
+	if t.err != nil {
+		return t.err
+	}
+	if !t.globalTopics[ch.Topic] {
+		return nil
+	}
+	if err := t.node.Advance(ch, next); err != nil {
+		return t.refuse(err)
+	}
+	return t.drain(t.cfg.Now())
 }
 
 // Start initialises the processor.
@@ -816,7 +872,12 @@ func (t *Task) Snapshot() (Snapshot, error) {
 	if t.broken {
 		return Snapshot{}, t.err
 	}
-	s := Snapshot{Offsets: t.node.Committable(), Checkpoint: t.node.Checkpoint(), Changes: map[string][]store.Change{}, StreamTime: t.stream}
+	offsets := t.node.Committable()
+	if t.globalTopics != nil {
+		// A global table's position is the worker's, not the task's.
+		offsets = slices.DeleteFunc(offsets, func(e causal.Entry) bool { return t.globalTopics[e.Channel.Topic] })
+	}
+	s := Snapshot{Offsets: offsets, Checkpoint: t.node.Checkpoint(), Changes: map[string][]store.Change{}, StreamTime: t.stream}
 	for name, m := range t.kv {
 		if ch := m.Changes(); len(ch) > 0 {
 			s.Changes[name] = ch
@@ -881,6 +942,9 @@ func (c *taskContext) Emit(topic string, rec framework.Record) error {
 }
 
 func (c *taskContext) KeyValueStore(name string) (store.KeyValue, error) {
+	if g, ok := c.t.globals[name]; ok {
+		return g, nil
+	}
 	m, ok := c.t.kv[name]
 	if !ok || c.t.specs[name].Kind != framework.KeyValueKind {
 		return nil, fmt.Errorf("processor %q: %w: key-value store %q", c.t.info.Name, framework.ErrUnknownStore, name)

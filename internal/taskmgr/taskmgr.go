@@ -175,6 +175,9 @@ type Config struct {
 	// EncodeCheckpoint returns what a task's store set keeps beside its
 	// committed state, from the snapshot being committed. Default: nothing.
 	EncodeCheckpoint func(t *Task, snap task.Snapshot) []byte
+	// Globals is the worker's copy of the topology's global tables.
+	// Required when the topology has any.
+	Globals *Globals
 }
 
 // Manager owns a set of tasks. Build it with New.
@@ -197,6 +200,8 @@ func New(cfg Config) (*Manager, error) {
 		return nil, errors.New("taskmgr: no offsets")
 	case cfg.CheckClaims && cfg.ClaimEnd == nil:
 		return nil, errors.New("taskmgr: claims are checked but ClaimEnd is not set")
+	case len(cfg.Topology.GlobalTables()) > 0 && cfg.Globals == nil:
+		return nil, errors.New("taskmgr: the topology reads global tables and Globals is not set")
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
@@ -461,17 +466,26 @@ func (m *Manager) buildOne(t *Task, group map[causal.Channel]int64) error {
 	if m.cfg.Observer != nil {
 		obs = m.cfg.Observer(t)
 	}
-	tt, err := task.Rebuild(task.Config{
+	cfg := task.Config{
 		Topology: m.cfg.Topology, Processor: t.Processor, Partition: t.Partition,
 		OutputPartitions: m.partitionCount, GateOff: m.cfg.GateOff, Now: m.cfg.Clock,
 		DeadLetterTopic: m.cfg.DeadLetterTopic, Skip: t.Skips, CheckClaims: m.cfg.CheckClaims, Observer: obs,
 		Stores: t.Stores,
-	}, c)
+	}
+	if g := m.cfg.Globals; g != nil {
+		cfg.Globals, cfg.GlobalNext = g.stores, g.Channels()
+	}
+	tt, err := task.Rebuild(cfg, c)
 	if err != nil {
 		return err
 	}
 	t.T, t.State = tt, Running
 	return nil
+}
+
+// readsGlobal reports whether t's processor reads topic as a global table.
+func (t *Task) readsGlobal(topic string) bool {
+	return t.T != nil && t.T.ReadsGlobal(topic)
 }
 
 // seedOffsets sets, for each input of t, the offset it resumes from.
