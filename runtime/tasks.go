@@ -49,6 +49,7 @@ func (w *Worker) newTaskManager(counts map[string]int32, offsets offsetSource, c
 		// Every commit of a task's stores keeps the positions known for
 		// them, which hold for every later committed state too.
 		EncodeCheckpoint: func(t *taskmgr.Task, _ task.Snapshot) []byte { return w.positions[t.ID].encode() },
+		Globals:          w.globals,
 	})
 }
 

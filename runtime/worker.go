@@ -14,6 +14,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/causal"
@@ -68,6 +69,10 @@ type Worker struct {
 	// readiness; lastCommitErr is the last one's error.
 	failedCommits int
 	lastCommitErr error
+	// globals is the worker's copy of the topology's global tables, and
+	// globalReader what follows them; nil without global tables.
+	globals      *taskmgr.Globals
+	globalReader *globalReader
 	// mustAbort is set when a task failed mid-processing after streaming
 	// outputs into the open transaction: those outputs cannot be committed
 	// without the offsets the failed task no longer has.
@@ -218,6 +223,17 @@ func (w *Worker) connect(ctx context.Context) error {
 	if franzCanConnect(w.cfg.Kafka) {
 		src = &franzChangelog{watermarks: watermarks{consumer}, bootstrap: w.bootstrap}
 	}
+	if len(w.topo.GlobalTables()) > 0 {
+		if !franzCanConnect(w.cfg.Kafka) {
+			return errors.New("global tables are read with franz-go, which does not take the security and network settings given with --kafka yet")
+		}
+		if w.globals, err = taskmgr.NewGlobals(w.topo, counts); err != nil {
+			return err
+		}
+		if w.globalReader, err = startGlobalReader(ctx, w.bootstrap, w.globals, w.log); err != nil {
+			return err
+		}
+	}
 	if w.tasks, err = w.newTaskManager(counts, consumer, src); err != nil {
 		return err
 	}
@@ -337,6 +353,10 @@ func (w *Worker) run() {
 				req.reply <- w.serve(req)
 			case res := <-w.restores.results:
 				w.finishRestores(res)
+			case recs := <-w.globalBatches():
+				w.applyGlobals(recs)
+			case <-w.globalReader.stopped():
+				w.fatalErr = w.globalReader.failure()
 			default:
 			}
 		}
@@ -392,7 +412,20 @@ func (w *Worker) shutdown() {
 	w.log.Info("worker stopped")
 }
 
+// globalBatches is where the global reader hands over what it read; nil
+// (never ready) without global tables.
+func (w *Worker) globalBatches() <-chan []*kgo.Record {
+	if w.globalReader == nil {
+		return nil
+	}
+	return w.globalReader.batches
+}
+
 func (w *Worker) closeClients() {
+	if w.globalReader != nil {
+		w.globalReader.stop()
+		w.globalReader = nil
+	}
 	w.refresh.wg.Wait() // its queries use the consumer
 	w.cancelRestores()  // after a fatal error, one may still run
 	if w.blockCache != nil {

@@ -95,7 +95,7 @@ func (m *Manager) AdvanceGlobal(ch causal.Channel) (mustAbort bool) {
 	}
 	next := m.cfg.Globals.Next(ch)
 	for _, t := range m.tasks {
-		if t.State != Running || !t.readsGlobal(ch.Topic) {
+		if t.State != Running || !t.ReadsGlobal(ch.Topic) {
 			continue
 		}
 		if err := t.T.AdvanceGlobal(ch, next); err != nil && m.Fail(t, err) {

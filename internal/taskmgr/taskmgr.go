@@ -483,8 +483,8 @@ func (m *Manager) buildOne(t *Task, group map[causal.Channel]int64) error {
 	return nil
 }
 
-// readsGlobal reports whether t's processor reads topic as a global table.
-func (t *Task) readsGlobal(topic string) bool {
+// ReadsGlobal reports whether t's processor reads topic as a global table.
+func (t *Task) ReadsGlobal(topic string) bool {
 	return t.T != nil && t.T.ReadsGlobal(topic)
 }
 
