@@ -87,6 +87,18 @@ func TestNoRepartitionWhileTheKeyStays(t *testing.T) {
 	assert.Equal(t, []string{"words"}, processorNames(topo))
 }
 
+// verdicts returns the values written to "verdicts", in order.
+func verdicts(t *testing.T, d *driver.Driver) []string {
+	t.Helper()
+	out, err := driver.NewOutput(d, "verdicts", serde.String(), serde.String()).All()
+	require.NoError(t, err)
+	var got []string
+	for _, kv := range out {
+		got = append(got, kv.Value)
+	}
+	return got
+}
+
 // shop joins payments with the orders table; paid orders go out.
 func shop(t *testing.T) *framework.Topology {
 	b := dsl.NewBuilder("shop")
@@ -116,13 +128,7 @@ func runShop(t *testing.T, opts ...driver.Opt) []string {
 	require.NoError(t, d.Run())
 	d.Resume("orders", 0)
 	require.NoError(t, d.Run())
-	out, err := driver.NewOutput(d, "verdicts", serde.String(), serde.String()).All()
-	require.NoError(t, err)
-	var got []string
-	for _, kv := range out {
-		got = append(got, kv.Value)
-	}
-	return got
+	return verdicts(t, d)
 }
 
 // A fused join is one processor to the gate: the payment waits for the
@@ -327,13 +333,7 @@ func runGlobalShop(t *testing.T, opts ...driver.Opt) []string {
 	require.NoError(t, d.Run())
 	d.Resume("orders", ch.Partition)
 	require.NoError(t, d.Run())
-	out, err := driver.NewOutput(d, "verdicts", serde.String(), serde.String()).All()
-	require.NoError(t, err)
-	var got []string
-	for _, kv := range out {
-		got = append(got, kv.Value)
-	}
-	return got
+	return verdicts(t, d)
 }
 
 // A global table needs no co-partitioning: the topology reads payments

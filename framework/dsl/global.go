@@ -2,7 +2,6 @@ package dsl
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/operators"
@@ -57,23 +56,12 @@ func joinGlobal[K, V, GK, GV, R any](s Stream[K, V], gt GlobalTable[GK, GV], key
 			if err != nil {
 				return fmt.Errorf("serialize global table key: %w", err)
 			}
-			row, found, err := current(kv, gt.codec.Value, kb, gt.store)
-			if err != nil {
-				return err
-			}
-			if !found && !left {
-				t.ctx.Report(framework.DropEvent{Reason: "no-match", Record: m.rec, Detail: fmt.Sprintf("no row for key %q in global table %s", kb, gt.topic)})
-				return nil
-			}
-			r, err := joiner(k, v, row, found)
-			if err != nil {
-				return err
-			}
-			return next(k, r, m)
+			return joinRow(t, kv, gt.codec.Value, gt.store, left, joiner, next, k, v, kb, m,
+				fmt.Sprintf("no row for key %q in global table %s", kb, gt.topic))
 		}, nil
 	})
 	out.rawKey = s.rawKey
 	// What the join emits depends on the row it read.
-	out.origins = append(slices.Clone(out.origins), gt.topic)
+	out.origins = unionOrigins(out.origins, []string{gt.topic})
 	return out
 }

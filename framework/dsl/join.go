@@ -67,12 +67,7 @@ func joinTables[K, L, R, J any](l Table[K, L], r Table[K, R], mode joinMode, joi
 	g := union(l.s.g, r.s.g)
 	n := newNode[K, J]()
 	out := Stream[K, J]{b: b, g: g, n: n, codec: operators.Codec[K, J]{Key: l.s.codec.Key, Value: Default[J]()},
-		origins: slices.Clone(l.s.origins)}
-	for _, in := range r.s.origins {
-		if !containsString(out.origins, in) {
-			out.origins = append(out.origins, in)
-		}
-	}
+		origins: unionOrigins(l.s.origins, r.s.origins)}
 	l.s.n.then(func(t *task) (push[K, L], error) {
 		return tableSide(t, n, l.s, r.store, r.s.codec.Value, func(lok, rok bool) bool { return mode.keeps(lok, rok) },
 			func(k K, lv L, lok bool, rv R, rok bool) (J, error) { return joiner(k, lv, lok, rv, rok) })
@@ -214,12 +209,7 @@ func joinStreams[K, L, R, J any](l Stream[K, L], r Stream[K, R], w JoinWindows, 
 	}
 	n := newNode[K, J]()
 	out := Stream[K, J]{b: b, g: g, n: n, codec: operators.Codec[K, J]{Key: l.codec.Key, Value: Default[J]()},
-		origins: slices.Clone(l.origins)}
-	for _, in := range r.origins {
-		if !containsString(out.origins, in) {
-			out.origins = append(out.origins, in)
-		}
-	}
+		origins: unionOrigins(l.origins, r.origins)}
 	// Both sides of a task share what closes unmatched records: the
 	// task keeps it under a key of this join's own.
 	type shared struct {
@@ -238,12 +228,18 @@ func joinStreams[K, L, R, J any](l Stream[K, L], r Stream[K, R], w JoinWindows, 
 		t.opened[key] = sh
 		return sh, nil
 	}
-	l.n.then(func(t *task) (push[K, L], error) {
+	// open gives a side of a task what comes after the join, and the
+	// flusher both sides share.
+	open := func(t *task) (push[K, J], *shared, error) {
 		next, err := n.open(t)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		f, err := flusher(t, next)
+		return next, f, err
+	}
+	l.n.then(func(t *task) (push[K, L], error) {
+		next, f, err := open(t)
 		if err != nil {
 			return nil, err
 		}
@@ -251,11 +247,7 @@ func joinStreams[K, L, R, J any](l Stream[K, L], r Stream[K, R], w JoinWindows, 
 			func(k K, lv L, rv R, rok bool) (J, error) { return joiner(k, lv, true, rv, rok) })
 	})
 	r.n.then(func(t *task) (push[K, R], error) {
-		next, err := n.open(t)
-		if err != nil {
-			return nil, err
-		}
-		f, err := flusher(t, next)
+		next, f, err := open(t)
 		if err != nil {
 			return nil, err
 		}
@@ -381,41 +373,26 @@ func unmatchedFlusher[K, L, R, J any](t *task, lc operators.Codec[K, L], rc oper
 	leftClosed, rightClosed := start.Add(-w.After-w.Grace), start.Add(-w.Before-w.Grace)
 	var alone meta
 	return func(now time.Time, m *meta) error {
-		if leftUnmatched != nil {
-			closeAt := now.Add(-w.After - w.Grace)
-			if closeAt.After(leftClosed) {
-				if err := closeUnmatched(leftUnmatched, lc, leftClosed, closeAt, func(k K, at time.Time, lv L) error {
-					var zero R
-					j, err := joiner(k, lv, true, zero, false)
-					if err != nil {
-						return err
-					}
-					alone = *m
-					alone.rec.Timestamp = at
-					return next(k, j, &alone)
-				}); err != nil {
-					return err
-				}
-				leftClosed = closeAt
+		// handOn hands on a record alone, at its own time.
+		handOn := func(k K, at time.Time, j J, err error) error {
+			if err != nil {
+				return err
 			}
+			alone = *m
+			alone.rec.Timestamp = at
+			return next(k, j, &alone)
 		}
-		if rightUnmatched != nil {
-			closeAt := now.Add(-w.Before - w.Grace)
-			if closeAt.After(rightClosed) {
-				if err := closeUnmatched(rightUnmatched, rc, rightClosed, closeAt, func(k K, at time.Time, rv R) error {
-					var zero L
-					j, err := joiner(k, zero, false, rv, true)
-					if err != nil {
-						return err
-					}
-					alone = *m
-					alone.rec.Timestamp = at
-					return next(k, j, &alone)
-				}); err != nil {
-					return err
-				}
-				rightClosed = closeAt
-			}
+		if err := closeSide(leftUnmatched, lc, &leftClosed, now.Add(-w.After-w.Grace), func(k K, at time.Time, lv L) error {
+			j, err := joiner(k, lv, true, *new(R), false)
+			return handOn(k, at, j, err)
+		}); err != nil {
+			return err
+		}
+		if err := closeSide(rightUnmatched, rc, &rightClosed, now.Add(-w.Before-w.Grace), func(k K, at time.Time, rv R) error {
+			j, err := joiner(k, *new(L), false, rv, true)
+			return handOn(k, at, j, err)
+		}); err != nil {
+			return err
 		}
 		// A record on time from now on is at now-Before-Grace at the
 		// earliest (left) and joins back to After before that.
@@ -430,6 +407,20 @@ func unmatchedFlusher[K, L, R, J any](t *task, lc operators.Codec[K, L], rc oper
 		}
 		return nil
 	}, nil
+}
+
+// closeSide hands alone, once, the unmatched records of one side (ws; nil
+// when the join keeps none) whose windows closed since closed, up to
+// closeAt, and moves closed on.
+func closeSide[K, V any](ws store.Window, c operators.Codec[K, V], closed *time.Time, closeAt time.Time, alone func(K, time.Time, V) error) error {
+	if ws == nil || !closeAt.After(*closed) {
+		return nil
+	}
+	if err := closeUnmatched(ws, c, *closed, closeAt, alone); err != nil {
+		return err
+	}
+	*closed = closeAt
+	return nil
 }
 
 // closeUnmatched hands emit every record of ws at a time in [from, to),

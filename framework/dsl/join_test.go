@@ -171,13 +171,7 @@ func TestStreamJoinsFollowKafkaStreams(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, dropped := runJoin(t, streamJoin(t, tt.join), in)
 			assert.Equal(t, tt.want, got)
-			noValue := 0
-			for _, d := range dropped {
-				if d.Event.Reason == "no-value" {
-					noValue++
-				}
-			}
-			assert.Equal(t, 7, noValue, "records with no value are reported, not joined")
+			assert.Equal(t, 7, countDropped(dropped, "no-value"), "records with no value are reported, not joined")
 		})
 	}
 }

@@ -171,23 +171,10 @@ func (s Stream[K, V]) Merge(others ...Stream[K, V]) Stream[K, V] {
 	for _, o := range append([]Stream[K, V]{s}, others...) {
 		out.g = union(out.g, o.g)
 		out.rekeyed = out.rekeyed || o.rekeyed
-		for _, in := range o.origins {
-			if !containsString(out.origins, in) {
-				out.origins = append(out.origins, in)
-			}
-		}
+		out.origins = unionOrigins(out.origins, o.origins)
 		o.n.then(n.open)
 	}
 	return out
-}
-
-func containsString(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Branch splits s: each record goes to the stream of the first predicate

@@ -145,12 +145,7 @@ func (g Grouped[K, V]) Count(storeName string, opts ...StoreOpt) Table[K, int64]
 // Reduce combines the values of each key with fn, the first value of a key
 // kept as it is, in the named store.
 func (g Grouped[K, V]) Reduce(storeName string, fn func(acc, v V) (V, error), opts ...StoreOpt) Table[K, V] {
-	return fold(g, storeName, g.s.codec.Value, func(_ K, v V, acc V, found bool) (V, error) {
-		if !found {
-			return v, nil
-		}
-		return fn(acc, v)
-	}, opts)
+	return fold(g, storeName, g.s.codec.Value, reducer[K](fn), opts)
 }
 
 // Aggregate folds the records of each key into an aggregate kept in the
@@ -160,12 +155,27 @@ func Aggregate[K, V, A any](g Grouped[K, V], storeName string, init func() A, fn
 	if agg == nil {
 		agg = Default[A]()
 	}
-	return fold(g, storeName, agg, func(k K, v V, acc A, found bool) (A, error) {
+	return fold(g, storeName, agg, aggregator(init, fn), opts)
+}
+
+// reducer is fn as a fold: a key's first value is taken as it is.
+func reducer[K, V any](fn func(acc, v V) (V, error)) func(K, V, V, bool) (V, error) {
+	return func(_ K, v V, acc V, found bool) (V, error) {
+		if !found {
+			return v, nil
+		}
+		return fn(acc, v)
+	}
+}
+
+// aggregator is fn as a fold: a key's aggregate starts from init().
+func aggregator[K, V, A any](init func() A, fn func(K, V, A) (A, error)) func(K, V, A, bool) (A, error) {
+	return func(k K, v V, acc A, found bool) (A, error) {
 		if !found {
 			acc = init()
 		}
 		return fn(k, v, acc)
-	}, opts)
+	}
 }
 
 // fold is the step behind every aggregation: read the key's aggregate,
@@ -254,28 +264,43 @@ func join[K, V, T, R any](s Stream[K, V], t Table[K, T], left bool, joiner func(
 			if err != nil {
 				return err
 			}
-			row, found, err := current(kv, rows, kb, t.store)
-			if err != nil {
-				return err
-			}
-			if !found && !left {
-				tk.ctx.Report(framework.DropEvent{Reason: "no-match", Record: m.rec, Detail: "no table row for key"})
-				return nil
-			}
-			r, err := joiner(k, v, row, found)
-			if err != nil {
-				return err
-			}
-			return next(k, r, m)
+			return joinRow(tk, kv, rows, t.store, left, joiner, next, k, v, kb, m, "no table row for key")
 		}, nil
 	})
 	out.rawKey = s.rawKey
 	// What the join emits depends on the row it read as much as on the
 	// stream record.
-	out.origins = slices.Clone(out.origins)
-	for _, in := range t.s.origins {
-		if !containsString(out.origins, in) {
-			out.origins = append(out.origins, in)
+	out.origins = unionOrigins(out.origins, t.s.origins)
+	return out
+}
+
+// joinRow looks kb up in a table's store and hands on what joiner makes
+// of the record and the row: the step a stream-table join and a global
+// table join share. A record with no row, unless left, is reported as
+// dropped ("no-match") with noRow as the detail.
+func joinRow[K, V, T, R any](t *task, kv store.KeyValue, rows serde.Serde[T], storeName string, left bool,
+	joiner func(K, V, T, bool) (R, error), next push[K, R], k K, v V, kb []byte, m *meta, noRow string) error {
+	row, found, err := current(kv, rows, kb, storeName)
+	if err != nil {
+		return err
+	}
+	if !found && !left {
+		t.ctx.Report(framework.DropEvent{Reason: "no-match", Record: m.rec, Detail: noRow})
+		return nil
+	}
+	r, err := joiner(k, v, row, found)
+	if err != nil {
+		return err
+	}
+	return next(k, r, m)
+}
+
+// unionOrigins returns the input topics of a and those of b it lacks.
+func unionOrigins(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, in := range b {
+		if !slices.Contains(out, in) {
+			out = append(out, in)
 		}
 	}
 	return out

@@ -56,12 +56,7 @@ func (w Windowed[K, V]) Count(storeName string, opts ...StoreOpt) Table[operator
 
 // Reduce combines the values of each key and window with fn.
 func (w Windowed[K, V]) Reduce(storeName string, fn func(acc, v V) (V, error), opts ...StoreOpt) Table[operators.Windowed[K], V] {
-	return windowFold(w, storeName, w.g.s.codec.Value, func(_ K, v V, acc V, found bool) (V, error) {
-		if !found {
-			return v, nil
-		}
-		return fn(acc, v)
-	}, opts)
+	return windowFold(w, storeName, w.g.s.codec.Value, reducer[K](fn), opts)
 }
 
 // WindowedAggregate folds the records of each key and window into an
@@ -73,12 +68,7 @@ func WindowedAggregate[K, V, A any](w Windowed[K, V], storeName string, init fun
 	if agg == nil {
 		agg = Default[A]()
 	}
-	return windowFold(w, storeName, agg, func(k K, v V, acc A, found bool) (A, error) {
-		if !found {
-			acc = init()
-		}
-		return fn(k, v, acc)
-	}, opts)
+	return windowFold(w, storeName, agg, aggregator(init, fn), opts)
 }
 
 func windowFold[K, V, A any](w Windowed[K, V], storeName string, agg serde.Serde[A], fn func(k K, v V, acc A, found bool) (A, error), opts []StoreOpt) Table[operators.Windowed[K], A] {

@@ -61,6 +61,17 @@ func runWindows(t *testing.T, topo *framework.Topology, window serde.Serde[opera
 	return out, d.Dropped()
 }
 
+// countDropped counts the dropped records of one reason.
+func countDropped(dropped []driver.Dropped, reason string) int {
+	n := 0
+	for _, d := range dropped {
+		if d.Event.Reason == reason {
+			n++
+		}
+	}
+	return n
+}
+
 func timeWindowCount(t *testing.T, w operators.Windows, final bool) *framework.Topology {
 	b := dsl.NewBuilder("windows")
 	windowed := dsl.WindowedBy(dsl.From(b, "in", text).GroupByKey(), w)
@@ -132,13 +143,7 @@ func TestTimeWindowsFollowKafkaStreams(t *testing.T) {
 			topo := timeWindowCount(t, tt.w, tt.final)
 			got, dropped := runWindows(t, topo, operators.WindowedKey(serde.String(), tt.w.Size), tt.in, -1)
 			assert.Equal(t, tt.want, got)
-			late := 0
-			for _, d := range dropped {
-				if d.Event.Reason == "late" {
-					late++
-				}
-			}
-			assert.Equal(t, tt.late, late, "records dropped as late")
+			assert.Equal(t, tt.late, countDropped(dropped, "late"), "records dropped as late")
 		})
 	}
 }
@@ -227,13 +232,7 @@ func TestSessionWindowsFollowKafkaStreams(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, dropped := runWindows(t, sessionCount(t, tt.w, tt.final), operators.SessionWindowedKey(serde.String()), tt.in, -1)
 			assert.Equal(t, tt.want, got)
-			late := 0
-			for _, d := range dropped {
-				if d.Event.Reason == "late" {
-					late++
-				}
-			}
-			assert.Equal(t, tt.late, late, "records dropped as late")
+			assert.Equal(t, tt.late, countDropped(dropped, "late"), "records dropped as late")
 		})
 	}
 }
