@@ -329,6 +329,26 @@ func processorCases() []opCase {
 			drops:  map[string]int{"late": 1},
 		},
 		{
+			name: "sliding windows",
+			build: func(b *dsl.Builder) {
+				dsl.SlidingWindowedBy(dsl.From(b, "in", str).GroupByKey(), dsl.SlidingWindows{Difference: 10 * time.Second, Grace: time.Minute}).
+					Count("sliding").ToStream().To("out")
+			},
+			inputs: []in{{"in", "k", "x", 20 * time.Second}, {"in", "k", "x", 25 * time.Second}},
+			render: map[string]func(framework.Record) string{"out": func(r framework.Record) string {
+				w, err := operators.WindowedKey(serde.String(), 10*time.Second).Deserialize(r.Key)
+				if err != nil {
+					return "undecodable:" + err.Error()
+				}
+				n, err := serde.Int64().Deserialize(r.Value)
+				if err != nil {
+					return "undecodable:" + err.Error()
+				}
+				return fmt.Sprintf("%s@%s-%s=%d", w.Key, w.Start.Sub(t0), w.End.Sub(t0), n)
+			}},
+			want: map[string][]string{"out": {"k@10s-20s=1", "k@15s-25s=2", "k@20.001s-30.001s=1"}},
+		},
+		{
 			name: "session windows",
 			build: func(b *dsl.Builder) {
 				dsl.SessionWindowedBy(dsl.From(b, "in", str).GroupByKey(), dsl.SessionWindows{Gap: 20 * time.Second}).

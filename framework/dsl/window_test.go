@@ -2,6 +2,7 @@ package dsl_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -246,5 +247,95 @@ func TestSessionsAcrossARestart(t *testing.T) {
 	for restart := 1; restart < len(in); restart++ {
 		got, _ := runWindows(t, sessionCount(t, w, false), operators.SessionWindowedKey(serde.String()), in, restart)
 		assert.Equal(t, plain, got, "restart after %d records", restart)
+	}
+}
+
+func slidingCount(t *testing.T, w dsl.SlidingWindows) *framework.Topology {
+	b := dsl.NewBuilder("sliding")
+	dsl.SlidingWindowedBy(dsl.From(b, "in", text).GroupByKey(), w).Count("sliding").ToStream().To("out")
+	topo, err := b.Build()
+	require.NoError(t, err)
+	return topo
+}
+
+// lastOfEach keeps the last result of each window, in order of first
+// appearance.
+func lastOfEach(results []string) []string {
+	var order []string
+	last := map[string]string{}
+	for _, r := range results {
+		w := r[:strings.LastIndex(r, "=")]
+		if _, ok := last[w]; !ok {
+			order = append(order, w)
+		}
+		last[w] = r
+	}
+	out := make([]string, len(order))
+	for i, w := range order {
+		out[i] = last[w]
+	}
+	return out
+}
+
+// Sliding windows by Kafka Streams' rules. The first case is the example
+// of SlidingWindows' documentation: with a difference of 5000, records at
+// 8000, 9200 and 12400 make five windows, [3000;8000] holding the first,
+// [4200;9200] the first two, [7400;12400] all three, [8001;13001] the last
+// two and [9201;14201] the last.
+func TestSlidingWindowsFollowKafkaStreams(t *testing.T) {
+	tests := []struct {
+		name    string
+		w       dsl.SlidingWindows
+		in      []timed
+		want    []string // every result, in order
+		windows []string // the last result of each window
+		late    int
+	}{
+		{
+			name: "the documentation's example",
+			w:    dsl.SlidingWindows{Difference: 5000 * time.Millisecond, Grace: time.Hour},
+			in:   []timed{{"A", 8000}, {"A", 9200}, {"A", 12400}},
+			want: []string{
+				"A@3000-8000=1",
+				"A@4200-9200=2", "A@8001-13001=1",
+				"A@7400-12400=3", "A@8001-13001=2", "A@9201-14201=1",
+			},
+			windows: []string{"A@3000-8000=1", "A@4200-9200=2", "A@8001-13001=2", "A@7400-12400=3", "A@9201-14201=1"},
+		},
+		{
+			name:    "out of order: a record lands in windows made before it",
+			w:       dsl.SlidingWindows{Difference: 5000 * time.Millisecond, Grace: time.Hour},
+			in:      []timed{{"A", 8000}, {"A", 12400}, {"A", 9200}},
+			windows: []string{"A@3000-8000=1", "A@7400-12400=3", "A@8001-13001=2", "A@4200-9200=2", "A@9201-14201=1"},
+		},
+		{
+			name: "keys apart; a record further than the difference from the last starts afresh",
+			w:    dsl.SlidingWindows{Difference: 10 * time.Millisecond, Grace: time.Hour},
+			in:   []timed{{"A", 100}, {"B", 105}, {"A", 200}},
+			want: []string{"A@90-100=1", "B@95-105=1", "A@190-200=1"},
+		},
+		{
+			name: "grace: a record whose own window has closed is late",
+			w:    dsl.SlidingWindows{Difference: 10 * time.Millisecond, Grace: 5 * time.Millisecond},
+			in:   []timed{{"A", 100}, {"A", 96}, {"A", 94}},
+			want: []string{"A@90-100=1", "A@86-96=1", "A@90-100=2", "A@97-107=1"},
+			late: 1, // 94+5 < 100
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, dropped := runWindows(t, slidingCount(t, tt.w), operators.WindowedKey(serde.String(), tt.w.Difference), tt.in, -1)
+			if tt.want != nil {
+				assert.Equal(t, tt.want, got)
+			}
+			if tt.windows != nil {
+				assert.Equal(t, tt.windows, lastOfEach(got))
+			}
+			assert.Equal(t, tt.late, countDropped(dropped, "late"), "records dropped as late")
+			for restart := 1; restart < len(tt.in); restart++ {
+				again, _ := runWindows(t, slidingCount(t, tt.w), operators.WindowedKey(serde.String(), tt.w.Difference), tt.in, restart)
+				assert.Equal(t, got, again, "restart after %d records", restart)
+			}
+		})
 	}
 }
