@@ -69,6 +69,24 @@ func windowedInt64(r framework.Record) string {
 	return fmt.Sprintf("%s@%s-%s=%d", w.Key, w.Start.Sub(t0), w.End.Sub(t0), n)
 }
 
+// globalJoin joins "in" with the global table "g" on the value of each
+// record.
+func globalJoin(b *dsl.Builder) dsl.Stream[string, string] {
+	return dsl.JoinGlobal(dsl.From(b, "in", str), dsl.GlobalTableFrom(b, "g", "g-rows", str),
+		func(_, v string) (string, error) { return v, nil },
+		func(_, v, row string) (string, error) { return v + "->" + row, nil }).WithSerdes(str.Key, str.Value)
+}
+
+// fragmentOf adds, at the processor level, a processor "op" writing to
+// "out", made of steps of the fluent DSL (dsl.Fragment).
+func fragmentOf[K, V any](b *dsl.Builder, steps func(f *dsl.Builder) dsl.Stream[K, V]) {
+	newProc, opts, err := dsl.Fragment(steps)
+	if err != nil {
+		panic(err) // the case itself is wrong
+	}
+	b.Processor("op", newProc, append(opts, framework.To("out"))...)
+}
+
 // cases returns every case, and the fluent variant of each that has one.
 func sessionInt64(r framework.Record) string {
 	w, err := operators.SessionWindowedKey(serde.String()).Deserialize(r.Key)
@@ -312,6 +330,12 @@ func processorCases() []opCase {
 		{
 			name: "tumbling windows emitted when they close",
 			build: func(b *dsl.Builder) {
+				fragmentOf(b, func(f *dsl.Builder) dsl.Stream[operators.Windowed[string], int64] {
+					return dsl.WindowedBy(dsl.From(f, "in", str).GroupByKey(), operators.Tumbling(time.Minute, 10*time.Second)).
+						EmitOnWindowClose().Count("win").ToStream()
+				})
+			},
+			fluent: func(b *dsl.Builder) {
 				dsl.WindowedBy(dsl.From(b, "in", str).GroupByKey(), operators.Tumbling(time.Minute, 10*time.Second)).
 					EmitOnWindowClose().Count("win").ToStream().To("out")
 			},
@@ -331,6 +355,12 @@ func processorCases() []opCase {
 		{
 			name: "sliding windows",
 			build: func(b *dsl.Builder) {
+				fragmentOf(b, func(f *dsl.Builder) dsl.Stream[operators.Windowed[string], int64] {
+					return dsl.SlidingWindowedBy(dsl.From(f, "in", str).GroupByKey(), dsl.SlidingWindows{Difference: 10 * time.Second, Grace: time.Minute}).
+						Count("sliding").ToStream()
+				})
+			},
+			fluent: func(b *dsl.Builder) {
 				dsl.SlidingWindowedBy(dsl.From(b, "in", str).GroupByKey(), dsl.SlidingWindows{Difference: 10 * time.Second, Grace: time.Minute}).
 					Count("sliding").ToStream().To("out")
 			},
@@ -351,6 +381,12 @@ func processorCases() []opCase {
 		{
 			name: "session windows",
 			build: func(b *dsl.Builder) {
+				fragmentOf(b, func(f *dsl.Builder) dsl.Stream[operators.Windowed[string], int64] {
+					return dsl.SessionWindowedBy(dsl.From(f, "in", str).GroupByKey(), dsl.SessionWindows{Gap: 20 * time.Second}).
+						Count("sessions").ToStream()
+				})
+			},
+			fluent: func(b *dsl.Builder) {
 				dsl.SessionWindowedBy(dsl.From(b, "in", str).GroupByKey(), dsl.SessionWindows{Gap: 20 * time.Second}).
 					Count("sessions").ToStream().To("out")
 			},
@@ -364,6 +400,15 @@ func processorCases() []opCase {
 		{
 			name: "table-table outer join",
 			build: func(b *dsl.Builder) {
+				fragmentOf(b, func(f *dsl.Builder) dsl.Stream[string, string] {
+					return dsl.OuterJoinTables(dsl.TableFrom(f, "l", "l-rows", str), dsl.TableFrom(f, "r", "r-rows", str),
+						func(_, l string, lok bool, r string, rok bool) (string, error) {
+							return fmt.Sprintf("%s/%v+%s/%v", l, lok, r, rok), nil
+						}).
+						ToStream().WithSerdes(str.Key, str.Value)
+				})
+			},
+			fluent: func(b *dsl.Builder) {
 				dsl.OuterJoinTables(dsl.TableFrom(b, "l", "l-rows", str), dsl.TableFrom(b, "r", "r-rows", str),
 					func(_, l string, lok bool, r string, rok bool) (string, error) {
 						return fmt.Sprintf("%s/%v+%s/%v", l, lok, r, rok), nil
@@ -376,6 +421,12 @@ func processorCases() []opCase {
 		{
 			name: "stream-stream windowed join",
 			build: func(b *dsl.Builder) {
+				fragmentOf(b, func(f *dsl.Builder) dsl.Stream[string, string] {
+					return dsl.JoinStreams(dsl.From(f, "l", str), dsl.From(f, "r", str), dsl.JoinWindowsOf(time.Minute, 0), "j",
+						func(_, l, r string) (string, error) { return l + "+" + r, nil }).WithSerdes(str.Key, str.Value)
+				})
+			},
+			fluent: func(b *dsl.Builder) {
 				dsl.JoinStreams(dsl.From(b, "l", str), dsl.From(b, "r", str), dsl.JoinWindowsOf(time.Minute, 0), "j",
 					func(_, l, r string) (string, error) { return l + "+" + r, nil }).WithSerdes(str.Key, str.Value).To("out")
 			},
@@ -384,6 +435,18 @@ func processorCases() []opCase {
 				{"r", "k", "y", 2 * time.Minute}, // too far from a (0s) and b (50s)
 			},
 			want: map[string][]string{"out": {"k=a+x", "k=b+x"}},
+		},
+		{
+			name: "global table join",
+			build: func(b *dsl.Builder) {
+				fragmentOf(b, func(f *dsl.Builder) dsl.Stream[string, string] {
+					return globalJoin(f)
+				})
+			},
+			fluent: func(b *dsl.Builder) { globalJoin(b).To("out") },
+			inputs: []in{{"g", "k1", "row1", 0}, {"in", "x", "k1", time.Second}, {"in", "y", "k2", 2 * time.Second}},
+			want:   map[string][]string{"out": {"x=k1->row1"}},
+			drops:  map[string]int{"no-match": 1},
 		},
 		{
 			name: "stream-table join",

@@ -351,3 +351,40 @@ func TestGlobalTableJoinWaitsForTheRowItsRecordFollows(t *testing.T) {
 func TestGlobalTableJoinWithoutGateMissesTheRow(t *testing.T) {
 	assert.Equal(t, []string{"payment-for-unknown-order o-7"}, runGlobalShop(t, driver.GateOff()))
 }
+
+// A fragment serves at the processor level only when its steps make one
+// processor that writes nowhere itself.
+func TestFragmentRefusesWhatIsNotOneProcessor(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps func(f *dsl.Builder) dsl.Stream[string, int64]
+	}{
+		{"a repartition", func(f *dsl.Builder) dsl.Stream[string, int64] {
+			return dsl.GroupBy(dsl.From(f, "in", text), func(_, v string) (string, error) { return v, nil }).Count("n").ToStream()
+		}},
+		{"two inputs nothing joins", func(f *dsl.Builder) dsl.Stream[string, int64] {
+			dsl.From(f, "other", text).Foreach(func(string, string) error { return nil })
+			return dsl.From(f, "in", text).GroupByKey().Count("n").ToStream()
+		}},
+		{"a topic of its own", func(f *dsl.Builder) dsl.Stream[string, int64] {
+			in := dsl.From(f, "in", text)
+			in.To("elsewhere")
+			return in.GroupByKey().Count("n").ToStream()
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := dsl.Fragment(tt.steps)
+			assert.ErrorIs(t, err, dsl.ErrNotOneProcessor)
+		})
+	}
+	newProc, opts, err := dsl.Fragment(func(f *dsl.Builder) dsl.Stream[string, int64] {
+		return dsl.From(f, "in", text).GroupByKey().Count("n").ToStream()
+	})
+	require.NoError(t, err)
+	topo, err := framework.NewBuilder("one").Processor("count", newProc, append(opts, framework.To("out"))...).Build()
+	require.NoError(t, err)
+	p, _ := topo.Processor("count")
+	assert.Equal(t, []string{"in"}, p.Inputs)
+	assert.Equal(t, []framework.StoreSpec{framework.KeyValueStore("n")}, p.Stores)
+}

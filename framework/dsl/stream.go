@@ -217,28 +217,34 @@ func (s Stream[K, V]) Branch(preds ...func(K, V) bool) []Stream[K, V] {
 func (s Stream[K, V]) To(topic string, opts ...framework.OutputOpt) {
 	s.g.root().addSink(topic, s.origins, opts)
 	s.n.then(func(t *task) (push[K, V], error) {
-		return func(k K, v V, m *meta) error {
-			out := m.rec
-			if !s.rawKey {
-				b, err := s.codec.Key.Serialize(k)
-				if err != nil {
-					return fmt.Errorf("serialize key for %s: %w", topic, err)
-				}
-				out.Key = b
-			}
-			switch {
-			case m.tombstone:
-				out.Value = nil
-			case !s.rawValue:
-				b, err := s.codec.Value.Serialize(v)
-				if err != nil {
-					return fmt.Errorf("serialize value for %s: %w", topic, err)
-				}
-				out.Value = b
-			}
-			return t.ctx.Emit(topic, out)
-		}, nil
+		return s.writer("for "+topic, func(rec framework.Record) error { return t.ctx.Emit(topic, rec) }), nil
 	})
+}
+
+// writer returns the push that hands each record of s, serialized with
+// its serdes (or a tombstone), to write; where names it in errors.
+func (s Stream[K, V]) writer(where string, write func(framework.Record) error) push[K, V] {
+	return func(k K, v V, m *meta) error {
+		out := m.rec
+		if !s.rawKey {
+			b, err := s.codec.Key.Serialize(k)
+			if err != nil {
+				return fmt.Errorf("serialize key %s: %w", where, err)
+			}
+			out.Key = b
+		}
+		switch {
+		case m.tombstone:
+			out.Value = nil
+		case !s.rawValue:
+			b, err := s.codec.Value.Serialize(v)
+			if err != nil {
+				return fmt.Errorf("serialize value %s: %w", where, err)
+			}
+			out.Value = b
+		}
+		return write(out)
+	}
 }
 
 // Map turns each record into a new one, key and value.
