@@ -7,6 +7,7 @@ import (
 
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/serde"
+	"github.com/causeway-stream/causeway/framework/store"
 	"github.com/causeway-stream/causeway/operators"
 )
 
@@ -29,8 +30,18 @@ const slidingStep = time.Millisecond
 
 // Sliding is a grouped stream cut into sliding windows.
 type Sliding[K, V any] struct {
-	g Grouped[K, V]
-	w SlidingWindows
+	g     Grouped[K, V]
+	w     SlidingWindows
+	final bool
+}
+
+// EmitOnWindowClose makes the aggregation emit one final result per
+// window, when it closes (stream time past its end plus grace), instead
+// of an updated result after every record. A restarted task emits from
+// where its committed stream time left off.
+func (w Sliding[K, V]) EmitOnWindowClose() Sliding[K, V] {
+	w.final = true
+	return w
 }
 
 // SlidingWindowedBy cuts a grouped stream into sliding windows.
@@ -77,81 +88,87 @@ func slidingFold[K, V, A any](w Sliding[K, V], storeName string, agg serde.Serde
 			if err != nil {
 				return nil, err
 			}
-			type rec struct {
-				at time.Time
-				v  V
+			// Windows ending at or before closed were emitted (when final)
+			// in transactions already committed.
+			closed := t.ctx.StreamTime().Add(-grace)
+			// fold folds the records of recs in [start, start+d] and hands
+			// the window on; a window with no record is no window.
+			fold := func(k K, recs []slidingRecord[V], start time.Time, m *meta) error {
+				var acc A
+				found := false
+				for _, r := range recs {
+					if r.at.Before(start) || r.at.After(start.Add(d)) {
+						continue
+					}
+					var err error
+					if acc, err = fn(k, r.v, acc, found); err != nil {
+						return err
+					}
+					found = true
+				}
+				if !found {
+					return nil
+				}
+				return next(operators.Windowed[K]{Key: k, Start: start, End: start.Add(d)}, acc, m)
 			}
 			return func(k K, v V, m *meta) error {
 				now, at := t.ctx.StreamTime(), m.rec.Timestamp
 				if at.Add(grace).Before(now) {
 					t.ctx.Report(framework.DropEvent{Reason: "late", Record: m.rec, Detail: fmt.Sprintf("its window closed at stream time %s",
 						now.Format(time.RFC3339Nano))})
-					return nil
-				}
-				kb, err := keyBytes(s, k, m)
-				if err != nil {
-					return err
-				}
-				vb := m.rec.Value
-				if !s.rawValue {
-					if vb, err = s.codec.Value.Serialize(v); err != nil {
-						return fmt.Errorf("serialize value: %w", err)
-					}
-				}
-				if err := appendValue(buf, kb, at, vb); err != nil {
-					return err
-				}
-				// Every record of the key that a window holding the new one
-				// can hold, or that starts such a window just after it.
-				var recs []rec
-				for ts, list := range buf.Fetch(kb, at.Add(-d-slidingStep), at.Add(d)) {
-					if err := eachValue(list, func(b []byte) error {
-						x, err := s.codec.Value.Deserialize(b)
-						if err != nil {
-							return fmt.Errorf("stored value of %q in %s: %w", kb, storeName, err)
-						}
-						recs = append(recs, rec{ts, x})
-						return nil
-					}); err != nil {
+				} else {
+					kb, err := keyBytes(s, k, m)
+					if err != nil {
 						return err
 					}
-				}
-				// The windows holding the new record: its own, the one just
-				// after it, those that end at a record up to a difference
-				// after it, and those just after a record up to a
-				// difference before it.
-				starts := []time.Time{at.Add(-d), at.Add(slidingStep)}
-				for _, r := range recs {
-					if !r.at.Before(at) && !r.at.After(at.Add(d)) {
-						starts = append(starts, r.at.Add(-d))
-					}
-					if r.at.Before(at) && !r.at.Before(at.Add(-d-slidingStep)) {
-						starts = append(starts, r.at.Add(slidingStep))
-					}
-				}
-				slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
-				starts = slices.Compact(starts)
-				for _, start := range starts {
-					end := start.Add(d)
-					if end.Add(grace).Before(now) {
-						continue // closed
-					}
-					var acc A
-					found := false
-					for _, r := range recs {
-						if r.at.Before(start) || r.at.After(end) {
-							continue
+					vb := m.rec.Value
+					if !s.rawValue {
+						if vb, err = s.codec.Value.Serialize(v); err != nil {
+							return fmt.Errorf("serialize value: %w", err)
 						}
-						if acc, err = fn(k, r.v, acc, found); err != nil {
+					}
+					if err := appendValue(buf, kb, at, vb); err != nil {
+						return err
+					}
+					if !w.final {
+						// Every record of the key that a window holding the new
+						// one can hold, or that starts such a window just after
+						// it.
+						recs, err := slidingRecords(buf, s.codec.Value, storeName, kb, at.Add(-d-slidingStep), at.Add(d))
+						if err != nil {
 							return err
 						}
-						found = true
+						// The windows holding the new record: its own, the one
+						// just after it, those that end at a record up to a
+						// difference after it, and those just after a record up
+						// to a difference before it.
+						starts := []time.Time{at.Add(-d), at.Add(slidingStep)}
+						for _, r := range recs {
+							if !r.at.Before(at) && !r.at.After(at.Add(d)) {
+								starts = append(starts, r.at.Add(-d))
+							}
+							if r.at.Before(at) && !r.at.Before(at.Add(-d-slidingStep)) {
+								starts = append(starts, r.at.Add(slidingStep))
+							}
+						}
+						for _, start := range sortedStarts(starts) {
+							if start.Add(d + grace).Before(now) {
+								continue // closed
+							}
+							if err := fold(k, recs, start, m); err != nil {
+								return err
+							}
+						}
 					}
-					if !found {
-						continue // no record: no window
-					}
-					if err := next(operators.Windowed[K]{Key: k, Start: start, End: end}, acc, m); err != nil {
-						return err
+				}
+				if w.final {
+					if close := now.Add(-grace); close.After(closed) {
+						if err := slidingClosed(buf, s.codec, storeName, d, closed, close, func(k K, recs []slidingRecord[V], start time.Time) error {
+							return fold(k, recs, start, m)
+						}); err != nil {
+							return err
+						}
+						closed = close
 					}
 				}
 				// No window still open can hold a record older than this.
@@ -159,4 +176,89 @@ func slidingFold[K, V, A any](w Sliding[K, V], storeName string, agg serde.Serde
 			}, nil
 		})
 	return Table[operators.Windowed[K], A]{s: out, store: storeName}
+}
+
+// slidingRecord is one record a sliding aggregation keeps.
+type slidingRecord[V any] struct {
+	at time.Time
+	v  V
+}
+
+// slidingRecords reads the records of key kept in buf from from to to.
+func slidingRecords[V any](buf store.Window, values serde.Serde[V], storeName string, kb []byte, from, to time.Time) ([]slidingRecord[V], error) {
+	var recs []slidingRecord[V]
+	for ts, list := range buf.Fetch(kb, from, to) {
+		if err := eachValue(list, func(b []byte) error {
+			x, err := values.Deserialize(b)
+			if err != nil {
+				return fmt.Errorf("stored value of %q in %s: %w", kb, storeName, err)
+			}
+			recs = append(recs, slidingRecord[V]{ts, x})
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return recs, nil
+}
+
+// sortedStarts sorts window starts and drops the repeated ones.
+func sortedStarts(starts []time.Time) []time.Time {
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	return slices.CompactFunc(starts, func(a, b time.Time) bool { return a.Equal(b) })
+}
+
+// slidingClosed hands fold every window of every key that ends in
+// [from, to): the window ending at each record, and the one starting just
+// after each record. The keys and their records are read first, since
+// what fold hands on may write the store.
+func slidingClosed[K, V any](buf store.Window, c operators.Codec[K, V], storeName string, d time.Duration, from, to time.Time,
+	fold func(K, []slidingRecord[V], time.Time) error) error {
+	type keyed struct {
+		k    K
+		recs []slidingRecord[V]
+	}
+	var order []string
+	byKey := map[string]*keyed{}
+	for wk, list := range buf.FetchAll(from.Add(-d-slidingStep), to.Add(-time.Nanosecond)) {
+		x, ok := byKey[string(wk.Key)]
+		if !ok {
+			k, err := c.Key.Deserialize(wk.Key)
+			if err != nil {
+				return fmt.Errorf("stored key %q in %s: %w", wk.Key, storeName, err)
+			}
+			x = &keyed{k: k}
+			byKey[string(wk.Key)] = x
+			order = append(order, string(wk.Key))
+		}
+		if err := eachValue(list, func(b []byte) error {
+			v, err := c.Value.Deserialize(b)
+			if err != nil {
+				return fmt.Errorf("stored value of %q in %s: %w", wk.Key, storeName, err)
+			}
+			x.recs = append(x.recs, slidingRecord[V]{wk.Start, v})
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	for _, kb := range order {
+		x := byKey[kb]
+		slices.SortStableFunc(x.recs, func(a, b slidingRecord[V]) int { return a.at.Compare(b.at) })
+		var starts []time.Time
+		for _, r := range x.recs {
+			if !r.at.Before(from) {
+				starts = append(starts, r.at.Add(-d)) // the window ending at r
+			}
+			if end := r.at.Add(slidingStep + d); !end.Before(from) && end.Before(to) {
+				starts = append(starts, r.at.Add(slidingStep)) // the window just after r
+			}
+		}
+		for _, start := range sortedStarts(starts) {
+			if err := fold(x.k, x.recs, start); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -250,9 +250,13 @@ func TestSessionsAcrossARestart(t *testing.T) {
 	}
 }
 
-func slidingCount(t *testing.T, w dsl.SlidingWindows) *framework.Topology {
+func slidingCount(t *testing.T, w dsl.SlidingWindows, final ...bool) *framework.Topology {
 	b := dsl.NewBuilder("sliding")
-	dsl.SlidingWindowedBy(dsl.From(b, "in", text).GroupByKey(), w).Count("sliding").ToStream().To("out")
+	sliding := dsl.SlidingWindowedBy(dsl.From(b, "in", text).GroupByKey(), w)
+	if len(final) > 0 && final[0] {
+		sliding = sliding.EmitOnWindowClose()
+	}
+	sliding.Count("sliding").ToStream().To("out")
 	topo, err := b.Build()
 	require.NoError(t, err)
 	return topo
@@ -337,5 +341,20 @@ func TestSlidingWindowsFollowKafkaStreams(t *testing.T) {
 				assert.Equal(t, got, again, "restart after %d records", restart)
 			}
 		})
+	}
+}
+
+// Emitting sliding windows on close gives the documentation's five
+// windows once each, in order of start as they close, also across a
+// restart at any point.
+func TestSlidingWindowsEmittedOnClose(t *testing.T) {
+	w := dsl.SlidingWindows{Difference: 5000 * time.Millisecond}
+	in := []timed{{"A", 8000}, {"A", 9200}, {"A", 12400}, {"A", 30000}}
+	want := []string{"A@3000-8000=1", "A@4200-9200=2", "A@7400-12400=3", "A@8001-13001=2", "A@9201-14201=1"}
+	got, _ := runWindows(t, slidingCount(t, w, true), operators.WindowedKey(serde.String(), w.Difference), in, -1)
+	assert.Equal(t, want, got)
+	for restart := 1; restart < len(in); restart++ {
+		again, _ := runWindows(t, slidingCount(t, w, true), operators.WindowedKey(serde.String(), w.Difference), in, restart)
+		assert.Equal(t, want, again, "restart after %d records", restart)
 	}
 }
