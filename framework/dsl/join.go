@@ -287,11 +287,10 @@ func streamSide[K, A, B, J any](t *task, this Stream[K, A], otherValues serde.Se
 			t.ctx.Report(framework.DropEvent{Reason: "no-value", Record: m.rec, Detail: "a record with no value joins nothing"})
 			return flush(now, m)
 		case ts.Add(side.ahead + grace).Before(now):
-			t.ctx.Report(framework.DropEvent{Reason: "late", Record: m.rec, Detail: fmt.Sprintf("its join window closed at stream time %s",
-				now.Format(time.RFC3339Nano))})
+			reportLate(t, m, now, "its join window")
 			return flush(now, m)
 		}
-		kb, err := keyBytes(this, k, m)
+		kb, err := keepRecord(mine, this, k, a, m)
 		if err != nil {
 			return err
 		}
@@ -300,9 +299,6 @@ func streamSide[K, A, B, J any](t *task, this Stream[K, A], otherValues serde.Se
 			if ab, err = this.codec.Value.Serialize(a); err != nil {
 				return fmt.Errorf("serialize value: %w", err)
 			}
-		}
-		if err := appendValue(mine, kb, ts, ab); err != nil {
-			return err
 		}
 		// Read the partners first, then hand results on: what comes after
 		// may write the stores.

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/serde"
 	"github.com/causeway-stream/causeway/framework/store"
 	"github.com/causeway-stream/causeway/operators"
@@ -114,20 +113,10 @@ func slidingFold[K, V, A any](w Sliding[K, V], storeName string, agg serde.Serde
 			return func(k K, v V, m *meta) error {
 				now, at := t.ctx.StreamTime(), m.rec.Timestamp
 				if at.Add(grace).Before(now) {
-					t.ctx.Report(framework.DropEvent{Reason: "late", Record: m.rec, Detail: fmt.Sprintf("its window closed at stream time %s",
-						now.Format(time.RFC3339Nano))})
+					reportLate(t, m, now, "its window")
 				} else {
-					kb, err := keyBytes(s, k, m)
+					kb, err := keepRecord(buf, s, k, v, m)
 					if err != nil {
-						return err
-					}
-					vb := m.rec.Value
-					if !s.rawValue {
-						if vb, err = s.codec.Value.Serialize(v); err != nil {
-							return fmt.Errorf("serialize value: %w", err)
-						}
-					}
-					if err := appendValue(buf, kb, at, vb); err != nil {
 						return err
 					}
 					if !w.final {

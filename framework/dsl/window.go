@@ -118,8 +118,7 @@ func windowFold[K, V, A any](w Windowed[K, V], storeName string, agg serde.Serde
 				}
 			}
 			if !accepted {
-				t.ctx.Report(framework.DropEvent{Reason: "late", Record: m.rec, Detail: fmt.Sprintf("every window of %s closed at stream time %s",
-					m.rec.Timestamp.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano))})
+				reportLate(t, m, now, "every window of "+m.rec.Timestamp.Format(time.RFC3339Nano))
 			}
 			if w.final {
 				// Windows that closed since the last record: those ending in
@@ -283,8 +282,7 @@ func SessionAggregate[K, V, A any](w Sessioned[K, V], storeName string, init fun
 				return err
 			}
 			if end.Before(now.Add(-grace)) {
-				t.ctx.Report(framework.DropEvent{Reason: "late", Record: m.rec, Detail: fmt.Sprintf("its session closed at stream time %s",
-					now.Format(time.RFC3339Nano))})
+				reportLate(t, m, now, "its session")
 				return nil
 			}
 			if acc, err = fn(k, v, acc); err != nil {
@@ -432,4 +430,26 @@ func maxTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// reportLate reports a record dropped because what it belongs to (what)
+// closed before stream time now.
+func reportLate(t *task, m *meta, now time.Time, what string) {
+	t.ctx.Report(framework.DropEvent{Reason: "late", Record: m.rec, Detail: what + " closed at stream time " + now.Format(time.RFC3339Nano)})
+}
+
+// keepRecord adds the record to buf, under its key and its time, and
+// returns its serialized key.
+func keepRecord[K, V any](buf store.Window, s Stream[K, V], k K, v V, m *meta) ([]byte, error) {
+	kb, err := keyBytes(s, k, m)
+	if err != nil {
+		return nil, err
+	}
+	vb := m.rec.Value
+	if !s.rawValue {
+		if vb, err = s.codec.Value.Serialize(v); err != nil {
+			return nil, fmt.Errorf("serialize value: %w", err)
+		}
+	}
+	return kb, appendValue(buf, kb, m.rec.Timestamp, vb)
 }
