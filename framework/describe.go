@@ -54,8 +54,11 @@ func (t *Topology) topicNote(name string) string {
 	if ti.Internal {
 		parts = append(parts, "internal")
 	}
-	if ti.Partitions > 0 {
+	switch {
+	case ti.Partitions > 0:
 		parts = append(parts, fmt.Sprintf("%d partitions", ti.Partitions))
+	case ti.PartitionsLike != "":
+		parts = append(parts, "partitions as "+ti.PartitionsLike)
 	}
 	if len(parts) == 0 {
 		return ""

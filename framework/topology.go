@@ -129,6 +129,10 @@ type TopicInfo struct {
 	// Internal topics are created and owned by the application
 	// (repartition topics); they are read by nothing outside it.
 	Internal bool
+	// PartitionsLike, for a topic without Partitions, names the topic
+	// whose partition count it takes when the runtime creates it. See
+	// PartitionsLike.
+	PartitionsLike string
 }
 
 // Builder collects a topology's processors and topics. Methods record
@@ -282,6 +286,15 @@ func (f topicOptFunc) applyTopic(t *TopicInfo) { f(t) }
 // Partitions sets the partition count the topic must have.
 func Partitions(n int32) TopicOpt {
 	return topicOptFunc(func(t *TopicInfo) { t.Partitions = n })
+}
+
+// PartitionsLike gives a topic the application creates the partition
+// count of another topic of the topology: a repartition topic that must be
+// co-partitioned with a topic its reader also reads, or that takes the
+// parallelism of what feeds it, as Kafka Streams sizes its repartition
+// topics. Partitions, when also given, wins.
+func PartitionsLike(topic string) TopicOpt {
+	return topicOptFunc(func(t *TopicInfo) { t.PartitionsLike = topic })
 }
 
 // Internal marks a topic as owned by the application (a repartition topic):
@@ -458,6 +471,9 @@ func (b *Builder) Build() (*Topology, error) {
 		if !used[name] {
 			bad("topic %q is declared but no processor reads or writes it", name)
 		}
+		if like := b.topics[name].PartitionsLike; like != "" && !used[like] {
+			bad("topic %q takes the partition count of %q, which no processor reads or writes", name, like)
+		}
 	}
 	dlq := b.badInput == DeadLetter
 	for _, p := range b.procs {
@@ -626,6 +642,9 @@ func (t *Topology) ForApplication(id string) *Topology {
 		logical: map[string]string{}}
 	for name, ti := range t.topics {
 		ti.Name = to(name)
+		if ti.PartitionsLike != "" {
+			ti.PartitionsLike = to(ti.PartitionsLike)
+		}
 		out.topics[ti.Name] = ti
 	}
 	for name, phys := range rename {
@@ -725,6 +744,28 @@ func (t *Topology) SourceTopics() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// PartitionCount returns the partition count the application creates
+// topic with: its declared Partitions, else that of the topic it is like
+// (PartitionsLike; from known, the counts of topics that exist, or
+// declared in turn), else def.
+func (t *Topology) PartitionCount(topic string, known map[string]int32, def int32) int32 {
+	for range len(t.topics) + 1 { // a chain of likes ends, or loops
+		ti, ok := t.topics[topic]
+		switch {
+		case ok && ti.Partitions > 0:
+			return ti.Partitions
+		case ok && ti.PartitionsLike != "":
+			if n, ok := known[ti.PartitionsLike]; ok {
+				return n
+			}
+			topic = ti.PartitionsLike
+			continue
+		}
+		break
+	}
+	return def
 }
 
 // CheckPartitions checks the topology against the partition counts of its

@@ -235,3 +235,32 @@ func TestForApplicationRenamesInternalTopics(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) { assert.Equal(t, tt.want, tt.got) })
 	}
 }
+
+// An internal topic's partition count: declared, else that of the topic
+// it is like (followed through a chain, known from the cluster or
+// declared), else the default; a loop of likes ends at the default.
+func TestPartitionCount(t *testing.T) {
+	topo, err := framework.NewBuilder("sizes").
+		Topic("fixed", framework.Internal(), framework.Partitions(7), framework.PartitionsLike("src")).
+		Topic("like-src", framework.Internal(), framework.PartitionsLike("src")).
+		Topic("like-like", framework.Internal(), framework.PartitionsLike("like-src")).
+		Topic("loop-a", framework.Internal(), framework.PartitionsLike("loop-b")).
+		Topic("loop-b", framework.Internal(), framework.PartitionsLike("loop-a")).
+		Processor("p", nop, framework.From("src"), framework.To("fixed"), framework.To("like-src"), framework.To("like-like"),
+			framework.To("loop-a"), framework.To("loop-b")).
+		Build()
+	require.NoError(t, err)
+	known := map[string]int32{"src": 12}
+	tests := []struct {
+		topic string
+		want  int32
+	}{
+		{"fixed", 7}, {"like-src", 12}, {"like-like", 12}, {"loop-a", 3}, {"src", 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.topic, func(t *testing.T) { assert.Equal(t, tt.want, topo.PartitionCount(tt.topic, known, 3)) })
+	}
+	_, err = framework.NewBuilder("bad").Topic("x", framework.Internal(), framework.PartitionsLike("nowhere")).
+		Processor("p", nop, framework.From("a"), framework.To("x")).Build()
+	assert.ErrorContains(t, err, `takes the partition count of "nowhere"`)
+}

@@ -74,11 +74,7 @@ func (tm topicManager) ensureTopics(ctx context.Context) (map[string]int32, erro
 	for _, ti := range topics {
 		switch {
 		case ti.Internal:
-			n := ti.Partitions
-			if n == 0 {
-				n = int32(tm.cfg.DefaultPartitions)
-			}
-			want(ti.Name, n, nil)
+			want(ti.Name, tm.topo.PartitionCount(ti.Name, counts, int32(tm.cfg.DefaultPartitions)), nil)
 		case tm.cfg.CreateTopics:
 			n := ti.Partitions
 			if n == 0 {

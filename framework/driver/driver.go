@@ -122,14 +122,17 @@ func New(topo *framework.Topology, opts ...Opt) (*Driver, error) {
 	}
 	counts := map[string]int32{}
 	for _, ti := range topo.Topics() {
-		n := cfg.defaultN
-		if ti.Partitions > 0 {
-			n = ti.Partitions
-		}
 		if c, ok := cfg.partitions[ti.Name]; ok {
-			n = c
+			counts[ti.Name] = c
+		} else if !ti.Internal || ti.Partitions > 0 {
+			counts[ti.Name] = topo.PartitionCount(ti.Name, nil, cfg.defaultN)
 		}
-		counts[ti.Name] = n
+	}
+	// Internal topics the application sizes after others, as a worker does.
+	for _, ti := range topo.Topics() {
+		if _, ok := counts[ti.Name]; !ok {
+			counts[ti.Name] = topo.PartitionCount(ti.Name, counts, cfg.defaultN)
+		}
 	}
 	if _, ok := counts[d.deadLetter]; !ok {
 		counts[d.deadLetter] = cfg.defaultN

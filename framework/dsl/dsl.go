@@ -50,9 +50,15 @@ type Builder struct {
 	// streams holds the source stream of each topic read with From or
 	// TableFrom, so that a topic read twice is read by one processor.
 	streams map[string]any
-	errs    []error
-	built   bool
+	// repartitions are the repartition topics the steps need.
+	repartitions []repartitionTopic
+	errs         []error
+	built        bool
 }
+
+// repartitionTopic is an internal topic the DSL writes records to by key
+// and reads back, and the topic whose partition count it takes.
+type repartitionTopic struct{ topic, like string }
 
 // NewBuilder starts a topology called name.
 func NewBuilder(name string) *Builder {
@@ -67,6 +73,7 @@ func (b *Builder) Build() (*framework.Topology, error) {
 		return nil, ErrBuilt
 	}
 	b.built = true
+	b.declareRepartitions()
 	for _, g := range b.groups {
 		if g.parent != nil {
 			continue // merged into another
@@ -90,6 +97,49 @@ func (b *Builder) Build() (*framework.Topology, error) {
 		return nil, fmt.Errorf("%w %q: %w", framework.ErrInvalidTopology, b.name, errs)
 	}
 	return topo, err
+}
+
+// declareRepartitions declares the repartition topics, each with the
+// partition count of a topic its reader reads that is not a repartition
+// topic (they must be co-partitioned), or else of the topic it was fed
+// from, as Kafka Streams sizes them.
+func (b *Builder) declareRepartitions() {
+	internal := map[string]bool{}
+	for _, r := range b.repartitions {
+		internal[r.topic] = true
+	}
+	likeOf := map[string]string{}
+	for _, r := range b.repartitions {
+		likeOf[r.topic] = r.like
+	}
+	for _, r := range b.repartitions {
+		like := r.like
+		for _, g := range b.groups {
+			if g.parent != nil || !slices.Contains(g.topics(), r.topic) {
+				continue
+			}
+			// Every input of the reader takes one count: that of the first
+			// input that is not a repartition topic, or else what its first
+			// repartition topic is fed from.
+			external, first := "", ""
+			for _, in := range g.topics() {
+				switch {
+				case !internal[in] && external == "":
+					external = in
+				case internal[in] && first == "":
+					first = in
+				}
+			}
+			if like = external; like == "" {
+				like = likeOf[first]
+			}
+		}
+		var opts []framework.TopicOpt
+		if like != "" && like != r.topic {
+			opts = append(opts, framework.PartitionsLike(like))
+		}
+		b.Builder.Topic(r.topic, append(opts, framework.Internal())...)
+	}
 }
 
 func (b *Builder) fail(format string, args ...any) {

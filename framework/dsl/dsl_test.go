@@ -388,3 +388,36 @@ func TestFragmentRefusesWhatIsNotOneProcessor(t *testing.T) {
 	assert.Equal(t, []string{"in"}, p.Inputs)
 	assert.Equal(t, []framework.StoreSpec{framework.KeyValueStore("n")}, p.Stores)
 }
+
+// Repartition topics take the partition count of what they must be
+// co-partitioned with (the table a rekeyed stream joins), or else of
+// the topic that feeds them, as Kafka Streams sizes them: the join below
+// runs with clicks and users of different partition counts.
+func TestRepartitionTopicsArePartitionedLikeWhatTheyMeet(t *testing.T) {
+	b := dsl.NewBuilder("clicks")
+	clicks := dsl.From(b, "clicks", text)
+	byUser := dsl.Map(clicks, func(page, user string) (string, string, error) { return user, page, nil })
+	dsl.Join(byUser, dsl.TableFrom(b, "users", "users", text), func(user, page, name string) (string, error) {
+		return name + " saw " + page, nil
+	}).To("seen")
+	dsl.GroupBy(clicks, func(_, user string) (string, error) { return user, nil }).Count("per-user").ToStream().To("counts")
+	topo, err := b.Build()
+	require.NoError(t, err)
+	join, _ := topo.Topic("users-join-repartition")
+	count, _ := topo.Topic("per-user-repartition")
+	assert.Equal(t, "users", join.PartitionsLike, "co-partitioned with the table it joins")
+	assert.Equal(t, "clicks", count.PartitionsLike, "as many partitions as what feeds it")
+
+	d, err := driver.New(topo, driver.Partitions("users", 3), driver.Partitions("clicks", 5))
+	require.NoError(t, err)
+	_, _, err = driver.NewInput(d, "users", serde.String(), serde.String()).Pipe("u1", "Ada")
+	require.NoError(t, err)
+	require.NoError(t, d.Run())
+	_, _, err = driver.NewInput(d, "clicks", serde.String(), serde.String()).Pipe("/home", "u1")
+	require.NoError(t, err)
+	require.NoError(t, d.Run())
+	out, err := driver.NewOutput(d, "seen", serde.String(), serde.String()).All()
+	require.NoError(t, err)
+	require.Len(t, out, 1)
+	assert.Equal(t, "Ada saw /home", out[0].Value)
+}

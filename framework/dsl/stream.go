@@ -347,10 +347,16 @@ func GroupBy[K, V, K2 any](s Stream[K, V], fn func(K, V) (K2, error)) Grouped[K2
 
 // repartition writes s to the internal topic "<name>-repartition",
 // placed by key, and returns the stream read back from it by a processor
-// of its own.
+// of its own. The topic has the partition count of the first topic s
+// comes from, unless its reader also reads other topics, with which it
+// must then be co-partitioned (see Build).
 func repartition[K, V any](s Stream[K, V], name string) Stream[K, V] {
 	topic := name + "-repartition"
-	s.b.Builder.Topic(topic, framework.Internal())
 	s.To(topic)
+	like := ""
+	if len(s.origins) > 0 {
+		like = s.origins[0]
+	}
+	s.b.repartitions = append(s.b.repartitions, repartitionTopic{topic: topic, like: like})
 	return newSource(s.b, s.b.newGroup(topic), topic, s.codec)
 }
