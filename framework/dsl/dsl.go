@@ -16,10 +16,18 @@
 // where the data must move between tasks: a stateful step (Count, Reduce,
 // Aggregate, a windowed aggregation, a join) after a step that may have
 // changed the key (Map, FlatMap, SelectKey, GroupBy) reads an internal
-// repartition topic, named after the store that needs it
+// repartition topic, named after the store or join that needs it
 // ("<store>-repartition"; the worker puts its application id in front, as
-// for every internal topic). Stores are declared by the step that owns
-// them.
+// for every internal topic) and sized like what it must be co-partitioned
+// with. Stores are declared by the step that owns them.
+//
+// Beyond the stateless steps there are aggregations (Count, Reduce,
+// Aggregate), time, session and sliding windows (WindowedBy,
+// SessionWindowedBy, SlidingWindowedBy, each with EmitOnWindowClose),
+// joins of streams and tables (Join, JoinStreams, JoinTables and their
+// left and outer forms) and global tables (GlobalTableFrom, JoinGlobal),
+// all following Kafka Streams' semantics. Fragment makes DSL steps one
+// processor for the processor-level builder.
 //
 // To the causal layer a fused processor is one processor: what it emits is
 // stamped with what it has delivered, as for any processor, and its
