@@ -9,7 +9,7 @@ E2E_RECORDS ?= 200000
 E2E_RUNS ?= 7
 STATE_KEYS ?= 1000000,5000000
 
-.PHONY: help run run-orders test test-short lint bench bench-state fuzz tidy
+.PHONY: help run run-orders test test-browser test-short lint bench bench-state fuzz tidy
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -22,6 +22,10 @@ run-orders: ## The orders shop with lagging partitions, gate on and gate off, si
 
 test: lint ## Lint, then run every test with the race detector.
 	CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -timeout 12m $(PKGS)
+
+test-browser: ## Drive the worker's page in headless Chromium (Debian package chromium; installs it with apt when missing).
+	@command -v chromium >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
+	$(GO) test -tags browser -count=1 ./runtime/pagetest/
 
 test-short: ## Run the tests without the race detector and with fewer seeds.
 	CAUSEWAY_SIM_SEEDS=40 $(GO) test -count=1 $(PKGS)

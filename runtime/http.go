@@ -3,9 +3,11 @@ package runtime
 import (
 	"context"
 	"crypto/subtle"
+	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"time"
@@ -16,6 +18,8 @@ import (
 
 // Server serves a worker's operations endpoints:
 //
+//	GET  /                     the worker's page: topology, tasks, held records (files embedded in the binary)
+//	GET  /topology             JSON: the topology's name, Mermaid diagram and description
 //	GET  /healthz              200 while the worker runs
 //	GET  /readyz               200 when every assigned task is running
 //	GET  /metrics              Prometheus metrics
@@ -26,21 +30,26 @@ import (
 // The POST endpoints require Config.AdminToken as a bearer token when one
 // is set.
 type Server struct {
-	w    *Worker
-	log  *zap.Logger
-	srv  *http.Server
-	ln   net.Listener
-	done chan struct{}
+	// files are the worker's page.
+	files fs.FS
+	w     *Worker
+	log   *zap.Logger
+	srv   *http.Server
+	ln    net.Listener
+	done  chan struct{}
 }
 
 // NewServer returns a server for w on addr; it listens on Start.
 func NewServer(addr string, w *Worker, log *zap.Logger) *Server {
-	s := &Server{w: w, log: log, done: make(chan struct{})}
+	s := &Server{w: w, log: log, done: make(chan struct{}), files: webFiles()}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(w.metrics.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /status", s.statusJSON)
+	mux.HandleFunc("GET /topology", s.topologyJSON)
+	mux.HandleFunc("GET /{$}", s.page)
+	mux.Handle("GET /ui/", http.StripPrefix("/ui/", http.FileServerFS(s.files)))
 	mux.HandleFunc("POST /tasks/{processor}/{partition}/restart", s.admin(s.restart))
 	mux.HandleFunc("POST /tasks/{processor}/{partition}/skip", s.admin(s.skip))
 	s.srv = &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
@@ -105,6 +114,42 @@ func (s *Server) statusJSON(rw http.ResponseWriter, _ *http.Request) {
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(s.w.Status()); err != nil {
 		s.log.Warn("write status", zap.Error(err))
+	}
+}
+
+// webFiles are the files of the worker's page, embedded in the binary so
+// that the page needs no network. mermaid.min.js is Mermaid 11 (MIT
+// License, mermaid.LICENSE beside it), as published on the npm registry.
+//
+//go:embed web/index.html web/app.js web/style.css web/mermaid.min.js web/mermaid.LICENSE
+var webEmbedded embed.FS
+
+// webFiles returns the page's files at the root of a file system.
+func webFiles() fs.FS {
+	sub, err := fs.Sub(webEmbedded, "web")
+	if err != nil { // "web" is a valid path: fs.Sub does not fail on it
+		return webEmbedded
+	}
+	return sub
+}
+
+// page serves the worker's page.
+func (s *Server) page(rw http.ResponseWriter, r *http.Request) {
+	http.ServeFileFS(rw, r, s.files, "index.html")
+}
+
+// topologyView is what /topology reports.
+type topologyView struct {
+	Name        string `json:"name"`
+	Mermaid     string `json:"mermaid"`
+	Description string `json:"description"`
+}
+
+func (s *Server) topologyJSON(rw http.ResponseWriter, _ *http.Request) {
+	rw.Header().Set("Content-Type", "application/json")
+	t := s.w.topo
+	if err := json.NewEncoder(rw).Encode(topologyView{Name: t.Name(), Mermaid: t.Mermaid(), Description: t.Describe()}); err != nil {
+		s.log.Warn("write topology", zap.Error(err))
 	}
 }
 

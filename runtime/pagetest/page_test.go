@@ -1,0 +1,119 @@
+//go:build browser
+
+// Package pagetest drives the worker's page in a real browser: headless
+// Chromium from Debian's packages (/usr/bin/chromium), through the
+// DevTools protocol with chromedp. Run it with `make test-browser`.
+package pagetest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/framework/dsl"
+	"github.com/causeway-stream/causeway/framework/serde"
+	"github.com/causeway-stream/causeway/operators"
+	"github.com/causeway-stream/causeway/runtime"
+	"github.com/causeway-stream/causeway/runtime/embedded"
+)
+
+// shop is a topology worth drawing: payments joined with a table of
+// orders, and payments counted per order.
+func shop(t *testing.T) *framework.Topology {
+	t.Helper()
+	text := operators.Codec[string, string]{Key: serde.String(), Value: serde.String()}
+	b := dsl.NewBuilder("shop")
+	payments := dsl.From(b, "payments", text)
+	dsl.LeftJoin(payments, dsl.TableFrom(b, "orders", "orders", text), func(_, pay, order string, found bool) (string, error) {
+		if !found {
+			return "unknown order", nil
+		}
+		return "paid: " + order, nil
+	}).To("verdicts")
+	payments.GroupByKey().Count("payments-per-order").ToStream().To("payment-counts")
+	topo, err := b.Build()
+	require.NoError(t, err)
+	return topo
+}
+
+// browser starts headless Chromium with the flags this machine's closed
+// network needs, and returns a context for driving it.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path := "/usr/bin/chromium"
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("Chromium is not installed at %s (Debian package chromium): %v", path, err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true), chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 1000))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
+	return ctx
+}
+
+// The page of a running worker on the embedded broker draws the topology
+// and lists every task the worker reports, and a screenshot of it is
+// saved (to CAUSEWAY_SCREENSHOT when set, for docs/operations.md).
+func TestPageShowsTopologyAndTasks(t *testing.T) {
+	b, err := embedded.Start()
+	require.NoError(t, err)
+	defer b.Close()
+	cfg := runtime.DefaultConfig()
+	cfg.ApplicationID, cfg.BootstrapServers, cfg.StateDir, cfg.HTTPAddr = "shop", b.Addr(), t.TempDir(), ""
+	cfg.CreateTopics, cfg.DefaultPartitions = true, 2
+	w, err := runtime.NewWorker(cfg, shop(t), zap.NewNop(), nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, w.Start(ctx))
+	defer func() { assert.NoError(t, w.Stop(context.Background())) }()
+	srv := runtime.NewServer("127.0.0.1:0", w, zap.NewNop())
+	require.NoError(t, srv.Start(ctx))
+	defer func() { assert.NoError(t, srv.Stop(context.Background())) }()
+	for !w.Ready() {
+		require.NoError(t, ctx.Err(), "the worker never got ready")
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	bctx := browser(t)
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate("http://"+srv.Addr()+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`#diagram svg`)),
+		chromedp.WaitVisible(chromedp.CSS(`#tasks tbody td.state-cell`)),
+	))
+	diagram, err := chromedp.Run(bctx, chromedp.TextContent(chromedp.CSS(`#diagram`)))
+	require.NoError(t, err)
+	tasks, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#tasks tbody`)))
+	require.NoError(t, err)
+	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	for _, topic := range []string{"payments", "orders", "verdicts", "payment-counts"} {
+		assert.Contains(t, diagram, topic, "the diagram names every topic")
+	}
+	st := w.Status()
+	require.NotEmpty(t, st.Tasks)
+	for _, ts := range st.Tasks {
+		assert.Contains(t, tasks, ts.ID, "the task table lists every task")
+	}
+	assert.Contains(t, tasks, "RUNNING")
+	out := os.Getenv("CAUSEWAY_SCREENSHOT")
+	if out == "" {
+		out = filepath.Join(t.TempDir(), "page.png")
+	}
+	require.NoError(t, os.WriteFile(out, shot, 0o644))
+	assert.Greater(t, len(shot), 10_000, "a screenshot of a rendered page")
+	assert.False(t, strings.Contains(tasks, "no tasks assigned"))
+}

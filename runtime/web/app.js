@@ -1,0 +1,118 @@
+// The worker's page: the topology drawn with Mermaid, then /status every
+// two seconds. Everything it needs is served by the worker itself.
+"use strict";
+
+const refreshEvery = 2000;
+
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  if (cls) e.className = cls;
+  return e;
+}
+
+function row(cells) {
+  const tr = document.createElement("tr");
+  for (const c of cells) {
+    const td = document.createElement("td");
+    if (c instanceof Node) td.appendChild(c); else td.textContent = c === undefined || c === null ? "" : String(c);
+    tr.appendChild(td);
+  }
+  return tr;
+}
+
+function fill(tableId, rows, empty) {
+  const body = document.querySelector("#" + tableId + " tbody");
+  body.replaceChildren(...rows);
+  if (rows.length === 0) {
+    const tr = row([empty]);
+    tr.firstChild.colSpan = document.querySelectorAll("#" + tableId + " thead th").length;
+    tr.firstChild.className = "muted";
+    body.appendChild(tr);
+  }
+}
+
+function restoreText(r) {
+  if (!r) return "";
+  const pct = r.total > 0 ? Math.floor(100 * r.records / r.total) : 0;
+  const left = r.remaining_ns > 0 ? ", " + Math.ceil(r.remaining_ns / 1e9) + " s left" : "";
+  return pct + "% (" + r.records + " of " + r.total + " records" + left + ")";
+}
+
+async function act(id, what) {
+  const [processor, partition] = id.split("/");
+  const headers = {};
+  const token = document.getElementById("token").value;
+  if (token) headers["Authorization"] = "Bearer " + token;
+  const res = await fetch("/tasks/" + encodeURIComponent(processor) + "/" + encodeURIComponent(partition) + "/" + what,
+    { method: "POST", headers });
+  document.getElementById("action").textContent = (await res.text()).trim();
+  refresh();
+}
+
+function actions(t) {
+  const span = el("span");
+  if (t.state !== "FAILED") return span;
+  for (const what of ["restart", "skip"]) {
+    const b = el("button", what);
+    b.addEventListener("click", () => act(t.id, what));
+    span.appendChild(b);
+  }
+  return span;
+}
+
+function render(st) {
+  document.getElementById("app").textContent = st.application_id + " · worker " + st.instance_id;
+  const ready = document.getElementById("ready");
+  ready.textContent = st.ready ? "ready" : "not ready";
+  ready.className = "badge " + (st.ready ? "ok" : "bad");
+  const werr = document.getElementById("worker-error");
+  const problem = st.error || st.last_commit_error || "";
+  werr.hidden = problem === "";
+  werr.textContent = problem;
+
+  const tasks = st.tasks || [];
+  fill("tasks", tasks.map(t => {
+    const r = row([t.id, el("span", t.state, "state-" + t.state), t.held, restoreText(t.restore), t.last_error || "", actions(t)]);
+    r.children[1].className = "state-cell";
+    return r;
+  }), "no tasks assigned to this worker");
+
+  const held = [];
+  const channels = [];
+  for (const t of tasks) {
+    for (const c of t.channels || []) {
+      channels.push(row([t.id, c.channel, c.frontier, c.committed, c.held]));
+      if (c.blocked) {
+        const since = c.blocked_since ? new Date(c.blocked_since).toLocaleTimeString() : "";
+        held.push(row([t.id, c.channel, c.held, c.waiting_for, c.waiting_offset, since]));
+      }
+    }
+  }
+  fill("held", held, "nothing is held");
+  fill("channels", channels, "no input channels");
+  document.getElementById("refreshed").textContent = "refreshed " + new Date().toLocaleTimeString();
+}
+
+async function refresh() {
+  try {
+    const res = await fetch("/status");
+    render(await res.json());
+  } catch (e) {
+    document.getElementById("refreshed").textContent = "worker unreachable: " + e;
+  }
+}
+
+async function drawTopology() {
+  const res = await fetch("/topology");
+  const topo = await res.json();
+  const target = document.getElementById("diagram");
+  mermaid.initialize({ startOnLoad: false, securityLevel: "strict" });
+  const { svg } = await mermaid.render("topology-svg", topo.mermaid);
+  target.innerHTML = svg;
+  target.setAttribute("data-topology", topo.name);
+}
+
+drawTopology().catch(e => { document.getElementById("diagram").textContent = "could not draw the topology: " + e; });
+refresh();
+setInterval(refresh, refreshEvery);
