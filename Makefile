@@ -35,7 +35,7 @@ lint: ## gofmt and go vet.
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-bench: ## Micro benchmarks of the causal core, then the end-to-end comparison (about 15 minutes); results in bench-results/.
+bench: ## Micro benchmarks of the causal core, then the end-to-end comparison (about 25 minutes); results in bench-results/.
 	@# Whole rounds of every benchmark, not each benchmark $(BENCHCOUNT) times in a row: the
 	@# two sides of each ratio are then measured a minute apart at most, whatever the machine does.
 	@rm -f bench-causal.txt; for round in $$(seq $(BENCHCOUNT)); do \
