@@ -4,22 +4,30 @@ import (
 	"context"
 	"crypto/subtle"
 	"embed"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+
+	"github.com/causeway-stream/causeway/framework/store"
 )
 
 // Server serves a worker's operations endpoints:
 //
 //	GET  /                     the worker's page: topology, tasks, held records (files embedded in the binary)
 //	GET  /topology             JSON: the topology's name, Mermaid diagram and description
+//	GET  /stores/{store}/get   one key (key=text or key64=base64url), as of the last commit
+//	GET  /stores/{store}/range keys in [from, to) or with a prefix, of the partitions held here
+//	GET  /stores/{store}/windows  one key's windows starting in [since, until] (Unix ms or RFC 3339)
 //	GET  /healthz              200 while the worker runs
 //	GET  /readyz               200 when every assigned task is running
 //	GET  /metrics              Prometheus metrics
@@ -48,6 +56,7 @@ func NewServer(addr string, w *Worker, log *zap.Logger) *Server {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(w.metrics.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /status", s.statusJSON)
 	mux.HandleFunc("GET /topology", s.topologyJSON)
+	mux.HandleFunc("GET /stores/{store}/{kind}", s.query)
 	mux.HandleFunc("GET /{$}", s.page)
 	mux.Handle("GET /ui/", http.StripPrefix("/ui/", http.FileServerFS(s.files)))
 	mux.HandleFunc("POST /tasks/{processor}/{partition}/restart", s.admin(s.restart))
@@ -150,6 +159,80 @@ func (s *Server) topologyJSON(rw http.ResponseWriter, _ *http.Request) {
 	t := s.w.topo
 	if err := json.NewEncoder(rw).Encode(topologyView{Name: t.Name(), Mermaid: t.Mermaid(), Description: t.Describe()}); err != nil {
 		s.log.Warn("write topology", zap.Error(err))
+	}
+}
+
+// query answers a store query (see Worker.Query), in JSON with keys and
+// values in base64. A key held on another worker is 421 Misdirected
+// Request and one that cannot be read now 503 with Retry-After: both may
+// be asked again.
+func (s *Server) query(rw http.ResponseWriter, r *http.Request) {
+	q := Query{Store: r.PathValue("store"), Kind: QueryKind(r.PathValue("kind"))}
+	var err error
+	form := r.URL.Query()
+	bytesOf := func(name string) []byte {
+		if v := form.Get(name + "64"); v != "" {
+			b, derr := base64.RawURLEncoding.DecodeString(strings.TrimRight(v, "="))
+			if derr != nil {
+				err = errors.Join(err, fmt.Errorf("%s64: %w", name, derr))
+			}
+			return b
+		}
+		if form.Has(name) {
+			return []byte(form.Get(name))
+		}
+		return nil
+	}
+	timeOf := func(name string, def time.Time) time.Time {
+		v := form.Get(name)
+		if v == "" {
+			return def
+		}
+		if ms, perr := strconv.ParseInt(v, 10, 64); perr == nil {
+			return time.UnixMilli(ms).UTC()
+		}
+		t, perr := time.Parse(time.RFC3339Nano, v)
+		if perr != nil {
+			err = errors.Join(err, fmt.Errorf("%s: neither Unix milliseconds nor RFC 3339: %q", name, v))
+		}
+		return t
+	}
+	q.Key, q.From, q.To = bytesOf("key"), bytesOf("from"), bytesOf("to")
+	if prefix := bytesOf("prefix"); prefix != nil {
+		q.From, q.To = prefix, store.PrefixEnd(prefix)
+	}
+	q.Since, q.Until = timeOf("since", time.Unix(0, 0).UTC()), timeOf("until", time.Unix(1<<40, 0).UTC())
+	if l := form.Get("limit"); l != "" {
+		q.Limit, _ = strconv.Atoi(l)
+	}
+	if err == nil && (q.Kind == QueryGet || q.Kind == QueryWindows) && q.Key == nil {
+		err = errors.New("the query needs a key (key or key64)")
+	}
+	if err != nil {
+		http.Error(rw, err.Error(), http.StatusBadRequest)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	a, err := s.w.Query(ctx, q)
+	switch {
+	case err == nil:
+		rw.Header().Set("Content-Type", "application/json")
+		if err := json.NewEncoder(rw).Encode(a); err != nil {
+			s.log.Warn("write answer", zap.Error(err))
+		}
+	case errors.Is(err, ErrUnknownStore):
+		http.Error(rw, err.Error(), http.StatusNotFound)
+	case errors.Is(err, ErrNotLocal):
+		http.Error(rw, err.Error(), http.StatusMisdirectedRequest)
+	case errors.Is(err, ErrNotAvailable):
+		rw.Header().Set("Retry-After", "1")
+		http.Error(rw, err.Error(), http.StatusServiceUnavailable)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrStopped):
+		rw.Header().Set("Retry-After", "1")
+		http.Error(rw, err.Error(), http.StatusServiceUnavailable)
+	default:
+		http.Error(rw, err.Error(), http.StatusBadRequest)
 	}
 }
 

@@ -22,6 +22,8 @@ func (w *Worker) abortAndRebuild() {
 	w.abort()
 	if w.fatalErr == nil {
 		w.rebuild(rebuild)
+		// The stores hold their committed state again.
+		w.answerQueries()
 	}
 }
 

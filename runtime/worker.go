@@ -69,6 +69,11 @@ type Worker struct {
 	// readiness; lastCommitErr is the last one's error.
 	failedCommits int
 	lastCommitErr error
+	// queries are what Query asks of the pump, and pendingQueries those
+	// it took and answers at the next moment no store holds uncommitted
+	// writes.
+	queries        chan queryRequest
+	pendingQueries []queryRequest
 	// globals is the worker's copy of the topology's global tables, and
 	// globalReader what follows them; nil without global tables.
 	globals      *taskmgr.Globals
@@ -139,6 +144,7 @@ func NewWorker(cfg Config, topo *framework.Topology, log *zap.Logger, metrics *M
 		refresh:   positionRefresh{results: make(chan map[string]storePositions, 1), start: func(f func()) { go f() }},
 		restores:  restores{start: func(f func()) { go f() }},
 		requests:  make(chan taskRequest),
+		queries:   make(chan queryRequest, 64),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}, nil
@@ -351,6 +357,8 @@ func (w *Worker) run() {
 				return
 			case req := <-w.requests:
 				req.reply <- w.serve(req)
+			case req := <-w.queries:
+				w.pendingQueries = append(w.pendingQueries, req)
 			case res := <-w.restores.results:
 				w.finishRestores(res)
 			case recs := <-w.globalBatches():
@@ -393,12 +401,15 @@ func (w *Worker) tick() {
 	w.refreshPositions(now)
 	if err := w.commit(); err != nil {
 		w.onCommitError(err)
+	} else {
+		w.answerQueries()
 	}
 	w.backpressure()
 	w.publishStatus()
 }
 
 func (w *Worker) shutdown() {
+	defer w.refuseQueries(ErrStopped)
 	w.cancelRestores()
 	if w.mustAbort {
 		w.abort()

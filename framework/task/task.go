@@ -918,6 +918,12 @@ func (t *Task) KeyValueStore(name string) (store.KeyValue, bool) {
 	return m, ok
 }
 
+// WindowStore gives the runtime's queries read access to a window store.
+func (t *Task) WindowStore(name string) (store.Window, bool) {
+	w, ok := t.windows[name]
+	return w, ok
+}
+
 // taskContext is the framework.Context handed to the processor.
 type taskContext struct{ t *Task }
 

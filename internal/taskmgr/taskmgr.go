@@ -612,6 +612,10 @@ func (m *Manager) CloseAll() {
 	m.routes = map[causal.Channel]*Route{}
 }
 
+// Partitions is a topic's partition count, 0 for a topic the manager does
+// not know.
+func (m *Manager) Partitions(topic string) int32 { return m.cfg.Partitions[topic] }
+
 func (m *Manager) partitionCount(topic string) (int32, error) {
 	n, ok := m.cfg.Partitions[topic]
 	if !ok {

@@ -1,0 +1,260 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/internal/taskmgr"
+)
+
+// Errors of Query. A query that fails with ErrNotLocal or ErrNotAvailable
+// may succeed later, or on another worker.
+var (
+	// ErrUnknownStore: no processor of the topology has the store.
+	ErrUnknownStore = errors.New("no such store")
+	// ErrNotLocal: the task that holds the key's partition does not run
+	// on this worker.
+	ErrNotLocal = errors.New("the task holding this key runs on another worker")
+	// ErrNotAvailable: the task runs here but its store cannot be read now
+	// (it restores, or it failed).
+	ErrNotAvailable = errors.New("the task holding this key cannot be read now")
+)
+
+// QueryKind says what a query asks.
+type QueryKind string
+
+// The kinds of query.
+const (
+	// QueryGet reads one key.
+	QueryGet QueryKind = "get"
+	// QueryRange reads the keys in [From, To) (nil: open) of every
+	// partition this worker holds, in key order.
+	QueryRange QueryKind = "range"
+	// QueryWindows reads one key's windows that start in [Since, Until].
+	QueryWindows QueryKind = "windows"
+)
+
+// Query asks a worker what one of its stores holds.
+type Query struct {
+	Store string    `json:"store"`
+	Kind  QueryKind `json:"kind"`
+	// Key is the serialized key of a get or a windows query.
+	Key []byte `json:"key,omitempty"`
+	// From and To bound a range query; Limit caps its entries (0: 1000).
+	From  []byte `json:"from,omitempty"`
+	To    []byte `json:"to,omitempty"`
+	Limit int    `json:"limit,omitempty"`
+	// Since and Until bound the starts of a windows query.
+	Since time.Time `json:"since,omitempty"`
+	Until time.Time `json:"until,omitempty"`
+}
+
+// defaultQueryLimit caps a range query that gives no limit.
+const defaultQueryLimit = 1000
+
+// QueryEntry is one key of an answer, with the window it belongs to for a
+// windows query.
+type QueryEntry struct {
+	Key       []byte     `json:"key"`
+	Value     []byte     `json:"value"`
+	Start     *time.Time `json:"start,omitempty"`
+	Partition int32      `json:"partition"`
+}
+
+// Answer is what a worker's stores held, as of a commit.
+type Answer struct {
+	Store string `json:"store"`
+	// Partitions lists the partitions the answer read; Complete says
+	// whether they are all of the store's (a range query reads those this
+	// worker holds).
+	Partitions []int32 `json:"partitions"`
+	Complete   bool    `json:"complete"`
+	// Found and Value answer a get.
+	Found bool   `json:"found"`
+	Value []byte `json:"value,omitempty"`
+	// Entries answer a range or windows query.
+	Entries []QueryEntry `json:"entries,omitempty"`
+	// Truncated: a range query had more than its limit.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// queryRequest is a query on its way to the pump.
+type queryRequest struct {
+	q     Query
+	reply chan queryReply
+}
+
+type queryReply struct {
+	a   Answer
+	err error
+}
+
+// Query answers q from this worker's stores as committed: the pump answers
+// it at the next moment no transaction holds writes of the store's tasks,
+// right after a commit or an abort, so an answer never shows a write that
+// may still be taken back. It waits for at most one commit interval on a
+// busy worker. It returns ErrUnknownStore, ErrNotLocal, ErrNotAvailable,
+// ErrStopped, or ctx's error.
+func (w *Worker) Query(ctx context.Context, q Query) (Answer, error) {
+	req := queryRequest{q: q, reply: make(chan queryReply, 1)}
+	select {
+	case w.queries <- req:
+	case <-ctx.Done():
+		return Answer{}, ctx.Err()
+	case <-w.done:
+		return Answer{}, ErrStopped
+	}
+	select {
+	case r := <-req.reply:
+		return r.a, r.err
+	case <-ctx.Done():
+		return Answer{}, ctx.Err()
+	case <-w.done:
+		return Answer{}, ErrStopped
+	}
+}
+
+// takeQueries moves the queries that arrived to the pump's list.
+func (w *Worker) takeQueries() {
+	for {
+		select {
+		case req := <-w.queries:
+			w.pendingQueries = append(w.pendingQueries, req)
+		default:
+			return
+		}
+	}
+}
+
+// answerQueries answers the queries waiting: the pump calls it when no
+// store holds writes a transaction has not committed.
+func (w *Worker) answerQueries() {
+	w.takeQueries()
+	for _, req := range w.pendingQueries {
+		a, err := w.answer(req.q)
+		req.reply <- queryReply{a: a, err: err}
+	}
+	clear(w.pendingQueries)
+	w.pendingQueries = w.pendingQueries[:0]
+}
+
+// refuseQueries answers the queries waiting with err.
+func (w *Worker) refuseQueries(err error) {
+	w.takeQueries()
+	for _, req := range w.pendingQueries {
+		req.reply <- queryReply{err: err}
+	}
+	w.pendingQueries = nil
+}
+
+// answer reads what q asks of the stores of the tasks this worker runs.
+func (w *Worker) answer(q Query) (Answer, error) {
+	pi, spec, ok := w.storeOwner(q.Store)
+	if !ok {
+		return Answer{}, fmt.Errorf("%w: %q", ErrUnknownStore, q.Store)
+	}
+	a := Answer{Store: q.Store}
+	n := w.tasks.Partitions(pi.Inputs[0])
+	if n <= 0 {
+		return a, fmt.Errorf("%w: the partitions of %s are not known yet", ErrNotAvailable, pi.Inputs[0])
+	}
+	switch q.Kind {
+	case QueryGet, QueryWindows:
+		p := framework.PartitionFor(q.Key, n)
+		rt, err := w.queryTask(pi.Name, p)
+		if err != nil {
+			return a, err
+		}
+		a.Partitions, a.Complete = []int32{p}, true
+		if q.Kind == QueryGet {
+			return a, w.get(rt, q, &a)
+		}
+		if spec.Kind != framework.WindowKind {
+			return a, fmt.Errorf("store %q is not a window store", q.Store)
+		}
+		ws, _ := rt.T.WindowStore(q.Store)
+		for start, v := range ws.Fetch(q.Key, q.Since, q.Until) {
+			s := start
+			a.Entries = append(a.Entries, QueryEntry{Key: slices.Clone(q.Key), Value: slices.Clone(v), Start: &s, Partition: p})
+		}
+		return a, nil
+	case QueryRange:
+		if spec.Kind != framework.KeyValueKind {
+			return a, fmt.Errorf("store %q is not a key-value store", q.Store)
+		}
+		limit := q.Limit
+		if limit <= 0 {
+			limit = defaultQueryLimit
+		}
+		a.Complete = true
+		for p := range n {
+			rt, err := w.queryTask(pi.Name, p)
+			if err != nil {
+				a.Complete = false
+				continue
+			}
+			a.Partitions = append(a.Partitions, p)
+			kv, _ := rt.T.KeyValueStore(q.Store)
+			read := 0
+			for k, v := range kv.Range(q.From, q.To) {
+				if read == limit {
+					a.Truncated = true
+					break
+				}
+				a.Entries = append(a.Entries, QueryEntry{Key: slices.Clone(k), Value: slices.Clone(v), Partition: p})
+				read++
+			}
+		}
+		slices.SortStableFunc(a.Entries, func(x, y QueryEntry) int { return bytes.Compare(x.Key, y.Key) })
+		if len(a.Entries) > limit {
+			a.Entries, a.Truncated = a.Entries[:limit], true
+		}
+		return a, nil
+	}
+	return a, fmt.Errorf("unknown query kind %q", q.Kind)
+}
+
+func (w *Worker) get(rt *taskmgr.Task, q Query, a *Answer) error {
+	kv, ok := rt.T.KeyValueStore(q.Store)
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownStore, q.Store)
+	}
+	v, found, err := kv.Get(q.Key)
+	if err != nil {
+		return err
+	}
+	a.Found, a.Value = found, slices.Clone(v)
+	return nil
+}
+
+// storeOwner finds the processor that declares a store.
+func (w *Worker) storeOwner(name string) (framework.ProcessorInfo, framework.StoreSpec, bool) {
+	for _, pi := range w.topo.Processors() {
+		for _, s := range pi.Stores {
+			if s.Name == name {
+				return pi, s, true
+			}
+		}
+	}
+	return framework.ProcessorInfo{}, framework.StoreSpec{}, false
+}
+
+// queryTask returns the task of processor and partition if it runs here
+// and can be read.
+func (w *Worker) queryTask(processor string, p int32) (*taskmgr.Task, error) {
+	id := processor + "/" + strconv.Itoa(int(p))
+	rt, ok := w.tasks.Find(id)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("%w: %s", ErrNotLocal, id)
+	case rt.State != StateRunning || rt.T == nil:
+		return nil, fmt.Errorf("%w: %s is %s", ErrNotAvailable, id, rt.State)
+	}
+	return rt, nil
+}

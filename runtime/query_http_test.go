@@ -1,0 +1,84 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/causeway-stream/causeway/framework/dsl"
+	"github.com/causeway-stream/causeway/framework/query"
+	"github.com/causeway-stream/causeway/framework/serde"
+	"github.com/causeway-stream/causeway/operators"
+	"github.com/causeway-stream/causeway/runtime"
+)
+
+// A worker on a broker answers typed queries over HTTP from its stores:
+// a count by key, every count in key order, and a key in no store.
+func TestQueriesOverHTTP(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	createTopics(t, b.Addr(), 2, "words", "counts")
+	text := operators.Codec[string, string]{Key: serde.String(), Value: serde.String()}
+	db := dsl.NewBuilder("counter")
+	dsl.From(db, "words", text).GroupByKey().Count("word-counts").ToStream().To("counts")
+	topo, err := db.Build()
+	require.NoError(t, err)
+
+	want := map[string]int64{}
+	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false, "go.delivery.reports": false,
+		"partitioner": "murmur2_random"}) // as queries find keys: Kafka's default partitioner
+	require.NoError(t, err)
+	topic := "words"
+	for i := range 60 {
+		w := fmt.Sprint("w", i%7)
+		want[w]++
+		require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
+			Key: []byte(w), Value: []byte(w)}, nil))
+	}
+	require.Zero(t, p.Flush(10_000))
+	p.Close()
+
+	w := startTopology(t, testConfig(t, b.Addr(), "counter"), topo, nil)
+	srv := runtime.NewServer("127.0.0.1:0", w, zap.NewNop())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, srv.Start(ctx))
+	t.Cleanup(func() { assert.NoError(t, srv.Stop(context.Background())) })
+	readCommitted(t, b.Addr(), "counts", 60, time.Minute) // every word counted and committed
+
+	c := query.NewClient("http://" + srv.Addr())
+	for word, n := range want {
+		got, found, err := query.Get(ctx, c, "word-counts", word, serde.String(), serde.Int64())
+		require.NoError(t, err)
+		assert.True(t, found, word)
+		assert.Equal(t, n, got, word)
+	}
+	_, found, err := query.Get(ctx, c, "word-counts", "never-written", serde.String(), serde.Int64())
+	require.NoError(t, err)
+	assert.False(t, found)
+
+	all, complete, err := query.Range(ctx, c, "word-counts", nil, nil, 0, serde.String(), serde.Int64())
+	require.NoError(t, err)
+	assert.True(t, complete, "one worker holds every partition")
+	got := map[string]int64{}
+	for i, e := range all {
+		got[e.Key] = e.Value
+		if i > 0 {
+			assert.Less(t, all[i-1].Key, e.Key, "in key order")
+		}
+	}
+	assert.Equal(t, want, got)
+
+	_, _, err = query.Get(ctx, c, "no-such-store", "w1", serde.String(), serde.Int64())
+	var qe *query.Error
+	require.True(t, errors.As(err, &qe), "%v", err)
+	assert.Equal(t, 404, qe.Status)
+	assert.False(t, qe.Retryable)
+}
