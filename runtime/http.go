@@ -152,12 +152,25 @@ type topologyView struct {
 	Name        string `json:"name"`
 	Mermaid     string `json:"mermaid"`
 	Description string `json:"description"`
+	// Stores lists the stores queries can read, with their kinds.
+	Stores []storeView `json:"stores"`
+}
+
+type storeView struct {
+	Name string `json:"name"`
+	Kind string `json:"kind"`
 }
 
 func (s *Server) topologyJSON(rw http.ResponseWriter, _ *http.Request) {
 	rw.Header().Set("Content-Type", "application/json")
 	t := s.w.topo
-	if err := json.NewEncoder(rw).Encode(topologyView{Name: t.Name(), Mermaid: t.Mermaid(), Description: t.Describe()}); err != nil {
+	view := topologyView{Name: t.Name(), Mermaid: t.Mermaid(), Description: t.Describe(), Stores: []storeView{}}
+	for _, p := range t.Processors() {
+		for _, st := range p.Stores {
+			view.Stores = append(view.Stores, storeView{Name: st.Name, Kind: st.Kind.String()})
+		}
+	}
+	if err := json.NewEncoder(rw).Encode(view); err != nil {
 		s.log.Warn("write topology", zap.Error(err))
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
@@ -87,6 +88,26 @@ func TestPageShowsTopologyAndTasks(t *testing.T) {
 		require.NoError(t, ctx.Err(), "the worker never got ready")
 		time.Sleep(50 * time.Millisecond)
 	}
+	// Two payments of one order, counted and committed before the page
+	// asks for them.
+	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "go.delivery.reports": false,
+		"partitioner": "murmur2_random", "enable.metrics.push": false})
+	require.NoError(t, err)
+	topic := "payments"
+	for range 2 {
+		require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
+			Key: []byte("o-1"), Value: []byte("10 EUR")}, nil))
+	}
+	require.Zero(t, p.Flush(10_000))
+	p.Close()
+	for {
+		a, err := w.Query(ctx, runtime.Query{Store: "payments-per-order", Kind: runtime.QueryGet, Key: []byte("o-1")})
+		require.NoError(t, err)
+		if len(a.Value) == 8 && a.Value[7] == 2 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 
 	bctx := browser(t)
 	require.NoError(t, chromedp.Do(bctx,
@@ -98,6 +119,17 @@ func TestPageShowsTopologyAndTasks(t *testing.T) {
 	require.NoError(t, err)
 	tasks, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#tasks tbody`)))
 	require.NoError(t, err)
+	// The query form asks for the order's count of payments.
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.SetValue(chromedp.CSS(`#query-store`), "payments-per-order"),
+		chromedp.SendKeys(chromedp.CSS(`#query-key`), "o-1"),
+		chromedp.Click(chromedp.CSS(`#query button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#answer tbody td + td`)),
+	))
+	answer, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#answer tbody`)))
+	require.NoError(t, err)
+	assert.Contains(t, answer, "o-1")
+	assert.Contains(t, answer, "2", "the count of the order's payments")
 	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
 	for _, topic := range []string{"payments", "orders", "verdicts", "payment-counts"} {

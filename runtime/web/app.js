@@ -103,6 +103,36 @@ async function refresh() {
   }
 }
 
+// show renders a value of a store: text when it reads as text, a number
+// when it is 8 bytes (a Kafka long), hex otherwise.
+function show(b64) {
+  const bytes = Uint8Array.from(atob(b64 || ""), c => c.charCodeAt(0));
+  if (bytes.length === 8) {
+    return new DataView(bytes.buffer).getBigInt64(0).toString();
+  }
+  const text = new TextDecoder("utf-8", { fatal: false }).decode(bytes);
+  if (/^[\x20-\x7e\u00a0-\uffff\t\n]*$/.test(text)) return text;
+  return Array.from(bytes, x => x.toString(16).padStart(2, "0")).join(" ");
+}
+
+async function ask(ev) {
+  ev.preventDefault();
+  const store = document.getElementById("query-store").value;
+  const kind = document.getElementById("query-kind").value;
+  const key = document.getElementById("query-key").value;
+  const url = "/stores/" + encodeURIComponent(store) + "/" + (kind === "get" ? "get?key=" : "range?prefix=") + encodeURIComponent(key);
+  const res = await fetch(url);
+  if (!res.ok) {
+    fill("answer", [], (await res.text()).trim());
+    return;
+  }
+  const a = await res.json();
+  const rows = kind === "get"
+    ? (a.found ? [row([key, show(a.value), (a.partitions || []).join(", ")])] : [])
+    : (a.entries || []).map(e => row([show(e.key), show(e.value), e.partition]));
+  fill("answer", rows, kind === "get" ? "no such key" : "no keys");
+}
+
 async function drawTopology() {
   const res = await fetch("/topology");
   const topo = await res.json();
@@ -111,7 +141,16 @@ async function drawTopology() {
   const { svg } = await mermaid.render("topology-svg", topo.mermaid);
   target.innerHTML = svg;
   target.setAttribute("data-topology", topo.name);
+  const select = document.getElementById("query-store");
+  for (const st of topo.stores || []) {
+    if (st.kind !== "key-value") continue;
+    const o = el("option", st.name);
+    o.value = st.name;
+    select.appendChild(o);
+  }
 }
+
+document.getElementById("query").addEventListener("submit", e => ask(e).catch(err => fill("answer", [], String(err))));
 
 drawTopology().catch(e => { document.getElementById("diagram").textContent = "could not draw the topology: " + e; });
 refresh();
