@@ -60,6 +60,12 @@ type Config struct {
 	// served. Default 127.0.0.1:8080; empty disables the server. Flag
 	// --http-addr, env CAUSEWAY_HTTP_ADDR.
 	HTTPAddr string
+	// AdvertisedHTTPAddr is the host:port at which the application's other
+	// workers reach this worker's HTTP server, to forward it the queries
+	// for keys it holds. Default: the address the server listens on, which
+	// suits workers on one host; set it when they run on several. Flag
+	// --advertised-http-addr, env CAUSEWAY_ADVERTISED_HTTP_ADDR.
+	AdvertisedHTTPAddr string
 	// InstanceID names this worker among the application's workers; it
 	// makes the transactional id, so a restarted worker fences its previous
 	// incarnation at once. Default: a random id kept in StateDir. Flag
@@ -176,6 +182,8 @@ func Load(args []string, env func(string) string) (Config, error) {
 	fs.StringVar(&c.StateDir, "state-dir", envOr(env, "CAUSEWAY_STATE_DIR", c.StateDir), "state directory")
 	fs.StringVar(&c.Stores, "stores", envOr(env, "CAUSEWAY_STORES", c.Stores), "where stores live: pebble (on disk) or memory")
 	fs.StringVar(&c.HTTPAddr, "http-addr", envOr(env, "CAUSEWAY_HTTP_ADDR", c.HTTPAddr), "HTTP address for health, metrics and status; empty disables")
+	fs.StringVar(&c.AdvertisedHTTPAddr, "advertised-http-addr", env("CAUSEWAY_ADVERTISED_HTTP_ADDR"),
+		"host:port at which other workers reach this one's HTTP server, for forwarded queries (default: the address it listens on)")
 	fs.StringVar(&c.InstanceID, "instance-id", env("CAUSEWAY_INSTANCE_ID"), "this worker's stable id (default: kept in the state dir)")
 	fs.BoolVar(&c.StaticMembership, "static-membership", envOr(env, "CAUSEWAY_STATIC_MEMBERSHIP", "true") == "true", "join the group as a static member (fast restarts)")
 	fs.StringVar(&c.AutoOffsetReset, "auto-offset-reset", envOr(env, "CAUSEWAY_AUTO_OFFSET_RESET", c.AutoOffsetReset), "earliest or latest")

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -40,16 +41,18 @@ import (
 type Server struct {
 	// files are the worker's page.
 	files fs.FS
-	w     *Worker
-	log   *zap.Logger
-	srv   *http.Server
-	ln    net.Listener
-	done  chan struct{}
+	// client forwards queries to other workers.
+	client *http.Client
+	w      *Worker
+	log    *zap.Logger
+	srv    *http.Server
+	ln     net.Listener
+	done   chan struct{}
 }
 
 // NewServer returns a server for w on addr; it listens on Start.
 func NewServer(addr string, w *Worker, log *zap.Logger) *Server {
-	s := &Server{w: w, log: log, done: make(chan struct{}), files: webFiles()}
+	s := &Server{w: w, log: log, done: make(chan struct{}), files: webFiles(), client: &http.Client{Timeout: 30 * time.Second}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
@@ -72,6 +75,7 @@ func (s *Server) Start(context.Context) error {
 		return fmt.Errorf("http listen %s: %w", s.srv.Addr, err)
 	}
 	s.ln = ln
+	s.w.advertise(ln.Addr().String())
 	s.log.Info("serving status and metrics", zap.String("addr", ln.Addr().String()))
 	go func() {
 		defer close(s.done)
@@ -237,7 +241,7 @@ func (s *Server) query(rw http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, ErrUnknownStore):
 		http.Error(rw, err.Error(), http.StatusNotFound)
 	case errors.Is(err, ErrNotLocal):
-		http.Error(rw, err.Error(), http.StatusMisdirectedRequest)
+		s.forward(rw, r, err)
 	case errors.Is(err, ErrNotAvailable):
 		rw.Header().Set("Retry-After", "1")
 		http.Error(rw, err.Error(), http.StatusServiceUnavailable)
@@ -246,6 +250,48 @@ func (s *Server) query(rw http.ResponseWriter, r *http.Request) {
 		http.Error(rw, err.Error(), http.StatusServiceUnavailable)
 	default:
 		http.Error(rw, err.Error(), http.StatusBadRequest)
+	}
+}
+
+// forwardedHeader marks a query one worker forwarded to another, which
+// answers it or refuses it, but never forwards it again.
+const forwardedHeader = "X-Causeway-Forwarded"
+
+// forward hands a query for a key this worker does not hold to the worker
+// that says it runs the key's task, and its answer back; without one, or
+// when the query was already forwarded, it answers 421.
+func (s *Server) forward(rw http.ResponseWriter, r *http.Request, err error) {
+	var nl *NotLocalError
+	owner, ok := "", false
+	if errors.As(err, &nl) && r.Header.Get(forwardedHeader) == "" {
+		owner, ok = s.w.owner(nl.Task)
+	}
+	if !ok {
+		http.Error(rw, err.Error(), http.StatusMisdirectedRequest)
+		return
+	}
+	req, rerr := http.NewRequestWithContext(r.Context(), http.MethodGet, "http://"+owner+r.URL.RequestURI(), nil)
+	if rerr != nil {
+		http.Error(rw, rerr.Error(), http.StatusInternalServerError)
+		return
+	}
+	req.Header.Set(forwardedHeader, s.w.instanceID)
+	res, rerr := s.client.Do(req)
+	if rerr != nil {
+		rw.Header().Set("Retry-After", "1")
+		http.Error(rw, fmt.Sprintf("forward to %s, which runs %s: %v", owner, nl.Task, rerr), http.StatusServiceUnavailable)
+		return
+	}
+	defer res.Body.Close()
+	for _, h := range []string{"Content-Type", "Retry-After"} {
+		if v := res.Header.Get(h); v != "" {
+			rw.Header().Set(h, v)
+		}
+	}
+	rw.Header().Set(forwardedHeader, owner)
+	rw.WriteHeader(res.StatusCode)
+	if _, err := io.Copy(rw, res.Body); err != nil {
+		s.log.Debug("forward answer", zap.Error(err))
 	}
 }
 

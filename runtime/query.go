@@ -26,6 +26,18 @@ var (
 	ErrNotAvailable = errors.New("the task holding this key cannot be read now")
 )
 
+// NotLocalError is a query for a key whose task does not run on this
+// worker. It matches ErrNotLocal.
+type NotLocalError struct {
+	// Task is the task that holds the key.
+	Task string
+}
+
+func (e *NotLocalError) Error() string { return fmt.Sprintf("%v: %s", ErrNotLocal, e.Task) }
+
+// Unwrap makes the error match ErrNotLocal.
+func (e *NotLocalError) Unwrap() error { return ErrNotLocal }
+
 // QueryKind says what a query asks.
 type QueryKind string
 
@@ -252,7 +264,7 @@ func (w *Worker) queryTask(processor string, p int32) (*taskmgr.Task, error) {
 	rt, ok := w.tasks.Find(id)
 	switch {
 	case !ok:
-		return nil, fmt.Errorf("%w: %s", ErrNotLocal, id)
+		return nil, &NotLocalError{Task: id}
 	case rt.State != StateRunning || rt.T == nil:
 		return nil, fmt.Errorf("%w: %s is %s", ErrNotAvailable, id, rt.State)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/dsl"
 	"github.com/causeway-stream/causeway/framework/query"
 	"github.com/causeway-stream/causeway/framework/serde"
@@ -81,4 +82,98 @@ func TestQueriesOverHTTP(t *testing.T) {
 	require.True(t, errors.As(err, &qe), "%v", err)
 	assert.Equal(t, 404, qe.Status)
 	assert.False(t, qe.Retryable)
+}
+
+// Two workers share an application's tasks; a query for any key, asked
+// of either, is answered by the one holding it: the other forwards it,
+// having read from the members topic which worker runs which task.
+func TestQueriesFindTheWorkerHoldingTheKey(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	createTopics(t, b.Addr(), 4, "words", "counts")
+	text := operators.Codec[string, string]{Key: serde.String(), Value: serde.String()}
+	db := dsl.NewBuilder("counter")
+	dsl.From(db, "words", text).GroupByKey().Count("word-counts").ToStream().To("counts")
+	topo, err := db.Build()
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var workers []*runtime.Worker
+	var clients []*query.Client
+	for i := range 2 {
+		cfg := testConfig(t, b.Addr(), "counter")
+		cfg.InstanceID = fmt.Sprint("worker-", i)
+		w := startTopology(t, cfg, topo, nil)
+		srv := runtime.NewServer("127.0.0.1:0", w, zap.NewNop())
+		require.NoError(t, srv.Start(ctx))
+		t.Cleanup(func() { assert.NoError(t, srv.Stop(context.Background())) })
+		workers = append(workers, w)
+		clients = append(clients, query.NewClient("http://"+srv.Addr()))
+	}
+	// Both hold tasks, four in all.
+	for {
+		n, both := 0, true
+		for _, w := range workers {
+			st := w.Status()
+			n += len(st.Tasks)
+			both = both && len(st.Tasks) > 0 && st.Ready
+		}
+		if both && n == 4 {
+			break
+		}
+		require.NoError(t, ctx.Err(), "the workers never shared the tasks")
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	want := map[string]int64{}
+	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false, "go.delivery.reports": false,
+		"partitioner": "murmur2_random"})
+	require.NoError(t, err)
+	topic := "words"
+	for i := range 80 {
+		w := fmt.Sprint("w", i%11)
+		want[w]++
+		require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
+			Key: []byte(w), Value: []byte(w)}, nil))
+	}
+	require.Zero(t, p.Flush(10_000))
+	p.Close()
+	readCommitted(t, b.Addr(), "counts", 80, time.Minute)
+
+	forwarded := 0
+	for i, c := range clients {
+		for word, n := range want {
+			var got int64
+			for {
+				v, found, err := query.Get(ctx, c, "word-counts", word, serde.String(), serde.Int64())
+				var qe *query.Error
+				if errors.As(err, &qe) && qe.Retryable { // the members topic not read yet
+					require.NoError(t, ctx.Err(), "%s never found through worker %d: %v", word, i, err)
+					time.Sleep(100 * time.Millisecond)
+					continue
+				}
+				require.NoError(t, err)
+				require.True(t, found, "%s through worker %d", word, i)
+				got = v
+				break
+			}
+			assert.Equal(t, n, got, "%s through worker %d", word, i)
+			if _, local := taskOf(workers[i], word); !local {
+				forwarded++
+			}
+		}
+	}
+	assert.Positive(t, forwarded, "some queries had to be forwarded")
+}
+
+// taskOf says which task of the counter holds word, and whether w runs it.
+func taskOf(w *runtime.Worker, word string) (string, bool) {
+	id := fmt.Sprint("words/", framework.PartitionFor([]byte(word), 4))
+	for _, ts := range w.Status().Tasks {
+		if ts.ID == id {
+			return id, true
+		}
+	}
+	return id, false
 }

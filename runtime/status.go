@@ -117,6 +117,16 @@ func (w *Worker) publishStatus() {
 		st.LastCommitError = w.lastCommitErr.Error()
 	}
 	w.metrics.FailedCommits.Set(float64(w.failedCommits))
+	w.mu.Lock()
+	members, addr := w.members, w.advertised
+	w.mu.Unlock()
+	if members != nil {
+		ids := make([]string, 0, len(w.tasks.Tasks()))
+		for _, rt := range w.tasks.Tasks() {
+			ids = append(ids, rt.ID)
+		}
+		members.publish(addr, ids, now)
+	}
 	for _, rt := range w.tasks.Tasks() {
 		ts := TaskStatus{ID: rt.ID, State: rt.State}
 		if rt.Err != nil {

@@ -97,6 +97,8 @@ func (tm topicManager) ensureTopics(ctx context.Context) (map[string]int32, erro
 			"and its workers' state directories to start it over", ErrLegacyState, legacy)
 	}
 	compacted := map[string]string{"cleanup.policy": "compact"}
+	// Where each worker says what it runs, for queries to find it.
+	want(membersTopic(tm.cfg.ApplicationID), 1, compacted)
 	for _, p := range tm.topo.Processors() {
 		tasks := counts[p.Inputs[0]]
 		configs := map[string]map[string]string{checkpointTopic(tm.cfg.ApplicationID, p.Name): compacted}

@@ -74,6 +74,12 @@ type Worker struct {
 	// writes.
 	queries        chan queryRequest
 	pendingQueries []queryRequest
+	// members follows which worker runs which task, for forwarding
+	// queries; nil when franz-go cannot connect with the given settings.
+	// advertised is this worker's HTTP address as it tells the others
+	// (under mu).
+	members    *membership
+	advertised string
 	// globals is the worker's copy of the topology's global tables, and
 	// globalReader what follows them; nil without global tables.
 	globals      *taskmgr.Globals
@@ -228,6 +234,15 @@ func (w *Worker) connect(ctx context.Context) error {
 	var src changelogSource = &kafkaChangelog{watermarks: watermarks{consumer}, config: w.restoreConsumerConfig(), log: w.log}
 	if franzCanConnect(w.cfg.Kafka) {
 		src = &franzChangelog{watermarks: watermarks{consumer}, bootstrap: w.bootstrap}
+	}
+	if franzCanConnect(w.cfg.Kafka) {
+		m, err := startMembership(w.bootstrap, membersTopic(w.cfg.ApplicationID), w.instanceID, w.log)
+		if err != nil {
+			return fmt.Errorf("members: %w", err)
+		}
+		w.mu.Lock()
+		w.members = m
+		w.mu.Unlock()
 	}
 	if len(w.topo.GlobalTables()) > 0 {
 		if !franzCanConnect(w.cfg.Kafka) {
@@ -423,6 +438,25 @@ func (w *Worker) shutdown() {
 	w.log.Info("worker stopped")
 }
 
+// advertise sets the HTTP address this worker tells the others, unless
+// the configuration names one.
+func (w *Worker) advertise(addr string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.advertised = addr
+	if w.cfg.AdvertisedHTTPAddr != "" {
+		w.advertised = w.cfg.AdvertisedHTTPAddr
+	}
+}
+
+// owner returns the HTTP address of the worker that says it runs task.
+func (w *Worker) owner(task string) (string, bool) {
+	w.mu.Lock()
+	m := w.members
+	w.mu.Unlock()
+	return m.owner(task)
+}
+
 // globalBatches is where the global reader hands over what it read; nil
 // (never ready) without global tables.
 func (w *Worker) globalBatches() <-chan []*kgo.Record {
@@ -433,6 +467,13 @@ func (w *Worker) globalBatches() <-chan []*kgo.Record {
 }
 
 func (w *Worker) closeClients() {
+	w.mu.Lock()
+	m := w.members
+	w.members = nil
+	w.mu.Unlock()
+	if m != nil {
+		m.stop()
+	}
 	if w.globalReader != nil {
 		w.globalReader.stop()
 		w.globalReader = nil

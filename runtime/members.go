@@ -1,0 +1,153 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// membersTopic is the compacted topic in which an application's workers
+// say which tasks they run and where their HTTP servers are.
+func membersTopic(app string) string { return app + "-members" }
+
+// memberRepublish is how often a worker says again what it runs, though
+// nothing changed: how stale, at most, another worker's picture is after
+// a record of it was compacted away or missed.
+const memberRepublish = 10 * time.Second
+
+// member is one worker's record in the members topic.
+type member struct {
+	Instance string    `json:"instance"`
+	HTTP     string    `json:"http"`
+	Tasks    []string  `json:"tasks"`
+	At       time.Time `json:"at"`
+}
+
+// membership publishes this worker's member record and follows the
+// others', so that a query for a key this worker does not hold can go to
+// the worker that does. It reads and writes with franz-go, outside the
+// worker's transactions: a member record is a hint, checked by the worker
+// it names, which answers 421 when it no longer holds the task.
+type membership struct {
+	cl       *kgo.Client
+	topic    string
+	instance string
+	log      *zap.Logger
+
+	mu      sync.Mutex
+	members map[string]member // by instance
+	// last is what this worker last published, and when.
+	last     member
+	lastSent time.Time
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// startMembership starts following the members topic.
+func startMembership(bootstrap, topic, instance string, log *zap.Logger) (*membership, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ProducerLinger(0))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &membership{cl: cl, topic: topic, instance: instance, log: log, members: map[string]member{}, cancel: cancel,
+		done: make(chan struct{})}
+	go m.follow(ctx)
+	return m, nil
+}
+
+func (m *membership) follow(ctx context.Context) {
+	defer close(m.done)
+	for {
+		fs := m.cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		fs.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) {
+				m.log.Warn("read members", zap.String("topic", topic), zap.Error(err))
+			}
+		})
+		fs.EachRecord(func(r *kgo.Record) {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			if r.Value == nil {
+				delete(m.members, string(r.Key))
+				return
+			}
+			var mb member
+			if err := json.Unmarshal(r.Value, &mb); err != nil {
+				m.log.Warn("a member record that does not parse", zap.ByteString("key", r.Key), zap.Error(err))
+				return
+			}
+			if old, ok := m.members[mb.Instance]; !ok || !mb.At.Before(old.At) {
+				m.members[mb.Instance] = mb
+			}
+		})
+	}
+}
+
+// publish says which tasks this worker runs and where its HTTP server is,
+// when that changed or every memberRepublish. It does not wait for the
+// record to be written.
+func (m *membership) publish(http string, tasks []string, now time.Time) {
+	if http == "" {
+		return
+	}
+	mb := member{Instance: m.instance, HTTP: http, Tasks: tasks, At: now}
+	m.mu.Lock()
+	same := m.last.HTTP == http && slices.Equal(m.last.Tasks, tasks) && now.Sub(m.lastSent) < memberRepublish
+	if !same {
+		m.last, m.lastSent = mb, now
+	}
+	m.mu.Unlock()
+	if same {
+		return
+	}
+	b, err := json.Marshal(mb)
+	if err != nil {
+		return
+	}
+	m.cl.Produce(context.Background(), &kgo.Record{Topic: m.topic, Key: []byte(m.instance), Value: b}, func(_ *kgo.Record, err error) {
+		if err != nil {
+			m.log.Warn("publish member record", zap.Error(err))
+		}
+	})
+}
+
+// owner returns the HTTP address of another worker whose latest record
+// says it runs task.
+func (m *membership) owner(task string) (string, bool) {
+	if m == nil {
+		return "", false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var best member
+	for _, mb := range m.members {
+		if mb.Instance != m.instance && slices.Contains(mb.Tasks, task) && mb.At.After(best.At) {
+			best = mb
+		}
+	}
+	return best.HTTP, best.HTTP != ""
+}
+
+// stop says this worker runs nothing any more, and stops following.
+func (m *membership) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := m.cl.ProduceSync(ctx, &kgo.Record{Topic: m.topic, Key: []byte(m.instance)}).FirstErr(); err != nil {
+		m.log.Warn("withdraw member record", zap.Error(err))
+	}
+	m.cancel()
+	<-m.done
+	m.cl.Close()
+}
