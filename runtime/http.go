@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
+	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework/store"
 )
 
@@ -26,7 +27,9 @@ import (
 //
 //	GET  /                     the worker's page: topology, tasks, held records (files embedded in the binary)
 //	GET  /topology             JSON: the topology's name, Mermaid diagram and description
-//	GET  /stores/{store}/get   one key (key=text or key64=base64url), as of the last commit
+//	GET  /stores/{store}/get   one key (key=text or key64=base64url), as of the last commit;
+//	                           clock64= (an encoded causal clock) waits, up to wait= ms, until the key's task
+//	                           has committed what the clock names
 //	GET  /stores/{store}/range keys in [from, to) or with a prefix, of the partitions held here
 //	GET  /stores/{store}/windows  one key's windows starting in [since, until] (Unix ms or RFC 3339)
 //	GET  /healthz              200 while the worker runs
@@ -222,6 +225,20 @@ func (s *Server) query(rw http.ResponseWriter, r *http.Request) {
 	if l := form.Get("limit"); l != "" {
 		q.Limit, _ = strconv.Atoi(l)
 	}
+	if c := bytesOf("clock"); c != nil {
+		clock, cerr := causal.DecodeClock(c)
+		if cerr != nil {
+			err = errors.Join(err, fmt.Errorf("clock: %w", cerr))
+		}
+		q.After = clock
+	}
+	if ms := form.Get("wait"); ms != "" {
+		n, perr := strconv.Atoi(ms)
+		if perr != nil {
+			err = errors.Join(err, fmt.Errorf("wait: milliseconds: %q", ms))
+		}
+		q.Wait = time.Duration(n) * time.Millisecond
+	}
 	if err == nil && (q.Kind == QueryGet || q.Kind == QueryWindows) && q.Key == nil {
 		err = errors.New("the query needs a key (key or key64)")
 	}
@@ -242,7 +259,7 @@ func (s *Server) query(rw http.ResponseWriter, r *http.Request) {
 		http.Error(rw, err.Error(), http.StatusNotFound)
 	case errors.Is(err, ErrNotLocal):
 		s.forward(rw, r, err)
-	case errors.Is(err, ErrNotAvailable):
+	case errors.Is(err, ErrNotAvailable), errors.Is(err, ErrNotCaughtUp):
 		rw.Header().Set("Retry-After", "1")
 		http.Error(rw, err.Error(), http.StatusServiceUnavailable)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrStopped):

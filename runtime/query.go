@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/internal/taskmgr"
 )
@@ -24,7 +25,18 @@ var (
 	// ErrNotAvailable: the task runs here but its store cannot be read now
 	// (it restores, or it failed).
 	ErrNotAvailable = errors.New("the task holding this key cannot be read now")
+	// ErrNotCaughtUp: the query's clock names records the store has not
+	// taken in (committed) within the query's wait.
+	ErrNotCaughtUp = errors.New("the store has not caught up with the query's clock")
+	// ErrClockNotCheckable: the query's clock names a record that reaches
+	// the store only through another processor, which a causal read cannot
+	// check yet.
+	ErrClockNotCheckable = errors.New("the clock names a record that reaches this store only through another processor")
 )
+
+// DefaultQueryWait is how long a query with a clock waits for the store to
+// catch up when it names no wait of its own.
+const DefaultQueryWait = 5 * time.Second
 
 // NotLocalError is a query for a key whose task does not run on this
 // worker. It matches ErrNotLocal.
@@ -65,6 +77,15 @@ type Query struct {
 	// Since and Until bound the starts of a windows query.
 	Since time.Time `json:"since,omitempty"`
 	Until time.Time `json:"until,omitempty"`
+	// After, for a get or windows query, is a causal clock (a client
+	// session's, say): the answer waits until the key's task has
+	// committed every record it names on the task's own inputs, so a
+	// client reads its own writes. A clock naming a record that reaches
+	// the store only through another processor is refused
+	// (ErrClockNotCheckable). Wait bounds the wait (0:
+	// DefaultQueryWait); past it the query fails with ErrNotCaughtUp.
+	After causal.Clock  `json:"-"`
+	Wait  time.Duration `json:"-"`
 }
 
 // defaultQueryLimit caps a range query that gives no limit.
@@ -100,6 +121,8 @@ type Answer struct {
 type queryRequest struct {
 	q     Query
 	reply chan queryReply
+	// until is when a query with a clock stops waiting.
+	until time.Time
 }
 
 type queryReply struct {
@@ -115,6 +138,13 @@ type queryReply struct {
 // ErrStopped, or ctx's error.
 func (w *Worker) Query(ctx context.Context, q Query) (Answer, error) {
 	req := queryRequest{q: q, reply: make(chan queryReply, 1)}
+	if !q.After.IsEmpty() {
+		wait := q.Wait
+		if wait <= 0 {
+			wait = DefaultQueryWait
+		}
+		req.until = time.Now().Add(wait)
+	}
 	select {
 	case w.queries <- req:
 	case <-ctx.Done():
@@ -148,12 +178,62 @@ func (w *Worker) takeQueries() {
 // store holds writes a transaction has not committed.
 func (w *Worker) answerQueries() {
 	w.takeQueries()
+	waiting := w.pendingQueries[:0]
 	for _, req := range w.pendingQueries {
+		if !req.q.After.IsEmpty() {
+			caught, err := w.caughtUp(req.q)
+			switch {
+			case err != nil:
+				req.reply <- queryReply{err: err}
+				continue
+			case !caught && time.Now().Before(req.until):
+				waiting = append(waiting, req) // asked again at the next commit
+				continue
+			case !caught:
+				req.reply <- queryReply{err: fmt.Errorf("%w: waited until %s", ErrNotCaughtUp, req.until.Format(time.RFC3339Nano))}
+				continue
+			}
+		}
 		a, err := w.answer(req.q)
 		req.reply <- queryReply{a: a, err: err}
 	}
-	clear(w.pendingQueries)
-	w.pendingQueries = w.pendingQueries[:0]
+	clear(w.pendingQueries[len(waiting):])
+	w.pendingQueries = waiting
+}
+
+// caughtUp reports whether the task holding q's key has committed every
+// record q's clock names on its inputs: a record on another partition of
+// an input never reaches that task, and one on a topic the processor does
+// not read reaches it only through another processor, which is refused.
+func (w *Worker) caughtUp(q Query) (bool, error) {
+	pi, _, ok := w.storeOwner(q.Store)
+	if !ok {
+		return false, fmt.Errorf("%w: %q", ErrUnknownStore, q.Store)
+	}
+	if q.Kind != QueryGet && q.Kind != QueryWindows {
+		return false, fmt.Errorf("a clock goes with a get or a windows query, not %s", q.Kind)
+	}
+	n := w.tasks.Partitions(pi.Inputs[0])
+	if n <= 0 {
+		return false, fmt.Errorf("%w: the partitions of %s are not known yet", ErrNotAvailable, pi.Inputs[0])
+	}
+	p := framework.PartitionFor(q.Key, n)
+	rt, err := w.queryTask(pi.Name, p)
+	if err != nil {
+		return false, err
+	}
+	for ch, off := range q.After.All() {
+		if !slices.Contains(pi.Inputs, ch.Topic) {
+			return false, fmt.Errorf("%w: %s@%d (%s reads %v)", ErrClockNotCheckable, ch, off, pi.Name, pi.Inputs)
+		}
+		if ch.Partition != p {
+			continue // never reaches this task
+		}
+		if rt.Committed[ch.Topic] <= off {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // refuseQueries answers the queries waiting with err.

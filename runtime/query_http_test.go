@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/dsl"
 	"github.com/causeway-stream/causeway/framework/query"
@@ -76,6 +77,23 @@ func TestQueriesOverHTTP(t *testing.T) {
 		}
 	}
 	assert.Equal(t, want, got)
+
+	// A client writes a word and asks for it at once, with its session's
+	// clock: the answer waits for the worker to commit it.
+	var session causal.Session
+	p2, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false, "partitioner": "murmur2_random"})
+	require.NoError(t, err)
+	defer p2.Close()
+	dr := make(chan kafka.Event, 1)
+	require.NoError(t, p2.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
+		Key: []byte("fresh"), Value: []byte("fresh")}, dr))
+	m := (<-dr).(*kafka.Message)
+	require.NoError(t, m.TopicPartition.Error)
+	session.Produced(causal.Channel{Topic: topic, Partition: m.TopicPartition.Partition}, int64(m.TopicPartition.Offset))
+	n, found, err := query.Get(ctx, c, "word-counts", "fresh", serde.String(), serde.Int64(), query.After(session.Clock(), 30*time.Second))
+	require.NoError(t, err)
+	assert.True(t, found, "the client read its own write")
+	assert.Equal(t, int64(1), n)
 
 	_, _, err = query.Get(ctx, c, "no-such-store", "w1", serde.String(), serde.Int64())
 	var qe *query.Error

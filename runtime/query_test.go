@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
 )
 
@@ -30,11 +31,12 @@ func keyOn(t *testing.T, p, n int32) string {
 func asyncQuery(t *testing.T, w *Worker, q Query) <-chan queryReply {
 	t.Helper()
 	out := make(chan queryReply, 1)
+	before := len(w.queries)
 	go func() {
 		a, err := w.Query(context.Background(), q)
 		out <- queryReply{a: a, err: err}
 	}()
-	for deadline := time.Now().Add(5 * time.Second); len(w.queries) == 0; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); len(w.queries) == before; time.Sleep(time.Millisecond) {
 		require.True(t, time.Now().Before(deadline), "the query never reached the pump")
 	}
 	return out
@@ -123,4 +125,53 @@ func TestQueryAnswersAndRefusals(t *testing.T) {
 	w.tasks.CloseAll() // as after a rebalance that took every task away
 	_, err = ask(Query{Store: "counts", Kind: QueryGet, Key: []byte(k0)})
 	assert.ErrorIs(t, err, ErrNotLocal)
+}
+
+// A query with a client's clock waits until the key's task has committed
+// what the clock names, so the client reads its own write; without the
+// clock the same query answers at once, without it. A clock the task
+// never catches up with fails after the query's wait, and one naming a
+// record that reaches the store only through another processor is
+// refused.
+func TestCausalQueriesReadYourWrites(t *testing.T) {
+	topo, counts := counting(t)
+	fake := newFakeKafka(t)
+	w := newFakeWorker(t, fake, topo, counts)
+	key := keyOn(t, 0, 2)
+	fake.send(in0, key)
+	w.drainAndCommit(t)
+
+	// The client writes again, and asks at once.
+	off := fake.send(in0, key)
+	clock, err := causal.NewClock(causal.Entry{Channel: in0, Offset: off})
+	require.NoError(t, err)
+	causalAnswer := asyncQuery(t, w, Query{Store: "counts", Kind: QueryGet, Key: []byte(key), After: clock, Wait: time.Minute})
+	plainAnswer := asyncQuery(t, w, Query{Store: "counts", Kind: QueryGet, Key: []byte(key)})
+	w.answerQueries()
+	plain := <-plainAnswer
+	require.NoError(t, plain.err)
+	assert.Len(t, plain.a.Value, 1, "without its clock the client does not see its own write")
+	select {
+	case r := <-causalAnswer:
+		t.Fatalf("answered before the task committed the client's write: %+v", r)
+	default:
+	}
+	w.drainAndCommit(t)
+	w.answerQueries()
+	r := <-causalAnswer
+	require.NoError(t, r.err)
+	assert.Len(t, r.a.Value, 2, "with its clock the client reads its own write")
+
+	never, err := causal.NewClock(causal.Entry{Channel: in0, Offset: 1000})
+	require.NoError(t, err)
+	late := asyncQuery(t, w, Query{Store: "counts", Kind: QueryGet, Key: []byte(key), After: never, Wait: time.Millisecond})
+	time.Sleep(5 * time.Millisecond)
+	w.answerQueries()
+	assert.ErrorIs(t, (<-late).err, ErrNotCaughtUp)
+
+	upstream, err := causal.NewClock(causal.Entry{Channel: causal.Channel{Topic: "lines"}, Offset: 3})
+	require.NoError(t, err)
+	refused := asyncQuery(t, w, Query{Store: "counts", Kind: QueryGet, Key: []byte(key), After: upstream})
+	w.answerQueries()
+	assert.ErrorIs(t, (<-refused).err, ErrClockNotCheckable)
 }

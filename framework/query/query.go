@@ -22,8 +22,29 @@ import (
 	"strings"
 	"time"
 
+	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework/serde"
 )
+
+// Option adds to a query.
+type Option func(url.Values)
+
+// After makes a get or windows query wait, up to wait (0: the worker's
+// default, 5 s), until the key's task has committed every record clock
+// names on its inputs: with a client's causal.Session clock, the client
+// reads its own writes. A worker that does not catch up in time answers
+// 503, a retryable *Error.
+func After(clock causal.Clock, wait time.Duration) Option {
+	return func(v url.Values) {
+		if clock.IsEmpty() {
+			return
+		}
+		v.Set("clock64", b64(causal.EncodeClock(clock)))
+		if wait > 0 {
+			v.Set("wait", strconv.FormatInt(wait.Milliseconds(), 10))
+		}
+	}
+}
 
 // Client asks one worker.
 type Client struct {
@@ -93,13 +114,17 @@ func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
 
 // Get reads key from a key-value store, as of the owning worker's last
 // commit, and reports whether it is there.
-func Get[K, V any](ctx context.Context, c *Client, store string, key K, keys serde.Serde[K], values serde.Serde[V]) (V, bool, error) {
+func Get[K, V any](ctx context.Context, c *Client, store string, key K, keys serde.Serde[K], values serde.Serde[V], opts ...Option) (V, bool, error) {
 	var v V
 	kb, err := keys.Serialize(key)
 	if err != nil {
 		return v, false, fmt.Errorf("query: serialize key: %w", err)
 	}
-	a, err := c.ask(ctx, store, "get", url.Values{"key64": {b64(kb)}})
+	form := url.Values{"key64": {b64(kb)}}
+	for _, o := range opts {
+		o(form)
+	}
+	a, err := c.ask(ctx, store, "get", form)
 	if err != nil || !a.Found {
 		return v, false, err
 	}
@@ -160,13 +185,17 @@ type Window[V any] struct {
 
 // Windows reads key's windows that start from since to until (both
 // included) from a window store.
-func Windows[K, V any](ctx context.Context, c *Client, store string, key K, since, until time.Time, keys serde.Serde[K], values serde.Serde[V]) ([]Window[V], error) {
+func Windows[K, V any](ctx context.Context, c *Client, store string, key K, since, until time.Time, keys serde.Serde[K], values serde.Serde[V], opts ...Option) ([]Window[V], error) {
 	kb, err := keys.Serialize(key)
 	if err != nil {
 		return nil, fmt.Errorf("query: serialize key: %w", err)
 	}
-	a, err := c.ask(ctx, store, "windows", url.Values{"key64": {b64(kb)},
-		"since": {strconv.FormatInt(since.UnixMilli(), 10)}, "until": {strconv.FormatInt(until.UnixMilli(), 10)}})
+	form := url.Values{"key64": {b64(kb)},
+		"since": {strconv.FormatInt(since.UnixMilli(), 10)}, "until": {strconv.FormatInt(until.UnixMilli(), 10)}}
+	for _, o := range opts {
+		o(form)
+	}
+	a, err := c.ask(ctx, store, "windows", form)
 	if err != nil {
 		return nil, err
 	}
