@@ -45,6 +45,7 @@ bench: ## Micro benchmarks of the causal core, then the end-to-end comparison (a
 	@status=0; \
 	$(GO) run ./internal/benchreport < bench-causal.txt || status=1; \
 	$(GO) run ./internal/e2ebench -records $(E2E_RECORDS) -runs $(E2E_RUNS) -out bench-results || status=1; \
+	$(GO) run ./internal/querybench -out bench-results || status=1; \
 	exit $$status
 
 bench-state: ## State on disk against state in memory at 1M and 5M keys: processing, memory, restarts, restores (about 10 minutes); results in bench-results/.
