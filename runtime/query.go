@@ -130,12 +130,12 @@ type queryReply struct {
 	err error
 }
 
-// Query answers q from this worker's stores as committed: the pump answers
-// it at the next moment no transaction holds writes of the store's tasks,
-// right after a commit or an abort, so an answer never shows a write that
-// may still be taken back. It waits for at most one commit interval on a
-// busy worker. It returns ErrUnknownStore, ErrNotLocal, ErrNotAvailable,
-// ErrStopped, or ctx's error.
+// Query answers q from this worker's stores as committed: the pump reads
+// the stores' committed views (store.Logged.Committed), so an answer never
+// shows a write an open transaction may still take back. A query with a
+// clock waits, at the pump, for the commit that catches the store up. It
+// returns ErrUnknownStore, ErrNotLocal, ErrNotAvailable, ErrNotCaughtUp,
+// ErrClockNotCheckable, ErrStopped, or ctx's error.
 func (w *Worker) Query(ctx context.Context, q Query) (Answer, error) {
 	req := queryRequest{q: q, reply: make(chan queryReply, 1)}
 	if !q.After.IsEmpty() {
@@ -162,20 +162,39 @@ func (w *Worker) Query(ctx context.Context, q Query) (Answer, error) {
 	}
 }
 
-// takeQueries moves the queries that arrived to the pump's list.
+// takeQueries answers the queries that arrived, and keeps those that
+// wait for a commit.
 func (w *Worker) takeQueries() {
 	for {
 		select {
 		case req := <-w.queries:
-			w.pendingQueries = append(w.pendingQueries, req)
+			w.takeQuery(req)
 		default:
 			return
 		}
 	}
 }
 
-// answerQueries answers the queries waiting: the pump calls it when no
-// store holds writes a transaction has not committed.
+// takeQuery answers req now, unless its clock makes it wait for a commit.
+func (w *Worker) takeQuery(req queryRequest) {
+	if !req.q.After.IsEmpty() {
+		caught, err := w.caughtUp(req.q)
+		if err == nil && !caught {
+			w.pendingQueries = append(w.pendingQueries, req)
+			return
+		}
+		if err != nil {
+			req.reply <- queryReply{err: err}
+			return
+		}
+	}
+	a, err := w.answer(req.q)
+	req.reply <- queryReply{a: a, err: err}
+}
+
+// answerQueries answers the queries waiting for a commit that caught
+// their store up with their clock, or fails those whose wait is over: the
+// pump calls it after every commit and abort.
 func (w *Worker) answerQueries() {
 	w.takeQueries()
 	waiting := w.pendingQueries[:0]
@@ -270,7 +289,7 @@ func (w *Worker) answer(q Query) (Answer, error) {
 		if spec.Kind != framework.WindowKind {
 			return a, fmt.Errorf("store %q is not a window store", q.Store)
 		}
-		ws, _ := rt.T.WindowStore(q.Store)
+		ws, _ := rt.T.CommittedWindowStore(q.Store)
 		for start, v := range ws.Fetch(q.Key, q.Since, q.Until) {
 			s := start
 			a.Entries = append(a.Entries, QueryEntry{Key: slices.Clone(q.Key), Value: slices.Clone(v), Start: &s, Partition: p})
@@ -292,7 +311,7 @@ func (w *Worker) answer(q Query) (Answer, error) {
 				continue
 			}
 			a.Partitions = append(a.Partitions, p)
-			kv, _ := rt.T.KeyValueStore(q.Store)
+			kv, _ := rt.T.CommittedStore(q.Store)
 			read := 0
 			for k, v := range kv.Range(q.From, q.To) {
 				if read == limit {
@@ -313,7 +332,7 @@ func (w *Worker) answer(q Query) (Answer, error) {
 }
 
 func (w *Worker) get(rt *taskmgr.Task, q Query, a *Answer) error {
-	kv, ok := rt.T.KeyValueStore(q.Store)
+	kv, ok := rt.T.CommittedStore(q.Store)
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownStore, q.Store)
 	}

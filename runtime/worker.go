@@ -70,8 +70,7 @@ type Worker struct {
 	failedCommits int
 	lastCommitErr error
 	// queries are what Query asks of the pump, and pendingQueries those
-	// it took and answers at the next moment no store holds uncommitted
-	// writes.
+	// whose clock makes them wait for a commit.
 	queries        chan queryRequest
 	pendingQueries []queryRequest
 	// members follows which worker runs which task, for forwarding
@@ -373,7 +372,7 @@ func (w *Worker) run() {
 			case req := <-w.requests:
 				req.reply <- w.serve(req)
 			case req := <-w.queries:
-				w.pendingQueries = append(w.pendingQueries, req)
+				w.takeQuery(req)
 			case res := <-w.restores.results:
 				w.finishRestores(res)
 			case recs := <-w.globalBatches():

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 
 	"github.com/google/btree"
 )
@@ -72,6 +73,10 @@ type Logged interface {
 	// Restore applies changelog entries as committed state. It must not
 	// be called while writes are pending.
 	Restore(changes []Change) error
+	// Committed is a read-only view of the store as of its set's last
+	// Commit: what it holds with the pending writes set aside. It reads the
+	// store as it is at each call, so it stays valid across commits.
+	Committed() KeyValue
 }
 
 // Set is the stores of one task. Writes are pending until Commit, which
@@ -196,6 +201,61 @@ func (m *Memory) DropRange(from, to []byte) error {
 		m.note(it.key, nil, it.value, true, true)
 	}
 	return nil
+}
+
+// Committed implements Logged.
+func (m *Memory) Committed() KeyValue { return committedMemory{m} }
+
+// committedMemory reads a Memory with its pending writes set aside: a
+// key written since the last commit reads as it was before.
+type committedMemory struct{ m *Memory }
+
+func (c committedMemory) Get(key []byte) ([]byte, bool, error) {
+	if p, ok := c.m.pending.Get(pending{key: key}); ok {
+		if !p.existed {
+			return nil, false, nil
+		}
+		return p.old, true, nil
+	}
+	return c.m.Get(key)
+}
+
+func (c committedMemory) Put(key, _ []byte) error { return fmt.Errorf("put %q: %w", key, ErrReadOnly) }
+func (c committedMemory) Delete(key []byte) error {
+	return fmt.Errorf("delete %q: %w", key, ErrReadOnly)
+}
+
+func (c committedMemory) Range(from, to []byte) iter.Seq2[[]byte, []byte] {
+	return func(yield func([]byte, []byte) bool) {
+		in := func(key []byte) bool {
+			return (from == nil || bytes.Compare(key, from) >= 0) && (to == nil || bytes.Compare(key, to) < 0)
+		}
+		var out []item
+		for k, v := range c.m.Range(from, to) {
+			if p, ok := c.m.pending.Get(pending{key: k}); ok {
+				if p.existed {
+					out = append(out, item{key: k, value: p.old})
+				}
+				continue
+			}
+			out = append(out, item{key: k, value: v})
+		}
+		// Keys deleted since the last commit are not in the tree.
+		c.m.pending.Ascend(func(p pending) bool {
+			if p.existed && in(p.key) {
+				if _, ok := c.m.tree.Get(item{key: p.key}); !ok {
+					out = append(out, item{key: p.key, value: p.old})
+				}
+			}
+			return true
+		})
+		slices.SortFunc(out, func(a, b item) int { return bytes.Compare(a.key, b.key) })
+		for _, it := range out {
+			if !yield(it.key, it.value) {
+				return
+			}
+		}
+	}
 }
 
 // Changes implements Logged.

@@ -918,10 +918,24 @@ func (t *Task) KeyValueStore(name string) (store.KeyValue, bool) {
 	return m, ok
 }
 
-// WindowStore gives the runtime's queries read access to a window store.
-func (t *Task) WindowStore(name string) (store.Window, bool) {
-	w, ok := t.windows[name]
-	return w, ok
+// CommittedStore gives the runtime's queries a key-value store as of its
+// last commit (store.Logged.Committed).
+func (t *Task) CommittedStore(name string) (store.KeyValue, bool) {
+	m, ok := t.kv[name]
+	if !ok || t.specs[name].Kind != framework.KeyValueKind {
+		return nil, false
+	}
+	return m.Committed(), true
+}
+
+// CommittedWindowStore is CommittedStore for a window store.
+func (t *Task) CommittedWindowStore(name string) (store.Window, bool) {
+	m, ok := t.kv[name]
+	spec := t.specs[name]
+	if !ok || spec.Kind != framework.WindowKind {
+		return nil, false
+	}
+	return store.NewWindow(m.Committed(), store.SegmentFor(spec.Retention)), true
 }
 
 // taskContext is the framework.Context handed to the processor.

@@ -342,6 +342,38 @@ func (k *kv) Delete(key []byte) error {
 // Range implements store.KeyValue. A read error ends the iteration and is
 // returned by the set's next Commit.
 func (k *kv) Range(from, to []byte) iter.Seq2[[]byte, []byte] {
+	return k.rangeOf(k.s.reader, from, to)
+}
+
+// Committed implements store.Logged: the database under the set's pending
+// batch.
+func (k *kv) Committed() store.KeyValue { return committedKV{k} }
+
+// committedKV reads a store's database, not the batch of its pending
+// writes.
+type committedKV struct{ k *kv }
+
+func (c committedKV) Get(key []byte) ([]byte, bool, error) {
+	if c.k.s.db == nil {
+		return nil, false, store.ErrClosed
+	}
+	return c.k.s.get(c.k.s.db, c.k.key(key))
+}
+
+func (c committedKV) Put(key, _ []byte) error {
+	return fmt.Errorf("pebblestore: put %q: %w", key, store.ErrReadOnly)
+}
+
+func (c committedKV) Delete(key []byte) error {
+	return fmt.Errorf("pebblestore: delete %q: %w", key, store.ErrReadOnly)
+}
+
+func (c committedKV) Range(from, to []byte) iter.Seq2[[]byte, []byte] {
+	return c.k.rangeOf(func() pebble.Reader { return c.k.s.db }, from, to)
+}
+
+// rangeOf iterates what reader holds of the store's keys in [from, to).
+func (k *kv) rangeOf(reader func() pebble.Reader, from, to []byte) iter.Seq2[[]byte, []byte] {
 	return func(yield func([]byte, []byte) bool) {
 		if k.s.db == nil {
 			return
@@ -350,7 +382,7 @@ func (k *kv) Range(from, to []byte) iter.Seq2[[]byte, []byte] {
 		if to != nil {
 			opts.UpperBound = k.key(to)
 		}
-		it, err := k.s.reader().NewIter(opts)
+		it, err := reader().NewIter(opts)
 		if err != nil {
 			k.s.fail(err)
 			return

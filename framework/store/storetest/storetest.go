@@ -30,6 +30,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("ChangeCapture", func(t *testing.T) { changeCapture(t, b) })
 	t.Run("AbortThenRead", func(t *testing.T) { abortThenRead(t, b) })
 	t.Run("CommitThenRead", func(t *testing.T) { commitThenRead(t, b) })
+	t.Run("CommittedView", func(t *testing.T) { committedView(t, b) })
 	t.Run("Restore", func(t *testing.T) { restore(t, b) })
 	t.Run("StoresAreSeparate", func(t *testing.T) { storesAreSeparate(t, b) })
 	t.Run("WindowSegments", func(t *testing.T) { windowSegments(t, b) })
@@ -281,4 +282,34 @@ func windowSegments(t *testing.T, b Backend) {
 		n++
 	}
 	assert.Equal(t, 6, n)
+}
+
+// committedView: the committed view of a store sets pending writes aside
+// (puts, overwrites and deletes, also in ranges), follows commits, and
+// refuses writes.
+func committedView(t *testing.T, b Backend) {
+	s, kv := open(t, b, "s")
+	put(t, kv, "a", "1", "b", "2", "c", "3")
+	require.NoError(t, s.Commit(nil))
+	view := kv.Committed()
+	put(t, kv, "a", "changed", "d", "new")
+	require.NoError(t, kv.Delete([]byte("b")))
+	assert.Equal(t, []string{"a=changed", "c=3", "d=new"}, Dump(kv, "", ""), "the store itself reads its pending writes")
+	assert.Equal(t, []string{"a=1", "b=2", "c=3"}, Dump(view, "", ""), "the view sets them aside")
+	assert.Equal(t, []string{"b=2"}, Dump(view, "b", "c"))
+	v, ok, err := view.Get([]byte("b"))
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Equal(t, "2", string(v))
+	_, ok, err = view.Get([]byte("d"))
+	require.NoError(t, err)
+	assert.False(t, ok, "a key written since the commit")
+	assert.ErrorIs(t, view.Put([]byte("x"), []byte("y")), store.ErrReadOnly)
+	assert.ErrorIs(t, view.Delete([]byte("a")), store.ErrReadOnly)
+
+	require.NoError(t, s.Abort())
+	assert.Equal(t, []string{"a=1", "b=2", "c=3"}, Dump(view, "", ""), "after an abort")
+	put(t, kv, "a", "again")
+	require.NoError(t, s.Commit(nil))
+	assert.Equal(t, []string{"a=again", "b=2", "c=3"}, Dump(view, "", ""), "the view follows commits")
 }
