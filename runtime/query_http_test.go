@@ -33,19 +33,8 @@ func TestQueriesOverHTTP(t *testing.T) {
 	topo, err := db.Build()
 	require.NoError(t, err)
 
-	want := map[string]int64{}
-	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false, "go.delivery.reports": false,
-		"partitioner": "murmur2_random"}) // as queries find keys: Kafka's default partitioner
-	require.NoError(t, err)
+	want := produceWords(t, b.Addr(), 60, 7)
 	topic := "words"
-	for i := range 60 {
-		w := fmt.Sprint("w", i%7)
-		want[w]++
-		require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
-			Key: []byte(w), Value: []byte(w)}, nil))
-	}
-	require.Zero(t, p.Flush(10_000))
-	p.Close()
 
 	w := startTopology(t, testConfig(t, b.Addr(), "counter"), topo, nil)
 	srv := runtime.NewServer("127.0.0.1:0", w, zap.NewNop())
@@ -144,19 +133,7 @@ func TestQueriesFindTheWorkerHoldingTheKey(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	want := map[string]int64{}
-	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false, "go.delivery.reports": false,
-		"partitioner": "murmur2_random"})
-	require.NoError(t, err)
-	topic := "words"
-	for i := range 80 {
-		w := fmt.Sprint("w", i%11)
-		want[w]++
-		require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
-			Key: []byte(w), Value: []byte(w)}, nil))
-	}
-	require.Zero(t, p.Flush(10_000))
-	p.Close()
+	want := produceWords(t, b.Addr(), 80, 11)
 	readCommitted(t, b.Addr(), "counts", 80, time.Minute)
 
 	forwarded := 0
@@ -194,4 +171,25 @@ func taskOf(w *runtime.Worker, word string) (string, bool) {
 		}
 	}
 	return id, false
+}
+
+// produceWords writes n words, of distinct kinds, to "words", placed by
+// Kafka's default partitioner (murmur2) as queries find keys, and returns
+// how often each was written.
+func produceWords(t *testing.T, addr string, n, distinct int) map[string]int64 {
+	t.Helper()
+	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": addr, "enable.metrics.push": false, "go.delivery.reports": false,
+		"partitioner": "murmur2_random"})
+	require.NoError(t, err)
+	defer p.Close()
+	topic := "words"
+	want := map[string]int64{}
+	for i := range n {
+		w := fmt.Sprint("w", i%distinct)
+		want[w]++
+		require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
+			Key: []byte(w), Value: []byte(w)}, nil))
+	}
+	require.Zero(t, p.Flush(10_000))
+	return want
 }
