@@ -43,6 +43,16 @@ func TestQueriesOverHTTP(t *testing.T) {
 	require.NoError(t, srv.Start(ctx))
 	t.Cleanup(func() { assert.NoError(t, srv.Stop(context.Background())) })
 	readCommitted(t, b.Addr(), "counts", 60, time.Minute) // every word counted and committed
+	// /status says each input channel is read to its end: no lag.
+	for caughtUp := false; !caughtUp; time.Sleep(50 * time.Millisecond) {
+		require.NoError(t, ctx.Err(), "the status never showed the inputs caught up: %+v", w.Status().Tasks)
+		caughtUp = true
+		for _, ts := range w.Status().Tasks {
+			for _, c := range ts.Channels {
+				caughtUp = caughtUp && c.Lag != nil && *c.Lag == 0 && c.Committed > 0
+			}
+		}
+	}
 
 	c := query.NewClient("http://" + srv.Addr())
 	for word, n := range want {

@@ -57,6 +57,10 @@ type ChannelStatus struct {
 	Held     int    `json:"held"`
 	// Committed is the next offset the task resumes from after a restart.
 	Committed int64 `json:"committed"`
+	// Lag is how many offsets of the channel are not committed yet: its
+	// end, as the consumer last saw it, less Committed; absent while the
+	// end is not known, and for a global table's channel.
+	Lag *int64 `json:"lag,omitempty"`
 	// Blocked is set when the head of the channel's queue waits for a
 	// cause: the frontier of WaitingFor must reach WaitingOffset.
 	Blocked       bool       `json:"blocked"`
@@ -147,6 +151,12 @@ func (w *Worker) publishStatus() {
 			ts.Held = tst.Held
 			for _, c := range tst.Channels {
 				cs := ChannelStatus{Channel: c.Channel.String(), Frontier: c.Frontier, Held: c.Held, Committed: rt.Committed[c.Channel.Topic]}
+				if next, ok := rt.Committed[c.Channel.Topic]; ok && w.consumer != nil {
+					if _, high, err := w.consumer.GetWatermarkOffsets(c.Channel.Topic, c.Channel.Partition); err == nil && high >= next {
+						lag := high - next
+						cs.Lag = &lag
+					}
+				}
 				w.metrics.Held.WithLabelValues(rt.ID, cs.Channel).Set(float64(c.Held))
 				if c.Blocked {
 					cs.Blocked, cs.WaitingFor, cs.WaitingOffset = true, c.WaitingFor.String(), c.WaitingOffset

@@ -82,7 +82,7 @@ function render(st) {
   const channels = [];
   for (const t of tasks) {
     for (const c of t.channels || []) {
-      channels.push(row([t.id, c.channel, c.frontier, c.committed, c.held]));
+      channels.push(row([t.id, c.channel, c.frontier, c.committed, c.lag === undefined ? "" : c.lag, c.held]));
       if (c.blocked) {
         const since = c.blocked_since ? new Date(c.blocked_since).toLocaleTimeString() : "";
         held.push(row([t.id, c.channel, c.held, c.waiting_for, c.waiting_offset, since]));
