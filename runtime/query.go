@@ -255,9 +255,17 @@ func (w *Worker) caughtUp(q Query) (bool, error) {
 	return true, nil
 }
 
-// refuseQueries answers the queries waiting with err.
+// refuseQueries answers every query that arrived or waits with err.
 func (w *Worker) refuseQueries(err error) {
-	w.takeQueries()
+	for {
+		select {
+		case req := <-w.queries:
+			req.reply <- queryReply{err: err}
+			continue
+		default:
+		}
+		break
+	}
 	for _, req := range w.pendingQueries {
 		req.reply <- queryReply{err: err}
 	}
