@@ -269,6 +269,9 @@ type task struct {
 // attached after it.
 type node[K, V any] struct {
 	next []func(t *task) (push[K, V], error)
+	// wantsPrior is set on a table's node when a step after it needs to
+	// know whether a changed key had a row before (meta.prior).
+	wantsPrior bool
 }
 
 func newNode[K, V any]() *node[K, V] { return &node[K, V]{} }

@@ -65,6 +65,7 @@ func joinTables[K, L, R, J any](l Table[K, L], r Table[K, R], mode joinMode, joi
 		b.fail("a table joined with another must be materialized in a store: join the tables it came from, or aggregate it first")
 	}
 	g := union(l.s.g, r.s.g)
+	l.s.n.wantsPrior, r.s.n.wantsPrior = true, true
 	n := newNode[K, J]()
 	out := Stream[K, J]{b: b, g: g, n: n, codec: operators.Codec[K, J]{Key: l.s.codec.Key, Value: Default[J]()},
 		origins: unionOrigins(l.s.origins, r.s.origins)}
@@ -290,15 +291,9 @@ func streamSide[K, A, B, J any](t *task, this Stream[K, A], otherValues serde.Se
 			reportLate(t, m, now, "its join window")
 			return flush(now, m)
 		}
-		kb, err := keepRecord(mine, this, k, a, m)
+		kb, ab, err := keepRecord(mine, this, k, a, m)
 		if err != nil {
 			return err
-		}
-		ab := m.rec.Value
-		if !this.rawValue {
-			if ab, err = this.codec.Value.Serialize(a); err != nil {
-				return fmt.Errorf("serialize value: %w", err)
-			}
 		}
 		// Read the partners first, then hand results on: what comes after
 		// may write the stores.
@@ -428,33 +423,26 @@ func closeUnmatched[K, V any](ws store.Window, c operators.Codec[K, V], from, to
 		at time.Time
 		v  V
 	}
-	var closed []rec
-	for wk, list := range ws.FetchAll(from, to.Add(-time.Nanosecond)) {
+	return readThenEmit(ws, from, to.Add(-time.Nanosecond), func(wk store.WindowKey, list []byte, add func(rec)) error {
 		k, err := c.Key.Deserialize(wk.Key)
 		if err != nil {
 			return fmt.Errorf("stored key %q: %w", wk.Key, err)
 		}
 		kb := slices.Clone(wk.Key)
-		if err := eachValue(list, func(b []byte) error {
+		return eachValue(list, func(b []byte) error {
 			v, err := c.Value.Deserialize(b)
 			if err != nil {
 				return fmt.Errorf("stored value of %q: %w", wk.Key, err)
 			}
-			closed = append(closed, rec{kb, k, wk.Start, v})
+			add(rec{kb, k, wk.Start, v})
 			return nil
-		}); err != nil {
-			return err
-		}
-	}
-	for _, r := range closed {
+		})
+	}, func(r rec) error {
 		if err := ws.Delete(r.kb, r.at); err != nil {
 			return err
 		}
-		if err := emit(r.k, r.at, r.v); err != nil {
-			return err
-		}
-	}
-	return nil
+		return emit(r.k, r.at, r.v)
+	})
 }
 
 // appendValue adds v to the values of key at time at: a join keeps every

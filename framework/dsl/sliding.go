@@ -115,7 +115,7 @@ func slidingFold[K, V, A any](w Sliding[K, V], storeName string, agg serde.Serde
 				if at.Add(grace).Before(now) {
 					reportLate(t, m, now, "its window")
 				} else {
-					kb, err := keepRecord(buf, s, k, v, m)
+					kb, _, err := keepRecord(buf, s, k, v, m)
 					if err != nil {
 						return err
 					}

@@ -59,14 +59,15 @@ func keyBytes[K, V any](s Stream[K, V], k K, m *meta) ([]byte, error) {
 // materialized in the named store: each record sets its key's row, and a
 // record with a nil value deletes it.
 func TableFrom[K, V any](b *Builder, topic, storeName string, codec operators.Codec[K, V], opts ...StoreOpt) Table[K, V] {
-	if have, ok := b.streams[topic]; ok {
+	have, dup := b.streams[topic]
+	if dup {
 		if t, ok := have.(Table[K, V]); ok {
 			return t
 		}
 		b.fail("topic %q is read twice, as %T and as %T", topic, have, Table[K, V]{})
 	}
 	g := &group{name: topic}
-	if _, dup := b.streams[topic]; !dup {
+	if !dup {
 		b.groups = append(b.groups, g) // else a table of its own, which Build does not turn into a processor
 	}
 	n := newNode[K, V]()
@@ -82,19 +83,20 @@ func TableFrom[K, V any](b *Builder, topic, storeName string, codec operators.Co
 			return nil, err
 		}
 		// change is the meta of what the table hands on: the input's, with
-		// whether the key had a row before.
+		// whether the key had a row before, read only for a table-table
+		// join, the one step that asks.
 		var change meta
 		return func(m *meta) error {
 			k, err := codec.Key.Deserialize(m.rec.Key)
 			if err != nil {
 				return framework.KeyError(m.rec, err)
 			}
-			_, prior, err := kv.Get(m.rec.Key)
-			if err != nil {
-				return err
-			}
 			change = *m
-			change.prior = prior
+			if n.wantsPrior {
+				if _, change.prior, err = kv.Get(m.rec.Key); err != nil {
+					return err
+				}
+			}
 			if m.rec.Value == nil {
 				if err := kv.Delete(m.rec.Key); err != nil {
 					return err
@@ -114,7 +116,7 @@ func TableFrom[K, V any](b *Builder, topic, storeName string, codec operators.Co
 		}, nil
 	}})
 	t := Table[K, V]{s: out, store: storeName}
-	if _, dup := b.streams[topic]; !dup {
+	if !dup {
 		b.streams[topic] = t
 	}
 	return t

@@ -149,8 +149,7 @@ func emitClosed[K, A any](ws store.Window, key serde.Serde[K], agg serde.Serde[A
 		start time.Time
 		acc   A
 	}
-	var closed []window
-	for wk, b := range ws.FetchAll(from, to) {
+	return readThenEmit(ws, from, to, func(wk store.WindowKey, b []byte, add func(window)) error {
 		k, err := key.Deserialize(wk.Key)
 		if err != nil {
 			return fmt.Errorf("stored key %q in %s: %w", wk.Key, storeName, err)
@@ -159,10 +158,24 @@ func emitClosed[K, A any](ws store.Window, key serde.Serde[K], agg serde.Serde[A
 		if err != nil {
 			return fmt.Errorf("stored aggregate of %q in %s: %w", wk.Key, storeName, err)
 		}
-		closed = append(closed, window{k, wk.Start, a})
+		add(window{k, wk.Start, a})
+		return nil
+	}, func(w window) error { return emit(w.key, w.start, w.acc) })
+}
+
+// readThenEmit decodes what ws holds for windows starting in [from, to],
+// every key, then hands each decoded item to emit: all is read first,
+// since what emit does may write the store.
+func readThenEmit[T any](ws store.Window, from, to time.Time, decode func(wk store.WindowKey, v []byte, add func(T)) error, emit func(T) error) error {
+	var found []T
+	add := func(x T) { found = append(found, x) }
+	for wk, v := range ws.FetchAll(from, to) {
+		if err := decode(wk, v, add); err != nil {
+			return err
+		}
 	}
-	for _, c := range closed {
-		if err := emit(c.key, c.start, c.acc); err != nil {
+	for _, x := range found {
+		if err := emit(x); err != nil {
 			return err
 		}
 	}
@@ -398,8 +411,7 @@ func sessionsEndingIn[K, A any](s sessionStore[A], from, to time.Time, keys serd
 		start, end time.Time
 		a          A
 	}
-	var found []session
-	for wk, b := range s.ws.FetchAll(from, to) {
+	return readThenEmit(s.ws, from, to, func(wk store.WindowKey, b []byte, add func(session)) error {
 		k, err := keys.Deserialize(wk.Key)
 		if err != nil {
 			return fmt.Errorf("stored key %q in %s: %w", wk.Key, s.name, err)
@@ -408,14 +420,9 @@ func sessionsEndingIn[K, A any](s sessionStore[A], from, to time.Time, keys serd
 		if err != nil {
 			return err
 		}
-		found = append(found, session{k, start, wk.Start, a})
-	}
-	for _, x := range found {
-		if err := emit(x.key, x.start, x.end, x.a); err != nil {
-			return err
-		}
-	}
-	return nil
+		add(session{k, start, wk.Start, a})
+		return nil
+	}, func(x session) error { return emit(x.key, x.start, x.end, x.a) })
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -439,17 +446,16 @@ func reportLate(t *task, m *meta, now time.Time, what string) {
 }
 
 // keepRecord adds the record to buf, under its key and its time, and
-// returns its serialized key.
-func keepRecord[K, V any](buf store.Window, s Stream[K, V], k K, v V, m *meta) ([]byte, error) {
-	kb, err := keyBytes(s, k, m)
-	if err != nil {
-		return nil, err
+// returns its serialized key and value.
+func keepRecord[K, V any](buf store.Window, s Stream[K, V], k K, v V, m *meta) (kb, vb []byte, err error) {
+	if kb, err = keyBytes(s, k, m); err != nil {
+		return nil, nil, err
 	}
-	vb := m.rec.Value
+	vb = m.rec.Value
 	if !s.rawValue {
 		if vb, err = s.codec.Value.Serialize(v); err != nil {
-			return nil, fmt.Errorf("serialize value: %w", err)
+			return nil, nil, fmt.Errorf("serialize value: %w", err)
 		}
 	}
-	return kb, appendValue(buf, kb, m.rec.Timestamp, vb)
+	return kb, vb, appendValue(buf, kb, m.rec.Timestamp, vb)
 }

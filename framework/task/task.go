@@ -264,14 +264,12 @@ func New(cfg Config) (*Task, error) {
 		}
 	}
 	node, err := causal.NewNode[received](opts...)
-	if err == nil {
-		// Where causal order leaves a choice, the smallest timestamp goes
-		// first, as Kafka Streams chooses among its partitions.
-		node.PreferBy(func(a, b received) bool { return a.rec.Timestamp.Before(b.rec.Timestamp) })
-	}
 	if err != nil {
 		return nil, fmt.Errorf("task: %w", err)
 	}
+	// Where causal order leaves a choice, the smallest timestamp goes
+	// first, as Kafka Streams chooses among its partitions.
+	node.PreferBy(func(a, b received) bool { return a.rec.Timestamp.Before(b.rec.Timestamp) })
 	t := &Task{
 		id:          ID(cfg.Processor, cfg.Partition),
 		cfg:         cfg,
