@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"sync"
 	"testing"
 	"time"
 
@@ -129,8 +131,7 @@ func TestQueryAnswersAndRefusals(t *testing.T) {
 // what the clock names, so the client reads its own write; without the
 // clock the same query answers at once, without it. A clock the task
 // never catches up with fails after the query's wait, and one naming a
-// record that reaches the store only through another processor is
-// refused.
+// record that cannot reach the store is ignored.
 func TestCausalQueriesReadYourWrites(t *testing.T) {
 	topo, counts := counting(t)
 	fake := newFakeKafka(t)
@@ -167,9 +168,215 @@ func TestCausalQueriesReadYourWrites(t *testing.T) {
 	w.answerQueries()
 	assert.ErrorIs(t, (<-late).err, ErrNotCaughtUp)
 
-	upstream, err := causal.NewClock(causal.Entry{Channel: causal.Channel{Topic: "lines"}, Offset: 3})
+	unrelated, err := causal.NewClock(causal.Entry{Channel: causal.Channel{Topic: "elsewhere"}, Offset: 3})
 	require.NoError(t, err)
-	refused := asyncQuery(t, w, Query{Store: "counts", Kind: QueryGet, Key: []byte(key), After: upstream})
+	ignored := asyncQuery(t, w, Query{Store: "counts", Kind: QueryGet, Key: []byte(key), After: unrelated, Wait: time.Minute})
+	w.takeQueries()
+	select {
+	case r := <-ignored:
+		require.NoError(t, r.err)
+		assert.Len(t, r.a.Value, 2)
+	case <-time.After(5 * time.Second):
+		t.Fatal("a claim on a topic that never reaches the store held the query")
+	}
+}
+
+// fakeCluster answers a worker's questions about the group's offsets and
+// the ends of partitions as the fake stood when it last looked (look):
+// the fake itself belongs to the test's goroutine.
+type fakeCluster struct {
+	mu        sync.Mutex
+	committed map[causal.Channel]int64
+	ends      map[causal.Channel]int64
+	asked     int
+}
+
+func (c *fakeCluster) look(f *fakeKafka) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.committed, c.ends = maps.Clone(f.groupOffs), maps.Clone(f.high)
+}
+
+func (c *fakeCluster) GroupCommitted(_ context.Context, chs []causal.Channel) (map[causal.Channel]int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.asked++
+	out := map[causal.Channel]int64{}
+	for _, ch := range chs {
+		if off, ok := c.committed[ch]; ok {
+			out[ch] = off
+		}
+	}
+	return out, nil
+}
+
+func (c *fakeCluster) Ends(_ context.Context, chs []causal.Channel) (map[causal.Channel]int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[causal.Channel]int64{}
+	for _, ch := range chs {
+		out[ch] = c.ends[ch]
+	}
+	return out, nil
+}
+
+// splitAndCount: "split" forwards each line to "words" (keyed as it came),
+// where "count" counts it.
+func splitAndCount(t *testing.T) (*framework.Topology, map[string]int32) {
+	t.Helper()
+	topo, err := framework.NewBuilder("wc").
+		Processor("split", func() framework.Processor {
+			return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
+				return ctx.Forward(framework.Record{Key: rec.Key, Value: rec.Value})
+			})
+		}, framework.From("lines"), framework.To("words")).
+		Processor("count", func() framework.Processor {
+			return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
+				s, err := ctx.KeyValueStore("counts")
+				if err != nil {
+					return err
+				}
+				v, _, err := s.Get(rec.Key)
+				if err != nil {
+					return err
+				}
+				return s.Put(rec.Key, append(v, 'x'))
+			})
+		}, framework.From("words"), framework.Stores(framework.KeyValueStore("counts"))).
+		Build()
+	require.NoError(t, err)
+	return topo, map[string]int32{"lines": 2, "words": 2}
+}
+
+// A client writes a line and asks for its word's count with its session's
+// clock, which names the line, two processors before the counts. The
+// query waits until the splitter has committed the line, then until the
+// counter has committed everything the splitter had written by then, and
+// sees the client's write; the same query without the clock does not.
+func TestCausalQueriesFollowTheirClockUpstream(t *testing.T) {
+	topo, counts := splitAndCount(t)
+	fake := newFakeKafka(t)
+	w := newFakeWorker(t, fake, topo, counts)
+	cluster := &fakeCluster{}
+	w.upstream = &upstreamView{cluster: cluster, partitions: map[string]int32{"lines": 2, "words": 2}}
+	lines0 := causal.Channel{Topic: "lines", Partition: 0}
+	words0 := causal.Channel{Topic: "words", Partition: 0}
+	key := keyOn(t, 0, 2)
+	fake.send(lines0, key)
+	w.drainAndCommit(t) // split
+	w.drainAndCommit(t) // count
+	require.Equal(t, "x", string(w.readCount(t, key)))
+
+	fake.lag(words0) // the counter falls behind
+	off := fake.send(lines0, key)
+	cluster.look(fake)
+	clock, err := causal.NewClock(causal.Entry{Channel: lines0, Offset: off})
+	require.NoError(t, err)
+	causalAnswer := make(chan queryReply, 1)
+	go func() {
+		a, err := w.Query(context.Background(), Query{Store: "counts", Kind: QueryGet, Key: []byte(key), After: clock, Wait: time.Minute})
+		causalAnswer <- queryReply{a: a, err: err}
+	}()
+	// It asks the group's offsets again and again, and goes no further.
+	for deadline, asked := time.Now().Add(5*time.Second), 0; asked < 2 && len(w.queries) == 0; time.Sleep(time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "the query neither asked the group's offsets nor reached the pump")
+		cluster.mu.Lock()
+		asked = cluster.asked
+		cluster.mu.Unlock()
+	}
+	require.Empty(t, w.queries, "the query reached the store before the splitter committed the line")
+
+	w.drainAndCommit(t) // split takes the line; its word waits for the counter
+	cluster.look(fake)
+	for deadline := time.Now().Add(5 * time.Second); len(w.queries) == 0; time.Sleep(time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "the query never followed the splitter's commit")
+	}
+	plainAnswer := asyncQuery(t, w, Query{Store: "counts", Kind: QueryGet, Key: []byte(key)})
 	w.answerQueries()
-	assert.ErrorIs(t, (<-refused).err, ErrClockNotCheckable)
+	plain := <-plainAnswer
+	require.NoError(t, plain.err)
+	assert.Equal(t, "x", string(plain.a.Value), "without its clock the client does not see its own write")
+	select {
+	case r := <-causalAnswer:
+		t.Fatalf("answered before the counter committed the client's word: %+v", r)
+	default:
+	}
+
+	fake.catchUp(words0)
+	w.drainAndCommit(t)
+	w.answerQueries()
+	r := <-causalAnswer
+	require.NoError(t, r.err)
+	assert.Equal(t, "xx", string(r.a.Value), "with its clock the client reads its own write")
+
+	// A line the splitter never commits: the query gives up at its bound.
+	never, err := causal.NewClock(causal.Entry{Channel: lines0, Offset: 1000})
+	require.NoError(t, err)
+	_, err = w.Query(context.Background(), Query{Store: "counts", Kind: QueryGet, Key: []byte(key), After: never, Wait: 30 * time.Millisecond})
+	assert.ErrorIs(t, err, ErrNotCaughtUp)
+}
+
+// readCount reads key's committed count from the counts store.
+func (w *Worker) readCount(t *testing.T, key string) []byte {
+	t.Helper()
+	rt, err := w.queryTask("count", framework.PartitionFor([]byte(key), 2))
+	require.NoError(t, err)
+	kv, ok := rt.T.CommittedStore("counts")
+	require.True(t, ok)
+	v, _, err := kv.Get([]byte(key))
+	require.NoError(t, err)
+	return v
+}
+
+func TestPlanUpstream(t *testing.T) {
+	pass := func() framework.Processor {
+		return framework.ProcessorFunc(func(framework.Context, framework.Record) error { return nil })
+	}
+	tests := []struct {
+		name   string
+		build  func(b *framework.Builder) *framework.Builder
+		via    map[string][]string
+		cyclic bool
+	}{{
+		name: "the store's own inputs only",
+		build: func(b *framework.Builder) *framework.Builder {
+			return b.Processor("store", pass, framework.From("a", "b"))
+		},
+		via: map[string][]string{},
+	}, {
+		name: "two hops, and a branch that leads elsewhere",
+		build: func(b *framework.Builder) *framework.Builder {
+			return b.Processor("first", pass, framework.From("lines"), framework.To("mid"), framework.To("elsewhere")).
+				Processor("second", pass, framework.From("mid"), framework.To("words")).
+				Processor("store", pass, framework.From("words")).
+				Processor("other", pass, framework.From("elsewhere"), framework.To("sink"))
+		},
+		via: map[string][]string{"lines": {"mid"}, "mid": {"words"}},
+	}, {
+		name: "an input read by the store and by a processor before it",
+		build: func(b *framework.Builder) *framework.Builder {
+			return b.Processor("enrich", pass, framework.From("orders"), framework.To("enriched")).
+				Processor("store", pass, framework.From("orders", "enriched"))
+		},
+		via: map[string][]string{"orders": {"enriched"}},
+	}, {
+		name: "a cycle before the store",
+		build: func(b *framework.Builder) *framework.Builder {
+			return b.AllowCycles().
+				Processor("ping", pass, framework.From("a"), framework.To("b")).
+				Processor("pong", pass, framework.From("b"), framework.To("a")).
+				Processor("store", pass, framework.From("b"))
+		},
+		via:    map[string][]string{"a": {"b"}, "b": {"a"}},
+		cyclic: true,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			topo, err := tt.build(framework.NewBuilder("plan")).Build()
+			require.NoError(t, err)
+			plan := planUpstream(topo, "store")
+			assert.Equal(t, tt.via, plan.via)
+			assert.Equal(t, tt.cyclic, plan.cyclic)
+		})
+	}
 }

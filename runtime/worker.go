@@ -79,6 +79,10 @@ type Worker struct {
 	// (under mu).
 	members    *membership
 	advertised string
+	// upstream is what causal queries follow their clocks through the
+	// processors before a store with (upstream.go); nil until the worker
+	// is connected, or without an admin client (under mu).
+	upstream *upstreamView
 	// globals is the worker's copy of the topology's global tables, and
 	// globalReader what follows them; nil without global tables.
 	globals      *taskmgr.Globals
@@ -257,6 +261,9 @@ func (w *Worker) connect(ctx context.Context) error {
 	if w.tasks, err = w.newTaskManager(counts, consumer, src); err != nil {
 		return err
 	}
+	w.mu.Lock()
+	w.upstream = &upstreamView{cluster: adminOffsets{admin: w.admin, group: w.cfg.ApplicationID}, partitions: counts}
+	w.mu.Unlock()
 	w.pump.poll = consumer.Poll
 	if w.wrapPoll != nil {
 		w.pump.poll = w.wrapPoll(w.pump.poll)

@@ -1,0 +1,278 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+
+	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/framework"
+)
+
+// A causal query's clock may name records that reach the store only
+// through other processors: a line a client wrote, whose words a counter
+// counts after a repartition. Such a claim is followed hop by hop, as a
+// barrier: once the application has committed the record's channel past
+// the record (every processor reading it delivered it, and committed its
+// outputs in the same transaction), everything the record caused on the
+// way lies below the current ends of those processors' outputs, so the
+// claim becomes one on each of those ends. Repeated until every claim is
+// on the store's own inputs, where the pump checks it (caughtUp).
+
+// clusterOffsets is what following a clock upstream asks of the cluster.
+type clusterOffsets interface {
+	// GroupCommitted returns the application's committed offsets (the
+	// next offset to read) of chs; a channel with none is left out.
+	GroupCommitted(ctx context.Context, chs []causal.Channel) (map[causal.Channel]int64, error)
+	// Ends returns the end offsets of chs counting records of open
+	// transactions (the high watermark): a committed transaction's records
+	// are below it even before its markers are written.
+	Ends(ctx context.Context, chs []causal.Channel) (map[causal.Channel]int64, error)
+}
+
+// adminOffsets asks through the worker's admin client.
+type adminOffsets struct {
+	admin *kafka.AdminClient
+	group string
+}
+
+func topicPartitions(chs []causal.Channel) []kafka.TopicPartition {
+	tps := make([]kafka.TopicPartition, len(chs))
+	for i, ch := range chs {
+		topic := ch.Topic
+		tps[i] = kafka.TopicPartition{Topic: &topic, Partition: ch.Partition}
+	}
+	return tps
+}
+
+func (a adminOffsets) GroupCommitted(ctx context.Context, chs []causal.Channel) (map[causal.Channel]int64, error) {
+	res, err := a.admin.ListConsumerGroupOffsets(ctx, []kafka.ConsumerGroupTopicPartitions{{Group: a.group, Partitions: topicPartitions(chs)}})
+	if code := errorCode(err); code == kafka.ErrGroupIDNotFound {
+		return map[causal.Channel]int64{}, nil // nothing committed yet
+	}
+	if err != nil {
+		return nil, fmt.Errorf("committed offsets of group %s: %w", a.group, err)
+	}
+	out := make(map[causal.Channel]int64, len(chs))
+	for _, g := range res.ConsumerGroupsTopicPartitions {
+		for _, tp := range g.Partitions {
+			if tp.Error != nil {
+				return nil, fmt.Errorf("committed offset of %s/%d in group %s: %w", *tp.Topic, tp.Partition, a.group, tp.Error)
+			}
+			if tp.Offset >= 0 {
+				out[causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}] = int64(tp.Offset)
+			}
+		}
+	}
+	return out, nil
+}
+
+func (a adminOffsets) Ends(ctx context.Context, chs []causal.Channel) (map[causal.Channel]int64, error) {
+	ask := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(chs))
+	for _, tp := range topicPartitions(chs) {
+		ask[tp] = kafka.LatestOffsetSpec
+	}
+	res, err := a.admin.ListOffsets(ctx, ask, kafka.SetAdminIsolationLevel(kafka.IsolationLevelReadUncommitted))
+	if err != nil {
+		return nil, fmt.Errorf("end offsets: %w", err)
+	}
+	out := make(map[causal.Channel]int64, len(chs))
+	for tp, info := range res.ResultInfos {
+		if info.Error.Code() != kafka.ErrNoError {
+			return nil, fmt.Errorf("end offset of %s/%d: %w", *tp.Topic, tp.Partition, info.Error)
+		}
+		out[causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}] = int64(info.Offset)
+	}
+	return out, nil
+}
+
+// upstreamView is what a worker follows clocks upstream with.
+type upstreamView struct {
+	cluster clusterOffsets
+	// partitions is the partition count of every topic of the topology.
+	partitions map[string]int32
+}
+
+// upstreamPlan is how records of each topic reach one processor's store.
+type upstreamPlan struct {
+	// inputs are the processor's own inputs.
+	inputs map[string]bool
+	// via maps a topic whose records reach the processor through other
+	// processors to the outputs of those processors that lead there.
+	via map[string][]string
+	// cyclic: the processors leading to the store form a cycle, so a
+	// claim can never be followed to its end.
+	cyclic bool
+}
+
+// planUpstream works out, from the topology alone, which topics reach the
+// processor named, and through which outputs.
+func planUpstream(topo *framework.Topology, processor string) upstreamPlan {
+	plan := upstreamPlan{inputs: map[string]bool{}, via: map[string][]string{}}
+	procs := topo.Processors()
+	for _, pi := range procs {
+		if pi.Name == processor {
+			for _, in := range pi.Inputs {
+				plan.inputs[in] = true
+			}
+		}
+	}
+	// reaches holds the topics whose records can reach the processor.
+	reaches := maps.Clone(plan.inputs)
+	for grown := true; grown; {
+		grown = false
+		for _, pi := range procs {
+			for _, in := range pi.Inputs {
+				for _, out := range pi.Outputs {
+					if !reaches[out.Topic] || (out.FedBy != nil && !slices.Contains(out.FedBy, in)) {
+						continue
+					}
+					if !slices.Contains(plan.via[in], out.Topic) {
+						plan.via[in] = append(plan.via[in], out.Topic)
+					}
+					if !reaches[in] {
+						reaches[in], grown = true, true
+					}
+				}
+			}
+		}
+	}
+	// A cycle among the topics that reach the store: depth-first search.
+	const (
+		unseen = iota
+		open
+		closed
+	)
+	mark := map[string]int{}
+	var visit func(t string) bool
+	visit = func(t string) bool {
+		switch mark[t] {
+		case open:
+			return true
+		case closed:
+			return false
+		}
+		mark[t] = open
+		for _, next := range plan.via[t] {
+			if visit(next) {
+				return true
+			}
+		}
+		mark[t] = closed
+		return false
+	}
+	for t := range plan.via {
+		if visit(t) {
+			plan.cyclic = true
+			break
+		}
+	}
+	return plan
+}
+
+// throughUpstream turns q's clock into one that names only records of the
+// store's own inputs: claims on topics that cannot reach the store are
+// dropped, and claims on topics that reach it through other processors are
+// followed through them (see the top of this file), waiting until until
+// for the application to commit what they name. It returns ErrNotCaughtUp
+// when the wait is over, and ErrClockNotCheckable when a claim cannot be
+// followed (the processors on the way form a cycle).
+func (w *Worker) throughUpstream(ctx context.Context, q Query, until time.Time) (causal.Clock, error) {
+	pi, _, ok := w.storeOwner(q.Store)
+	if !ok {
+		return causal.Clock{}, fmt.Errorf("%w: %q", ErrUnknownStore, q.Store)
+	}
+	plan := planUpstream(w.topo, pi.Name)
+	direct := map[causal.Channel]int64{}
+	pending := map[causal.Channel]int64{}
+	claim := func(ch causal.Channel, off int64) {
+		if plan.inputs[ch.Topic] {
+			direct[ch] = max(direct[ch], off)
+		}
+		if _, through := plan.via[ch.Topic]; through {
+			if cur, ok := pending[ch]; !ok || off > cur {
+				pending[ch] = off
+			}
+		}
+	}
+	for ch, off := range q.After.All() {
+		claim(ch, off)
+	}
+	if len(pending) > 0 && plan.cyclic {
+		return causal.Clock{}, fmt.Errorf("%w: the processors before %s form a cycle", ErrClockNotCheckable, pi.Name)
+	}
+	w.mu.Lock()
+	view := w.upstream
+	w.mu.Unlock()
+	if len(pending) > 0 && view == nil {
+		return causal.Clock{}, fmt.Errorf("%w: this worker cannot read the group's offsets", ErrClockNotCheckable)
+	}
+	backoff := 5 * time.Millisecond
+	for len(pending) > 0 {
+		committed, err := view.cluster.GroupCommitted(ctx, slices.Collect(maps.Keys(pending)))
+		if err != nil {
+			return causal.Clock{}, fmt.Errorf("%w: %w", ErrNotAvailable, err)
+		}
+		var passed []causal.Channel
+		for ch, off := range pending {
+			if next, ok := committed[ch]; ok && next > off {
+				passed = append(passed, ch)
+			}
+		}
+		if len(passed) == 0 {
+			if !time.Now().Add(backoff).Before(until) {
+				return causal.Clock{}, fmt.Errorf("%w: records before %s not committed by %s", ErrNotCaughtUp, pi.Name, until.Format(time.RFC3339Nano))
+			}
+			if err := w.sleep(ctx, backoff); err != nil {
+				return causal.Clock{}, err
+			}
+			backoff = min(2*backoff, 100*time.Millisecond)
+			continue
+		}
+		var outs []causal.Channel
+		for _, ch := range passed {
+			delete(pending, ch)
+			for _, topic := range plan.via[ch.Topic] {
+				n := view.partitions[topic]
+				if n <= 0 {
+					return causal.Clock{}, fmt.Errorf("%w: the partitions of %s are not known yet", ErrNotAvailable, topic)
+				}
+				for p := range n {
+					outs = append(outs, causal.Channel{Topic: topic, Partition: p})
+				}
+			}
+		}
+		ends, err := view.cluster.Ends(ctx, outs)
+		if err != nil {
+			return causal.Clock{}, fmt.Errorf("%w: %w", ErrNotAvailable, err)
+		}
+		for ch, end := range ends {
+			if end > 0 {
+				claim(ch, end-1)
+			}
+		}
+	}
+	entries := make([]causal.Entry, 0, len(direct))
+	for ch, off := range direct {
+		entries = append(entries, causal.Entry{Channel: ch, Offset: off})
+	}
+	return causal.NewClock(entries...)
+}
+
+// sleep waits d, or less if ctx ends or the worker stops.
+func (w *Worker) sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-w.done:
+		return ErrStopped
+	}
+}
