@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -378,5 +379,47 @@ func TestPlanUpstream(t *testing.T) {
 			assert.Equal(t, tt.via, plan.via)
 			assert.Equal(t, tt.cyclic, plan.cyclic)
 		})
+	}
+}
+
+// A task that moves away while a query waits for it: the query learns so
+// at once, with an error that says to ask again elsewhere, and is never
+// answered from a store the worker no longer holds; once the task is back
+// it answers from its committed state.
+func TestAQueryWhoseTaskMovesSaysSo(t *testing.T) {
+	topo, counts := counting(t)
+	fake := newFakeKafka(t)
+	w := newFakeWorker(t, fake, topo, counts)
+	key := keyOn(t, 0, 2)
+	fake.send(in0, key)
+	w.drainAndCommit(t)
+
+	fake.lag(in0)
+	off := fake.send(in0, key)
+	clock, err := causal.NewClock(causal.Entry{Channel: in0, Offset: off})
+	require.NoError(t, err)
+	waiting := asyncQuery(t, w, Query{Store: "counts", Kind: QueryGet, Key: []byte(key), After: clock, Wait: time.Minute})
+	w.answerQueries()
+	require.Len(t, w.pendingQueries, 1, "the query waits for the client's write")
+
+	assigned := w.pump.assigned
+	require.NoError(t, w.onRebalance(kafka.RevokedPartitions{Partitions: assigned}))
+	select {
+	case r := <-waiting:
+		require.ErrorIs(t, r.err, ErrNotLocal, "answered %+v", r.a)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the query still waited after its task moved away")
+	}
+	plain := asyncQuery(t, w, Query{Store: "counts", Kind: QueryGet, Key: []byte(key)})
+	w.answerQueries()
+	assert.ErrorIs(t, (<-plain).err, ErrNotLocal)
+
+	require.NoError(t, w.onRebalance(kafka.AssignedPartitions{Partitions: assigned}))
+	back := asyncQuery(t, w, Query{Store: "counts", Kind: QueryGet, Key: []byte(key)})
+	w.answerQueries()
+	r := <-back
+	if !errors.Is(r.err, ErrNotAvailable) { // still restoring is fine; an empty answer is not
+		require.NoError(t, r.err)
+		assert.Len(t, r.a.Value, 1, "the committed count, from the task back on this worker")
 	}
 }

@@ -34,6 +34,8 @@ func (w *Worker) onRebalance(ev kafka.Event) error {
 			if err := w.commit(); err != nil {
 				w.log.Warn("commit on revocation failed; the next owner redoes the work", zap.Error(err))
 				w.abort()
+			} else {
+				w.answerQueries() // those this last commit caught up
 			}
 		} else {
 			w.abort()
@@ -42,6 +44,9 @@ func (w *Worker) onRebalance(ev kafka.Event) error {
 			w.savePositions()
 		}
 		w.closeTasks()
+		// The queries still waiting learn at once that their task moved
+		// (ErrNotLocal: retryable, and forwarded over HTTP).
+		w.answerQueries()
 		w.pump.last = nil
 		w.pump.assigned = nil
 		if err := w.consumer.Unassign(); err != nil {
