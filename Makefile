@@ -17,7 +17,7 @@ help: ## List the targets.
 run: ## Count the words of a bundled book on the embedded broker, then print the top words.
 	$(GO) run ./examples/wordcount demo
 
-run-orders: ## The orders shop with lagging partitions, gate on and gate off, side by side.
+run-orders: ## The orders shop with lagging partitions, gate on and gate off, side by side; then a client reading its own writes.
 	$(GO) run ./examples/orders demo
 
 test: lint ## Lint, then run every test with the race detector.

@@ -216,6 +216,9 @@ func (c *fakeCluster) Ends(_ context.Context, chs []causal.Channel) (map[causal.
 	defer c.mu.Unlock()
 	out := map[causal.Channel]int64{}
 	for _, ch := range chs {
+		if _, twice := out[ch]; twice {
+			return nil, fmt.Errorf("%s asked twice", ch) // as librdkafka's admin client refuses it
+		}
 		out[ch] = c.ends[ch]
 	}
 	return out, nil
@@ -270,8 +273,11 @@ func TestCausalQueriesFollowTheirClockUpstream(t *testing.T) {
 
 	fake.lag(words0) // the counter falls behind
 	off := fake.send(lines0, key)
+	// A line on the other partition too, which the splitter commits in the
+	// same transaction: both claims lead to the same topic.
+	other := fake.send(causal.Channel{Topic: "lines", Partition: 1}, keyOn(t, 1, 2))
 	cluster.look(fake)
-	clock, err := causal.NewClock(causal.Entry{Channel: lines0, Offset: off})
+	clock, err := causal.NewClock(causal.Entry{Channel: lines0, Offset: off}, causal.Entry{Channel: causal.Channel{Topic: "lines", Partition: 1}, Offset: other})
 	require.NoError(t, err)
 	causalAnswer := make(chan queryReply, 1)
 	go func() {

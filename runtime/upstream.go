@@ -233,7 +233,7 @@ func (w *Worker) throughUpstream(ctx context.Context, q Query, until time.Time) 
 			backoff = min(2*backoff, 100*time.Millisecond)
 			continue
 		}
-		var outs []causal.Channel
+		outs := map[causal.Channel]bool{} // each once: the admin client refuses duplicates
 		for _, ch := range passed {
 			delete(pending, ch)
 			for _, topic := range plan.via[ch.Topic] {
@@ -242,11 +242,11 @@ func (w *Worker) throughUpstream(ctx context.Context, q Query, until time.Time) 
 					return causal.Clock{}, fmt.Errorf("%w: the partitions of %s are not known yet", ErrNotAvailable, topic)
 				}
 				for p := range n {
-					outs = append(outs, causal.Channel{Topic: topic, Partition: p})
+					outs[causal.Channel{Topic: topic, Partition: p}] = true
 				}
 			}
 		}
-		ends, err := view.cluster.Ends(ctx, outs)
+		ends, err := view.cluster.Ends(ctx, slices.Collect(maps.Keys(outs)))
 		if err != nil {
 			return causal.Clock{}, fmt.Errorf("%w: %w", ErrNotAvailable, err)
 		}

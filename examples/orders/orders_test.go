@@ -104,3 +104,18 @@ func TestDemoGateOnAndOff(t *testing.T) {
 	assert.Zero(t, off.Duplicates)
 	assert.Zero(t, off.Losses)
 }
+
+// The read-your-writes part of the demonstration: every status read with
+// the client's clock says "paid", and the same reads without it miss
+// payments (the lag holds some back, and the two processors' commits the
+// rest); every read is asked of the worker that does not hold the order.
+func TestDemoReadsYourWrites(t *testing.T) {
+	topo, err := Topology()
+	require.NoError(t, err)
+	o := demoOptions{orders: 12, lag: time.Second, timeout: 90 * time.Second}
+	r, err := readYourWrites(context.Background(), topo, o, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, o.orders, r.CausalPaid, "%s", r)
+	assert.Less(t, r.PlainPaid, o.orders, "without the clock some reads must miss the payment: %s", r)
+	assert.Positive(t, r.Forwarded, "%s", r)
+}

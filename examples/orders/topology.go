@@ -61,12 +61,32 @@ func seen(store, rememberTopic, ok, anomaly string, judge func(value string) (ou
 	}
 }
 
+// StatusStore is the store of each order's billing outcome ("paid", or
+// the anomaly), by order id: what the read-your-writes demonstration
+// queries.
+const StatusStore = "order-status"
+
+// status keeps the first word of each billing outcome, by order.
+func status() framework.Processor {
+	return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
+		kv, err := ctx.KeyValueStore(StatusStore)
+		if err != nil {
+			return err
+		}
+		outcome, _, _ := strings.Cut(string(rec.Value), " ")
+		return kv.Put(rec.Key, []byte(outcome))
+	})
+}
+
 // Topology is the shop:
 //
 //	billing:  orders + payments    -> billed     (must see the order before its payment)
 //	shipping: payments + requests  -> shipments  (must see the payment before a request)
 //	audit:    orders + shipments   -> audit      (must see the order before its shipment)
+//	status:   billed               -> the order-status store
 //
+// A client that paid reads its order's status from the status store,
+// one processor after the payment's topic.
 // The audit reads shipments, two hops from the orders topic (client, then
 // shipping), and shipping never reads orders: the orders claims pass through
 // shipping unread (the gate's ignore branch) and are enforced at the audit.
@@ -85,5 +105,6 @@ func Topology() (*framework.Topology, error) {
 		Processor("audit", seen("orders-created", OrdersTopic, AuditOK, AnomalyLaterFirst, nil),
 			framework.From(OrdersTopic, ShipmentsTopic), framework.To(AuditTopic),
 			framework.Stores(framework.KeyValueStore("orders-created"))).
+		Processor("status", status, framework.From(BilledTopic), framework.Stores(framework.KeyValueStore(StatusStore))).
 		Build()
 }

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/framework/query"
+	"github.com/causeway-stream/causeway/framework/serde"
+	"github.com/causeway-stream/causeway/runtime"
+	"github.com/causeway-stream/causeway/runtime/embedded"
+)
+
+// ReadReport counts what a client saw when it read its orders' status at
+// once after paying them.
+type ReadReport struct {
+	Orders int
+	// CausalPaid and PlainPaid count the orders whose status read "paid",
+	// with the client's clock and without it.
+	CausalPaid, PlainPaid int
+	// Forwarded counts the orders whose queries went to a worker that did
+	// not hold the order (all of them, unless a rebalance moved the task).
+	Forwarded int
+	// LongestWait is the longest a causal read waited.
+	LongestWait time.Duration
+}
+
+func (r ReadReport) String() string {
+	return fmt.Sprintf("with the client's clock %d/%d paid (longest wait %v), without it %d/%d; %d asked of the worker not holding the order",
+		r.CausalPaid, r.Orders, r.LongestWait.Round(time.Millisecond), r.PlainPaid, r.Orders, r.Forwarded)
+}
+
+// worker is one of the demonstration's workers, with its HTTP server.
+type worker struct {
+	w   *runtime.Worker
+	srv *runtime.Server
+	q   *query.Client
+}
+
+// readYourWrites runs two workers of the shop on a fresh embedded broker,
+// with the same partitions lagging as in runShop. For each order, the
+// client writes the order and its payment, then at once asks the worker
+// that does not hold the order for its status, once with its session's
+// clock and once without. The status store is a processor after billing,
+// so the clock's claim on the payment is followed through billing.
+func readYourWrites(ctx context.Context, topo *framework.Topology, o demoOptions, out io.Writer) (ReadReport, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	b, err := embedded.Start()
+	if err != nil {
+		return ReadReport{}, err
+	}
+	defer b.Close()
+	if err := createTopics(ctx, b.Addr()); err != nil {
+		return ReadReport{}, err
+	}
+	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(os.Stderr), zap.ErrorLevel))
+	var (
+		workers []worker
+		states  []string
+	)
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, wk := range workers {
+			if err := wk.srv.Stop(stopCtx); err != nil {
+				fmt.Fprintln(os.Stderr, "stop server:", err)
+			}
+			if err := wk.w.Stop(stopCtx); err != nil {
+				fmt.Fprintln(os.Stderr, "stop worker:", err)
+			}
+		}
+		for _, dir := range states { // once no worker writes there
+			os.RemoveAll(dir)
+		}
+	}()
+	for i := range 2 {
+		state, err := os.MkdirTemp("", "causeway-orders-")
+		if err != nil {
+			return ReadReport{}, err
+		}
+		states = append(states, state)
+		cfg := runtime.DefaultConfig()
+		cfg.ApplicationID, cfg.BootstrapServers, cfg.StateDir, cfg.HTTPAddr = "shop", b.Addr(), state, ""
+		cfg.InstanceID = "shop-" + strconv.Itoa(i)
+		w, err := runtime.NewWorker(cfg, topo, log, nil)
+		if err != nil {
+			return ReadReport{}, err
+		}
+		if err := w.Start(ctx); err != nil {
+			return ReadReport{}, err
+		}
+		srv := runtime.NewServer("127.0.0.1:0", w, log)
+		if err := srv.Start(ctx); err != nil {
+			_ = w.Stop(ctx)
+			return ReadReport{}, err
+		}
+		workers = append(workers, worker{w: w, srv: srv, q: query.NewClient("http://" + srv.Addr())})
+	}
+	fmt.Fprintf(out, "  two workers share the shop's tasks...")
+	if err := shareTasks(ctx, topo, workers); err != nil {
+		return ReadReport{}, err
+	}
+
+	lag := b.Cluster().Fault(
+		kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: OrdersTopic, Partitions: []int32{0}, Err: kerr.NotLeaderForPartition, Count: -1},
+		kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: PaymentsTopic, Partitions: []int32{1}, Err: kerr.NotLeaderForPartition, Count: -1},
+	)
+	lagOver := time.AfterFunc(o.lag, lag.Remove)
+	defer lagOver.Stop()
+	fmt.Fprintf(out, " partitions lagging; the client pays %d orders and reads each one's status at once...", o.orders)
+	client, err := NewClient(b.Addr())
+	if err != nil {
+		return ReadReport{}, err
+	}
+	defer client.Close()
+
+	r := ReadReport{Orders: o.orders}
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		fails []error
+	)
+	// statusOf asks wk for order's status, again while the answer is
+	// one to retry (the worker has not read where the others are yet).
+	statusOf := func(wk worker, order string, opts ...query.Option) (string, error) {
+		for {
+			v, found, err := query.Get(ctx, wk.q, StatusStore, order, serde.String(), serde.String(), opts...)
+			var qe *query.Error
+			if errors.As(err, &qe) && qe.Retryable && ctx.Err() == nil && len(opts) == 0 {
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			if err != nil || !found {
+				return "", err
+			}
+			return v, nil
+		}
+	}
+	for i := range o.orders {
+		order := fmt.Sprintf("rw-order-%04d", i)
+		if err := client.Write(ctx, OrdersTopic, order, "created "+order); err != nil {
+			return r, err
+		}
+		if err := client.Write(ctx, PaymentsTopic, order, "pay-"+order); err != nil {
+			return r, err
+		}
+		clock := client.session.Clock()
+		other, elsewhere := notHolding(workers, order)
+		if elsewhere {
+			r.Forwarded++
+		}
+		plain, err := statusOf(other, order)
+		if err != nil {
+			return r, fmt.Errorf("status of %s without a clock: %w", order, err)
+		}
+		if plain == Paid {
+			r.PlainPaid++
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			began := time.Now()
+			v, err := statusOf(other, order, query.After(clock, o.timeout/2))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				fails = append(fails, fmt.Errorf("status of %s with the client's clock: %w", order, err))
+				return
+			}
+			r.LongestWait = max(r.LongestWait, time.Since(began))
+			if v == Paid {
+				r.CausalPaid++
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(fails...); err != nil {
+		return r, err
+	}
+	fmt.Fprintf(out, " done\n")
+	return r, nil
+}
+
+// shareTasks waits until the workers are ready and run every task
+// between them, each some.
+func shareTasks(ctx context.Context, topo *framework.Topology, workers []worker) error {
+	want := 0
+	for _, pi := range topo.Processors() {
+		want += partitions[pi.Inputs[0]]
+	}
+	for {
+		all, n := true, 0
+		for _, wk := range workers {
+			st := wk.w.Status()
+			all = all && st.Ready && len(st.Tasks) > 0
+			n += len(st.Tasks)
+		}
+		if all && n == want {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the workers never shared the tasks: %w", ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// notHolding returns a worker that does not run the status task of order,
+// and whether it found one.
+func notHolding(workers []worker, order string) (worker, bool) {
+	id := "status/" + strconv.Itoa(int(framework.PartitionFor([]byte(order), int32(partitions[BilledTopic]))))
+	for _, wk := range workers {
+		held := false
+		for _, t := range wk.w.Status().Tasks {
+			held = held || t.ID == id
+		}
+		if !held {
+			return wk, true
+		}
+	}
+	return workers[0], false
+}
