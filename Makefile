@@ -1,6 +1,8 @@
 # Causeway developer commands. `make help` lists them.
 GO       ?= go
 PKGS     ?= ./...
+# apt needs root: sudo when make does not run as root.
+SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Seeds for the causal simulation run by `make test`; raise it for a soak.
 SIM_SEEDS ?= 300
 BENCHTIME ?= 500ms
@@ -9,7 +11,7 @@ E2E_RECORDS ?= 200000
 E2E_RUNS ?= 7
 STATE_KEYS ?= 1000000,5000000
 
-.PHONY: help run run-orders test test-browser test-short lint bench bench-state fuzz tidy
+.PHONY: help run run-orders test chromium test-browser test-short lint bench bench-state fuzz tidy
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -20,12 +22,14 @@ run: ## Count the words of a bundled book on the embedded broker, then print the
 run-orders: ## The orders shop with lagging partitions, gate on and gate off, side by side; then a client reading its own writes.
 	$(GO) run ./examples/orders demo
 
-test: lint ## Lint, then run every test with the race detector.
+test: lint chromium ## Lint, then run every test with the race detector (the worker's page in headless Chromium among them).
 	CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -timeout 12m $(PKGS)
 
-test-browser: ## Drive the worker's page in headless Chromium (Debian package chromium; installs it with apt when missing).
-	@command -v chromium >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
-	$(GO) test -tags browser -count=1 ./runtime/pagetest/
+chromium: ## Install Debian's Chromium, which the page test drives, when it is missing.
+	@command -v chromium >/dev/null || ($(SUDO) apt-get update -q && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
+
+test-browser: chromium ## Drive the worker's page in headless Chromium alone, and save its screenshot for docs/operations.md.
+	CAUSEWAY_SCREENSHOT=$(CURDIR)/docs/img/worker-page.png $(GO) test -count=1 ./runtime/pagetest/
 
 test-short: ## Run the tests without the race detector and with fewer seeds.
 	CAUSEWAY_SIM_SEEDS=40 $(GO) test -count=1 $(PKGS)

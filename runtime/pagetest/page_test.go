@@ -1,8 +1,8 @@
-//go:build browser
-
 // Package pagetest drives the worker's page in a real browser: headless
 // Chromium from Debian's packages (/usr/bin/chromium), through the
-// DevTools protocol with chromedp. Run it with `make test-browser`.
+// DevTools protocol with chromedp. `make test` installs Chromium when it
+// is missing and runs it; `make test-browser` runs it alone and saves the
+// screenshot docs/operations.md shows.
 package pagetest
 
 import (
