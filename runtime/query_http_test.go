@@ -98,8 +98,21 @@ func TestQueriesOverHTTP(t *testing.T) {
 	assert.True(t, found, "the client read its own write")
 	assert.Equal(t, int64(1), n)
 
-	_, _, err = query.Get(ctx, c, "no-such-store", "w1", serde.String(), serde.Int64())
+	// A clock naming an offset that never comes: the query waits its
+	// bound, then gets 503, to retry.
+	never, err := causal.NewClock(causal.Entry{Channel: causal.Channel{Topic: topic, Partition: m.TopicPartition.Partition}, Offset: 1_000_000})
+	require.NoError(t, err)
+	began := time.Now()
+	_, _, err = query.Get(ctx, c, "word-counts", "fresh", serde.String(), serde.Int64(), query.After(never, 300*time.Millisecond))
+	waited := time.Since(began)
 	var qe *query.Error
+	require.True(t, errors.As(err, &qe), "%v", err)
+	assert.Equal(t, 503, qe.Status)
+	assert.True(t, qe.Retryable)
+	assert.GreaterOrEqual(t, waited, 300*time.Millisecond, "it waited its bound")
+	assert.Less(t, waited, 10*time.Second, "and not much longer")
+
+	_, _, err = query.Get(ctx, c, "no-such-store", "w1", serde.String(), serde.Int64())
 	require.True(t, errors.As(err, &qe), "%v", err)
 	assert.Equal(t, 404, qe.Status)
 	assert.False(t, qe.Retryable)
