@@ -323,23 +323,26 @@ func TestTaskFailingDuringCommitKeepsItsCommittedOffsets(t *testing.T) {
 }
 
 // counting counts the records of "in" per key in store "counts".
+// countInto counts each record's key in store "counts": the count is the
+// value's length, in bytes.
+func countInto() framework.Processor {
+	return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
+		s, err := ctx.KeyValueStore("counts")
+		if err != nil {
+			return err
+		}
+		v, _, err := s.Get(rec.Key)
+		if err != nil {
+			return err
+		}
+		return s.Put(rec.Key, bytes.Repeat([]byte{'x'}, len(v)+1))
+	})
+}
+
 func counting(t *testing.T) (*framework.Topology, map[string]int32) {
 	t.Helper()
 	topo, err := framework.NewBuilder("count").
-		Processor("count", func() framework.Processor {
-			return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
-				s, err := ctx.KeyValueStore("counts")
-				if err != nil {
-					return err
-				}
-				v, _, err := s.Get(rec.Key)
-				if err != nil {
-					return err
-				}
-				n := len(v) // the count is the value's length, in bytes
-				return s.Put(rec.Key, bytes.Repeat([]byte{'x'}, n+1))
-			})
-		}, framework.From("in"), framework.Stores(framework.KeyValueStore("counts"))).
+		Processor("count", countInto, framework.From("in"), framework.Stores(framework.KeyValueStore("counts"))).
 		Build()
 	require.NoError(t, err)
 	return topo, map[string]int32{"in": 2}

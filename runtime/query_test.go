@@ -234,19 +234,7 @@ func splitAndCount(t *testing.T) (*framework.Topology, map[string]int32) {
 				return ctx.Forward(framework.Record{Key: rec.Key, Value: rec.Value})
 			})
 		}, framework.From("lines"), framework.To("words")).
-		Processor("count", func() framework.Processor {
-			return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
-				s, err := ctx.KeyValueStore("counts")
-				if err != nil {
-					return err
-				}
-				v, _, err := s.Get(rec.Key)
-				if err != nil {
-					return err
-				}
-				return s.Put(rec.Key, append(v, 'x'))
-			})
-		}, framework.From("words"), framework.Stores(framework.KeyValueStore("counts"))).
+		Processor("count", countInto, framework.From("words"), framework.Stores(framework.KeyValueStore("counts"))).
 		Build()
 	require.NoError(t, err)
 	return topo, map[string]int32{"lines": 2, "words": 2}
