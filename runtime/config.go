@@ -13,6 +13,7 @@ import (
 	"os"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -110,6 +111,12 @@ type Config struct {
 	// record (see docs/causal.md). Turn it off only when producers claim
 	// records of another cluster. Default on. Flag --check-claims.
 	CheckClaims bool
+	// Threads is how many stream threads the worker process runs: each a
+	// pump of its own, with its own consumer (a member of the group) and
+	// transactional producer, so that one process uses several cores. The
+	// group spreads the tasks over them. Default 1. Flag --threads, env
+	// CAUSEWAY_THREADS. See Instance.
+	Threads int
 	// AdminToken, when set, is required as "Authorization: Bearer <token>"
 	// on the HTTP endpoints that change something (restart, skip). Default
 	// empty: those endpoints are open to whoever can reach HTTPAddr, which
@@ -127,6 +134,10 @@ type Config struct {
 	Kafka map[string]string
 }
 
+// maxThreads bounds Config.Threads: each thread is a consumer and a
+// producer with their own connections and buffers.
+const maxThreads = 64
+
 // DefaultConfig returns the defaults documented on Config.
 func DefaultConfig() Config {
 	return Config{
@@ -140,6 +151,7 @@ func DefaultConfig() Config {
 		DefaultPartitions: 4,
 		MaxHeldPerChannel: 10_000,
 		ShutdownTimeout:   10 * time.Second,
+		Threads:           1,
 		Kafka:             map[string]string{},
 	}
 }
@@ -192,6 +204,8 @@ func Load(args []string, env func(string) string) (Config, error) {
 	fs.IntVar(&c.DefaultPartitions, "default-partitions", c.DefaultPartitions, "partitions of topics the worker creates")
 	fs.IntVar(&c.MaxHeldPerChannel, "max-held-per-channel", c.MaxHeldPerChannel, "hold-queue bound per channel before pausing it")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound on a graceful stop")
+	threads := envOr(env, "CAUSEWAY_THREADS", strconv.Itoa(c.Threads))
+	fs.StringVar(&threads, "threads", threads, "stream threads: pumps, each with its own consumer and producer, that share the process's tasks")
 	fs.StringVar(&gate, "gate", envOr(env, "CAUSEWAY_GATE", gate), "on, or off to deliver without causal order (demonstrations only)")
 	fs.BoolVar(&c.CheckClaims, "check-claims", envOr(env, "CAUSEWAY_CHECK_CLAIMS", "true") == "true", "check that claims entering the topology name records that exist")
 	fs.StringVar(&c.AdminToken, "admin-token", env("CAUSEWAY_ADMIN_TOKEN"), "bearer token required by the HTTP endpoints that change something (default: none)")
@@ -218,6 +232,11 @@ func Load(args []string, env func(string) string) (Config, error) {
 	default:
 		return c, fmt.Errorf("%w: --create-topics %q: want true or false", ErrInvalidConfig, createTopics)
 	}
+	n, err := strconv.Atoi(threads)
+	if err != nil {
+		return c, fmt.Errorf("%w: --threads %q: want a number", ErrInvalidConfig, threads)
+	}
+	c.Threads = n
 	switch gate {
 	case "on":
 	case "off":
@@ -282,6 +301,8 @@ func (c Config) Validate() error {
 		return bad("state dir is required")
 	case c.Stores != StoresPebble && c.Stores != StoresMemory:
 		return bad("stores %q: want %s or %s", c.Stores, StoresPebble, StoresMemory)
+	case c.Threads < 1 || c.Threads > maxThreads:
+		return bad("threads %d: want 1 to %d", c.Threads, maxThreads)
 	}
 	for _, k := range []string{"group.id", "group.instance.id", "transactional.id", "isolation.level", "enable.auto.commit", "enable.partition.eof"} {
 		if _, ok := c.Kafka[k]; ok {

@@ -31,6 +31,14 @@ func TestLoadDefaultsFlagsAndEnvironment(t *testing.T) {
 	assert.False(t, cfg.CreateTopics, "a real cluster's topics are not created unless asked")
 	assert.True(t, cfg.StaticMembership)
 	assert.False(t, cfg.GateOff)
+	assert.Equal(t, 1, cfg.Threads, "one stream thread by default")
+
+	threaded, err := runtime.Load([]string{"--application-id", "shop", "--threads", "3"}, env(map[string]string{"CAUSEWAY_THREADS": "2"}))
+	require.NoError(t, err)
+	assert.Equal(t, 3, threaded.Threads, "the flag wins over the environment")
+	threaded, err = runtime.Load([]string{"--application-id", "shop"}, env(map[string]string{"CAUSEWAY_THREADS": "2"}))
+	require.NoError(t, err)
+	assert.Equal(t, 2, threaded.Threads)
 
 	embedded, err := runtime.Load([]string{"--application-id", "shop"}, env(nil))
 	require.NoError(t, err)
@@ -51,6 +59,8 @@ func TestLoadRejects(t *testing.T) {
 		{"zero commit interval", []string{"--application-id", "a", "--commit-interval", "0s"}, "commit interval"},
 		{"bad reset", []string{"--application-id", "a", "--auto-offset-reset", "middle"}, `auto offset reset "middle"`},
 		{"bad gate", []string{"--application-id", "a", "--gate", "maybe"}, `--gate "maybe"`},
+		{"no threads", []string{"--application-id", "a", "--threads", "0"}, "threads 0: want 1 to 64"},
+		{"threads not a number", []string{"--application-id", "a", "--threads", "many"}, `--threads "many"`},
 		{"overriding exactly-once settings", []string{"--application-id", "a", "--kafka", "isolation.level=read_uncommitted"}, `"isolation.level" is set by the worker`},
 		{"malformed kafka property", []string{"--application-id", "a", "--kafka", "novalue"}, "want key=value"},
 		{"unknown flag", []string{"--application-id", "a", "--nope"}, "flag provided but not defined"},

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/store"
 )
 
@@ -46,20 +47,46 @@ type Server struct {
 	files fs.FS
 	// client forwards queries to other workers.
 	client *http.Client
-	w      *Worker
+	w      Served
 	log    *zap.Logger
 	srv    *http.Server
 	ln     net.Listener
 	done   chan struct{}
 }
 
+// Served is what a Server serves: a Worker, or an Instance of several
+// stream threads. Only this package's types implement it.
+type Served interface {
+	Status() Status
+	Ready() bool
+	Done() <-chan struct{}
+	Query(ctx context.Context, q Query) (Answer, error)
+	RestartTask(ctx context.Context, id string) error
+	SkipRecord(ctx context.Context, id string) (causal.Entry, error)
+	DeadLetterTopic() string
+	// advertise tells the other workers the server's address.
+	advertise(addr string)
+	// owner returns the HTTP address of the worker running task.
+	owner(task string) (string, bool)
+	served() servedParts
+}
+
+// servedParts is what a server reads of what it serves.
+type servedParts struct {
+	topo       *framework.Topology
+	adminToken string
+	metrics    *Metrics
+	// instanceID names the worker in the queries it forwards.
+	instanceID string
+}
+
 // NewServer returns a server for w on addr; it listens on Start.
-func NewServer(addr string, w *Worker, log *zap.Logger) *Server {
+func NewServer(addr string, w Served, log *zap.Logger) *Server {
 	s := &Server{w: w, log: log, done: make(chan struct{}), files: webFiles(), client: &http.Client{Timeout: 30 * time.Second}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(w.metrics.Registry, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(w.served().metrics.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /status", s.statusJSON)
 	mux.HandleFunc("GET /topology", s.topologyJSON)
 	mux.HandleFunc("GET /stores/{store}/{kind}", s.query)
@@ -170,7 +197,7 @@ type storeView struct {
 
 func (s *Server) topologyJSON(rw http.ResponseWriter, _ *http.Request) {
 	rw.Header().Set("Content-Type", "application/json")
-	t := s.w.topo
+	t := s.w.served().topo
 	view := topologyView{Name: t.Name(), Mermaid: t.Mermaid(), Description: t.Describe(), Stores: []storeView{}}
 	for _, p := range t.Processors() {
 		for _, st := range p.Stores {
@@ -292,7 +319,7 @@ func (s *Server) forward(rw http.ResponseWriter, r *http.Request, err error) {
 		http.Error(rw, rerr.Error(), http.StatusInternalServerError)
 		return
 	}
-	req.Header.Set(forwardedHeader, s.w.instanceID)
+	req.Header.Set(forwardedHeader, s.w.served().instanceID)
 	res, rerr := s.client.Do(req)
 	if rerr != nil {
 		rw.Header().Set("Retry-After", "1")
@@ -315,7 +342,7 @@ func (s *Server) forward(rw http.ResponseWriter, r *http.Request, err error) {
 // admin lets a request through to h only with the admin token, when one
 // is set.
 func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
-	token := s.w.cfg.AdminToken
+	token := s.w.served().adminToken
 	if token == "" {
 		return h
 	}

@@ -15,14 +15,15 @@ import (
 	"github.com/causeway-stream/causeway/framework"
 )
 
-// Module provides the worker and its HTTP server, started and stopped with
-// the fx application. It needs a Config and a *framework.Topology; Run
-// supplies both for a typical main.
+// Module provides the worker process (an *Instance of Config.Threads
+// stream threads) and its HTTP server, started and stopped with the fx
+// application. It needs a Config and a *framework.Topology; Run supplies
+// both for a typical main.
 var Module = fx.Module("runtime",
 	fx.Provide(
 		NewLogger,
 		NewMetrics,
-		NewWorker,
+		NewInstance,
 		newServer,
 	),
 	fx.Invoke(start),
@@ -47,16 +48,16 @@ func NewLogger(cfg Config) (*zap.Logger, error) {
 	return zap.NewProduction()
 }
 
-func newServer(cfg Config, w *Worker, log *zap.Logger) *Server {
+func newServer(cfg Config, w *Instance, log *zap.Logger) *Server {
 	if cfg.HTTPAddr == "" {
 		return nil
 	}
 	return NewServer(cfg.HTTPAddr, w, log)
 }
 
-// start hooks the worker and server into the lifecycle, and shuts the
-// application down with exit code 1 when the worker stops on its own.
-func start(lc fx.Lifecycle, sd fx.Shutdowner, w *Worker, s *Server, log *zap.Logger) {
+// start hooks the worker process and server into the lifecycle, and shuts
+// the application down with exit code 1 when a thread stops on its own.
+func start(lc fx.Lifecycle, sd fx.Shutdowner, w *Instance, s *Server, log *zap.Logger) {
 	stopWatch := make(chan struct{})
 	watched := make(chan struct{})
 	lc.Append(fx.Hook{

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -88,6 +89,23 @@ func (w *workerProcess) stop(timeout time.Duration) error {
 	}
 }
 
+// threadsAssigned counts the distinct stream threads of the process that
+// logged an assignment.
+func (w *workerProcess) threadsAssigned() int {
+	threads := map[string]bool{}
+	for _, line := range strings.Split(w.logs.String(), "\n") {
+		if !strings.Contains(line, `"partitions assigned"`) {
+			continue
+		}
+		th := "0"
+		if _, after, ok := strings.Cut(line, `"thread":`); ok {
+			th, _, _ = strings.Cut(after, ",")
+		}
+		threads[th] = true
+	}
+	return len(threads)
+}
+
 func (w *workerProcess) tail() string {
 	s := w.logs.String()
 	if len(s) > 4000 {
@@ -99,8 +117,21 @@ func (w *workerProcess) tail() string {
 // Crash test: the worker is killed with SIGKILL at random points, many
 // times, while input keeps arriving, and restarted each time from the same
 // state dir. The committed verdicts must still be exactly once and causal.
+//
+// It runs with one stream thread per process and with two: each thread is
+// a consumer and a transactional producer of its own, killed together.
 func TestCrashRecoveryExactlyOnce(t *testing.T) {
 	t.Parallel()
+	for _, threads := range []string{"1", "2"} {
+		t.Run(threads+" threads", func(t *testing.T) {
+			t.Parallel()
+			n, _ := strconv.Atoi(threads)
+			crashRecovery(t, n, "--threads", threads)
+		})
+	}
+}
+
+func crashRecovery(t *testing.T, threads int, flags ...string) {
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 7))
 	t.Logf("kill schedule seed %d", seed)
@@ -108,9 +139,10 @@ func TestCrashRecoveryExactlyOnce(t *testing.T) {
 	createTopics(t, b.Addr(), 2, "orders", "payments", "verdicts")
 	state := t.TempDir()
 	wl := workload{payments: map[string][]string{}}
-	w := spawnWorker(t, b.Addr(), "shop-crash", state)
+	w := spawnWorker(t, b.Addr(), "shop-crash", state, flags...)
 	const kills = 8
-	working := 0 // incarnations killed after they had partitions and had committed
+	working := 0  // incarnations killed after they had partitions and had committed
+	threaded := 0 // incarnations in which every thread had partitions
 	for round := range kills {
 		wl.add(produceShop(t, b.Addr(), 4, 3, fmt.Sprintf("r%d", round)))
 		time.Sleep(time.Duration(200+rng.IntN(1300)) * time.Millisecond)
@@ -118,10 +150,14 @@ func TestCrashRecoveryExactlyOnce(t *testing.T) {
 		if strings.Contains(w.logs.String(), "partitions assigned") {
 			working++
 		}
-		w = spawnWorker(t, b.Addr(), "shop-crash", state)
+		if w.threadsAssigned() == threads {
+			threaded++
+		}
+		w = spawnWorker(t, b.Addr(), "shop-crash", state, flags...)
 	}
 	t.Logf("%d of %d killed workers had been assigned partitions", working, kills)
 	assert.GreaterOrEqual(t, working, kills/2, "most kills must hit a working worker, or the test proves little")
+	assert.Positive(t, threaded, "in some incarnation every one of the %d threads had partitions", threads)
 	wl.add(produceShop(t, b.Addr(), 4, 3, "last"))
 	want := wl.count()
 	verdicts := readCommitted(t, b.Addr(), "verdicts", want, 90*time.Second)
@@ -134,13 +170,24 @@ func TestCrashRecoveryExactlyOnce(t *testing.T) {
 // Rebalance test: a second and third worker join mid-run, then the first
 // leaves; partitions move between processes and nothing is lost, duplicated
 // or processed out of causal order.
+//
+// It runs with one stream thread per process and with two.
 func TestRebalanceExactlyOnce(t *testing.T) {
 	t.Parallel()
+	for _, threads := range []string{"1", "2"} {
+		t.Run(threads+" threads", func(t *testing.T) {
+			t.Parallel()
+			rebalance(t, "--threads", threads)
+		})
+	}
+}
+
+func rebalance(t *testing.T, flags ...string) {
 	b := startBroker(t)
 	createTopics(t, b.Addr(), 3, "orders", "payments", "verdicts")
 	wl := workload{payments: map[string][]string{}}
 	// Dynamic membership, so that a leaving worker's partitions move at once.
-	dyn := []string{"--static-membership=false"}
+	dyn := append([]string{"--static-membership=false"}, flags...)
 	a := spawnWorker(t, b.Addr(), "shop-rebalance", t.TempDir(), dyn...)
 	wl.add(produceShop(t, b.Addr(), 6, 3, "a"))
 	time.Sleep(time.Second)

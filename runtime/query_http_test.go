@@ -311,3 +311,58 @@ func TestCausalQueriesReadThroughARepartition(t *testing.T) {
 	require.NoError(t, <-answered)
 	assert.EqualValues(t, 2, seen, "with its clock the client reads its own write")
 }
+
+// A process of two stream threads answers for all its tasks as one: the
+// status lists every task, each thread runs some, gets find the thread
+// holding the key, and a range reads every partition. (Without the
+// routing, a get goes to the first thread only and half the keys are
+// "held elsewhere".)
+func TestTwoThreadsAnswerForTheWholeProcess(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	createTopics(t, b.Addr(), 4, "words", "counts")
+	text := operators.Codec[string, string]{Key: serde.String(), Value: serde.String()}
+	db := dsl.NewBuilder("counter")
+	dsl.From(db, "words", text).GroupByKey().Count("word-counts").ToStream().To("counts")
+	topo, err := db.Build()
+	require.NoError(t, err)
+	want := produceWords(t, b.Addr(), 80, 9)
+
+	cfg := testConfig(t, b.Addr(), "threaded")
+	cfg.Threads = 2
+	in, err := runtime.NewInstance(cfg, topo, zap.NewNop(), nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, in.Start(ctx))
+	t.Cleanup(func() { assert.NoError(t, in.Stop(context.Background())) })
+	srv := runtime.NewServer("127.0.0.1:0", in, zap.NewNop())
+	require.NoError(t, srv.Start(ctx))
+	t.Cleanup(func() { assert.NoError(t, srv.Stop(context.Background())) })
+	readCommitted(t, b.Addr(), "counts", 80, time.Minute)
+
+	for {
+		busy := 0
+		for _, th := range in.Threads() {
+			if len(th.Status().Tasks) > 0 {
+				busy++
+			}
+		}
+		if busy == 2 && len(in.Status().Tasks) == 4 && in.Ready() {
+			break
+		}
+		require.NoError(t, ctx.Err(), "the threads never shared the four tasks: %+v", in.Status())
+		time.Sleep(50 * time.Millisecond)
+	}
+	c := query.NewClient("http://" + srv.Addr())
+	for word, n := range want {
+		got, found, err := query.Get(ctx, c, "word-counts", word, serde.String(), serde.Int64())
+		require.NoError(t, err, word)
+		require.True(t, found, word)
+		assert.Equal(t, n, got, word)
+	}
+	all, complete, err := query.Range[string, int64](ctx, c, "word-counts", nil, nil, 0, serde.String(), serde.Int64())
+	require.NoError(t, err)
+	assert.True(t, complete, "the process holds every partition")
+	assert.Len(t, all, len(want))
+}

@@ -193,11 +193,15 @@ func (w *Worker) Start(ctx context.Context) error {
 	return nil
 }
 
-func (w *Worker) loadInstanceID() (string, error) {
-	if w.cfg.InstanceID != "" {
-		return w.cfg.InstanceID, nil
+func (w *Worker) loadInstanceID() (string, error) { return instanceIDOf(w.cfg) }
+
+// instanceIDOf is cfg's instance id, or else the one kept in its state
+// dir, made up and kept there the first time.
+func instanceIDOf(cfg Config) (string, error) {
+	if cfg.InstanceID != "" {
+		return cfg.InstanceID, nil
 	}
-	path := filepath.Join(w.cfg.StateDir, "instance-id")
+	path := filepath.Join(cfg.StateDir, "instance-id")
 	if b, err := os.ReadFile(path); err == nil && validID.Match(b) {
 		return string(b), nil
 	}
@@ -453,6 +457,24 @@ func (w *Worker) advertise(addr string) {
 	if w.cfg.AdvertisedHTTPAddr != "" {
 		w.advertised = w.cfg.AdvertisedHTTPAddr
 	}
+}
+
+func (w *Worker) served() servedParts {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return servedParts{topo: w.topo, adminToken: w.cfg.AdminToken, metrics: w.metrics, instanceID: w.instanceID}
+}
+
+// storePartitions is the partition count of a store's task, or 0 while
+// it is not known.
+func (w *Worker) storePartitions(store string) int32 {
+	pi, _, ok := w.storeOwner(store)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !ok || w.upstream == nil {
+		return 0
+	}
+	return w.upstream.partitions[pi.Inputs[0]]
 }
 
 // owner returns the HTTP address of the worker that says it runs task.

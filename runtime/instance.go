@@ -1,0 +1,307 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/runtime/embedded"
+)
+
+// Instance is one worker process: Config.Threads stream threads, each a
+// Worker with its own pump, consumer and transactional producer, sharing
+// the process's HTTP server and status. The consumer group spreads the
+// application's tasks over every thread of every process, as over so
+// many workers, so exactly-once and causal delivery hold as they do
+// between processes.
+//
+// Thread i is the worker "<instance id>-<i>" and keeps its state in
+// "<state dir>/thread-<i>": a task that moves to another thread of the
+// same process restores its stores there. With one thread (the default)
+// the Instance is its one Worker, under the instance id and state dir as
+// given.
+type Instance struct {
+	cfg     Config
+	threads []*Worker
+	log     *zap.Logger
+	// base is the process's instance id, which the threads' derive from,
+	// once started.
+	base string
+	// broker is the embedded broker the threads share, when no bootstrap
+	// servers were given.
+	broker *embedded.Broker
+	// done is closed when the first thread stops; watchers wait for the
+	// threads' Done.
+	done     chan struct{}
+	doneOnce sync.Once
+	watchers sync.WaitGroup
+}
+
+// NewInstance checks the configuration and returns an instance whose
+// threads have not started.
+func NewInstance(cfg Config, topo *framework.Topology, log *zap.Logger, metrics *Metrics) (*Instance, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if metrics == nil {
+		metrics = NewMetrics()
+	}
+	in := &Instance{cfg: cfg, log: log, done: make(chan struct{})}
+	for i := range cfg.Threads {
+		tc := cfg
+		if cfg.Threads > 1 {
+			tc.StateDir = filepath.Join(cfg.StateDir, fmt.Sprint("thread-", i))
+		}
+		w, err := NewWorker(tc, topo, log.With(zap.Int("thread", i)), metrics)
+		if err != nil {
+			return nil, err
+		}
+		in.threads = append(in.threads, w)
+	}
+	return in, nil
+}
+
+// Threads returns the instance's stream threads.
+func (in *Instance) Threads() []*Worker { return slices.Clone(in.threads) }
+
+// Start starts every thread (and the embedded broker they share when no
+// bootstrap servers were given). If one fails to start, those started are
+// stopped again.
+func (in *Instance) Start(ctx context.Context) error {
+	if len(in.threads) > 1 {
+		if err := in.prepareThreads(); err != nil {
+			return err
+		}
+	}
+	for i, w := range in.threads {
+		if err := w.Start(ctx); err != nil {
+			stopErr := in.stopThreads(ctx, in.threads[:i])
+			in.closeBroker()
+			return errors.Join(fmt.Errorf("thread %d: %w", i, err), stopErr)
+		}
+		in.watchers.Add(1)
+		go func() {
+			defer in.watchers.Done()
+			<-w.Done()
+			in.doneOnce.Do(func() { close(in.done) })
+		}()
+	}
+	return nil
+}
+
+// prepareThreads gives each thread its instance id, derived from the
+// process's, and the embedded broker when there is to be one.
+func (in *Instance) prepareThreads() error {
+	if err := os.MkdirAll(in.cfg.StateDir, 0o755); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	base, err := instanceIDOf(in.cfg)
+	if err != nil {
+		return err
+	}
+	bootstrap := in.cfg.BootstrapServers
+	if bootstrap == "" {
+		dir := filepath.Join(in.cfg.StateDir, "broker")
+		b, err := embedded.Start(embedded.DataDir(dir))
+		if err != nil {
+			return err
+		}
+		in.broker, bootstrap = b, b.Addr()
+		in.log.Info("no bootstrap servers given: started the embedded broker", zap.String("addr", bootstrap), zap.String("data_dir", dir))
+	}
+	in.base = base
+	for i, w := range in.threads {
+		w.cfg.InstanceID = fmt.Sprintf("%s-%d", base, i)
+		w.cfg.BootstrapServers = bootstrap
+	}
+	return nil
+}
+
+// Stop stops every thread, each within Config.ShutdownTimeout and all at
+// once, then the embedded broker if the instance started one.
+func (in *Instance) Stop(ctx context.Context) error {
+	err := in.stopThreads(ctx, in.threads)
+	in.watchers.Wait()
+	in.closeBroker()
+	return err
+}
+
+func (in *Instance) stopThreads(ctx context.Context, ws []*Worker) error {
+	errs := make([]error, len(ws))
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		wg.Go(func() {
+			if err := w.Stop(ctx); err != nil {
+				errs[i] = fmt.Errorf("thread %d: %w", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (in *Instance) closeBroker() {
+	if in.broker != nil {
+		in.broker.Close()
+		in.broker = nil
+	}
+}
+
+// Done is closed once a thread has stopped, by Stop or by a fatal error.
+func (in *Instance) Done() <-chan struct{} { return in.done }
+
+// Err returns the fatal errors that stopped threads, if any.
+func (in *Instance) Err() error {
+	var errs []error
+	for i, w := range in.threads {
+		if err := w.Err(); err != nil {
+			errs = append(errs, in.threadErr(i, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// threadErr names the thread an error came from, when there are several.
+func (in *Instance) threadErr(i int, err error) error {
+	if len(in.threads) == 1 {
+		return err
+	}
+	return fmt.Errorf("thread %d: %w", i, err)
+}
+
+// Status is every thread's tasks, in task order, under the process's
+// instance id. The process is ready when a thread is and no other is
+// unready for a reason: a thread without tasks (more threads than the
+// group has tasks for) is idle.
+func (in *Instance) Status() Status {
+	if len(in.threads) == 1 {
+		return in.threads[0].Status()
+	}
+	st := Status{ApplicationID: in.cfg.ApplicationID, InstanceID: in.base, Tasks: []TaskStatus{}}
+	var errs []string
+	unready := false
+	for i, w := range in.threads {
+		ts := w.Status()
+		// A thread the group gave no task (more threads than tasks) is
+		// idle, not unready.
+		st.Ready = st.Ready || ts.Ready
+		unready = unready || (!ts.Ready && (len(ts.Tasks) > 0 || ts.Error != "" || ts.FailedCommits >= unreadyAfterFailedCommits))
+		if ts.Error != "" {
+			errs = append(errs, fmt.Sprintf("thread %d: %s", i, ts.Error))
+		}
+		if ts.FailedCommits > st.FailedCommits {
+			st.FailedCommits, st.LastCommitError = ts.FailedCommits, ts.LastCommitError
+		}
+		st.Tasks = append(st.Tasks, ts.Tasks...)
+	}
+	st.Ready = st.Ready && !unready
+	st.Error = strings.Join(errs, "; ")
+	slices.SortFunc(st.Tasks, func(a, b TaskStatus) int { return strings.Compare(a.ID, b.ID) })
+	return st
+}
+
+// Ready reports whether the process is ready; see Status.
+func (in *Instance) Ready() bool { return in.Status().Ready }
+
+// Query answers q from the thread holding its key; a range query reads
+// every thread's partitions. See Worker.Query.
+func (in *Instance) Query(ctx context.Context, q Query) (Answer, error) {
+	if len(in.threads) == 1 {
+		return in.threads[0].Query(ctx, q)
+	}
+	if q.Kind == QueryRange {
+		return in.queryRange(ctx, q)
+	}
+	var err error
+	for _, w := range in.threads {
+		var a Answer
+		if a, err = w.Query(ctx, q); !errors.Is(err, ErrNotLocal) {
+			return a, err
+		}
+	}
+	return Answer{}, err
+}
+
+// queryRange merges what each thread's partitions hold.
+func (in *Instance) queryRange(ctx context.Context, q Query) (Answer, error) {
+	merged := Answer{Store: q.Store}
+	for _, w := range in.threads {
+		a, err := w.Query(ctx, q)
+		if err != nil {
+			return Answer{}, err
+		}
+		merged.Partitions = append(merged.Partitions, a.Partitions...)
+		merged.Entries = append(merged.Entries, a.Entries...)
+		merged.Truncated = merged.Truncated || a.Truncated
+	}
+	slices.Sort(merged.Partitions)
+	slices.SortStableFunc(merged.Entries, func(x, y QueryEntry) int { return bytes.Compare(x.Key, y.Key) })
+	limit := q.Limit
+	if limit <= 0 {
+		limit = defaultQueryLimit
+	}
+	if len(merged.Entries) > limit {
+		merged.Entries, merged.Truncated = merged.Entries[:limit], true
+	}
+	merged.Complete = int32(len(merged.Partitions)) == in.threads[0].storePartitions(q.Store)
+	return merged, nil
+}
+
+// RestartTask restarts a failed task on the thread that runs it; see
+// Worker.RestartTask.
+func (in *Instance) RestartTask(ctx context.Context, id string) error {
+	var err error
+	for _, w := range in.threads {
+		if err = w.RestartTask(ctx, id); !errors.Is(err, ErrNoTask) {
+			return err
+		}
+	}
+	return err
+}
+
+// SkipRecord moves a failed task past its record on the thread that runs
+// it; see Worker.SkipRecord.
+func (in *Instance) SkipRecord(ctx context.Context, id string) (causal.Entry, error) {
+	var err error
+	for _, w := range in.threads {
+		var e causal.Entry
+		if e, err = w.SkipRecord(ctx, id); !errors.Is(err, ErrNoTask) {
+			return e, err
+		}
+	}
+	return causal.Entry{}, err
+}
+
+// DeadLetterTopic is where the threads write dead letters.
+func (in *Instance) DeadLetterTopic() string { return in.threads[0].DeadLetterTopic() }
+
+func (in *Instance) advertise(addr string) {
+	for _, w := range in.threads {
+		w.advertise(addr)
+	}
+}
+
+// owner returns the HTTP address of the process running task: any
+// thread's view of the members topic will do.
+func (in *Instance) owner(task string) (string, bool) { return in.threads[0].owner(task) }
+
+func (in *Instance) served() servedParts {
+	p := in.threads[0].served()
+	if len(in.threads) > 1 {
+		p.instanceID = in.base
+	}
+	return p
+}
