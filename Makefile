@@ -39,7 +39,7 @@ lint: ## gofmt and go vet.
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-bench: ## Micro benchmarks of the causal core, then the end-to-end comparison (about 25 minutes); results in bench-results/.
+bench: ## Micro benchmarks of the causal core, then the end-to-end comparison, stream threads pinned (about 30 minutes); results in bench-results/.
 	@# Whole rounds of every benchmark, not each benchmark $(BENCHCOUNT) times in a row: the
 	@# two sides of each ratio are then measured a minute apart at most, whatever the machine does.
 	@rm -f bench-causal.txt; for round in $$(seq $(BENCHCOUNT)); do \
@@ -49,6 +49,7 @@ bench: ## Micro benchmarks of the causal core, then the end-to-end comparison (a
 	@status=0; \
 	$(GO) run ./internal/benchreport < bench-causal.txt || status=1; \
 	$(GO) run ./internal/e2ebench -records $(E2E_RECORDS) -runs $(E2E_RUNS) -out bench-results || status=1; \
+	$(GO) run ./internal/e2ebench -pin -configs on,threads -records $(E2E_RECORDS) -runs 3 -out bench-results/threads || status=1; \
 	$(GO) run ./internal/querybench -out bench-results || status=1; \
 	exit $$status
 

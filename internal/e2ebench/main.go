@@ -40,16 +40,17 @@ const (
 	cfgFranz   = "franz-go GroupTransactSession"
 	cfgGateOff = "Causeway, gate off"
 	cfgGateOn  = "Causeway, gate on"
+	cfgThreads = "Causeway, gate on, 2 stream threads"
 	cfgOnKey   = "Causeway, gate on, outputs placed by key"
 	cfgTwoHop  = "Causeway, two hops, gate on"
 	cfgFused   = "Causeway, three steps fused (DSL)"
 	cfgThree   = "Causeway, three steps as three processors"
 )
 
-var allConfigs = []string{cfgHand, cfgHandKey, cfgHandCP, cfgHandPad, cfgFranz, cfgGateOff, cfgGateOn, cfgOnKey, cfgTwoHop, cfgFused, cfgThree}
+var allConfigs = []string{cfgHand, cfgHandKey, cfgHandCP, cfgHandPad, cfgFranz, cfgGateOff, cfgGateOn, cfgThreads, cfgOnKey, cfgTwoHop, cfgFused, cfgThree}
 
 // configIDs are the short names -configs takes.
-var configIDs = map[string]string{"hand": cfgHand, "handcp": cfgHandCP, "handkey": cfgHandKey, "handpad": cfgHandPad, "franz": cfgFranz, "off": cfgGateOff, "on": cfgGateOn, "onkey": cfgOnKey, "twohop": cfgTwoHop,
+var configIDs = map[string]string{"hand": cfgHand, "handcp": cfgHandCP, "handkey": cfgHandKey, "handpad": cfgHandPad, "franz": cfgFranz, "off": cfgGateOff, "on": cfgGateOn, "threads": cfgThreads, "onkey": cfgOnKey, "twohop": cfgTwoHop,
 	"fused": cfgFused, "three": cfgThree}
 
 type options struct {
@@ -118,7 +119,7 @@ func main() {
 	flag.IntVar(&o.latRecords, "latency-records", 3000, "records in the latency phase")
 	flag.IntVar(&o.latRate, "latency-rate", 3000, "records per second in the latency phase")
 	flag.StringVar(&o.out, "out", "bench-results", "directory for the result files")
-	flag.StringVar(&configs, "configs", "hand,handkey,franz,off,on,onkey,twohop,fused,three", "configurations to run: hand, handkey (outputs placed by key), handcp (with checkpoint writes), handpad (headers as long as Causeway's stamps), franz, off, on, onkey (outputs placed by key), twohop, fused (three stateless steps fused by the DSL), three (the same steps as three processors)")
+	flag.StringVar(&configs, "configs", "hand,handkey,franz,off,on,onkey,twohop,fused,three", "configurations to run: hand, handkey (outputs placed by key), handcp (with checkpoint writes), handpad (headers as long as Causeway's stamps), franz, off, on, threads (gate on, --threads 2), onkey (outputs placed by key), twohop, fused (three stateless steps fused by the DSL), three (the same steps as three processors)")
 	flag.StringVar(&o.brokerProf, "broker-cpuprofile", "", "write a CPU profile of the broker process to this file")
 	flag.StringVar(&o.from, "from", "", "write the report from this earlier e2e.json instead of measuring")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured process to this file")
@@ -607,9 +608,12 @@ func measure(addr string, brokerPid int, config string, size, run, id int, o opt
 		}
 	case cfgFranz:
 		p = &franzLoop{addr: addr, t: t}
-	case cfgGateOff, cfgGateOn, cfgOnKey, cfgTwoHop, cfgFused, cfgThree:
+	case cfgGateOff, cfgGateOn, cfgThreads, cfgOnKey, cfgTwoHop, cfgFused, cfgThree:
 		p = &worker{addr: addr, t: t, gateOff: config == cfgGateOff, twoHop: twoHop, byKey: config == cfgOnKey, dir: dir,
-			fused: config == cfgFused, three: config == cfgThree}
+			fused: config == cfgFused, three: config == cfgThree, threads: 1}
+		if config == cfgThreads {
+			p.(*worker).threads = 2
+		}
 	default:
 		return res, fmt.Errorf("unknown configuration %q", config)
 	}

@@ -325,9 +325,11 @@ type worker struct {
 	// DSL; three runs the same steps as three processors, with a topic
 	// between each two.
 	fused, three bool
-	dir          string
-	w            *runtime.Worker
-	m            *runtime.Metrics
+	// threads is the worker's --threads.
+	threads int
+	dir     string
+	w       *runtime.Instance
+	m       *runtime.Metrics
 }
 
 func passThrough() framework.Processor {
@@ -394,8 +396,9 @@ func (w *worker) start(ctx context.Context) error {
 	// (clockFor): checked, every record would be bad input. The cost of the
 	// check on claims that pass is measured by BenchmarkGateHeader.
 	cfg.CheckClaims = false
+	cfg.Threads = w.threads
 	w.m = runtime.NewMetrics()
-	if w.w, err = runtime.NewWorker(cfg, topo, zap.NewNop(), w.m); err != nil {
+	if w.w, err = runtime.NewInstance(cfg, topo, zap.NewNop(), w.m); err != nil {
 		return err
 	}
 	return w.w.Start(ctx)
