@@ -225,6 +225,11 @@ func (in *Instance) Query(ctx context.Context, q Query) (Answer, error) {
 	if q.Kind == QueryRange {
 		return in.queryRange(ctx, q)
 	}
+	// The thread that runs the key's task, if one does; else each says
+	// where it is not, and the last answer says where it is.
+	if w := in.threadFor(q); w != nil {
+		return w.Query(ctx, q)
+	}
 	var err error
 	for _, w := range in.threads {
 		var a Answer
@@ -233,6 +238,26 @@ func (in *Instance) Query(ctx context.Context, q Query) (Answer, error) {
 		}
 	}
 	return Answer{}, err
+}
+
+// threadFor is the thread that runs the task holding q's key, or nil. A
+// query with a clock goes there first, so that its wait is not spent
+// once per thread.
+func (in *Instance) threadFor(q Query) *Worker {
+	pi, _, ok := in.threads[0].storeOwner(q.Store)
+	n := in.threads[0].storePartitions(q.Store)
+	if !ok || n <= 0 {
+		return nil
+	}
+	id := fmt.Sprint(pi.Name, "/", framework.PartitionFor(q.Key, n))
+	for _, w := range in.threads {
+		for _, ts := range w.Status().Tasks {
+			if ts.ID == id {
+				return w
+			}
+		}
+	}
+	return nil
 }
 
 // queryRange merges what each thread's partitions hold.
