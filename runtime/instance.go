@@ -205,7 +205,10 @@ func (in *Instance) Status() Status {
 		if ts.FailedCommits > st.FailedCommits {
 			st.FailedCommits, st.LastCommitError = ts.FailedCommits, ts.LastCommitError
 		}
-		st.Tasks = append(st.Tasks, ts.Tasks...)
+		for _, t := range ts.Tasks {
+			t.Thread = i
+			st.Tasks = append(st.Tasks, t)
+		}
 	}
 	st.Ready = st.Ready && !unready
 	st.Error = strings.Join(errs, "; ")

@@ -83,5 +83,10 @@ func TestThreadsShareTheEmbeddedBroker(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond, "%+v", in.Status())
 	assert.Equal(t, threads[0].Bootstrap(), threads[1].Bootstrap(), "one broker")
 	assert.Equal(t, "proc", in.Status().InstanceID)
+	var onThread []int
+	for _, ts := range in.Status().Tasks {
+		onThread = append(onThread, ts.Thread)
+	}
+	assert.ElementsMatch(t, []int{0, 1}, onThread, "the status says which thread runs each task")
 	assert.Equal(t, []string{"proc-0", "proc-1"}, []string{threads[0].Status().InstanceID, threads[1].Status().InstanceID})
 }

@@ -28,7 +28,9 @@ const unreadyAfterFailedCommits = 3
 
 // TaskStatus describes one task.
 type TaskStatus struct {
-	ID        string          `json:"id"`
+	ID string `json:"id"`
+	// Thread is the stream thread that runs the task (see Instance).
+	Thread    int             `json:"thread"`
 	State     TaskState       `json:"state"`
 	Held      int             `json:"held"`
 	LastError string          `json:"last_error,omitempty"`

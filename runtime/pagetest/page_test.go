@@ -65,9 +65,10 @@ func browser(t *testing.T) context.Context {
 	return ctx
 }
 
-// The page of a running worker on the embedded broker draws the topology
-// and lists every task the worker reports, and a screenshot of it is
-// saved (to CAUSEWAY_SCREENSHOT when set, for docs/operations.md).
+// The page of a running worker (two stream threads) on the embedded
+// broker draws the topology and lists every task the worker reports, and
+// a screenshot of it is saved (to CAUSEWAY_SCREENSHOT when set, for
+// docs/operations.md).
 func TestPageShowsTopologyAndTasks(t *testing.T) {
 	b, err := embedded.Start()
 	require.NoError(t, err)
@@ -75,7 +76,8 @@ func TestPageShowsTopologyAndTasks(t *testing.T) {
 	cfg := runtime.DefaultConfig()
 	cfg.ApplicationID, cfg.BootstrapServers, cfg.StateDir, cfg.HTTPAddr = "shop", b.Addr(), t.TempDir(), ""
 	cfg.CreateTopics, cfg.DefaultPartitions = true, 2
-	w, err := runtime.NewWorker(cfg, shop(t), zap.NewNop(), nil)
+	cfg.Threads = 2 // one task each: the page shows the process's threads as one
+	w, err := runtime.NewInstance(cfg, shop(t), zap.NewNop(), nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -84,7 +86,7 @@ func TestPageShowsTopologyAndTasks(t *testing.T) {
 	srv := runtime.NewServer("127.0.0.1:0", w, zap.NewNop())
 	require.NoError(t, srv.Start(ctx))
 	defer func() { assert.NoError(t, srv.Stop(context.Background())) }()
-	for !w.Ready() {
+	for !w.Ready() || len(w.Status().Tasks) < 2 {
 		require.NoError(t, ctx.Err(), "the worker never got ready")
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -73,8 +73,8 @@ function render(st) {
 
   const tasks = st.tasks || [];
   fill("tasks", tasks.map(t => {
-    const r = row([t.id, el("span", t.state, "state-" + t.state), t.held, restoreText(t.restore), t.last_error || "", actions(t)]);
-    r.children[1].className = "state-cell";
+    const r = row([t.id, t.thread, el("span", t.state, "state-" + t.state), t.held, restoreText(t.restore), t.last_error || "", actions(t)]);
+    r.children[2].className = "state-cell";
     return r;
   }), "no tasks assigned to this worker");
 
