@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -17,13 +16,13 @@ import (
 // franzChangelog reads changelog partitions with franz-go, which fetches
 // records in batches without a call into C per record: a restore reads
 // several times faster than through librdkafka's per-message poll (see
-// docs/benchmarks.md). The worker uses it when the librdkafka settings it
-// was given (--kafka) do not bear on how to connect (franzCanConnect), and
-// kafkaChangelog otherwise: security and network settings are librdkafka's
-// until the worker can speak them to franz-go too.
+// docs/benchmarks.md). The worker uses it when franz-go can connect as the
+// librdkafka settings given with --kafka ask (franzConnection), and
+// kafkaChangelog otherwise.
 type franzChangelog struct {
 	watermarks
-	bootstrap string
+	// connect are the options that reach the cluster.
+	connect []kgo.Opt
 }
 
 func (f *franzChangelog) read(stop <-chan struct{}, from map[causal.Channel]int64, apply func(ch causal.Channel, key, value []byte) error,
@@ -46,7 +45,7 @@ func (f *franzChangelog) read(stop <-chan struct{}, from map[causal.Channel]int6
 			topics = append(topics, ch.Topic)
 		}
 	}
-	adm, err := kgo.NewClient(kgo.SeedBrokers(f.bootstrap))
+	adm, err := kgo.NewClient(f.connect...)
 	if err != nil {
 		return fmt.Errorf("restore client: %w", err)
 	}
@@ -83,9 +82,9 @@ func (f *franzChangelog) read(stop <-chan struct{}, from map[causal.Channel]int6
 	// share makes the first fetch a response the broker takes long to
 	// build, and nothing is applied meanwhile (16 MiB a partition took a
 	// second longer to the first record of a 5-million-record restore).
-	cl, err := kgo.NewClient(kgo.SeedBrokers(f.bootstrap), kgo.ConsumePartitions(assign),
+	cl, err := kgo.NewClient(append(slices.Clip(f.connect), kgo.ConsumePartitions(assign),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
-		kgo.FetchMaxBytes(64<<20), kgo.WithPools(&recordPool{}))
+		kgo.FetchMaxBytes(64<<20), kgo.WithPools(&recordPool{}))...)
 	if err != nil {
 		return fmt.Errorf("restore client: %w", err)
 	}
@@ -152,25 +151,4 @@ func stopped(stop <-chan struct{}, err error) error {
 	default:
 		return err
 	}
-}
-
-// tuningPrefixes are librdkafka settings that only tune clients, and so do
-// not keep franz-go from reaching the cluster the way librdkafka does.
-var tuningPrefixes = []string{"queued.", "fetch.", "max.partition.fetch.", "linger.", "batch.", "queue.", "message.",
-	"session.", "heartbeat.", "transaction.", "statistics.", "compression.", "log.", "debug", "enable.metrics.push",
-	"partition.assignment.strategy", "max.poll.interval.ms", "retry.", "retries", "request.timeout.ms", "acks"}
-
-// franzCanConnect reports whether franz-go, given only the bootstrap
-// servers, connects as librdkafka does with settings.
-func franzCanConnect(settings map[string]string) bool {
-	for k := range settings {
-		tuning := false
-		for _, p := range tuningPrefixes {
-			tuning = tuning || strings.HasPrefix(k, p)
-		}
-		if !tuning {
-			return false
-		}
-	}
-	return true
 }

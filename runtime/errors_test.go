@@ -42,19 +42,3 @@ func TestClassify(t *testing.T) {
 		})
 	}
 }
-
-func TestFranzCanConnect(t *testing.T) {
-	for _, tc := range []struct {
-		settings map[string]string
-		want     bool
-	}{
-		{nil, true},
-		{map[string]string{"queued.max.messages.kbytes": "32768", "linger.ms": "10", "fetch.wait.max.ms": "5"}, true},
-		{map[string]string{"security.protocol": "SASL_SSL"}, false},
-		{map[string]string{"linger.ms": "10", "sasl.mechanism": "PLAIN"}, false},
-		{map[string]string{"ssl.ca.location": "/ca.pem"}, false},
-		{map[string]string{"client.dns.lookup": "use_all_dns_ips"}, false},
-	} {
-		assert.Equal(t, tc.want, franzCanConnect(tc.settings), "%v", tc.settings)
-	}
-}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -30,7 +31,7 @@ type globalReader struct {
 
 // startGlobalReader reads the global tables of globals to their ends and
 // starts following them.
-func startGlobalReader(ctx context.Context, bootstrap string, globals *taskmgr.Globals, log *zap.Logger) (*globalReader, error) {
+func startGlobalReader(ctx context.Context, connect []kgo.Opt, globals *taskmgr.Globals, log *zap.Logger) (*globalReader, error) {
 	parts := map[string]map[int32]kgo.Offset{}
 	var topics []string
 	for ch := range globals.Channels() {
@@ -42,8 +43,8 @@ func startGlobalReader(ctx context.Context, bootstrap string, globals *taskmgr.G
 	}
 	// Control records (transaction markers) come too: they move a
 	// partition's position past what a transaction wrote, or aborted.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ConsumePartitions(parts), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords())
+	cl, err := kgo.NewClient(append(slices.Clip(connect), kgo.ConsumePartitions(parts), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords())...)
 	if err != nil {
 		return nil, fmt.Errorf("global tables: client: %w", err)
 	}

@@ -51,9 +51,9 @@ type membership struct {
 }
 
 // startMembership starts following the members topic.
-func startMembership(bootstrap, topic, instance string, log *zap.Logger) (*membership, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ProducerLinger(0))
+func startMembership(connect []kgo.Opt, topic, instance string, log *zap.Logger) (*membership, error) {
+	cl, err := kgo.NewClient(append(slices.Clip(connect), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ProducerLinger(0))...)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -238,12 +239,18 @@ func (w *Worker) connect(ctx context.Context) error {
 		return fmt.Errorf("consumer: %w", err)
 	}
 	w.consumer = consumer
+	// The helper readers are franz-go clients, connected as --kafka asks
+	// when franz-go can follow it.
+	franzOpts, franzErr := franzConnection(w.cfg.Kafka)
+	connect := append([]kgo.Opt{kgo.SeedBrokers(strings.Split(w.bootstrap, ",")...)}, franzOpts...)
 	var src changelogSource = &kafkaChangelog{watermarks: watermarks{consumer}, config: w.restoreConsumerConfig(), log: w.log}
-	if franzCanConnect(w.cfg.Kafka) {
-		src = &franzChangelog{watermarks: watermarks{consumer}, bootstrap: w.bootstrap}
+	if franzErr == nil {
+		src = &franzChangelog{watermarks: watermarks{consumer}, connect: connect}
+	} else {
+		w.log.Warn("restores read through librdkafka, and queries are not forwarded to other workers", zap.Error(franzErr))
 	}
-	if franzCanConnect(w.cfg.Kafka) {
-		m, err := startMembership(w.bootstrap, membersTopic(w.cfg.ApplicationID), w.instanceID, w.log)
+	if franzErr == nil {
+		m, err := startMembership(connect, membersTopic(w.cfg.ApplicationID), w.instanceID, w.log)
 		if err != nil {
 			return fmt.Errorf("members: %w", err)
 		}
@@ -252,13 +259,13 @@ func (w *Worker) connect(ctx context.Context) error {
 		w.mu.Unlock()
 	}
 	if len(w.topo.GlobalTables()) > 0 {
-		if !franzCanConnect(w.cfg.Kafka) {
-			return errors.New("global tables are read with franz-go, which does not take the security and network settings given with --kafka yet")
+		if franzErr != nil {
+			return fmt.Errorf("global tables are read with franz-go: %w", franzErr)
 		}
 		if w.globals, err = taskmgr.NewGlobals(w.topo, counts); err != nil {
 			return err
 		}
-		if w.globalReader, err = startGlobalReader(ctx, w.bootstrap, w.globals, w.log); err != nil {
+		if w.globalReader, err = startGlobalReader(ctx, connect, w.globals, w.log); err != nil {
 			return err
 		}
 	}

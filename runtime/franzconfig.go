@@ -1,0 +1,160 @@
+package runtime
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// The worker's helper readers (restores, global tables, the members
+// topic) are franz-go clients. They must reach the cluster the way the
+// librdkafka clients do, so the settings given with --kafka that decide
+// how to connect are carried over to franz-go's own options; those that
+// only tune a client are left to each client.
+
+// errFranzSetting is a --kafka setting that franz-go cannot follow.
+var errFranzSetting = errors.New("franz-go cannot connect as this librdkafka setting asks")
+
+// tuningPrefixes are librdkafka settings that only tune clients, and so do
+// not bear on how franz-go connects.
+var tuningPrefixes = []string{"queued.", "fetch.", "max.partition.fetch.", "linger.", "batch.", "queue.", "message.",
+	"session.", "heartbeat.", "transaction.", "statistics.", "compression.", "log.", "debug", "enable.metrics.push",
+	"partition.assignment.strategy", "max.poll.interval.ms", "retry.", "retries", "request.timeout.ms", "acks",
+	"socket.", "reconnect.", "connections.", "topic.metadata.", "metadata.", "api.version.", "broker.version.fallback",
+	"client.rack", "enable.idempotence", "check.crcs", "allow.auto.create.topics", "auto.commit.", "auto.offset.reset"}
+
+// connectionKeys are the librdkafka settings franzConnection carries over.
+var connectionKeys = []string{"security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password",
+	"ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "enable.ssl.certificate.verification",
+	"ssl.endpoint.identification.algorithm", "client.id"}
+
+// franzConnection returns the franz-go options that connect as librdkafka
+// does with settings: the security protocol; SASL PLAIN, SCRAM-SHA-256 and
+// SCRAM-SHA-512; TLS with a CA file, a client certificate and key, and
+// the verification settings; the client id. Any other setting that is not
+// a client's tuning is refused with errFranzSetting, naming it.
+func franzConnection(settings map[string]string) ([]kgo.Opt, error) {
+	for k := range settings {
+		tuning := slices.ContainsFunc(tuningPrefixes, func(p string) bool { return strings.HasPrefix(k, p) })
+		if !tuning && !slices.Contains(connectionKeys, k) {
+			return nil, fmt.Errorf("%w: %s", errFranzSetting, k)
+		}
+	}
+	var opts []kgo.Opt
+	if id := settings["client.id"]; id != "" {
+		opts = append(opts, kgo.ClientID(id))
+	}
+	protocol := strings.ToUpper(settings["security.protocol"])
+	if protocol == "" {
+		protocol = "PLAINTEXT"
+	}
+	var useTLS, useSASL bool
+	switch protocol {
+	case "PLAINTEXT":
+	case "SSL":
+		useTLS = true
+	case "SASL_PLAINTEXT":
+		useSASL = true
+	case "SASL_SSL":
+		useTLS, useSASL = true, true
+	default:
+		return nil, fmt.Errorf("%w: security.protocol=%s", errFranzSetting, settings["security.protocol"])
+	}
+	if useSASL {
+		m, err := franzSASL(settings)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, m)
+	}
+	if useTLS {
+		cfg, err := franzTLS(settings)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.DialTLSConfig(cfg))
+	}
+	return opts, nil
+}
+
+func franzSASL(settings map[string]string) (kgo.Opt, error) {
+	mechanism := settings["sasl.mechanisms"]
+	if mechanism == "" {
+		mechanism = settings["sasl.mechanism"]
+	}
+	if mechanism == "" {
+		mechanism = "GSSAPI" // librdkafka's default
+	}
+	user, pass := settings["sasl.username"], settings["sasl.password"]
+	switch strings.ToUpper(mechanism) {
+	case "PLAIN":
+		return kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism()), nil
+	case "SCRAM-SHA-256":
+		return kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()), nil
+	case "SCRAM-SHA-512":
+		return kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()), nil
+	}
+	return nil, fmt.Errorf("%w: sasl.mechanism=%s (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are carried over)", errFranzSetting, mechanism)
+}
+
+func franzTLS(settings map[string]string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if path := settings["ssl.ca.location"]; path != "" {
+		pem, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("ssl.ca.location: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("ssl.ca.location %s: no PEM certificate in it", path)
+		}
+	}
+	certPath, keyPath := settings["ssl.certificate.location"], settings["ssl.key.location"]
+	if (certPath == "") != (keyPath == "") {
+		return nil, errors.New("ssl.certificate.location and ssl.key.location go together")
+	}
+	if certPath != "" {
+		pair, err := tls.LoadX509KeyPair(certPath, keyPath)
+		if err != nil {
+			return nil, fmt.Errorf("client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	switch strings.ToLower(settings["enable.ssl.certificate.verification"]) {
+	case "", "true":
+	case "false":
+		cfg.InsecureSkipVerify = true
+		return cfg, nil
+	default:
+		return nil, fmt.Errorf("%w: enable.ssl.certificate.verification=%s", errFranzSetting, settings["enable.ssl.certificate.verification"])
+	}
+	switch strings.ToLower(settings["ssl.endpoint.identification.algorithm"]) {
+	case "", "https":
+	case "none":
+		// The chain is verified, the host name is not.
+		roots := cfg.RootCAs
+		cfg.InsecureSkipVerify = true
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("the broker sent no certificate")
+			}
+			vo := x509.VerifyOptions{Roots: roots, Intermediates: x509.NewCertPool()}
+			for _, c := range cs.PeerCertificates[1:] {
+				vo.Intermediates.AddCert(c)
+			}
+			_, err := cs.PeerCertificates[0].Verify(vo)
+			return err
+		}
+	default:
+		return nil, fmt.Errorf("%w: ssl.endpoint.identification.algorithm=%s", errFranzSetting, settings["ssl.endpoint.identification.algorithm"])
+	}
+	return cfg, nil
+}
