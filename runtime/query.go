@@ -82,7 +82,8 @@ type Query struct {
 	// session's, say): the answer waits until the store has taken in,
 	// and committed, every record the clock names that can reach the
 	// key, directly or through the processors before the store, so a
-	// client reads its own writes. Claims on records that cannot reach
+	// client reads its own writes. It waits while the key's task
+	// restores, too. Claims on records that cannot reach
 	// the store are ignored. Wait bounds the wait (0: DefaultQueryWait);
 	// past it the query fails with ErrNotCaughtUp.
 	After causal.Clock  `json:"-"`
@@ -187,7 +188,8 @@ func (w *Worker) takeQueries() {
 func (w *Worker) takeQuery(req queryRequest) {
 	if !req.q.After.IsEmpty() {
 		caught, err := w.caughtUp(req.q)
-		if err == nil && !caught {
+		if (err == nil && !caught) || restoring(err) {
+			// Not caught up yet, or its task restores: it waits.
 			w.pendingQueries = append(w.pendingQueries, req)
 			return
 		}
@@ -210,6 +212,9 @@ func (w *Worker) answerQueries() {
 		if !req.q.After.IsEmpty() {
 			caught, err := w.caughtUp(req.q)
 			switch {
+			case restoring(err) && time.Now().Before(req.until):
+				waiting = append(waiting, req) // its task restores: asked again at the next commit
+				continue
 			case err != nil:
 				req.reply <- queryReply{err: err}
 				continue
@@ -377,8 +382,22 @@ func (w *Worker) queryTask(processor string, p int32) (*taskmgr.Task, error) {
 	switch {
 	case !ok:
 		return nil, &NotLocalError{Task: id}
+	case rt.State == StateRestoring:
+		return nil, fmt.Errorf("%w: %w", ErrNotAvailable, &restoringError{task: id})
 	case rt.State != StateRunning || rt.T == nil:
 		return nil, fmt.Errorf("%w: %s is %s", ErrNotAvailable, id, rt.State)
 	}
 	return rt, nil
+}
+
+// restoringError is a query for a key whose task restores.
+type restoringError struct{ task string }
+
+func (e *restoringError) Error() string { return e.task + " is " + string(StateRestoring) }
+
+// restoring reports whether err is a query's for a task that restores: a
+// query with a clock waits for it.
+func restoring(err error) bool {
+	var re *restoringError
+	return errors.As(err, &re)
 }

@@ -62,3 +62,43 @@ func waitRunning(t *testing.T, w *Worker, rt *taskmgr.Task) {
 		require.NoError(t, w.fatalErr)
 	}
 }
+
+// A query with a clock waits while its key's task restores, and answers
+// once it runs and has committed what the clock names; the same query
+// without a clock is told at once to ask again.
+func TestACausalQueryWaitsForItsRestoringTask(t *testing.T) {
+	topo, parts := counting(t)
+	fake := newFakeKafka(t)
+	first := newFakeWorker(t, fake, topo, parts)
+	key := keyOn(t, 0, 2)
+	fake.send(in0, key)
+	first.drainAndCommit(t)
+	first.closeTasks()
+
+	release := make(chan struct{})
+	fake.holdRestore = map[causal.Channel]chan struct{}{{Topic: storeChangelogTopic("fake", "counts"), Partition: 0}: release}
+	w := newFakeWorker(t, fake, topo, parts)
+	count0 := w.taskObject(t, "count/0")
+	waitRunning(t, w, w.taskObject(t, "count/1")) // the restore has read what it holds back
+	require.Equal(t, StateRestoring, count0.State)
+	off := fake.send(in0, key) // the client writes while the task restores
+	clock, err := causal.NewClock(causal.Entry{Channel: in0, Offset: off})
+	require.NoError(t, err)
+	causalAnswer := asyncQuery(t, w, Query{Store: "counts", Kind: QueryGet, Key: []byte(key), After: clock, Wait: time.Minute})
+	plainAnswer := asyncQuery(t, w, Query{Store: "counts", Kind: QueryGet, Key: []byte(key)})
+	w.answerQueries()
+	assert.ErrorIs(t, (<-plainAnswer).err, ErrNotAvailable, "a plain query is told to ask again")
+	select {
+	case r := <-causalAnswer:
+		t.Fatalf("the causal query did not wait for the restore: %+v, %v", r.a, r.err)
+	default:
+	}
+
+	close(release)
+	waitRunning(t, w, count0)
+	w.drainAndCommit(t)
+	w.answerQueries()
+	r := <-causalAnswer
+	require.NoError(t, r.err)
+	assert.Len(t, r.a.Value, 2, "the restored count and the client's write")
+}

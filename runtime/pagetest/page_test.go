@@ -7,6 +7,7 @@ package pagetest
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,8 +87,10 @@ func TestPageShowsTopologyAndTasks(t *testing.T) {
 	srv := runtime.NewServer("127.0.0.1:0", w, zap.NewNop())
 	require.NoError(t, srv.Start(ctx))
 	defer func() { assert.NoError(t, srv.Stop(context.Background())) }()
-	for !w.Ready() || len(w.Status().Tasks) < 2 {
-		require.NoError(t, ctx.Err(), "the worker never got ready")
+	// Ready once the group has given each thread its task (the first
+	// thread to join holds both until the second joins).
+	for !w.Ready() || len(w.Threads()[0].Status().Tasks) != 1 || len(w.Threads()[1].Status().Tasks) != 1 {
+		require.NoError(t, ctx.Err(), "the worker never got ready: %+v", w.Status())
 		time.Sleep(50 * time.Millisecond)
 	}
 	// Two payments of one order, counted and committed before the page
@@ -104,6 +107,11 @@ func TestPageShowsTopologyAndTasks(t *testing.T) {
 	p.Close()
 	for {
 		a, err := w.Query(ctx, runtime.Query{Store: "payments-per-order", Kind: runtime.QueryGet, Key: []byte("o-1")})
+		if errors.Is(err, runtime.ErrNotAvailable) { // a task still restoring: ask again
+			require.NoError(t, ctx.Err(), "%v", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
 		require.NoError(t, err)
 		if len(a.Value) == 8 && a.Value[7] == 2 {
 			break
