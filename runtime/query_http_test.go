@@ -31,11 +31,7 @@ func TestQueriesOverHTTP(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
 	createTopics(t, b.Addr(), 2, "words", "counts")
-	text := operators.Codec[string, string]{Key: serde.String(), Value: serde.String()}
-	db := dsl.NewBuilder("counter")
-	dsl.From(db, "words", text).GroupByKey().Count("word-counts").ToStream().To("counts")
-	topo, err := db.Build()
-	require.NoError(t, err)
+	topo := wordCounter(t)
 
 	want := produceWords(t, b.Addr(), 60, 7)
 	topic := "words"
@@ -125,11 +121,7 @@ func TestQueriesFindTheWorkerHoldingTheKey(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
 	createTopics(t, b.Addr(), 4, "words", "counts")
-	text := operators.Codec[string, string]{Key: serde.String(), Value: serde.String()}
-	db := dsl.NewBuilder("counter")
-	dsl.From(db, "words", text).GroupByKey().Count("word-counts").ToStream().To("counts")
-	topo, err := db.Build()
-	require.NoError(t, err)
+	topo := wordCounter(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -187,6 +179,18 @@ func TestQueriesFindTheWorkerHoldingTheKey(t *testing.T) {
 		}
 	}
 	assert.Positive(t, forwarded, "some queries had to be forwarded")
+}
+
+// wordCounter counts the words of "words" in store "word-counts", and
+// writes the counts to "counts".
+func wordCounter(t *testing.T) *framework.Topology {
+	t.Helper()
+	text := operators.Codec[string, string]{Key: serde.String(), Value: serde.String()}
+	db := dsl.NewBuilder("counter")
+	dsl.From(db, "words", text).GroupByKey().Count("word-counts").ToStream().To("counts")
+	topo, err := db.Build()
+	require.NoError(t, err)
+	return topo
 }
 
 // taskOf says which task of the counter holds word, and whether w runs it.
@@ -321,11 +325,7 @@ func TestTwoThreadsAnswerForTheWholeProcess(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
 	createTopics(t, b.Addr(), 4, "words", "counts")
-	text := operators.Codec[string, string]{Key: serde.String(), Value: serde.String()}
-	db := dsl.NewBuilder("counter")
-	dsl.From(db, "words", text).GroupByKey().Count("word-counts").ToStream().To("counts")
-	topo, err := db.Build()
-	require.NoError(t, err)
+	topo := wordCounter(t)
 	want := produceWords(t, b.Addr(), 80, 9)
 
 	cfg := testConfig(t, b.Addr(), "threaded")

@@ -37,6 +37,7 @@ type ReadReport struct {
 	LongestWait time.Duration
 }
 
+// String is the report in one line.
 func (r ReadReport) String() string {
 	return fmt.Sprintf("with the client's clock %d/%d paid (longest wait %v), without it %d/%d; %d asked of the worker not holding the order",
 		r.CausalPaid, r.Orders, r.LongestWait.Round(time.Millisecond), r.PlainPaid, r.Orders, r.Forwarded)
