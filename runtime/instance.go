@@ -41,9 +41,11 @@ type Instance struct {
 	// servers were given.
 	broker *embedded.Broker
 	// done is closed when the first thread stops; watchers wait for the
-	// threads' Done.
+	// threads' Done, or for quit, which Stop closes.
 	done     chan struct{}
 	doneOnce sync.Once
+	quit     chan struct{}
+	quitOnce sync.Once
 	watchers sync.WaitGroup
 }
 
@@ -59,7 +61,7 @@ func NewInstance(cfg Config, topo *framework.Topology, log *zap.Logger, metrics 
 	if metrics == nil {
 		metrics = NewMetrics()
 	}
-	in := &Instance{cfg: cfg, log: log, done: make(chan struct{})}
+	in := &Instance{cfg: cfg, log: log, done: make(chan struct{}), quit: make(chan struct{})}
 	for i := range cfg.Threads {
 		tc := cfg
 		if cfg.Threads > 1 {
@@ -95,8 +97,11 @@ func (in *Instance) Start(ctx context.Context) error {
 		in.watchers.Add(1)
 		go func() {
 			defer in.watchers.Done()
-			<-w.Done()
-			in.doneOnce.Do(func() { close(in.done) })
+			select {
+			case <-w.Done():
+				in.doneOnce.Do(func() { close(in.done) })
+			case <-in.quit:
+			}
 		}()
 	}
 	return nil
@@ -134,6 +139,8 @@ func (in *Instance) prepareThreads() error {
 // once, then the embedded broker if the instance started one.
 func (in *Instance) Stop(ctx context.Context) error {
 	err := in.stopThreads(ctx, in.threads)
+	in.doneOnce.Do(func() { close(in.done) })
+	in.quitOnce.Do(func() { close(in.quit) }) // a thread that did not stop in time is not waited for
 	in.watchers.Wait()
 	in.closeBroker()
 	return err
@@ -160,7 +167,8 @@ func (in *Instance) closeBroker() {
 	}
 }
 
-// Done is closed once a thread has stopped, by Stop or by a fatal error.
+// Done is closed once a thread has stopped, by a fatal error, or the
+// instance by Stop.
 func (in *Instance) Done() <-chan struct{} { return in.done }
 
 // Err returns the fatal errors that stopped threads, if any.
