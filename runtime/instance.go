@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -284,14 +283,7 @@ func (in *Instance) queryRange(ctx context.Context, q Query) (Answer, error) {
 		merged.Truncated = merged.Truncated || a.Truncated
 	}
 	slices.Sort(merged.Partitions)
-	slices.SortStableFunc(merged.Entries, func(x, y QueryEntry) int { return bytes.Compare(x.Key, y.Key) })
-	limit := q.Limit
-	if limit <= 0 {
-		limit = defaultQueryLimit
-	}
-	if len(merged.Entries) > limit {
-		merged.Entries, merged.Truncated = merged.Entries[:limit], true
-	}
+	merged.keepFirst(q.limit())
 	merged.Complete = int32(len(merged.Partitions)) == in.threads[0].storePartitions(q.Store)
 	return merged, nil
 }

@@ -93,6 +93,14 @@ type Query struct {
 // defaultQueryLimit caps a range query that gives no limit.
 const defaultQueryLimit = 1000
 
+// limit is how many entries a range query may answer.
+func (q Query) limit() int {
+	if q.Limit <= 0 {
+		return defaultQueryLimit
+	}
+	return q.Limit
+}
+
 // QueryEntry is one key of an answer, with the window it belongs to for a
 // windows query.
 type QueryEntry struct {
@@ -117,6 +125,15 @@ type Answer struct {
 	Entries []QueryEntry `json:"entries,omitempty"`
 	// Truncated: a range query had more than its limit.
 	Truncated bool `json:"truncated,omitempty"`
+}
+
+// keepFirst puts a range answer's entries, gathered partition by
+// partition, in key order, and keeps the first limit of them.
+func (a *Answer) keepFirst(limit int) {
+	slices.SortStableFunc(a.Entries, func(x, y QueryEntry) int { return bytes.Compare(x.Key, y.Key) })
+	if len(a.Entries) > limit {
+		a.Entries, a.Truncated = a.Entries[:limit], true
+	}
 }
 
 // queryRequest is a query on its way to the pump.
@@ -186,20 +203,9 @@ func (w *Worker) takeQueries() {
 
 // takeQuery answers req now, unless its clock makes it wait for a commit.
 func (w *Worker) takeQuery(req queryRequest) {
-	if !req.q.After.IsEmpty() {
-		caught, err := w.caughtUp(req.q)
-		if (err == nil && !caught) || restoring(err) {
-			// Not caught up yet, or its task restores: it waits.
-			w.pendingQueries = append(w.pendingQueries, req)
-			return
-		}
-		if err != nil {
-			req.reply <- queryReply{err: err}
-			return
-		}
+	if w.settle(req) {
+		w.pendingQueries = append(w.pendingQueries, req)
 	}
-	a, err := w.answer(req.q)
-	req.reply <- queryReply{a: a, err: err}
 }
 
 // answerQueries answers the queries waiting for a commit that caught
@@ -209,28 +215,35 @@ func (w *Worker) answerQueries() {
 	w.takeQueries()
 	waiting := w.pendingQueries[:0]
 	for _, req := range w.pendingQueries {
-		if !req.q.After.IsEmpty() {
-			caught, err := w.caughtUp(req.q)
-			switch {
-			case restoring(err) && time.Now().Before(req.until):
-				waiting = append(waiting, req) // its task restores: asked again at the next commit
-				continue
-			case err != nil:
-				req.reply <- queryReply{err: err}
-				continue
-			case !caught && time.Now().Before(req.until):
-				waiting = append(waiting, req) // asked again at the next commit
-				continue
-			case !caught:
-				req.reply <- queryReply{err: fmt.Errorf("%w: waited until %s", ErrNotCaughtUp, req.until.Format(time.RFC3339Nano))}
-				continue
-			}
+		if w.settle(req) {
+			waiting = append(waiting, req)
 		}
-		a, err := w.answer(req.q)
-		req.reply <- queryReply{a: a, err: err}
 	}
 	clear(w.pendingQueries[len(waiting):])
 	w.pendingQueries = waiting
+}
+
+// settle answers req, or reports that it waits for a commit: its clock
+// names records the store has not taken in yet, or its task restores, and
+// its wait is not over.
+func (w *Worker) settle(req queryRequest) (waits bool) {
+	if !req.q.After.IsEmpty() {
+		caught, err := w.caughtUp(req.q)
+		behind := (err == nil && !caught) || restoring(err)
+		switch {
+		case behind && time.Now().Before(req.until):
+			return true // asked again at the next commit
+		case err != nil:
+			req.reply <- queryReply{err: err}
+			return false
+		case !caught:
+			req.reply <- queryReply{err: fmt.Errorf("%w: waited until %s", ErrNotCaughtUp, req.until.Format(time.RFC3339Nano))}
+			return false
+		}
+	}
+	a, err := w.answer(req.q)
+	req.reply <- queryReply{a: a, err: err}
+	return false
 }
 
 // caughtUp reports whether the task holding q's key has committed every
@@ -317,10 +330,7 @@ func (w *Worker) answer(q Query) (Answer, error) {
 		if spec.Kind != framework.KeyValueKind {
 			return a, fmt.Errorf("store %q is not a key-value store", q.Store)
 		}
-		limit := q.Limit
-		if limit <= 0 {
-			limit = defaultQueryLimit
-		}
+		limit := q.limit()
 		a.Complete = true
 		for p := range n {
 			rt, err := w.queryTask(pi.Name, p)
@@ -340,10 +350,7 @@ func (w *Worker) answer(q Query) (Answer, error) {
 				read++
 			}
 		}
-		slices.SortStableFunc(a.Entries, func(x, y QueryEntry) int { return bytes.Compare(x.Key, y.Key) })
-		if len(a.Entries) > limit {
-			a.Entries, a.Truncated = a.Entries[:limit], true
-		}
+		a.keepFirst(limit)
 		return a, nil
 	}
 	return a, fmt.Errorf("unknown query kind %q", q.Kind)

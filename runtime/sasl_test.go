@@ -16,14 +16,23 @@ import (
 	"github.com/causeway-stream/causeway/runtime/embedded"
 )
 
-// A cluster that takes only SASL clients: the worker's librdkafka
-// clients get the credentials through --kafka, and so do its franz-go
-// readers (here the global table's, which the join needs, and the
+// A cluster that takes only SASL clients (PLAIN, and SCRAM): the worker's
+// librdkafka clients get the credentials through --kafka, and so do its
+// franz-go readers (here the global table's, which the join needs, and the
 // restores'), which before refused such settings.
 func TestWorkerOnASASLCluster(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t, embedded.KfakeOpts(kfake.EnableSASL(), kfake.Superuser("PLAIN", "causeway", "s3cret")))
-	sasl := map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+	for _, mechanism := range []string{"PLAIN", "SCRAM-SHA-512"} {
+		t.Run(mechanism, func(t *testing.T) {
+			t.Parallel()
+			workerOnASASLCluster(t, mechanism)
+		})
+	}
+}
+
+func workerOnASASLCluster(t *testing.T, mechanism string) {
+	b := startBroker(t, embedded.KfakeOpts(kfake.EnableSASL(), kfake.Superuser(mechanism, "causeway", "s3cret")))
+	sasl := map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
 		"sasl.username": "causeway", "sasl.password": "s3cret"}
 	client := func(extra kafka.ConfigMap) *kafka.ConfigMap {
 		cm := kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false}
