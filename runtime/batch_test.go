@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
@@ -33,28 +32,15 @@ func TestRevocationMidBatchCommitsWhatWasTaken(t *testing.T) {
 
 	var mu sync.Mutex
 	taken := map[string]int64{} // topic -> offset of the last record handed out
-	untilRevoke, revoked := 4, false
-	runtime.WrapPoll(w, func(poll func(int) kafka.Event, revoke func()) func(int) kafka.Event {
-		return func(timeoutMs int) kafka.Event {
-			mu.Lock()
-			defer mu.Unlock()
-			if revoked {
-				return poll(timeoutMs)
-			}
-			// A zero timeout is the pump asking for more of a batch it has
-			// begun: at least one event is taken and not handled yet.
-			if timeoutMs == 0 && untilRevoke <= 0 {
-				revoked = true
-				revoke()
-				return nil
-			}
-			ev := poll(timeoutMs)
-			if m, ok := ev.(*kafka.Message); ok && m.TopicPartition.Error == nil {
-				taken[*m.TopicPartition.Topic] = int64(m.TopicPartition.Offset)
-				untilRevoke--
-			}
-			return ev
-		}
+	revoked := false
+	runtime.RevokeInABatch(w, 4, func(topic string, offset int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		taken[topic] = offset
+	}, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		revoked = true
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -7,9 +7,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-	"go.uber.org/zap"
-
 	"github.com/causeway-stream/causeway/causal"
 )
 
@@ -135,8 +132,8 @@ func decodeTaskCheckpoint(b []byte) (taskCheckpoint, error) {
 }
 
 // changelogMessage is a changelog record for partition p.
-func changelogMessage(topic *string, p int32, key, value []byte) *kafka.Message {
-	return &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: topic, Partition: p}, Key: key, Value: value}
+func changelogMessage(topic string, p int32, key, value []byte) message {
+	return message{Topic: topic, Partition: p, Key: key, Value: value}
 }
 
 // watermarks gives a changelog source the bounds of a partition, from the
@@ -144,87 +141,5 @@ func changelogMessage(topic *string, p int32, key, value []byte) *kafka.Message 
 type watermarks struct{ offsets offsetSource }
 
 func (w watermarks) bounds(ch causal.Channel) (low, high int64, err error) {
-	return w.offsets.QueryWatermarkOffsets(ch.Topic, ch.Partition, 10000)
-}
-
-// kafkaChangelog reads changelog partitions with a consumer of its own,
-// outside the group, under read_committed.
-type kafkaChangelog struct {
-	watermarks
-	config kafka.ConfigMap
-	log    *zap.Logger
-}
-
-func (k *kafkaChangelog) read(stop <-chan struct{}, from map[causal.Channel]int64, apply func(ch causal.Channel, key, value []byte) error,
-	done func(ch causal.Channel, end int64) error) error {
-	ends := map[causal.Channel]int64{}
-	pending := map[causal.Channel]bool{}
-	var tps []kafka.TopicPartition
-	for ch, off := range from {
-		_, high, err := k.bounds(ch)
-		if err != nil {
-			return fmt.Errorf("bounds of %s: %w", ch, err)
-		}
-		if off >= high {
-			if err := done(ch, off); err != nil {
-				return err
-			}
-			continue
-		}
-		ends[ch] = off
-		topic := ch.Topic
-		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: ch.Partition, Offset: kafka.Offset(off)})
-		pending[ch] = true
-	}
-	if len(tps) == 0 {
-		return nil
-	}
-	rc, err := kafka.NewConsumer(&k.config)
-	if err != nil {
-		return fmt.Errorf("restore consumer: %w", err)
-	}
-	defer func() {
-		if err := rc.Close(); err != nil {
-			k.log.Warn("close restore consumer", zap.Error(err))
-		}
-	}()
-	if err := rc.Assign(tps); err != nil {
-		return fmt.Errorf("assign changelog partitions: %w", err)
-	}
-	for len(pending) > 0 {
-		select {
-		case <-stop:
-			return ErrStopped
-		default:
-		}
-		switch e := rc.Poll(100).(type) {
-		case *kafka.Message:
-			tp := e.TopicPartition
-			if tp.Error != nil {
-				return fmt.Errorf("read changelog %s: %w", partitionString(*tp.Topic, tp.Partition), tp.Error)
-			}
-			ch := causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}
-			if err := apply(ch, e.Key, e.Value); err != nil {
-				return err
-			}
-			ends[ch] = int64(tp.Offset) + 1
-		case kafka.PartitionEOF:
-			if e.Topic == nil {
-				continue
-			}
-			ch := causal.Channel{Topic: *e.Topic, Partition: e.Partition}
-			if !pending[ch] {
-				continue
-			}
-			delete(pending, ch)
-			if err := done(ch, max(ends[ch], int64(e.Offset))); err != nil {
-				return err
-			}
-		case kafka.Error:
-			if e.IsFatal() {
-				return fmt.Errorf("read changelog: %w", e)
-			}
-		}
-	}
-	return nil
+	return w.offsets.Watermarks(ch)
 }

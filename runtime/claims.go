@@ -3,8 +3,6 @@ package runtime
 import (
 	"fmt"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-
 	"github.com/causeway-stream/causeway/causal"
 )
 
@@ -23,14 +21,14 @@ func (w *Worker) claimEnd(claim causal.Entry) (int64, error) {
 	if end, ok := w.claimEnds[ch]; ok && end > claim.Offset {
 		return end, nil
 	}
-	if _, high, err := w.consumer.GetWatermarkOffsets(ch.Topic, ch.Partition); err == nil && high > claim.Offset {
+	if _, high, ok := w.consumer.CachedWatermarks(ch); ok && high > claim.Offset {
 		w.claimEnds[ch] = high
 		return high, nil
 	}
-	_, high, err := w.consumer.QueryWatermarkOffsets(ch.Topic, ch.Partition, 5000)
-	switch errorCode(err) {
-	case kafka.ErrNoError:
-	case kafka.ErrUnknownTopicOrPart, kafka.ErrUnknownTopic, kafka.ErrUnknownPartition:
+	_, high, err := w.consumer.Watermarks(ch)
+	switch {
+	case err == nil:
+	case kindOf(err) == kindUnknownPartition:
 		return -1, nil
 	default:
 		return 0, fmt.Errorf("end of %s: %w", ch, err)

@@ -3,7 +3,6 @@ package runtime
 import (
 	"testing"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -97,7 +96,7 @@ func TestImpossibleClaimsAreCaughtWhereTheyEnter(t *testing.T) {
 		dead := fake.outputs("dead")
 		require.Len(t, dead, 2)
 		assert.Equal(t, "r-bogus", string(dead[0].Value))
-		assert.Contains(t, dead[1].Headers, kafka.Header{Key: framework.HeaderDLQError,
+		assert.Contains(t, dead[1].Headers, framework.Header{Key: framework.HeaderDLQError,
 			Value: []byte(`requests/0@2 claims nosuchtopic/0 up to offset 5, but topic "nosuchtopic" does not exist: the producer of that record stamped a claim on nothing`)})
 		assert.ElementsMatch(t, []string{"o1", "r-ok", "r-after"}, values(fake.outputs("audit-log")), "audit is not wedged")
 		noImpossibleClaims(t, fake)

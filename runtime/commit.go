@@ -51,7 +51,7 @@ func (w *Worker) commit() error {
 		w.abortAndRebuild()
 		return nil
 	}
-	md, err := w.consumer.GetConsumerGroupMetadata()
+	md, err := w.consumer.GroupMetadata()
 	if err != nil {
 		return fmt.Errorf("group metadata: %w", err)
 	}
@@ -70,7 +70,7 @@ func (w *Worker) writeChangelog(p taskmgr.Pending) error {
 	for name, changes := range p.Snap.Changes {
 		cl := storeChangelogTopic(w.cfg.ApplicationID, name)
 		for _, c := range changes {
-			if err := w.producer.produce(changelogMessage(&cl, p.Task.Partition, c.Key, c.Value)); err != nil {
+			if err := w.producer.produce(changelogMessage(cl, p.Task.Partition, c.Key, c.Value)); err != nil {
 				return err
 			}
 		}
@@ -81,7 +81,7 @@ func (w *Worker) writeChangelog(p taskmgr.Pending) error {
 	}
 	cp := taskCheckpoint{next: next, stream: p.Snap.StreamTime, gate: p.Snap.Checkpoint}
 	topic := checkpointTopic(w.cfg.ApplicationID, p.Task.Processor)
-	return w.producer.produce(changelogMessage(&topic, p.Task.Partition, checkpointRecordKey, cp.encode()))
+	return w.producer.produce(changelogMessage(topic, p.Task.Partition, checkpointRecordKey, cp.encode()))
 }
 
 // onCommitError aborts and rebuilds the tasks that had effects in the
@@ -94,7 +94,7 @@ func (w *Worker) onCommitError(err error) {
 	}
 	w.failedCommits++
 	w.lastCommitErr = err
-	w.producer.refusals.transactionFailed()
+	w.producer.refusals.transactionFailed(w.producer.client)
 	w.log.Warn("transaction failed; aborting and rebuilding the tasks with work in it from committed state",
 		zap.Error(err), zap.Stringer("class", classify(err)), zap.Int("consecutive_failures", w.failedCommits))
 	// Back off on repeated failures so a persistent fault does not spin.

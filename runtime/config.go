@@ -123,6 +123,10 @@ type Config struct {
 	// by default is this machine only. Flag --admin-token, env
 	// CAUSEWAY_ADMIN_TOKEN.
 	AdminToken string
+	// Client is the Kafka client library the worker's clients use:
+	// "librdkafka" (default; confluent-kafka-go, which needs cgo) or
+	// "franz" (franz-go, pure Go). Flag --client, env CAUSEWAY_CLIENT.
+	Client string
 	// Development switches logs to a human-readable console format.
 	// Flag --dev, env CAUSEWAY_DEV.
 	Development bool
@@ -133,6 +137,12 @@ type Config struct {
 	// (CAUSEWAY_KAFKA_SASL_MECHANISM=PLAIN).
 	Kafka map[string]string
 }
+
+// The Kafka client libraries a worker can use (Config.Client).
+const (
+	ClientLibrdkafka = "librdkafka"
+	ClientFranz      = "franz"
+)
 
 // maxThreads bounds Config.Threads: each thread is a consumer and a
 // producer with their own connections and buffers.
@@ -152,6 +162,7 @@ func DefaultConfig() Config {
 		MaxHeldPerChannel: 10_000,
 		ShutdownTimeout:   10 * time.Second,
 		Threads:           1,
+		Client:            ClientLibrdkafka,
 		Kafka:             map[string]string{},
 	}
 }
@@ -206,6 +217,7 @@ func Load(args []string, env func(string) string) (Config, error) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound on a graceful stop")
 	threads := envOr(env, "CAUSEWAY_THREADS", strconv.Itoa(c.Threads))
 	fs.StringVar(&threads, "threads", threads, "stream threads: pumps, each with its own consumer and producer, that share the process's tasks")
+	fs.StringVar(&c.Client, "client", envOr(env, "CAUSEWAY_CLIENT", c.Client), "Kafka client library: librdkafka or franz (pure Go)")
 	fs.StringVar(&gate, "gate", envOr(env, "CAUSEWAY_GATE", gate), "on, or off to deliver without causal order (demonstrations only)")
 	fs.BoolVar(&c.CheckClaims, "check-claims", envOr(env, "CAUSEWAY_CHECK_CLAIMS", "true") == "true", "check that claims entering the topology name records that exist")
 	fs.StringVar(&c.AdminToken, "admin-token", env("CAUSEWAY_ADMIN_TOKEN"), "bearer token required by the HTTP endpoints that change something (default: none)")
@@ -303,6 +315,8 @@ func (c Config) Validate() error {
 		return bad("stores %q: want %s or %s", c.Stores, StoresPebble, StoresMemory)
 	case c.Threads < 1 || c.Threads > maxThreads:
 		return bad("threads %d: want 1 to %d", c.Threads, maxThreads)
+	case c.Client != ClientLibrdkafka && c.Client != ClientFranz:
+		return bad("client %q: want %s or %s", c.Client, ClientLibrdkafka, ClientFranz)
 	}
 	for _, k := range []string{"group.id", "group.instance.id", "transactional.id", "isolation.level", "enable.auto.commit", "enable.partition.eof"} {
 		if _, ok := c.Kafka[k]; ok {

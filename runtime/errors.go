@@ -3,8 +3,6 @@ package runtime
 import (
 	"errors"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-
 	"github.com/causeway-stream/causeway/internal/taskmgr"
 )
 
@@ -66,60 +64,4 @@ func (c errorClass) String() string {
 		return "fatal"
 	}
 	return "unknown"
-}
-
-// classify sorts a librdkafka error into the worker's error classes. An
-// error that carries no Kafka error code is abortable: the transaction is
-// the unit the worker can undo.
-func classify(err error) errorClass {
-	var ke kafka.Error
-	if !errors.As(err, &ke) {
-		return classAbortable
-	}
-	switch ke.Code() {
-	case kafka.ErrFenced, kafka.ErrProducerFenced, kafka.ErrInvalidProducerEpoch,
-		kafka.ErrAuthentication, kafka.ErrSaslAuthenticationFailed, kafka.ErrClusterAuthorizationFailed,
-		kafka.ErrTransactionalIDAuthorizationFailed:
-		return classFatal
-	case kafka.ErrMsgSizeTooLarge, kafka.ErrRecordListTooLarge, kafka.ErrInvalidRecord, kafka.ErrInvalidMsg,
-		kafka.ErrUnknownTopic, kafka.ErrUnknownTopicOrPart, kafka.ErrTopicException, kafka.ErrTopicAuthorizationFailed,
-		kafka.ErrPolicyViolation:
-		return classRecord
-	case kafka.ErrTimedOut, kafka.ErrRequestTimedOut, kafka.ErrNotEnoughReplicas, kafka.ErrNotEnoughReplicasAfterAppend,
-		kafka.ErrLeaderNotAvailable, kafka.ErrNotLeaderForPartition, kafka.ErrCoordinatorNotAvailable,
-		kafka.ErrNotCoordinator, kafka.ErrCoordinatorLoadInProgress, kafka.ErrConcurrentTransactions:
-		if !ke.IsFatal() && !ke.TxnRequiresAbort() {
-			return classRetriable
-		}
-	}
-	switch {
-	case ke.IsFatal():
-		return classFatal
-	case ke.TxnRequiresAbort():
-		return classAbortable
-	case ke.IsRetriable():
-		return classRetriable
-	}
-	return classAbortable
-}
-
-// errorCode is the librdkafka error code err carries, possibly wrapped, or
-// ErrNoError if it carries none (nil included). Its kafka.Error escapes to
-// the heap, so hot paths call it only once they have an error: the produce
-// path cannot afford an allocation per record.
-func errorCode(err error) kafka.ErrorCode {
-	var ke kafka.Error
-	if !errors.As(err, &ke) {
-		return kafka.ErrNoError
-	}
-	return ke.Code()
-}
-
-// tooLarge reports whether err refused a record for its size.
-func tooLarge(err error) bool {
-	switch errorCode(err) {
-	case kafka.ErrMsgSizeTooLarge, kafka.ErrRecordListTooLarge:
-		return true
-	}
-	return false
 }

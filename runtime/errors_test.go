@@ -1,3 +1,5 @@
+//go:build cgo
+
 package runtime
 
 import (
@@ -9,9 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// One row per class of docs/operations.md's error table, with the errors
-// that stand for it.
-func TestClassify(t *testing.T) {
+// One row per class of docs/operations.md's error table, with the
+// librdkafka errors that stand for it.
+func TestClassifyLibrdkafkaErrors(t *testing.T) {
 	tests := []struct {
 		name string
 		give error
@@ -38,7 +40,27 @@ func TestClassify(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, classify(tt.give), "%v", tt.give)
+			assert.Equal(t, tt.want, classify(rdkError(tt.give)), "%v", tt.give)
+		})
+	}
+}
+
+func TestErrorCode(t *testing.T) {
+	full := kafka.NewError(kafka.ErrQueueFull, "queue full", false)
+	tests := []struct {
+		name string
+		err  error
+		want kafka.ErrorCode
+	}{
+		{"librdkafka error", full, kafka.ErrQueueFull},
+		{"wrapped", fmt.Errorf("produce to out/0: %w", full), kafka.ErrQueueFull},
+		{"sorted by the transport", rdkError(full), kafka.ErrQueueFull},
+		{"other error", errors.New("disk full"), kafka.ErrNoError},
+		{"nil", nil, kafka.ErrNoError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, errorCode(tt.err))
 		})
 	}
 }

@@ -1,23 +1,39 @@
 package runtime
 
-import "github.com/confluentinc/confluent-kafka-go/v2/kafka"
+import "time"
 
 // StoreChangelogTopic exposes the name of a store's changelog topic to the
 // external tests.
 var StoreChangelogTopic = storeChangelogTopic
 
-// ErrorCode exposes the librdkafka error code classifier to the external
-// tests.
-var ErrorCode = errorCode
-
-// WrapPoll makes w, before it starts, poll its consumer through wrap. wrap
-// gets the consumer's Poll and revoke, which runs the rebalance callback for
-// a revocation of the whole assignment, as librdkafka does inside Poll.
-func WrapPoll(w *Worker, wrap func(poll func(timeoutMs int) kafka.Event, revoke func()) func(timeoutMs int) kafka.Event) {
-	w.wrapPoll = func(poll func(int) kafka.Event) func(int) kafka.Event {
-		return wrap(poll, func() {
-			_ = w.onRebalance(kafka.RevokedPartitions{Partitions: w.pump.assigned})
-		})
+// RevokeInABatch makes w, before it starts, lose its whole assignment
+// once in the middle of a poll batch, after its consumer handed out n
+// records: the rebalance handler runs before Poll returns, with those
+// records taken and not yet handled, as librdkafka's rebalance callback
+// does inside Poll. taken hears of every record handed out before, and
+// revoked of the revocation; both are called on the pump's goroutine.
+func RevokeInABatch(w *Worker, n int, taken func(topic string, offset int64), revoked func()) {
+	w.wrapPoll = func(poll pollFunc) pollFunc {
+		left, done := n, false
+		return func(timeout time.Duration, max int, batch *[]consumerEvent) int {
+			if done {
+				return poll(timeout, max, batch)
+			}
+			at := len(*batch)
+			took := poll(timeout, min(max, left), batch)
+			for _, ev := range (*batch)[at:] {
+				if ev.kind == eventRecord {
+					taken(ev.msg.Topic, ev.msg.Offset)
+					left--
+				}
+			}
+			if left <= 0 && len(*batch) > at {
+				done = true
+				w.revoke(w.pump.assigned, false)
+				revoked()
+			}
+			return took
+		}
 	}
 }
 

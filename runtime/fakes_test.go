@@ -2,12 +2,12 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"testing"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
@@ -24,13 +24,13 @@ import (
 type fakeKafka struct {
 	t *testing.T
 	// queue is what Poll hands out next.
-	queue []kafka.Event
+	queue []consumerEvent
 	// seeks records every Seek; log is every message sent, per channel, for
 	// a seek to hand out again.
-	seeks []kafka.TopicPartition
-	log   map[causal.Channel][]*kafka.Message
+	seeks []causal.Entry
+	log   map[causal.Channel][]*message
 	// lagging channels are written but not fetched until catchUp.
-	lagging map[causal.Channel][]*kafka.Message
+	lagging map[causal.Channel][]*message
 	// high is every partition's high watermark; partitions is every
 	// topic's partition count (a topic not in it does not exist).
 	high       map[causal.Channel]int64
@@ -38,13 +38,13 @@ type fakeKafka struct {
 	// queries counts QueryWatermarkOffsets calls.
 	queries int
 
-	open      []*kafka.Message
-	offsets   []kafka.TopicPartition
-	committed []*kafka.Message
+	open      []*message
+	offsets   map[causal.Channel]int64
+	committed []*message
 	groupOffs map[causal.Channel]int64
 	// produceErr, when set, is what Produce returns for a message it
 	// refuses.
-	produceErr func(*kafka.Message) error
+	produceErr func(*message) error
 	// commitErr, when set, fails the next CommitTransaction, and the
 	// failCommits after it.
 	commitErr   error
@@ -60,7 +60,7 @@ type fakeKafka struct {
 }
 
 func newFakeKafka(t *testing.T) *fakeKafka {
-	return &fakeKafka{t: t, high: map[causal.Channel]int64{}, groupOffs: map[causal.Channel]int64{}, log: map[causal.Channel][]*kafka.Message{}}
+	return &fakeKafka{t: t, high: map[causal.Channel]int64{}, groupOffs: map[causal.Channel]int64{}, log: map[causal.Channel][]*message{}}
 }
 
 var (
@@ -68,86 +68,81 @@ var (
 	_ producerClient = (*fakeKafka)(nil)
 )
 
-func (f *fakeKafka) Poll(int) kafka.Event {
-	if len(f.queue) == 0 {
-		return nil
-	}
-	ev := f.queue[0]
-	f.queue = f.queue[1:]
-	return ev
+func (f *fakeKafka) Poll(_ time.Duration, max int, batch *[]consumerEvent) int {
+	n := min(max, len(f.queue))
+	*batch = append(*batch, f.queue[:n]...)
+	f.queue = f.queue[n:]
+	return n
 }
-func (f *fakeKafka) Assign([]kafka.TopicPartition) error { return nil }
-func (f *fakeKafka) Unassign() error                     { return nil }
+func (f *fakeKafka) Subscribe([]string, rebalanceHandler) error { return nil }
+func (f *fakeKafka) Assign(map[causal.Channel]int64) error      { return nil }
 
 // Seek drops what is queued of the partition and queues it again from the
 // offset, as librdkafka discards what it fetched before a seek.
-func (f *fakeKafka) Seek(tp kafka.TopicPartition, _ int) error {
-	f.seeks = append(f.seeks, tp)
-	ch := causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}
+func (f *fakeKafka) Seek(ch causal.Channel, offset int64) error {
+	f.seeks = append(f.seeks, causal.Entry{Channel: ch, Offset: offset})
 	kept := f.queue[:0]
 	for _, ev := range f.queue {
-		if m, ok := ev.(*kafka.Message); !ok || *m.TopicPartition.Topic != ch.Topic || m.TopicPartition.Partition != ch.Partition {
+		if ev.kind != eventRecord || ev.msg.channel() != ch {
 			kept = append(kept, ev)
 		}
 	}
 	f.queue = kept
-	for _, m := range f.log[ch][tp.Offset:] {
-		f.queue = append(f.queue, m)
+	for _, m := range f.log[ch][offset:] {
+		f.queue = append(f.queue, consumerEvent{kind: eventRecord, msg: *m})
 	}
 	return nil
 }
-func (f *fakeKafka) Pause([]kafka.TopicPartition) error  { return nil }
-func (f *fakeKafka) Resume([]kafka.TopicPartition) error { return nil }
-func (f *fakeKafka) Position(tps []kafka.TopicPartition) ([]kafka.TopicPartition, error) {
+func (f *fakeKafka) Pause([]causal.Channel) error  { return nil }
+func (f *fakeKafka) Resume([]causal.Channel) error { return nil }
+func (f *fakeKafka) Position([]causal.Channel) (map[causal.Channel]int64, error) {
 	return nil, nil
 }
-func (f *fakeKafka) GetConsumerGroupMetadata() (*kafka.ConsumerGroupMetadata, error) {
-	return &kafka.ConsumerGroupMetadata{}, nil
-}
-func (f *fakeKafka) AssignmentLost() bool { return false }
-func (f *fakeKafka) Close() error         { return nil }
-func (f *fakeKafka) Committed(tps []kafka.TopicPartition, _ int) ([]kafka.TopicPartition, error) {
-	out := make([]kafka.TopicPartition, len(tps))
-	for i, tp := range tps {
-		out[i] = tp
-		out[i].Offset = kafka.OffsetInvalid
-		if off, ok := f.groupOffs[causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}]; ok {
-			out[i].Offset = kafka.Offset(off)
+func (f *fakeKafka) GroupMetadata() (groupMetadata, error) { return nil, nil }
+func (f *fakeKafka) Close() error                          { return nil }
+func (f *fakeKafka) Committed(chs []causal.Channel) (map[causal.Channel]int64, error) {
+	out := map[causal.Channel]int64{}
+	for _, ch := range chs {
+		if off, ok := f.groupOffs[ch]; ok {
+			out[ch] = off
 		}
 	}
 	return out, nil
 }
-func (f *fakeKafka) QueryWatermarkOffsets(topic string, p int32, _ int) (int64, int64, error) {
+func (f *fakeKafka) Watermarks(ch causal.Channel) (int64, int64, error) {
 	f.queries++
-	if n, ok := f.partitions[topic]; !ok || p >= n {
-		return 0, 0, kafka.NewError(kafka.ErrUnknownTopicOrPart, "Broker: Unknown topic or partition", false)
+	if n, ok := f.partitions[ch.Topic]; !ok || ch.Partition >= n {
+		return 0, 0, &clientError{class: classRecord, kind: kindUnknownPartition, err: errors.New("Broker: Unknown topic or partition")}
 	}
-	return 0, f.high[causal.Channel{Topic: topic, Partition: p}], nil
+	return 0, f.high[ch], nil
 }
 
-// GetWatermarkOffsets knows nothing the broker was not asked: every
-// claim check goes to QueryWatermarkOffsets.
-func (f *fakeKafka) GetWatermarkOffsets(string, int32) (int64, int64, error) {
-	return 0, 0, kafka.NewError(kafka.ErrState, "no cached watermarks", false)
-}
+// CachedWatermarks knows nothing the broker was not asked: every claim
+// check goes to Watermarks.
+func (f *fakeKafka) CachedWatermarks(causal.Channel) (int64, int64, bool) { return 0, 0, false }
 
-func (f *fakeKafka) Produce(msg *kafka.Message, _ chan kafka.Event) error {
+func (f *fakeKafka) InitTransactions(context.Context) error { return nil }
+
+func (f *fakeKafka) Produce(msg *message) error {
 	if f.produceErr != nil {
 		if err := f.produceErr(msg); err != nil {
 			return err
 		}
 	}
 	cp := *msg
-	cp.Headers = slices.Clone(msg.Headers) // the producer reuses its header list, as librdkafka lets it
-	topic := *msg.TopicPartition.Topic
-	cp.TopicPartition.Topic = &topic
+	cp.Headers = slices.Clone(msg.Headers) // the producer reuses its message, as the clients let it
 	f.open = append(f.open, &cp)
 	return nil
 }
-func (f *fakeKafka) Flush(int) int           { return 0 }
-func (f *fakeKafka) BeginTransaction() error { return nil }
-func (f *fakeKafka) SendOffsetsToTransaction(_ context.Context, offs []kafka.TopicPartition, _ *kafka.ConsumerGroupMetadata) error {
-	f.offsets = append(f.offsets, offs...)
+func (f *fakeKafka) Watch()                   {}
+func (f *fakeKafka) Unwatch()                 {}
+func (f *fakeKafka) Refused() []refusedRecord { return nil }
+func (f *fakeKafka) BeginTransaction() error  { return nil }
+func (f *fakeKafka) SendOffsetsToTransaction(_ context.Context, offs map[causal.Channel]int64, _ groupMetadata) error {
+	if f.offsets == nil {
+		f.offsets = map[causal.Channel]int64{}
+	}
+	maps.Copy(f.offsets, offs)
 	return nil
 }
 func (f *fakeKafka) CommitTransaction(context.Context) error {
@@ -162,19 +157,17 @@ func (f *fakeKafka) CommitTransaction(context.Context) error {
 	// Committed records become readable, at the next offsets of their
 	// partitions, for whatever reads them (a task downstream).
 	for _, m := range f.open {
-		ch := causal.Channel{Topic: *m.TopicPartition.Topic, Partition: m.TopicPartition.Partition}
-		m.TopicPartition.Offset = kafka.Offset(f.high[ch])
+		ch := m.channel()
+		m.Offset = f.high[ch]
 		f.high[ch]++
 		f.log[ch] = append(f.log[ch], m)
 		if held, ok := f.lagging[ch]; ok {
 			f.lagging[ch] = append(held, m)
 		} else {
-			f.queue = append(f.queue, m)
+			f.queue = append(f.queue, consumerEvent{kind: eventRecord, msg: *m})
 		}
 	}
-	for _, tp := range f.offsets {
-		f.groupOffs[causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}] = int64(tp.Offset)
-	}
+	maps.Copy(f.groupOffs, f.offsets)
 	f.open, f.offsets = nil, nil
 	return nil
 }
@@ -183,7 +176,7 @@ func (f *fakeKafka) AbortTransaction(context.Context) error {
 	f.aborts++
 	return nil
 }
-func (f *fakeKafka) GetFatalError() error { return nil }
+func (f *fakeKafka) FatalError() error { return nil }
 
 // bounds and read make the fake a changelog source: what was committed
 // to a partition, at its offsets.
@@ -193,7 +186,7 @@ func (f *fakeKafka) read(stop <-chan struct{}, from map[causal.Channel]int64, ap
 	done func(ch causal.Channel, end int64) error) error {
 	type part struct {
 		ch   causal.Channel
-		msgs []*kafka.Message
+		msgs []*message
 		end  int64
 	}
 	var now, held []part
@@ -201,7 +194,7 @@ func (f *fakeKafka) read(stop <-chan struct{}, from map[causal.Channel]int64, ap
 		f.restoreReads++
 		p := part{ch: ch, end: max(off, f.high[ch])}
 		for _, m := range f.log[ch] {
-			if int64(m.TopicPartition.Offset) >= off {
+			if m.Offset >= off {
 				p.msgs = append(p.msgs, m)
 			}
 		}
@@ -232,10 +225,10 @@ func (f *fakeKafka) read(stop <-chan struct{}, from map[causal.Channel]int64, ap
 }
 
 // outputs returns the committed records of topic, in order.
-func (f *fakeKafka) outputs(topic string) []*kafka.Message {
-	var out []*kafka.Message
+func (f *fakeKafka) outputs(topic string) []*message {
+	var out []*message
 	for _, m := range f.committed {
-		if *m.TopicPartition.Topic == topic {
+		if m.Topic == topic {
 			out = append(out, m)
 		}
 	}
@@ -252,20 +245,18 @@ func (f *fakeKafka) send(ch causal.Channel, value string, clock ...causal.Entry)
 func (f *fakeKafka) sendAt(ch causal.Channel, value string, ts time.Time, clock ...causal.Entry) int64 {
 	off := f.high[ch]
 	f.high[ch] = off + 1
-	topic := ch.Topic
-	m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: ch.Partition, Offset: kafka.Offset(off)},
-		Key: []byte(value), Value: []byte(value), Timestamp: ts}
+	m := &message{Topic: ch.Topic, Partition: ch.Partition, Offset: off, Key: []byte(value), Value: []byte(value), Timestamp: ts}
 	if len(clock) > 0 {
 		c, err := causal.NewClock(clock...)
 		require.NoError(f.t, err)
-		m.Headers = []kafka.Header{{Key: causal.HeaderKey, Value: causal.EncodeClock(c)}}
+		m.Headers = []framework.Header{{Key: causal.HeaderKey, Value: causal.EncodeClock(c)}}
 	}
 	f.log[ch] = append(f.log[ch], m)
 	if held, ok := f.lagging[ch]; ok {
 		f.lagging[ch] = append(held, m)
 		return off
 	}
-	f.queue = append(f.queue, m)
+	f.queue = append(f.queue, consumerEvent{kind: eventRecord, msg: *m})
 	return off
 }
 
@@ -273,7 +264,7 @@ func (f *fakeKafka) sendAt(ch causal.Channel, value string, ts time.Time, clock 
 // fetched until catchUp.
 func (f *fakeKafka) lag(ch causal.Channel) {
 	if f.lagging == nil {
-		f.lagging = map[causal.Channel][]*kafka.Message{}
+		f.lagging = map[causal.Channel][]*message{}
 	}
 	f.lagging[ch] = nil
 }
@@ -281,7 +272,7 @@ func (f *fakeKafka) lag(ch causal.Channel) {
 // catchUp fetches what ch held back.
 func (f *fakeKafka) catchUp(ch causal.Channel) {
 	for _, m := range f.lagging[ch] {
-		f.queue = append(f.queue, m)
+		f.queue = append(f.queue, consumerEvent{kind: eventRecord, msg: *m})
 	}
 	delete(f.lagging, ch)
 }
@@ -313,7 +304,6 @@ func newFakeWorker(t *testing.T, fake *fakeKafka, topo *framework.Topology, coun
 	}
 	w.consumer = fake
 	w.producer = newTxnProducer(fake, w.log, w.metrics, w.stop)
-	t.Cleanup(w.producer.refusals.close)
 	w.tasks, err = w.newTaskManager(counts, fake, fake)
 	require.NoError(t, err)
 	t.Cleanup(w.closeTasks) // and their stores on disk
@@ -322,12 +312,11 @@ func newFakeWorker(t *testing.T, fake *fakeKafka, topo *framework.Topology, coun
 		w.restores.start = func(f func()) { f() }
 	}
 	t.Cleanup(w.cancelRestores) // before the stores close
-	var parts []kafka.TopicPartition
+	var parts []causal.Channel
 	for _, pi := range topo.Processors() {
 		for _, in := range pi.Inputs {
 			for p := range counts[in] {
-				topic := in
-				parts = append(parts, kafka.TopicPartition{Topic: &topic, Partition: p})
+				parts = append(parts, causal.Channel{Topic: in, Partition: p})
 			}
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -65,14 +64,14 @@ func poisonedWorker(t *testing.T, aOpts ...framework.ProcessorOpt) (*Worker, *fa
 
 // refuseBigOnOutA refuses a record "big" on out-a as too large, as
 // librdkafka's own size check does.
-func refuseBigOnOutA(m *kafka.Message) error {
-	if *m.TopicPartition.Topic == "out-a" && string(m.Value) == "big" {
-		return kafka.NewError(kafka.ErrMsgSizeTooLarge, "Broker: Message size too large", false)
+func refuseBigOnOutA(m *message) error {
+	if m.Topic == "out-a" && string(m.Value) == "big" {
+		return &clientError{class: classRecord, kind: kindTooLarge, err: errors.New("Broker: Message size too large")}
 	}
 	return nil
 }
 
-func values(ms []*kafka.Message) []string {
+func values(ms []*message) []string {
 	var out []string
 	for _, m := range ms {
 		out = append(out, string(m.Value))
@@ -115,7 +114,7 @@ func TestRestartRebuildsOnlyTheFailedTask(t *testing.T) {
 		assert.Same(t, tk, w.taskObject(t, id).T, "%s was rebuilt by a restart of a/0", id)
 	}
 	require.NotEmpty(t, fake.seeks)
-	assert.Equal(t, kafka.Offset(0), fake.seeks[len(fake.seeks)-1].Offset, "in/0 rewinds to a/0's committed offset")
+	assert.Equal(t, int64(0), fake.seeks[len(fake.seeks)-1].Offset, "in/0 rewinds to a/0's committed offset")
 	assert.ErrorIs(t, w.restart("a/0"), ErrNotFailed, "a second restart rebuilds nothing")
 	assert.Equal(t, 1, len(fake.seeks), "a second restart rewinds nothing")
 
@@ -142,7 +141,7 @@ func TestAbortRebuildsOnlyTheTasksWithWorkInIt(t *testing.T) {
 	busy := map[string]*task.Task{"a/1": w.taskObject(t, "a/1").T, "b/1": w.taskObject(t, "b/1").T}
 
 	fake.send(in1, "y")
-	fake.commitErr = kafka.NewError(kafka.ErrTransport, "injected", false)
+	fake.commitErr = errors.New("injected")
 	w.drainAndCommit(t)
 	require.Equal(t, 1, fake.aborts)
 	for id, tk := range idle {
@@ -204,8 +203,8 @@ func TestProductionErrorStaysWithItsTask(t *testing.T) {
 			require.Len(t, dead, tt.wantDead)
 			if tt.wantDead > 0 {
 				assert.Nil(t, dead[0].Value, "the value that was too large is left out")
-				assert.Contains(t, dead[0].Headers, kafka.Header{Key: framework.HeaderDLQStage, Value: []byte(framework.StageProduce)})
-				assert.Contains(t, dead[0].Headers, kafka.Header{Key: framework.HeaderDLQOffset, Value: []byte("1")})
+				assert.Contains(t, dead[0].Headers, framework.Header{Key: framework.HeaderDLQStage, Value: []byte(framework.StageProduce)})
+				assert.Contains(t, dead[0].Headers, framework.Header{Key: framework.HeaderDLQOffset, Value: []byte("1")})
 			}
 		})
 	}
@@ -230,7 +229,7 @@ func TestSkipMovesAFailedTaskPastItsRecord(t *testing.T) {
 
 	// The first transaction after the skip aborts: the rebuilt task still
 	// knows to skip.
-	fake.commitErr = kafka.NewError(kafka.ErrTransport, "injected", false)
+	fake.commitErr = errors.New("injected")
 	w.drainAndCommit(t)
 	require.Equal(t, 1, fake.aborts)
 	w.drainAndCommit(t)
@@ -256,7 +255,7 @@ func TestRepeatedCommitFailuresShowInStatus(t *testing.T) {
 	topo, counts := twoReaders(t, &poisoned)
 	fake := newFakeKafka(t)
 	w := newFakeWorker(t, fake, topo, counts)
-	fake.commitErr = kafka.NewError(kafka.ErrTransport, "broker unreachable", false)
+	fake.commitErr = errors.New("broker unreachable")
 	fake.failCommits = unreadyAfterFailedCommits - 1
 	for i := range unreadyAfterFailedCommits {
 		fake.send(in0, "x"+strconv.Itoa(i))
@@ -287,8 +286,8 @@ func TestProcessingErrorUnderDeadLetterReachesTheDeadLetterTopic(t *testing.T) {
 	dead := fake.outputs("dead")
 	require.Len(t, dead, 1)
 	assert.Equal(t, "poison", string(dead[0].Value))
-	assert.Contains(t, dead[0].Headers, kafka.Header{Key: framework.HeaderDLQStage, Value: []byte(framework.StageProcess)})
-	assert.Contains(t, dead[0].Headers, kafka.Header{Key: framework.HeaderDLQError, Value: []byte("poisoned")})
+	assert.Contains(t, dead[0].Headers, framework.Header{Key: framework.HeaderDLQStage, Value: []byte(framework.StageProcess)})
+	assert.Contains(t, dead[0].Headers, framework.Header{Key: framework.HeaderDLQError, Value: []byte("poisoned")})
 	assert.Equal(t, int64(3), fake.groupOffs[in0])
 }
 
@@ -306,8 +305,8 @@ func TestTaskFailingDuringCommitKeepsItsCommittedOffsets(t *testing.T) {
 	// Handle the records without streaming, so that the commit sends the
 	// outputs.
 	for w.poll() > 0 {
-		for _, ev := range w.pump.polled {
-			w.handle(ev)
+		for i := range w.pump.polled {
+			w.handle(&w.pump.polled[i])
 		}
 		clear(w.pump.polled)
 		w.pump.polled = w.pump.polled[:0]
@@ -373,7 +372,7 @@ func TestAbortDiscardsStoreWritesWithoutReadingTheChangelog(t *testing.T) {
 	before := w.taskObject(t, "count/0").T
 
 	fake.send(in0, "k")
-	fake.commitErr = kafka.NewError(kafka.ErrTransport, "injected", false)
+	fake.commitErr = errors.New("injected")
 	w.drainAndCommit(t)
 	require.Equal(t, 1, fake.aborts)
 	require.NotSame(t, before, w.taskObject(t, "count/0").T, "the task with work in the aborted transaction was not rebuilt")

@@ -1,9 +1,10 @@
 package runtime
 
 import (
+	"maps"
+	"slices"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/causal"
@@ -24,25 +25,15 @@ func (w *Worker) advanceIdle() {
 			}
 		}
 	}
-	var tps []kafka.TopicPartition
-	for ch := range waited {
-		topic := ch.Topic
-		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: ch.Partition})
-	}
-	if len(tps) == 0 {
+	if len(waited) == 0 {
 		return
 	}
-	pos, err := w.consumer.Position(tps)
+	position, err := w.consumer.Position(slices.Collect(maps.Keys(waited)))
 	if err != nil {
 		return
 	}
-	position := map[causal.Channel]int64{}
-	for _, tp := range pos {
-		if tp.Offset >= 0 {
-			ch := causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}
-			position[ch] = int64(tp.Offset)
-			w.advance(ch, int64(tp.Offset))
-		}
+	for ch, off := range position {
+		w.advance(ch, off)
 	}
 	w.checkUnsatisfiable(position)
 }
@@ -71,7 +62,7 @@ func (w *Worker) checkUnsatisfiable(position map[causal.Channel]int64) {
 			}
 			b.Checked = now
 			rt.Blocked[ch] = b
-			_, high, err := w.consumer.QueryWatermarkOffsets(b.On.Topic, b.On.Partition, 5000)
+			_, high, err := w.consumer.Watermarks(b.On)
 			if err != nil || pos < high || b.Off < high {
 				continue
 			}
@@ -90,7 +81,7 @@ func (w *Worker) backpressure() {
 	if p.paused == nil {
 		p.paused = map[causal.Channel]bool{}
 	}
-	var pause, resume []kafka.TopicPartition
+	var pause, resume []causal.Channel
 	for ch, r := range w.tasks.Routes() {
 		held, running := 0, false
 		for _, rt := range r.Tasks {
@@ -104,15 +95,13 @@ func (w *Worker) backpressure() {
 				}
 			}
 		}
-		topic := ch.Topic
-		tp := kafka.TopicPartition{Topic: &topic, Partition: ch.Partition}
 		over := !running || held > w.cfg.MaxHeldPerChannel
 		switch {
 		case over && !p.paused[ch]:
-			pause = append(pause, tp)
+			pause = append(pause, ch)
 			p.paused[ch] = true
 		case !over && p.paused[ch] && held <= w.cfg.MaxHeldPerChannel/2:
-			resume = append(resume, tp)
+			resume = append(resume, ch)
 			delete(p.paused, ch)
 		}
 	}

@@ -38,7 +38,7 @@ func TestUntrustedLocalStateIsWipedAndRestored(t *testing.T) {
 		{"changelog recreated behind it", func(_ *testing.T, fake *fakeKafka, _ string) {
 			// The topic was deleted and made again, holding one count of k.
 			fake.log[counts], fake.high[counts] = fake.log[counts][:1], 1
-			fake.log[counts][0].TopicPartition.Offset = 0
+			fake.log[counts][0].Offset = 0
 		}, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"go.uber.org/zap"
 
+	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework/task"
 )
 
@@ -29,10 +29,9 @@ type txnProducer struct {
 	// one the last output went to, which the next mostly goes to too.
 	topics map[string]*outTopic
 	last   *outTopic
-	// out and outHeaders are reused for every output produced: Produce
-	// copies the message before it returns.
-	out        kafka.Message
-	outHeaders []kafka.Header
+	// out is reused for every record produced: Produce is done with it
+	// when it returns.
+	out message
 	// refusals watches the transactions after one failed, to learn which
 	// records the broker refused.
 	refusals *refusals
@@ -40,8 +39,6 @@ type txnProducer struct {
 
 // outTopic is the producer's state for one output topic.
 type outTopic struct {
-	// name is the topic's name; kafka.Message points at it rather than at a
-	// new string per record.
 	name string
 	// produced counts the outputs in the open transaction.
 	produced int
@@ -81,15 +78,8 @@ func (p *txnProducer) send(o task.Output) error {
 		}
 		p.last = ot
 	}
-	p.outHeaders = p.outHeaders[:0]
-	for _, h := range o.Record.Headers {
-		p.outHeaders = append(p.outHeaders, kafka.Header{Key: h.Key, Value: h.Value})
-	}
-	p.out = kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &ot.name, Partition: o.Partition},
-		Key: o.Record.Key, Value: o.Record.Value, Headers: p.outHeaders, Timestamp: o.Record.Timestamp}
-	err := p.produce(&p.out)
-	p.out = kafka.Message{}
-	clear(p.outHeaders)
+	err := p.produce(message{Topic: ot.name, Partition: o.Partition, Key: o.Record.Key, Value: o.Record.Value,
+		Headers: o.Record.Headers, Timestamp: o.Record.Timestamp})
 	if err != nil {
 		return err
 	}
@@ -97,26 +87,21 @@ func (p *txnProducer) send(o task.Output) error {
 	return nil
 }
 
-// produce queues one message, waiting for room when the local queue is
-// full.
-func (p *txnProducer) produce(msg *kafka.Message) error {
-	for {
-		err := p.client.Produce(msg, p.refusals.deliveryChan())
-		if err == nil {
-			return nil
-		}
-		if errorCode(err) == kafka.ErrQueueFull {
-			p.client.Flush(100)
-			continue
-		}
-		return fmt.Errorf("produce to %s: %w", partitionString(*msg.TopicPartition.Topic, msg.TopicPartition.Partition), err)
+// produce queues one record into the open transaction.
+func (p *txnProducer) produce(m message) error {
+	p.out = m
+	err := p.client.Produce(&p.out)
+	p.out = message{}
+	if err != nil {
+		return fmt.Errorf("produce to %s: %w", partitionString(m.Topic, m.Partition), err)
 	}
+	return nil
 }
 
 // commit sends the consumer's offsets with the group metadata (KIP-447)
 // and commits the open transaction, retrying a retriable failure a few
 // times with backoff.
-func (p *txnProducer) commit(offsets []kafka.TopicPartition, md *kafka.ConsumerGroupMetadata) error {
+func (p *txnProducer) commit(offsets map[causal.Channel]int64, md groupMetadata) error {
 	if err := p.begin(); err != nil {
 		return err
 	}
@@ -145,7 +130,7 @@ func (p *txnProducer) commit(offsets []kafka.TopicPartition, md *kafka.ConsumerG
 		backoff *= 2
 	}
 	p.open = false
-	p.refusals.committed()
+	p.refusals.committed(p.client)
 	for _, ot := range p.topics {
 		if ot.produced > 0 {
 			p.metrics.RecordsOut.WithLabelValues(ot.name).Add(float64(ot.produced))
@@ -172,9 +157,7 @@ func (p *txnProducer) abort() error {
 		if classify(err) == classFatal {
 			return fmt.Errorf("abort transaction: %w", err)
 		}
-		if errorCode(err) != kafka.ErrState {
-			p.log.Warn("abort transaction", zap.Error(err))
-		}
+		p.log.Warn("abort transaction", zap.Error(err))
 		return nil
 	}
 	p.metrics.Aborts.Inc()
@@ -184,5 +167,5 @@ func (p *txnProducer) abort() error {
 // fatal reports whether err, or the producer's own state, means the
 // producer cannot go on.
 func (p *txnProducer) fatal(err error) bool {
-	return classify(err) == classFatal || p.client.GetFatalError() != nil
+	return classify(err) == classFatal || p.client.FatalError() != nil
 }

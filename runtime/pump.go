@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/causal"
@@ -16,9 +15,9 @@ import (
 // and where it goes. Only the pump goroutine touches it.
 type pump struct {
 	// poll is the consumer's Poll (wrapped by tests, through wrapPoll).
-	poll func(timeoutMs int) kafka.Event
+	poll pollFunc
 	// polled holds the events of one poll batch until they are handled.
-	polled []kafka.Event
+	polled []consumerEvent
 	// touched is the tasks the events handled since the last stream went
 	// to: the only ones with outputs to stream.
 	touched []*taskmgr.Task
@@ -26,14 +25,12 @@ type pump struct {
 	// come from the same partition, and comparing the channel costs less
 	// than a map lookup. Reindexing the tasks clears it.
 	last *taskmgr.Route
-	// headerSlab is carved into the header lists of received records.
-	headerSlab []framework.Header
 	// time is when the pump last polled: the tasks' clock while they
 	// handle what that poll returned, so that a record costs no clock read
 	// of its own.
 	time time.Time
-	// assigned is the consumer's assignment, with the offsets it started at.
-	assigned []kafka.TopicPartition
+	// assigned is the consumer's assignment.
+	assigned []causal.Channel
 	// paused holds the partitions backpressure paused.
 	paused map[causal.Channel]bool
 }
@@ -50,16 +47,7 @@ const pollBatch = 64
 // A rebalance callback running inside Poll handles the events collected
 // before it first (handlePolled), as they belong to the assignment it ends.
 func (w *Worker) poll() int {
-	n := 0
-	ev := w.pump.poll(10)
-	for ev != nil {
-		w.pump.polled = append(w.pump.polled, ev)
-		if n++; n == pollBatch {
-			break
-		}
-		ev = w.pump.poll(0)
-	}
-	return n
+	return w.pump.poll(10*time.Millisecond, pollBatch, &w.pump.polled)
 }
 
 // handlePolled handles the collected events in order, then streams what
@@ -69,11 +57,11 @@ func (w *Worker) handlePolled() {
 	if len(p.polled) == 0 {
 		return
 	}
-	for _, ev := range p.polled {
+	for i := range p.polled {
 		if w.fatalErr != nil {
 			break // the worker stops: what is left is read again by the next owner
 		}
-		w.handle(ev)
+		w.handle(&p.polled[i])
 	}
 	clear(p.polled)
 	p.polled = p.polled[:0]
@@ -93,42 +81,33 @@ func (w *Worker) touch(rts []*taskmgr.Task) {
 }
 
 // handle takes one consumer event.
-func (w *Worker) handle(ev kafka.Event) {
-	switch e := ev.(type) {
-	case *kafka.Message:
-		tp := e.TopicPartition
-		ch := causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}
-		if tp.Error != nil {
-			w.partitionError(ch, tp.Error)
-			return
-		}
-		r := w.routeOf(ch)
+func (w *Worker) handle(ev *consumerEvent) {
+	m := &ev.msg
+	switch ev.kind {
+	case eventRecord:
+		r := w.routeOf(m.channel())
 		if r == nil {
 			return // no task reads it (any more)
 		}
 		r.RecordsIn.Inc()
-		off := int64(tp.Offset)
-		rec := framework.Record{Key: e.Key, Value: e.Value, Headers: w.headersIn(e.Headers), Timestamp: e.Timestamp,
-			Topic: ch.Topic, Partition: ch.Partition, Offset: off}
+		rec := framework.Record{Key: m.Key, Value: m.Value, Headers: m.Headers, Timestamp: m.Timestamp,
+			Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}
 		w.touch(r.Tasks)
 		if w.tasks.Deliver(r, rec) {
 			w.mustAbort = true
 		}
-	case kafka.PartitionEOF:
-		if e.Topic == nil || e.Offset < 0 {
-			return
-		}
-		ch := causal.Channel{Topic: *e.Topic, Partition: e.Partition}
+	case eventPosition:
+		ch := m.channel()
 		if r := w.tasks.Route(ch); r != nil {
 			w.touch(r.Tasks)
 		}
-		w.advance(ch, int64(e.Offset))
-	case kafka.Error:
-		if e.IsFatal() {
-			w.fatalErr = fmt.Errorf("consumer: %w", e)
-			return
-		}
-		w.log.Warn("consumer error", zap.Error(e), zap.Bool("retriable", e.IsRetriable()))
+		w.advance(ch, m.Offset)
+	case eventPartitionError:
+		w.partitionError(m.channel(), ev.err)
+	case eventFatal:
+		w.fatalErr = fmt.Errorf("consumer: %w", ev.err)
+	case eventError:
+		w.log.Warn("consumer error", zap.Error(ev.err), zap.Stringer("class", classify(ev.err)))
 	}
 }
 
@@ -143,27 +122,6 @@ func (w *Worker) routeOf(ch causal.Channel) *taskmgr.Route {
 	return r
 }
 
-// headerSlabLen is how many headers one slab of received headers holds.
-const headerSlabLen = 1024
-
-// headersIn converts a received message's headers, carving the list from
-// the header slab. Carved lists are never written again, so records that a
-// gate holds keep theirs.
-func (w *Worker) headersIn(hs []kafka.Header) []framework.Header {
-	if len(hs) == 0 {
-		return nil
-	}
-	p := &w.pump
-	if cap(p.headerSlab)-len(p.headerSlab) < len(hs) {
-		p.headerSlab = make([]framework.Header, 0, max(headerSlabLen, len(hs)))
-	}
-	at := len(p.headerSlab)
-	for _, h := range hs {
-		p.headerSlab = append(p.headerSlab, framework.Header{Key: h.Key, Value: h.Value})
-	}
-	return p.headerSlab[at : at+len(hs) : at+len(hs)]
-}
-
 func (w *Worker) advance(ch causal.Channel, position int64) {
 	if r := w.tasks.Route(ch); r != nil && w.tasks.Advance(r, position) {
 		w.mustAbort = true
@@ -171,7 +129,7 @@ func (w *Worker) advance(ch causal.Channel, position int64) {
 }
 
 func (w *Worker) partitionError(ch causal.Channel, err error) {
-	if code := errorCode(err); code == kafka.ErrAutoOffsetReset || code == kafka.ErrOffsetOutOfRange {
+	if kindOf(err) == kindOffsetOutOfRange {
 		if r := w.tasks.Route(ch); r != nil {
 			for _, rt := range r.Tasks {
 				w.failTask(rt, fmt.Errorf("offset of %s out of range: records were lost before they were processed "+

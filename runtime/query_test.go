@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -397,7 +396,7 @@ func TestAQueryWhoseTaskMovesSaysSo(t *testing.T) {
 	require.Len(t, w.pendingQueries, 1, "the query waits for the client's write")
 
 	assigned := w.pump.assigned
-	require.NoError(t, w.onRebalance(kafka.RevokedPartitions{Partitions: assigned}))
+	w.revoke(assigned, false)
 	select {
 	case r := <-waiting:
 		require.ErrorIs(t, r.err, ErrNotLocal, "answered %+v", r.a)
@@ -408,7 +407,7 @@ func TestAQueryWhoseTaskMovesSaysSo(t *testing.T) {
 	w.answerQueries()
 	assert.ErrorIs(t, (<-plain).err, ErrNotLocal)
 
-	require.NoError(t, w.onRebalance(kafka.AssignedPartitions{Partitions: assigned}))
+	require.NoError(t, rebalancer{w}.assigned(assigned))
 	back := asyncQuery(t, w, Query{Store: "counts", Kind: QueryGet, Key: []byte(key)})
 	w.answerQueries()
 	r := <-back

@@ -4,64 +4,62 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/internal/taskmgr"
 )
 
-// rebalance is librdkafka's rebalance callback; it runs inside Poll, on
-// the pump goroutine.
-func (w *Worker) rebalance(c *kafka.Consumer, ev kafka.Event) error {
-	return w.onRebalance(ev)
-}
+// rebalancer is the worker's rebalanceHandler. The consumer calls it while
+// the pump is inside Poll.
+type rebalancer struct{ w *Worker }
 
-func (w *Worker) onRebalance(ev kafka.Event) error {
+func (r rebalancer) assigned(chs []causal.Channel) error {
+	w := r.w
 	w.handlePolled()
-	switch e := ev.(type) {
-	case kafka.AssignedPartitions:
-		w.log.Info("partitions assigned", zap.Int("partitions", len(e.Partitions)))
-		if err := w.assign(e.Partitions); err != nil {
-			w.fatalErr = err
-			return err
-		}
-	case kafka.RevokedPartitions:
-		w.cancelRestores()
-		lost := w.consumer.AssignmentLost()
-		w.log.Info("partitions revoked", zap.Int("partitions", len(e.Partitions)), zap.Bool("lost", lost))
-		if !lost && !w.mustAbort {
-			if err := w.commit(); err != nil {
-				w.log.Warn("commit on revocation failed; the next owner redoes the work", zap.Error(err))
-				w.abort()
-			} else {
-				w.answerQueries() // those this last commit caught up
-			}
-		} else {
-			w.abort()
-		}
-		if !lost {
-			w.savePositions()
-		}
-		w.closeTasks()
-		// The queries still waiting learn at once that their task moved
-		// (ErrNotLocal: retryable, and forwarded over HTTP).
-		w.answerQueries()
-		w.pump.last = nil
-		w.pump.assigned = nil
-		if err := w.consumer.Unassign(); err != nil {
-			w.log.Warn("unassign", zap.Error(err))
-		}
+	w.log.Info("partitions assigned", zap.Int("partitions", len(chs)))
+	if err := w.assign(chs); err != nil {
+		w.fatalErr = err
+		return err
 	}
 	return nil
+}
+
+func (r rebalancer) revoked(chs []causal.Channel, lost bool) { r.w.revoke(chs, lost) }
+
+// revoke gives up the assignment: a last commit unless it was lost, then
+// the tasks close.
+func (w *Worker) revoke(chs []causal.Channel, lost bool) {
+	w.handlePolled()
+	w.cancelRestores()
+	w.log.Info("partitions revoked", zap.Int("partitions", len(chs)), zap.Bool("lost", lost))
+	if !lost && !w.mustAbort {
+		if err := w.commit(); err != nil {
+			w.log.Warn("commit on revocation failed; the next owner redoes the work", zap.Error(err))
+			w.abort()
+		} else {
+			w.answerQueries() // those this last commit caught up
+		}
+	} else {
+		w.abort()
+	}
+	if !lost {
+		w.savePositions()
+	}
+	w.closeTasks()
+	// The queries still waiting learn at once that their task moved
+	// (ErrNotLocal: retryable, and forwarded over HTTP).
+	w.answerQueries()
+	w.pump.last = nil
+	w.pump.assigned = nil
 }
 
 // assign builds the tasks of the assigned partitions from committed state
 // and starts fetching where they resume. Tasks whose stores must be read
 // back first restore off the pump; their partitions that no running task
 // reads stay paused until they are built.
-func (w *Worker) assign(parts []kafka.TopicPartition) error {
-	created := w.tasks.Create(channelsOf(parts))
+func (w *Worker) assign(parts []causal.Channel) error {
+	created := w.tasks.Create(parts)
 	w.publishStatus()
 	cold, err := w.tasks.Prepare(created)
 	if err != nil {
@@ -70,19 +68,19 @@ func (w *Worker) assign(parts []kafka.TopicPartition) error {
 	w.pump.last = nil
 	start := w.tasks.Starts(w.tasks.Tasks())
 	w.tasks.Started(start)
-	assigned := make([]kafka.TopicPartition, 0, len(parts))
-	for _, tp := range parts {
-		ch := causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}
+	assigned := make([]causal.Channel, 0, len(parts))
+	starts := make(map[causal.Channel]int64, len(parts))
+	for _, ch := range parts {
 		off, ok := start[ch]
 		if !ok {
 			w.log.Warn("partition assigned without a complete task; inputs may not be co-partitioned", zap.Stringer("channel", ch))
 			continue
 		}
-		topic := ch.Topic
-		assigned = append(assigned, kafka.TopicPartition{Topic: &topic, Partition: ch.Partition, Offset: kafka.Offset(off)})
+		assigned = append(assigned, ch)
+		starts[ch] = off
 	}
 	w.pump.assigned = assigned
-	// librdkafka keeps a partition's pause across Assign. Partitions that
+	// The clients keep a partition's pause across Assign. Partitions that
 	// only restoring tasks read are paused before it, so that not one
 	// fetch of them competes with the restore; what else this worker had
 	// paused is resumed, and backpressure decides again.
@@ -90,17 +88,15 @@ func (w *Worker) assign(parts []kafka.TopicPartition) error {
 	for ch, r := range w.tasks.Routes() {
 		idle[ch] = !slices.ContainsFunc(r.Tasks, func(t *taskmgr.Task) bool { return t.State == StateRunning })
 	}
-	var pause, resume []kafka.TopicPartition
-	for _, tp := range assigned {
-		ch := causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}
+	var pause, resume []causal.Channel
+	for _, ch := range assigned {
 		if idle[ch] {
-			pause = append(pause, kafka.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
+			pause = append(pause, ch)
 		}
 	}
 	for ch := range w.pump.paused {
 		if !idle[ch] {
-			topic := ch.Topic
-			resume = append(resume, kafka.TopicPartition{Topic: &topic, Partition: ch.Partition})
+			resume = append(resume, ch)
 		}
 	}
 	if len(pause) > 0 {
@@ -108,7 +104,7 @@ func (w *Worker) assign(parts []kafka.TopicPartition) error {
 		// below.
 		_ = w.consumer.Pause(pause)
 	}
-	if err := w.consumer.Assign(assigned); err != nil {
+	if err := w.consumer.Assign(starts); err != nil {
 		return fmt.Errorf("assign: %w", err)
 	}
 	if len(resume) > 0 {

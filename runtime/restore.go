@@ -461,7 +461,7 @@ func diskChangelogs(app string, topo *framework.Topology, onDisk func(framework.
 func endPositions(offsets offsetSource, chs map[string]causal.Channel) (storePositions, error) {
 	pos := storePositions{}
 	for name, ch := range chs {
-		_, high, err := offsets.QueryWatermarkOffsets(ch.Topic, ch.Partition, 5000)
+		_, high, err := offsets.Watermarks(ch)
 		if err != nil {
 			return nil, fmt.Errorf("end of %s: %w", ch, err)
 		}

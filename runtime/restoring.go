@@ -6,7 +6,6 @@ import (
 	"maps"
 	"sync"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/causal"
@@ -161,8 +160,7 @@ func (w *Worker) cancelRestores() {
 // seek moves the consumer to where each channel must be read again from.
 func (w *Worker) seek(at map[causal.Channel]int64, why string) {
 	for ch, off := range at {
-		topic := ch.Topic
-		if err := w.consumer.Seek(kafka.TopicPartition{Topic: &topic, Partition: ch.Partition, Offset: kafka.Offset(off)}, 0); err != nil {
+		if err := w.consumer.Seek(ch, off); err != nil {
 			w.fatalErr = fmt.Errorf("rewind %s to offset %d for %s: %w", ch, off, why, err)
 			return
 		}

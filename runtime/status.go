@@ -154,7 +154,7 @@ func (w *Worker) publishStatus() {
 			for _, c := range tst.Channels {
 				cs := ChannelStatus{Channel: c.Channel.String(), Frontier: c.Frontier, Held: c.Held, Committed: rt.Committed[c.Channel.Topic]}
 				if next, ok := rt.Committed[c.Channel.Topic]; ok && w.consumer != nil {
-					if _, high, err := w.consumer.GetWatermarkOffsets(c.Channel.Topic, c.Channel.Partition); err == nil && high >= next {
+					if _, high, ok := w.consumer.CachedWatermarks(c.Channel); ok && high >= next {
 						lag := high - next
 						cs.Lag = &lag
 					}

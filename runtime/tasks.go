@@ -3,7 +3,6 @@ package runtime
 import (
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
@@ -38,7 +37,7 @@ func (w *Worker) newTaskManager(counts map[string]int32, offsets offsetSource, c
 	// The worker restores off the pump (restoring.go): Prepare and Finish,
 	// no Config.Restore.
 	return taskmgr.New(taskmgr.Config{
-		Topology: w.topo, Partitions: counts, Offsets: kafkaOffsets{offsets},
+		Topology: w.topo, Partitions: counts, Offsets: offsets,
 		Clock: w.pumpClock, DeadLetterTopic: w.deadLetter, GateOff: w.cfg.GateOff, CheckClaims: w.cfg.CheckClaims, ClaimEnd: w.claimEnd,
 		AutoOffsetReset: w.cfg.AutoOffsetReset, AllowOffsetReset: w.cfg.AllowOffsetReset, Log: w.log,
 		Observer: func(t *taskmgr.Task) task.Observer {
@@ -53,50 +52,9 @@ func (w *Worker) newTaskManager(counts map[string]int32, offsets offsetSource, c
 	})
 }
 
-// kafkaOffsets answers the task manager from the group's consumer.
-type kafkaOffsets struct{ c offsetSource }
-
-func (o kafkaOffsets) Committed(chs []causal.Channel) (map[causal.Channel]int64, error) {
-	tps := make([]kafka.TopicPartition, len(chs))
-	for i, ch := range chs {
-		topic := ch.Topic
-		tps[i] = kafka.TopicPartition{Topic: &topic, Partition: ch.Partition}
-	}
-	committed, err := o.c.Committed(tps, 10000)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[causal.Channel]int64, len(committed))
-	for _, tp := range committed {
-		if tp.Offset >= 0 {
-			out[causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}] = int64(tp.Offset)
-		}
-	}
-	return out, nil
-}
-
-func (o kafkaOffsets) Watermarks(ch causal.Channel) (low, high int64, err error) {
-	return o.c.QueryWatermarkOffsets(ch.Topic, ch.Partition, 10000)
-}
-
-// channelsOf returns the channels of the given partitions.
-func channelsOf(parts []kafka.TopicPartition) []causal.Channel {
-	chs := make([]causal.Channel, len(parts))
-	for i, tp := range parts {
-		chs[i] = causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}
-	}
-	return chs
-}
-
 // groupOffsets is what the group commits: see taskmgr.Manager.GroupOffsets.
-func (w *Worker) groupOffsets(fresh map[*taskmgr.Task]task.Snapshot) []kafka.TopicPartition {
-	low := w.tasks.GroupOffsets(fresh)
-	out := make([]kafka.TopicPartition, 0, len(low))
-	for ch, off := range low {
-		topic := ch.Topic
-		out = append(out, kafka.TopicPartition{Topic: &topic, Partition: ch.Partition, Offset: kafka.Offset(off)})
-	}
-	return out
+func (w *Worker) groupOffsets(fresh map[*taskmgr.Task]task.Snapshot) map[causal.Channel]int64 {
+	return w.tasks.GroupOffsets(fresh)
 }
 
 // closeTasks closes every task, forgets them and their metrics.

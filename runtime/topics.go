@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/framework"
@@ -14,11 +13,9 @@ import (
 
 // topicAdmin is what the topic manager asks of the cluster.
 type topicAdmin interface {
-	GetMetadata(topic *string, allTopics bool, timeoutMs int) (*kafka.Metadata, error)
-	CreateTopics(ctx context.Context, topics []kafka.TopicSpecification, options ...kafka.CreateTopicsAdminOption) ([]kafka.TopicResult, error)
+	PartitionCounts(ctx context.Context) (map[string]int32, error)
+	CreateTopics(ctx context.Context, specs []topicSpec) error
 }
-
-var _ topicAdmin = (*kafka.AdminClient)(nil)
 
 // topicManager makes sure the topics a topology uses exist: it creates the
 // internal ones (and, when asked, sources and outputs) and checks
@@ -36,22 +33,16 @@ type topicManager struct {
 // creating what is missing and allowed, and checks co-partitioning.
 func (tm topicManager) ensureTopics(ctx context.Context) (map[string]int32, error) {
 	admin := tm.admin
-	md, err := admin.GetMetadata(nil, true, 10000)
+	counts, err := admin.PartitionCounts(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read cluster metadata: %w", err)
 	}
-	counts := map[string]int32{}
-	for name, t := range md.Topics {
-		if t.Error.Code() == kafka.ErrNoError {
-			counts[name] = int32(len(t.Partitions))
-		}
-	}
-	var create []kafka.TopicSpecification
+	var create []topicSpec
 	want := func(name string, partitions int32, configs map[string]string) {
 		if _, ok := counts[name]; ok {
 			return
 		}
-		create = append(create, kafka.TopicSpecification{Topic: name, NumPartitions: int(partitions), ReplicationFactor: -1, Config: configs})
+		create = append(create, topicSpec{name: name, partitions: partitions, configs: configs})
 		counts[name] = partitions
 	}
 	topics := tm.topo.Topics()
@@ -113,15 +104,11 @@ func (tm topicManager) ensureTopics(ctx context.Context) (map[string]int32, erro
 		}
 	}
 	if len(create) > 0 {
-		res, err := admin.CreateTopics(ctx, create)
-		if err != nil {
+		if err := admin.CreateTopics(ctx, create); err != nil {
 			return nil, fmt.Errorf("create topics: %w", err)
 		}
-		for _, r := range res {
-			if c := r.Error.Code(); c != kafka.ErrNoError && c != kafka.ErrTopicAlreadyExists {
-				return nil, fmt.Errorf("create topic %q: %w", r.Topic, r.Error)
-			}
-			tm.log.Info("created topic", zap.String("topic", r.Topic), zap.Int32("partitions", counts[r.Topic]))
+		for _, s := range create {
+			tm.log.Info("created topic", zap.String("topic", s.name), zap.Int32("partitions", s.partitions))
 		}
 		if err := waitForTopics(ctx, admin, create); err != nil {
 			return nil, err
@@ -133,14 +120,13 @@ func (tm topicManager) ensureTopics(ctx context.Context) (map[string]int32, erro
 	return counts, nil
 }
 
-func waitForTopics(ctx context.Context, admin topicAdmin, specs []kafka.TopicSpecification) error {
+func waitForTopics(ctx context.Context, admin topicAdmin, specs []topicSpec) error {
 	for {
-		md, err := admin.GetMetadata(nil, true, 5000)
+		counts, err := admin.PartitionCounts(ctx)
 		if err == nil {
 			ready := true
 			for _, s := range specs {
-				t, ok := md.Topics[s.Topic]
-				if !ok || t.Error.Code() != kafka.ErrNoError || len(t.Partitions) < s.NumPartitions {
+				if counts[s.name] < s.partitions {
 					ready = false
 				}
 			}

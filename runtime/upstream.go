@@ -7,8 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
 )
@@ -32,62 +30,6 @@ type clusterOffsets interface {
 	// transactions (the high watermark): a committed transaction's records
 	// are below it even before its markers are written.
 	Ends(ctx context.Context, chs []causal.Channel) (map[causal.Channel]int64, error)
-}
-
-// adminOffsets asks through the worker's admin client.
-type adminOffsets struct {
-	admin *kafka.AdminClient
-	group string
-}
-
-func topicPartitions(chs []causal.Channel) []kafka.TopicPartition {
-	tps := make([]kafka.TopicPartition, len(chs))
-	for i, ch := range chs {
-		topic := ch.Topic
-		tps[i] = kafka.TopicPartition{Topic: &topic, Partition: ch.Partition}
-	}
-	return tps
-}
-
-func (a adminOffsets) GroupCommitted(ctx context.Context, chs []causal.Channel) (map[causal.Channel]int64, error) {
-	res, err := a.admin.ListConsumerGroupOffsets(ctx, []kafka.ConsumerGroupTopicPartitions{{Group: a.group, Partitions: topicPartitions(chs)}})
-	if code := errorCode(err); code == kafka.ErrGroupIDNotFound {
-		return map[causal.Channel]int64{}, nil // nothing committed yet
-	}
-	if err != nil {
-		return nil, fmt.Errorf("committed offsets of group %s: %w", a.group, err)
-	}
-	out := make(map[causal.Channel]int64, len(chs))
-	for _, g := range res.ConsumerGroupsTopicPartitions {
-		for _, tp := range g.Partitions {
-			if tp.Error != nil {
-				return nil, fmt.Errorf("committed offset of %s/%d in group %s: %w", *tp.Topic, tp.Partition, a.group, tp.Error)
-			}
-			if tp.Offset >= 0 {
-				out[causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}] = int64(tp.Offset)
-			}
-		}
-	}
-	return out, nil
-}
-
-func (a adminOffsets) Ends(ctx context.Context, chs []causal.Channel) (map[causal.Channel]int64, error) {
-	ask := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(chs))
-	for _, tp := range topicPartitions(chs) {
-		ask[tp] = kafka.LatestOffsetSpec
-	}
-	res, err := a.admin.ListOffsets(ctx, ask, kafka.SetAdminIsolationLevel(kafka.IsolationLevelReadUncommitted))
-	if err != nil {
-		return nil, fmt.Errorf("end offsets: %w", err)
-	}
-	out := make(map[causal.Channel]int64, len(chs))
-	for tp, info := range res.ResultInfos {
-		if info.Error.Code() != kafka.ErrNoError {
-			return nil, fmt.Errorf("end offset of %s/%d: %w", *tp.Topic, tp.Partition, info.Error)
-		}
-		out[causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}] = int64(info.Offset)
-	}
-	return out, nil
 }
 
 // upstreamView is what a worker follows clocks upstream with.

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
@@ -57,9 +56,9 @@ type Worker struct {
 	bootstrap  string
 	instanceID string
 	broker     *embedded.Broker
+	transport  transport
 	consumer   groupConsumer
-	kproducer  *kafka.Producer
-	admin      *kafka.AdminClient
+	admin      clusterAdmin
 
 	// Owned by the pump goroutine.
 	producer *txnProducer
@@ -93,7 +92,7 @@ type Worker struct {
 	// without the offsets the failed task no longer has.
 	mustAbort bool
 	// wrapPoll (set by tests only, before Start) wraps the consumer's Poll.
-	wrapPoll func(poll func(timeoutMs int) kafka.Event) func(timeoutMs int) kafka.Event
+	wrapPoll func(poll pollFunc) pollFunc
 
 	// claimEnds caches the ends of channels that claims named
 	// (claims.go). Owned by the pump.
@@ -136,6 +135,10 @@ func NewWorker(cfg Config, topo *framework.Topology, log *zap.Logger, metrics *M
 	if topo == nil {
 		return nil, errors.New("runtime: no topology")
 	}
+	tr, err := transportNamed(cfg.Client)
+	if err != nil {
+		return nil, err
+	}
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -148,7 +151,7 @@ func NewWorker(cfg Config, topo *framework.Topology, log *zap.Logger, metrics *M
 		deadLetter = cfg.ApplicationID + "-dead-letter"
 	}
 	return &Worker{
-		cfg: cfg, topo: topo, log: log, metrics: metrics, now: time.Now, deadLetter: deadLetter,
+		cfg: cfg, topo: topo, log: log, metrics: metrics, now: time.Now, deadLetter: deadLetter, transport: tr,
 		claimEnds: map[causal.Channel]int64{},
 		positions: map[string]storePositions{},
 		refresh:   positionRefresh{results: make(chan map[string]storePositions, 1), start: func(f func()) { go f() }},
@@ -218,15 +221,12 @@ func instanceIDOf(cfg Config) (string, error) {
 }
 
 func (w *Worker) connect(ctx context.Context) error {
-	p, err := kafka.NewProducer(ptr(w.producerConfigWithoutReports()))
+	p, admin, err := w.transport.producer(w)
 	if err != nil {
-		return fmt.Errorf("producer: %w", err)
+		return err
 	}
-	w.kproducer = p
 	w.producer = newTxnProducer(p, w.log, w.metrics, w.stop)
-	if w.admin, err = kafka.NewAdminClientFromProducer(p); err != nil {
-		return fmt.Errorf("admin client: %w", err)
-	}
+	w.admin = admin
 	counts, err := topicManager{admin: w.admin, topo: w.topo, cfg: w.cfg, log: w.log, deadLetter: w.deadLetter}.ensureTopics(ctx)
 	if err != nil {
 		return err
@@ -234,19 +234,24 @@ func (w *Worker) connect(ctx context.Context) error {
 	if err := p.InitTransactions(ctx); err != nil {
 		return fmt.Errorf("init transactions (transactional id %s-%s): %w", w.cfg.ApplicationID, w.instanceID, err)
 	}
-	consumer, err := kafka.NewConsumer(ptr(w.consumerConfig()))
+	consumer, err := w.transport.consumer(w)
 	if err != nil {
-		return fmt.Errorf("consumer: %w", err)
+		return err
 	}
 	w.consumer = consumer
 	// The helper readers are franz-go clients, connected as --kafka asks
 	// when franz-go can follow it.
 	franzOpts, franzErr := franzConnection(w.cfg.Kafka)
 	connect := append([]kgo.Opt{kgo.SeedBrokers(strings.Split(w.bootstrap, ",")...)}, franzOpts...)
-	var src changelogSource = &kafkaChangelog{watermarks: watermarks{consumer}, config: w.restoreConsumerConfig(), log: w.log}
-	if franzErr == nil {
-		src = &franzChangelog{watermarks: watermarks{consumer}, connect: connect}
-	} else {
+	var src changelogSource = &franzChangelog{watermarks: watermarks{consumer}, connect: connect}
+	if franzErr != nil {
+		fallback, ok := w.transport.(interface {
+			changelogFallback(w *Worker, offsets offsetSource) changelogSource
+		})
+		if !ok {
+			return fmt.Errorf("kafka settings: %w", franzErr)
+		}
+		src = fallback.changelogFallback(w, consumer)
 		w.log.Warn("restores read through librdkafka, and queries are not forwarded to other workers", zap.Error(franzErr))
 	}
 	if franzErr == nil {
@@ -273,7 +278,7 @@ func (w *Worker) connect(ctx context.Context) error {
 		return err
 	}
 	w.mu.Lock()
-	w.upstream = &upstreamView{cluster: adminOffsets{admin: w.admin, group: w.cfg.ApplicationID}, partitions: counts}
+	w.upstream = &upstreamView{cluster: w.admin, partitions: counts}
 	w.mu.Unlock()
 	w.pump.poll = consumer.Poll
 	if w.wrapPoll != nil {
@@ -288,23 +293,13 @@ func (w *Worker) connect(ctx context.Context) error {
 		}
 	}
 	slices.Sort(inputs)
-	if err := consumer.SubscribeTopics(inputs, w.rebalance); err != nil {
+	if err := consumer.Subscribe(inputs, rebalancer{w}); err != nil {
 		return fmt.Errorf("subscribe %v: %w", inputs, err)
 	}
 	w.log.Info("worker started", zap.String("application_id", w.cfg.ApplicationID), zap.String("instance_id", w.instanceID),
 		zap.Strings("inputs", inputs), zap.Bool("gate_off", w.cfg.GateOff))
 	return nil
 }
-
-func (w *Worker) producerConfigWithoutReports() kafka.ConfigMap {
-	cm := w.producerConfig()
-	// Delivery failures surface through CommitTransaction; no report channel
-	// to drain.
-	cm["go.delivery.reports"] = false
-	return cm
-}
-
-func ptr(cm kafka.ConfigMap) *kafka.ConfigMap { return &cm }
 
 // Stop finishes the open work (one last commit), leaves the group and
 // closes the clients, within ctx or the configured shutdown timeout.
@@ -527,11 +522,10 @@ func (w *Worker) closeClients() {
 	if w.admin != nil {
 		w.admin.Close()
 	}
-	if w.kproducer != nil {
-		w.kproducer.Close()
-	}
 	if w.producer != nil {
-		w.producer.refusals.close()
+		if err := w.producer.client.Close(); err != nil {
+			w.log.Warn("close producer", zap.Error(err))
+		}
 	}
 	if w.broker != nil {
 		w.broker.Close()

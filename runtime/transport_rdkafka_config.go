@@ -1,8 +1,9 @@
+//go:build cgo
+
 package runtime
 
 import (
 	"maps"
-	"strconv"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 )
@@ -131,8 +132,4 @@ func (w *Worker) restoreConsumerConfig() kafka.ConfigMap {
 	cm["enable.partition.eof"] = true
 	cm["auto.offset.reset"] = "earliest"
 	return cm
-}
-
-func partitionString(topic string, p int32) string {
-	return topic + "/" + strconv.FormatInt(int64(p), 10)
 }

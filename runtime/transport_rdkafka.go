@@ -1,0 +1,607 @@
+//go:build cgo
+
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"go.uber.org/zap"
+
+	"github.com/causeway-stream/causeway/causal"
+)
+
+// The librdkafka transport: confluent-kafka-go's clients, which need cgo.
+// It is the default (--client librdkafka).
+
+func init() { transports[ClientLibrdkafka] = rdkafkaTransport{} }
+
+type rdkafkaTransport struct{}
+
+func (rdkafkaTransport) producer(w *Worker) (producerClient, clusterAdmin, error) {
+	p, err := kafka.NewProducer(ptr(w.producerConfigWithoutReports()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("producer: %w", err)
+	}
+	a, err := kafka.NewAdminClientFromProducer(p)
+	if err != nil {
+		p.Close()
+		return nil, nil, fmt.Errorf("admin client: %w", err)
+	}
+	return newRdkProducer(p, w.log), &rdkAdmin{admin: a, group: w.cfg.ApplicationID}, nil
+}
+
+func (rdkafkaTransport) consumer(w *Worker) (groupConsumer, error) {
+	c, err := kafka.NewConsumer(ptr(w.consumerConfig()))
+	if err != nil {
+		return nil, fmt.Errorf("consumer: %w", err)
+	}
+	return &rdkConsumer{c: c}, nil
+}
+
+// changelogFallback reads changelogs through librdkafka when franz-go
+// cannot follow the connection settings.
+func (rdkafkaTransport) changelogFallback(w *Worker, offsets offsetSource) changelogSource {
+	return &kafkaChangelog{watermarks: watermarks{offsets}, config: w.restoreConsumerConfig(), log: w.log}
+}
+
+func (w *Worker) producerConfigWithoutReports() kafka.ConfigMap {
+	cm := w.producerConfig()
+	// Delivery failures surface through CommitTransaction; no report channel
+	// to drain.
+	cm["go.delivery.reports"] = false
+	return cm
+}
+
+func ptr(cm kafka.ConfigMap) *kafka.ConfigMap { return &cm }
+
+// rdkError sorts a librdkafka error into the worker's classes and kinds
+// (see classifyRdk); an error that carries no librdkafka error code is
+// returned as it is.
+func rdkError(err error) error {
+	var ke kafka.Error
+	if err == nil || !errors.As(err, &ke) {
+		return err
+	}
+	kind := kindOther
+	switch ke.Code() {
+	case kafka.ErrMsgSizeTooLarge, kafka.ErrRecordListTooLarge:
+		kind = kindTooLarge
+	case kafka.ErrAutoOffsetReset, kafka.ErrOffsetOutOfRange:
+		kind = kindOffsetOutOfRange
+	case kafka.ErrUnknownTopicOrPart, kafka.ErrUnknownTopic, kafka.ErrUnknownPartition:
+		kind = kindUnknownPartition
+	}
+	return &clientError{class: classifyRdk(ke), kind: kind, err: err}
+}
+
+// classifyRdk sorts a librdkafka error into the worker's error classes.
+func classifyRdk(ke kafka.Error) errorClass {
+	switch ke.Code() {
+	case kafka.ErrFenced, kafka.ErrProducerFenced, kafka.ErrInvalidProducerEpoch,
+		kafka.ErrAuthentication, kafka.ErrSaslAuthenticationFailed, kafka.ErrClusterAuthorizationFailed,
+		kafka.ErrTransactionalIDAuthorizationFailed:
+		return classFatal
+	case kafka.ErrMsgSizeTooLarge, kafka.ErrRecordListTooLarge, kafka.ErrInvalidRecord, kafka.ErrInvalidMsg,
+		kafka.ErrUnknownTopic, kafka.ErrUnknownTopicOrPart, kafka.ErrTopicException, kafka.ErrTopicAuthorizationFailed,
+		kafka.ErrPolicyViolation:
+		return classRecord
+	case kafka.ErrTimedOut, kafka.ErrRequestTimedOut, kafka.ErrNotEnoughReplicas, kafka.ErrNotEnoughReplicasAfterAppend,
+		kafka.ErrLeaderNotAvailable, kafka.ErrNotLeaderForPartition, kafka.ErrCoordinatorNotAvailable,
+		kafka.ErrNotCoordinator, kafka.ErrCoordinatorLoadInProgress, kafka.ErrConcurrentTransactions:
+		if !ke.IsFatal() && !ke.TxnRequiresAbort() {
+			return classRetriable
+		}
+	}
+	switch {
+	case ke.IsFatal():
+		return classFatal
+	case ke.TxnRequiresAbort():
+		return classAbortable
+	case ke.IsRetriable():
+		return classRetriable
+	}
+	return classAbortable
+}
+
+// errorCode is the librdkafka error code err carries, possibly wrapped, or
+// ErrNoError if it carries none (nil included).
+func errorCode(err error) kafka.ErrorCode {
+	var ke kafka.Error
+	if err == nil || !errors.As(err, &ke) {
+		return kafka.ErrNoError
+	}
+	return ke.Code()
+}
+
+func rdkPartitions(chs []causal.Channel) []kafka.TopicPartition {
+	tps := make([]kafka.TopicPartition, len(chs))
+	for i, ch := range chs {
+		topic := ch.Topic
+		tps[i] = kafka.TopicPartition{Topic: &topic, Partition: ch.Partition}
+	}
+	return tps
+}
+
+func rdkChannels(tps []kafka.TopicPartition) []causal.Channel {
+	chs := make([]causal.Channel, len(tps))
+	for i, tp := range tps {
+		chs[i] = causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}
+	}
+	return chs
+}
+
+// rdkTimeoutMs is how long the consumer's requests to the broker may take.
+const rdkTimeoutMs = 10000
+
+// rdkConsumer is the group consumer on librdkafka. Its rebalance callback
+// runs inside Poll, on the pump's goroutine.
+type rdkConsumer struct {
+	c       *kafka.Consumer
+	handler rebalanceHandler
+	headers headerSlab
+}
+
+func (r *rdkConsumer) Subscribe(topics []string, h rebalanceHandler) error {
+	r.handler = h
+	return rdkError(r.c.SubscribeTopics(topics, r.rebalance))
+}
+
+func (r *rdkConsumer) rebalance(c *kafka.Consumer, ev kafka.Event) error {
+	switch e := ev.(type) {
+	case kafka.AssignedPartitions:
+		return r.handler.assigned(rdkChannels(e.Partitions))
+	case kafka.RevokedPartitions:
+		r.handler.revoked(rdkChannels(e.Partitions), c.AssignmentLost())
+		return rdkError(c.Unassign())
+	}
+	return nil
+}
+
+// Poll takes librdkafka's events one at a time: it hands out one per call.
+func (r *rdkConsumer) Poll(timeout time.Duration, max int, batch *[]consumerEvent) int {
+	n := 0
+	ev := r.c.Poll(int(timeout / time.Millisecond))
+	for ev != nil {
+		if r.take(ev, batch) {
+			if n++; n == max {
+				break
+			}
+		}
+		ev = r.c.Poll(0)
+	}
+	return n
+}
+
+// take appends ev to batch, if it is one the worker handles.
+func (r *rdkConsumer) take(ev kafka.Event, batch *[]consumerEvent) bool {
+	switch e := ev.(type) {
+	case *kafka.Message:
+		tp := e.TopicPartition
+		m := message{Topic: *tp.Topic, Partition: tp.Partition, Offset: int64(tp.Offset)}
+		if tp.Error != nil {
+			*batch = append(*batch, consumerEvent{kind: eventPartitionError, msg: m, err: rdkError(tp.Error)})
+			return true
+		}
+		m.Key, m.Value, m.Timestamp = e.Key, e.Value, e.Timestamp
+		if len(e.Headers) > 0 {
+			m.Headers = r.headers.carve(len(e.Headers))
+			for i, h := range e.Headers {
+				m.Headers[i].Key, m.Headers[i].Value = h.Key, h.Value
+			}
+		}
+		*batch = append(*batch, consumerEvent{kind: eventRecord, msg: m})
+	case kafka.PartitionEOF:
+		if e.Topic == nil || e.Offset < 0 {
+			return false
+		}
+		*batch = append(*batch, consumerEvent{kind: eventPosition, msg: message{Topic: *e.Topic, Partition: e.Partition, Offset: int64(e.Offset)}})
+	case kafka.Error:
+		kind := eventError
+		if e.IsFatal() {
+			kind = eventFatal
+		}
+		*batch = append(*batch, consumerEvent{kind: kind, err: rdkError(e)})
+	default:
+		return false
+	}
+	return true
+}
+
+func (r *rdkConsumer) Assign(starts map[causal.Channel]int64) error {
+	tps := make([]kafka.TopicPartition, 0, len(starts))
+	for ch, off := range starts {
+		topic := ch.Topic
+		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: ch.Partition, Offset: kafka.Offset(off)})
+	}
+	return rdkError(r.c.Assign(tps))
+}
+
+func (r *rdkConsumer) Seek(ch causal.Channel, offset int64) error {
+	topic := ch.Topic
+	return rdkError(r.c.Seek(kafka.TopicPartition{Topic: &topic, Partition: ch.Partition, Offset: kafka.Offset(offset)}, 0))
+}
+
+func (r *rdkConsumer) Pause(chs []causal.Channel) error {
+	return rdkError(r.c.Pause(rdkPartitions(chs)))
+}
+func (r *rdkConsumer) Resume(chs []causal.Channel) error {
+	return rdkError(r.c.Resume(rdkPartitions(chs)))
+}
+
+func (r *rdkConsumer) Position(chs []causal.Channel) (map[causal.Channel]int64, error) {
+	pos, err := r.c.Position(rdkPartitions(chs))
+	if err != nil {
+		return nil, rdkError(err)
+	}
+	out := make(map[causal.Channel]int64, len(pos))
+	for _, tp := range pos {
+		if tp.Offset >= 0 {
+			out[causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}] = int64(tp.Offset)
+		}
+	}
+	return out, nil
+}
+
+func (r *rdkConsumer) CachedWatermarks(ch causal.Channel) (low, high int64, ok bool) {
+	low, high, err := r.c.GetWatermarkOffsets(ch.Topic, ch.Partition)
+	return low, high, err == nil
+}
+
+func (r *rdkConsumer) GroupMetadata() (groupMetadata, error) {
+	md, err := r.c.GetConsumerGroupMetadata()
+	return md, rdkError(err)
+}
+
+func (r *rdkConsumer) Committed(chs []causal.Channel) (map[causal.Channel]int64, error) {
+	committed, err := r.c.Committed(rdkPartitions(chs), rdkTimeoutMs)
+	if err != nil {
+		return nil, rdkError(err)
+	}
+	out := make(map[causal.Channel]int64, len(committed))
+	for _, tp := range committed {
+		if tp.Offset >= 0 {
+			out[causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}] = int64(tp.Offset)
+		}
+	}
+	return out, nil
+}
+
+func (r *rdkConsumer) Watermarks(ch causal.Channel) (low, high int64, err error) {
+	low, high, err = r.c.QueryWatermarkOffsets(ch.Topic, ch.Partition, rdkTimeoutMs)
+	return low, high, rdkError(err)
+}
+
+func (r *rdkConsumer) Close() error { return rdkError(r.c.Close()) }
+
+// rdkProducer is the transactional producer on librdkafka. It asks for no
+// delivery reports while all goes well, since each costs a call across
+// cgo: only while watched do they come, to a goroutine of its own that
+// keeps the refused records.
+type rdkProducer struct {
+	p   *kafka.Producer
+	log *zap.Logger
+	// topics holds a stable pointer to each output topic's name, which
+	// kafka.Message wants; last is the one the last record went to.
+	topics map[string]*string
+	last   *string
+	// out and outHeaders are reused for every record produced: Produce
+	// copies the message before it returns.
+	out        kafka.Message
+	outHeaders []kafka.Header
+
+	watching bool
+	// reports carries watched delivery reports to the goroutine, which
+	// keeps the failed ones in failed. A barrier sent after them tells
+	// when the goroutine has seen everything sent before it.
+	reports chan kafka.Event
+	mu      sync.Mutex
+	failed  []refusedRecord
+	started bool
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// barrier is sent through reports after the delivery reports to wait for.
+type barrier chan struct{}
+
+func (barrier) String() string { return "barrier" }
+
+// reportsBuffer is how many delivery reports may wait for the goroutine;
+// more make librdkafka's poller wait, never lose them.
+const reportsBuffer = 1 << 14
+
+func newRdkProducer(p *kafka.Producer, log *zap.Logger) *rdkProducer {
+	return &rdkProducer{p: p, log: log, topics: map[string]*string{}, reports: make(chan kafka.Event, reportsBuffer),
+		stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (r *rdkProducer) InitTransactions(ctx context.Context) error {
+	return rdkError(r.p.InitTransactions(ctx))
+}
+func (r *rdkProducer) BeginTransaction() error { return rdkError(r.p.BeginTransaction()) }
+
+func (r *rdkProducer) Produce(m *message) error {
+	topic := r.last
+	if topic == nil || *topic != m.Topic {
+		var ok bool
+		if topic, ok = r.topics[m.Topic]; !ok {
+			name := m.Topic
+			topic = &name
+			r.topics[name] = topic
+		}
+		r.last = topic
+	}
+	r.outHeaders = r.outHeaders[:0]
+	for _, h := range m.Headers {
+		r.outHeaders = append(r.outHeaders, kafka.Header{Key: h.Key, Value: h.Value})
+	}
+	r.out = kafka.Message{TopicPartition: kafka.TopicPartition{Topic: topic, Partition: m.Partition},
+		Key: m.Key, Value: m.Value, Headers: r.outHeaders, Timestamp: m.Timestamp}
+	var reports chan kafka.Event
+	if r.watching {
+		reports = r.reports
+	}
+	var err error
+	for {
+		if err = r.p.Produce(&r.out, reports); err == nil || errorCode(err) != kafka.ErrQueueFull {
+			break
+		}
+		r.p.Flush(100)
+	}
+	r.out = kafka.Message{}
+	clear(r.outHeaders)
+	return rdkError(err)
+}
+
+func (r *rdkProducer) SendOffsetsToTransaction(ctx context.Context, offsets map[causal.Channel]int64, md groupMetadata) error {
+	tps := make([]kafka.TopicPartition, 0, len(offsets))
+	for ch, off := range offsets {
+		topic := ch.Topic
+		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: ch.Partition, Offset: kafka.Offset(off)})
+	}
+	cgm, _ := md.(*kafka.ConsumerGroupMetadata)
+	return rdkError(r.p.SendOffsetsToTransaction(ctx, tps, cgm))
+}
+
+func (r *rdkProducer) CommitTransaction(ctx context.Context) error {
+	return rdkError(r.p.CommitTransaction(ctx))
+}
+
+func (r *rdkProducer) AbortTransaction(ctx context.Context) error {
+	if err := r.p.AbortTransaction(ctx); err != nil && errorCode(err) != kafka.ErrState {
+		return rdkError(err)
+	}
+	return nil
+}
+
+func (r *rdkProducer) FatalError() error { return rdkError(r.p.GetFatalError()) }
+
+func (r *rdkProducer) Watch() {
+	r.watching = true
+	if !r.started {
+		r.started = true
+		go r.collect()
+	}
+}
+
+func (r *rdkProducer) Unwatch() { r.watching = false }
+
+// collect keeps the refused records among the delivery reports.
+func (r *rdkProducer) collect() {
+	defer close(r.done)
+	for {
+		select {
+		case <-r.stop:
+			return
+		case ev := <-r.reports:
+			switch e := ev.(type) {
+			case barrier:
+				close(e)
+			case *kafka.Message:
+				if tp := e.TopicPartition; tp.Error != nil && tp.Topic != nil {
+					r.mu.Lock()
+					r.failed = append(r.failed, refusedRecord{
+						msg: message{Topic: *tp.Topic, Partition: tp.Partition, Key: e.Key, Value: e.Value},
+						err: rdkError(tp.Error)})
+					r.mu.Unlock()
+				}
+			}
+		}
+	}
+}
+
+func (r *rdkProducer) Refused() []refusedRecord {
+	if !r.started {
+		return nil
+	}
+	b := make(barrier)
+	select {
+	case r.reports <- b:
+		select {
+		case <-b:
+		case <-time.After(5 * time.Second):
+		}
+	case <-time.After(5 * time.Second):
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	failed := r.failed
+	r.failed = nil
+	return failed
+}
+
+func (r *rdkProducer) Close() error {
+	r.p.Close()
+	if r.started {
+		close(r.stop)
+		<-r.done
+	}
+	return nil
+}
+
+// rdkAdmin is the admin client on librdkafka.
+type rdkAdmin struct {
+	admin *kafka.AdminClient
+	group string
+}
+
+func (a *rdkAdmin) PartitionCounts(ctx context.Context) (map[string]int32, error) {
+	md, err := a.admin.GetMetadata(nil, true, rdkTimeoutMs)
+	if err != nil {
+		return nil, rdkError(err)
+	}
+	counts := map[string]int32{}
+	for name, t := range md.Topics {
+		if t.Error.Code() == kafka.ErrNoError {
+			counts[name] = int32(len(t.Partitions))
+		}
+	}
+	return counts, nil
+}
+
+func (a *rdkAdmin) CreateTopics(ctx context.Context, specs []topicSpec) error {
+	create := make([]kafka.TopicSpecification, len(specs))
+	for i, s := range specs {
+		create[i] = kafka.TopicSpecification{Topic: s.name, NumPartitions: int(s.partitions), ReplicationFactor: -1, Config: s.configs}
+	}
+	res, err := a.admin.CreateTopics(ctx, create)
+	if err != nil {
+		return rdkError(err)
+	}
+	for _, r := range res {
+		if c := r.Error.Code(); c != kafka.ErrNoError && c != kafka.ErrTopicAlreadyExists {
+			return fmt.Errorf("create topic %q: %w", r.Topic, rdkError(r.Error))
+		}
+	}
+	return nil
+}
+
+func (a *rdkAdmin) GroupCommitted(ctx context.Context, chs []causal.Channel) (map[causal.Channel]int64, error) {
+	res, err := a.admin.ListConsumerGroupOffsets(ctx, []kafka.ConsumerGroupTopicPartitions{{Group: a.group, Partitions: rdkPartitions(chs)}})
+	if code := errorCode(err); code == kafka.ErrGroupIDNotFound {
+		return map[causal.Channel]int64{}, nil // nothing committed yet
+	}
+	if err != nil {
+		return nil, fmt.Errorf("committed offsets of group %s: %w", a.group, rdkError(err))
+	}
+	out := make(map[causal.Channel]int64, len(chs))
+	for _, g := range res.ConsumerGroupsTopicPartitions {
+		for _, tp := range g.Partitions {
+			if tp.Error != nil {
+				return nil, fmt.Errorf("committed offset of %s/%d in group %s: %w", *tp.Topic, tp.Partition, a.group, rdkError(tp.Error))
+			}
+			if tp.Offset >= 0 {
+				out[causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}] = int64(tp.Offset)
+			}
+		}
+	}
+	return out, nil
+}
+
+func (a *rdkAdmin) Ends(ctx context.Context, chs []causal.Channel) (map[causal.Channel]int64, error) {
+	ask := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(chs))
+	for _, tp := range rdkPartitions(chs) {
+		ask[tp] = kafka.LatestOffsetSpec
+	}
+	res, err := a.admin.ListOffsets(ctx, ask, kafka.SetAdminIsolationLevel(kafka.IsolationLevelReadUncommitted))
+	if err != nil {
+		return nil, fmt.Errorf("end offsets: %w", rdkError(err))
+	}
+	out := make(map[causal.Channel]int64, len(chs))
+	for tp, info := range res.ResultInfos {
+		if info.Error.Code() != kafka.ErrNoError {
+			return nil, fmt.Errorf("end offset of %s/%d: %w", *tp.Topic, tp.Partition, rdkError(info.Error))
+		}
+		out[causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}] = int64(info.Offset)
+	}
+	return out, nil
+}
+
+func (a *rdkAdmin) Close() { a.admin.Close() }
+
+// kafkaChangelog reads changelog partitions with a librdkafka consumer of
+// its own, outside the group, under read_committed.
+type kafkaChangelog struct {
+	watermarks
+	config kafka.ConfigMap
+	log    *zap.Logger
+}
+
+func (k *kafkaChangelog) read(stop <-chan struct{}, from map[causal.Channel]int64, apply func(ch causal.Channel, key, value []byte) error,
+	done func(ch causal.Channel, end int64) error) error {
+	ends := map[causal.Channel]int64{}
+	pending := map[causal.Channel]bool{}
+	var tps []kafka.TopicPartition
+	for ch, off := range from {
+		_, high, err := k.bounds(ch)
+		if err != nil {
+			return fmt.Errorf("bounds of %s: %w", ch, err)
+		}
+		if off >= high {
+			if err := done(ch, off); err != nil {
+				return err
+			}
+			continue
+		}
+		ends[ch] = off
+		topic := ch.Topic
+		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: ch.Partition, Offset: kafka.Offset(off)})
+		pending[ch] = true
+	}
+	if len(tps) == 0 {
+		return nil
+	}
+	rc, err := kafka.NewConsumer(&k.config)
+	if err != nil {
+		return fmt.Errorf("restore consumer: %w", err)
+	}
+	defer func() {
+		if err := rc.Close(); err != nil {
+			k.log.Warn("close restore consumer", zap.Error(err))
+		}
+	}()
+	if err := rc.Assign(tps); err != nil {
+		return fmt.Errorf("assign changelog partitions: %w", rdkError(err))
+	}
+	for len(pending) > 0 {
+		select {
+		case <-stop:
+			return ErrStopped
+		default:
+		}
+		switch e := rc.Poll(100).(type) {
+		case *kafka.Message:
+			tp := e.TopicPartition
+			if tp.Error != nil {
+				return fmt.Errorf("read changelog %s: %w", partitionString(*tp.Topic, tp.Partition), rdkError(tp.Error))
+			}
+			ch := causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}
+			if err := apply(ch, e.Key, e.Value); err != nil {
+				return err
+			}
+			ends[ch] = int64(tp.Offset) + 1
+		case kafka.PartitionEOF:
+			if e.Topic == nil {
+				continue
+			}
+			ch := causal.Channel{Topic: *e.Topic, Partition: e.Partition}
+			if !pending[ch] {
+				continue
+			}
+			delete(pending, ch)
+			if err := done(ch, max(ends[ch], int64(e.Offset))); err != nil {
+				return err
+			}
+		case kafka.Error:
+			if e.IsFatal() {
+				return fmt.Errorf("read changelog: %w", rdkError(e))
+			}
+		}
+	}
+	return nil
+}
