@@ -23,80 +23,82 @@ import (
 // verdict, in causal order, with the running counts intact.
 func TestChaosExactlyOnce(t *testing.T) {
 	t.Parallel()
-	seed := uint64(time.Now().UnixNano())
-	rng := rand.New(rand.NewPCG(seed, 11))
-	t.Logf("chaos seed %d", seed)
-	b := startBroker(t)
-	createTopics(t, b.Addr(), 3, "orders", "payments", "verdicts")
-	wl := workload{payments: map[string][]string{}}
-	const app, kills = "shop-chaos", 50
-	var states [3]string
-	var workers [3]*workerProcess
-	for i := range workers {
-		states[i] = t.TempDir()
-		workers[i] = spawnWorker(t, b.Addr(), app, states[i])
-	}
-	faults := []kfake.Fault{
-		// Retriable errors only on batches that continue a sequence the
-		// broker knows: a broker with no state for a producer on a partition
-		// accepts any first sequence (as Kafka does since KIP-360), so when a
-		// producer's first batch there fails and its second, already in
-		// flight, is taken, the first is lost to idempotence with no error
-		// (the hazard KAFKA-15591 closed only for partitions never written).
-		// This test found that; it is the broker's, not Causeway's.
-		{Keys: []kmsg.Key{kmsg.Produce}, Topic: "verdicts", Err: kerr.NotEnoughReplicas, Count: 4, When: continuesSequence},
-		{Keys: []kmsg.Key{kmsg.Produce}, Topic: "verdicts", Err: kerr.InvalidRecord, Count: 1},
-		{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.CoordinatorNotAvailable, Count: 2},
-	}
-	var handles []*kfake.FaultHandle
-	hits := func() int {
-		n := 0
+	eachClient(t, func(t *testing.T, client string) {
+		seed := uint64(time.Now().UnixNano())
+		rng := rand.New(rand.NewPCG(seed, 11))
+		t.Logf("chaos seed %d", seed)
+		b := startBroker(t)
+		createTopics(t, b.Addr(), 3, "orders", "payments", "verdicts")
+		wl := workload{payments: map[string][]string{}}
+		const app, kills = "shop-chaos", 50
+		var states [3]string
+		var workers [3]*workerProcess
+		for i := range workers {
+			states[i] = t.TempDir()
+			workers[i] = spawnWorker(t, b.Addr(), app, states[i])
+		}
+		faults := []kfake.Fault{
+			// Retriable errors only on batches that continue a sequence the
+			// broker knows: a broker with no state for a producer on a partition
+			// accepts any first sequence (as Kafka does since KIP-360), so when a
+			// producer's first batch there fails and its second, already in
+			// flight, is taken, the first is lost to idempotence with no error
+			// (the hazard KAFKA-15591 closed only for partitions never written).
+			// This test found that; it is the broker's, not Causeway's.
+			{Keys: []kmsg.Key{kmsg.Produce}, Topic: "verdicts", Err: kerr.NotEnoughReplicas, Count: 4, When: continuesSequence},
+			{Keys: []kmsg.Key{kmsg.Produce}, Topic: "verdicts", Err: kerr.InvalidRecord, Count: 1},
+			{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.CoordinatorNotAvailable, Count: 2},
+		}
+		var handles []*kfake.FaultHandle
+		hits := func() int {
+			n := 0
+			for _, h := range handles {
+				n += h.Hits()
+			}
+			return n
+		}
+		var killed []*workerProcess
+		working := 0 // killed workers that had been assigned partitions
+		for round := range kills {
+			wl.add(produceShop(t, b.Addr(), 3, 2, fmt.Sprintf("r%d", round)))
+			if round%5 == 2 {
+				handles = append(handles, b.Cluster().Fault(faults[(round/5)%len(faults)]))
+			}
+			time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
+			i := rng.IntN(len(workers))
+			workers[i].kill()
+			killed = append(killed, workers[i])
+			if strings.Contains(workers[i].logs.String(), "partitions assigned") {
+				working++
+			}
+			workers[i] = spawnWorker(t, b.Addr(), app, states[i])
+		}
 		for _, h := range handles {
-			n += h.Hits()
+			h.Remove()
 		}
-		return n
-	}
-	var killed []*workerProcess
-	working := 0 // killed workers that had been assigned partitions
-	for round := range kills {
-		wl.add(produceShop(t, b.Addr(), 3, 2, fmt.Sprintf("r%d", round)))
-		if round%5 == 2 {
-			handles = append(handles, b.Cluster().Fault(faults[(round/5)%len(faults)]))
-		}
-		time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
-		i := rng.IntN(len(workers))
-		workers[i].kill()
-		killed = append(killed, workers[i])
-		if strings.Contains(workers[i].logs.String(), "partitions assigned") {
-			working++
-		}
-		workers[i] = spawnWorker(t, b.Addr(), app, states[i])
-	}
-	for _, h := range handles {
-		h.Remove()
-	}
-	t.Logf("%d of %d killed workers had been assigned partitions; broker faults hit %d times", working, kills, hits())
-	assert.GreaterOrEqual(t, working, kills/2, "most kills must hit a working worker, or the test proves little")
-	assert.Positive(t, hits(), "no injected fault ever fired")
-	wl.add(produceShop(t, b.Addr(), 3, 2, "last"))
-	want := wl.count()
-	verdicts := readCommitted(t, b.Addr(), "verdicts", want, 90*time.Second)
-	problems := checkVerdicts(wl, verdicts)
-	if !assert.Empty(t, problems, "seed %d", seed) {
-		// What the workers said about failures, to find the cause.
-		for i, w := range append(killed, workers[:]...) {
-			for _, line := range strings.Split(w.logs.String(), "\n") {
-				if strings.Contains(line, "abort") || strings.Contains(line, "rebuild") || strings.Contains(line, "refused") ||
-					strings.Contains(line, "failed") || strings.Contains(line, "assigned") || strings.Contains(line, "revoked") {
-					t.Logf("worker incarnation %d: %s", i, line)
+		t.Logf("%d of %d killed workers had been assigned partitions; broker faults hit %d times", working, kills, hits())
+		assert.GreaterOrEqual(t, working, kills/2, "most kills must hit a working worker, or the test proves little")
+		assert.Positive(t, hits(), "no injected fault ever fired")
+		wl.add(produceShop(t, b.Addr(), 3, 2, "last"))
+		want := wl.count()
+		verdicts := readCommitted(t, b.Addr(), "verdicts", want, 90*time.Second)
+		problems := checkVerdicts(wl, verdicts)
+		if !assert.Empty(t, problems, "seed %d", seed) {
+			// What the workers said about failures, to find the cause.
+			for i, w := range append(killed, workers[:]...) {
+				for _, line := range strings.Split(w.logs.String(), "\n") {
+					if strings.Contains(line, "abort") || strings.Contains(line, "rebuild") || strings.Contains(line, "refused") ||
+						strings.Contains(line, "failed") || strings.Contains(line, "assigned") || strings.Contains(line, "revoked") {
+						t.Logf("worker incarnation %d: %s", i, line)
+					}
 				}
 			}
 		}
-	}
-	assert.Len(t, verdicts, want, "seed %d", seed)
-	for _, w := range workers {
-		require.NoError(t, w.stop(30*time.Second), w.tail())
-	}
+		assert.Len(t, verdicts, want, "seed %d", seed)
+		for _, w := range workers {
+			require.NoError(t, w.stop(30*time.Second), w.tail())
+		}
+	})
 }
 
 // continuesSequence reports whether every record batch of a produce request

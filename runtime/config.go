@@ -124,8 +124,9 @@ type Config struct {
 	// CAUSEWAY_ADMIN_TOKEN.
 	AdminToken string
 	// Client is the Kafka client library the worker's clients use:
-	// "librdkafka" (default; confluent-kafka-go, which needs cgo) or
-	// "franz" (franz-go, pure Go). Flag --client, env CAUSEWAY_CLIENT.
+	// "librdkafka" (confluent-kafka-go, which needs cgo) or "franz"
+	// (franz-go, pure Go). Default librdkafka, or franz in a binary built
+	// without cgo (see Clients). Flag --client, env CAUSEWAY_CLIENT.
 	Client string
 	// Development switches logs to a human-readable console format.
 	// Flag --dev, env CAUSEWAY_DEV.
@@ -162,7 +163,7 @@ func DefaultConfig() Config {
 		MaxHeldPerChannel: 10_000,
 		ShutdownTimeout:   10 * time.Second,
 		Threads:           1,
-		Client:            ClientLibrdkafka,
+		Client:            Clients()[0],
 		Kafka:             map[string]string{},
 	}
 }

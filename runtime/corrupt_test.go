@@ -45,153 +45,155 @@ func taskState(st runtime.Status, id string) (runtime.TaskStatus, bool) {
 // (and fails again while the record is still corrupt).
 func TestCorruptHeaderFailsOnlyItsTask(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t)
-	createTopics(t, b.Addr(), 2, "orders", "payments", "verdicts")
-	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false})
-	require.NoError(t, err)
-	defer p.Close()
-	// One causal session for the whole client, so each payment claims its
-	// order; a record given headers carries those instead.
-	var session causal.Session
-	send := func(topic string, partition int32, key, value string, headers []kafka.Header) int64 {
-		if headers == nil && !session.Clock().IsEmpty() {
-			headers = []kafka.Header{{Key: causal.HeaderKey, Value: session.AppendHeader(nil)}}
-		}
-		dr := make(chan kafka.Event, 1)
-		require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition},
-			Key: []byte(key), Value: []byte(value), Headers: headers}, dr))
-		m := (<-dr).(*kafka.Message)
-		require.NoError(t, m.TopicPartition.Error)
-		off := int64(m.TopicPartition.Offset)
-		session.Produced(causal.Channel{Topic: topic, Partition: partition}, off)
-		return off
-	}
-	send("orders", 0, "a", "order a", nil)
-	send("payments", 0, "a", "a-p0", nil)
-
-	cfg := testConfig(t, b.Addr(), "shop-corrupt")
-	cfg.HTTPAddr = "127.0.0.1:0"
-	cfg.AdminToken = "s3cret"
-	w, err := runtime.NewWorker(cfg, shopTopology(), zaptest.NewLogger(t), nil)
-	require.NoError(t, err)
-	srv := runtime.NewServer(cfg.HTTPAddr, w, zaptest.NewLogger(t))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	require.NoError(t, w.Start(ctx))
-	require.NoError(t, srv.Start(ctx))
-
-	// The good payment is processed first: it claims its order, and a task
-	// that fails stops delivering what it still holds, so the corrupt record
-	// must not arrive before the order has been read.
-	readCommitted(t, b.Addr(), "verdicts", 1, 30*time.Second)
-	bad := send("payments", 0, "a", "a-p1", []kafka.Header{{Key: causal.HeaderKey, Value: []byte{0xff, 0x01}}})
-	send("payments", 0, "a", "a-p2", nil)
-	t.Cleanup(func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		assert.NoError(t, srv.Stop(stopCtx))
-		assert.NoError(t, w.Stop(stopCtx))
-	})
-
-	var failed runtime.TaskStatus
-	require.Eventually(t, func() bool {
-		ts, ok := taskState(getStatus(t, srv.Addr()), "ledger/0")
-		failed = ts
-		return ok && ts.State == runtime.StateFailed
-	}, 30*time.Second, 50*time.Millisecond)
-	assert.Contains(t, failed.LastError, fmt.Sprintf("corrupt clock header on payments/0 at offset %d", bad))
-
-	// The other partition's task keeps processing.
-	send("orders", 1, "b", "order b", nil)
-	send("payments", 1, "b", "b-p0", nil)
-	verdicts := readCommitted(t, b.Addr(), "verdicts", 2, 30*time.Second)
-	var got []string
-	for _, v := range verdicts {
-		got = append(got, string(v.Value))
-	}
-	assert.ElementsMatch(t, []string{"a-p0 known=true n=1", "b-p0 known=true n=1"}, got)
-	other, _ := taskState(getStatus(t, srv.Addr()), "ledger/1")
-	assert.Equal(t, runtime.StateRunning, other.State)
-	resp, err := http.Get("http://" + srv.Addr() + "/readyz")
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusOK, resp.StatusCode, "one failed task does not make the worker unready")
-
-	// What the task did before the bad record reached the changelog: its
-	// store change for the good payment is there.
-	require.Eventually(t, func() bool {
-		for _, m := range readCommitted(t, b.Addr(), runtime.StoreChangelogTopic("shop-corrupt", "paid"), 1<<30, 2*time.Second) {
-			if string(m.Key) == "a" && string(m.Value) == "1" {
-				return true
+	eachClient(t, func(t *testing.T, client string) {
+		b := startBroker(t)
+		createTopics(t, b.Addr(), 2, "orders", "payments", "verdicts")
+		p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false})
+		require.NoError(t, err)
+		defer p.Close()
+		// One causal session for the whole client, so each payment claims its
+		// order; a record given headers carries those instead.
+		var session causal.Session
+		send := func(topic string, partition int32, key, value string, headers []kafka.Header) int64 {
+			if headers == nil && !session.Clock().IsEmpty() {
+				headers = []kafka.Header{{Key: causal.HeaderKey, Value: session.AppendHeader(nil)}}
 			}
+			dr := make(chan kafka.Event, 1)
+			require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition},
+				Key: []byte(key), Value: []byte(value), Headers: headers}, dr))
+			m := (<-dr).(*kafka.Message)
+			require.NoError(t, m.TopicPartition.Error)
+			off := int64(m.TopicPartition.Offset)
+			session.Produced(causal.Channel{Topic: topic, Partition: partition}, off)
+			return off
 		}
-		return false
-	}, 20*time.Second, 200*time.Millisecond, "the failed task's store change before the bad record is not in the changelog")
+		send("orders", 0, "a", "order a", nil)
+		send("payments", 0, "a", "a-p0", nil)
 
-	// Nothing past the bad record is committed for its partition.
-	require.Eventually(t, func() bool {
-		return committedOffset(t, b.Addr(), "shop-corrupt", "payments", 0) == bad
-	}, 10*time.Second, 100*time.Millisecond)
+		cfg := testConfigFor(t, client, b.Addr(), "shop-corrupt")
+		cfg.HTTPAddr = "127.0.0.1:0"
+		cfg.AdminToken = "s3cret"
+		w, err := runtime.NewWorker(cfg, shopTopology(), zaptest.NewLogger(t), nil)
+		require.NoError(t, err)
+		srv := runtime.NewServer(cfg.HTTPAddr, w, zaptest.NewLogger(t))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		require.NoError(t, w.Start(ctx))
+		require.NoError(t, srv.Start(ctx))
 
-	// A restart retries the record, and fails on it again.
-	resp, err = http.Post("http://"+srv.Addr()+"/tasks/ledger/0/restart", "", nil)
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a restart without the admin token")
-	resp, err = adminPost(t, srv.Addr(), "/tasks/ledger/0/restart", "s3cret")
-	require.NoError(t, err)
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusAccepted, resp.StatusCode, string(body))
-	require.Eventually(t, func() bool {
+		// The good payment is processed first: it claims its order, and a task
+		// that fails stops delivering what it still holds, so the corrupt record
+		// must not arrive before the order has been read.
+		readCommitted(t, b.Addr(), "verdicts", 1, 30*time.Second)
+		bad := send("payments", 0, "a", "a-p1", []kafka.Header{{Key: causal.HeaderKey, Value: []byte{0xff, 0x01}}})
+		send("payments", 0, "a", "a-p2", nil)
+		t.Cleanup(func() {
+			stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			assert.NoError(t, srv.Stop(stopCtx))
+			assert.NoError(t, w.Stop(stopCtx))
+		})
+
+		var failed runtime.TaskStatus
+		require.Eventually(t, func() bool {
+			ts, ok := taskState(getStatus(t, srv.Addr()), "ledger/0")
+			failed = ts
+			return ok && ts.State == runtime.StateFailed
+		}, 30*time.Second, 50*time.Millisecond)
+		assert.Contains(t, failed.LastError, fmt.Sprintf("corrupt clock header on payments/0 at offset %d", bad))
+
+		// The other partition's task keeps processing.
+		send("orders", 1, "b", "order b", nil)
+		send("payments", 1, "b", "b-p0", nil)
+		verdicts := readCommitted(t, b.Addr(), "verdicts", 2, 30*time.Second)
+		var got []string
+		for _, v := range verdicts {
+			got = append(got, string(v.Value))
+		}
+		assert.ElementsMatch(t, []string{"a-p0 known=true n=1", "b-p0 known=true n=1"}, got)
+		other, _ := taskState(getStatus(t, srv.Addr()), "ledger/1")
+		assert.Equal(t, runtime.StateRunning, other.State)
+		resp, err := http.Get("http://" + srv.Addr() + "/readyz")
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode, "one failed task does not make the worker unready")
+
+		// What the task did before the bad record reached the changelog: its
+		// store change for the good payment is there.
+		require.Eventually(t, func() bool {
+			for _, m := range readCommitted(t, b.Addr(), runtime.StoreChangelogTopic("shop-corrupt", "paid"), 1<<30, 2*time.Second) {
+				if string(m.Key) == "a" && string(m.Value) == "1" {
+					return true
+				}
+			}
+			return false
+		}, 20*time.Second, 200*time.Millisecond, "the failed task's store change before the bad record is not in the changelog")
+
+		// Nothing past the bad record is committed for its partition.
+		require.Eventually(t, func() bool {
+			return committedOffset(t, b.Addr(), "shop-corrupt", "payments", 0) == bad
+		}, 10*time.Second, 100*time.Millisecond)
+
+		// A restart retries the record, and fails on it again.
+		resp, err = http.Post("http://"+srv.Addr()+"/tasks/ledger/0/restart", "", nil)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusUnauthorized, resp.StatusCode, "a restart without the admin token")
+		resp, err = adminPost(t, srv.Addr(), "/tasks/ledger/0/restart", "s3cret")
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusAccepted, resp.StatusCode, string(body))
+		require.Eventually(t, func() bool {
+			ts, _ := taskState(getStatus(t, srv.Addr()), "ledger/0")
+			return ts.State == runtime.StateFailed && strings.Contains(ts.LastError, fmt.Sprintf("at offset %d", bad))
+		}, 30*time.Second, 50*time.Millisecond, "status after restart: %+v", getStatus(t, srv.Addr()))
+		assert.Equal(t, bad, committedOffset(t, b.Addr(), "shop-corrupt", "payments", 0))
+
+		resp, err = adminPost(t, srv.Addr(), "/tasks/nope/9/restart", "s3cret")
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusNotFound, resp.StatusCode)
+
+		// Skipping moves the task past the corrupt record: it goes to the
+		// dead-letter topic, and the payment after it is processed, once.
+		resp, err = adminPost(t, srv.Addr(), "/tasks/ledger/0/skip", "wrong")
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+		resp, err = adminPost(t, srv.Addr(), "/tasks/ledger/0/skip", "s3cret")
+		require.NoError(t, err)
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusAccepted, resp.StatusCode, string(body))
+		assert.Contains(t, string(body), fmt.Sprintf("past payments/0@%d", bad))
+		dead := readCommitted(t, b.Addr(), "shop-corrupt-dead-letter", 1, 30*time.Second)
+		require.Len(t, dead, 1)
+		assert.Equal(t, "a-p1", string(dead[0].Value))
+		assert.Contains(t, dead[0].Headers, kafka.Header{Key: framework.HeaderDLQStage, Value: []byte(framework.StageSkip)})
+		verdicts = readCommitted(t, b.Addr(), "verdicts", 3, 30*time.Second)
+		got = got[:0]
+		for _, v := range verdicts {
+			got = append(got, string(v.Value))
+		}
+		assert.ElementsMatch(t, []string{"a-p0 known=true n=1", "b-p0 known=true n=1", "a-p2 known=true n=2"}, got)
+		require.Eventually(t, func() bool {
+			return committedOffset(t, b.Addr(), "shop-corrupt", "payments", 0) == bad+2
+		}, 10*time.Second, 100*time.Millisecond, "committed past the skipped record and the one after it")
 		ts, _ := taskState(getStatus(t, srv.Addr()), "ledger/0")
-		return ts.State == runtime.StateFailed && strings.Contains(ts.LastError, fmt.Sprintf("at offset %d", bad))
-	}, 30*time.Second, 50*time.Millisecond, "status after restart: %+v", getStatus(t, srv.Addr()))
-	assert.Equal(t, bad, committedOffset(t, b.Addr(), "shop-corrupt", "payments", 0))
+		assert.Equal(t, runtime.StateRunning, ts.State)
+		resp, err = adminPost(t, srv.Addr(), "/tasks/ledger/0/skip", "s3cret")
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode, "a second skip changes nothing")
 
-	resp, err = adminPost(t, srv.Addr(), "/tasks/nope/9/restart", "s3cret")
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusNotFound, resp.StatusCode)
-
-	// Skipping moves the task past the corrupt record: it goes to the
-	// dead-letter topic, and the payment after it is processed, once.
-	resp, err = adminPost(t, srv.Addr(), "/tasks/ledger/0/skip", "wrong")
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
-	resp, err = adminPost(t, srv.Addr(), "/tasks/ledger/0/skip", "s3cret")
-	require.NoError(t, err)
-	body, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.Equal(t, http.StatusAccepted, resp.StatusCode, string(body))
-	assert.Contains(t, string(body), fmt.Sprintf("past payments/0@%d", bad))
-	dead := readCommitted(t, b.Addr(), "shop-corrupt-dead-letter", 1, 30*time.Second)
-	require.Len(t, dead, 1)
-	assert.Equal(t, "a-p1", string(dead[0].Value))
-	assert.Contains(t, dead[0].Headers, kafka.Header{Key: framework.HeaderDLQStage, Value: []byte(framework.StageSkip)})
-	verdicts = readCommitted(t, b.Addr(), "verdicts", 3, 30*time.Second)
-	got = got[:0]
-	for _, v := range verdicts {
-		got = append(got, string(v.Value))
-	}
-	assert.ElementsMatch(t, []string{"a-p0 known=true n=1", "b-p0 known=true n=1", "a-p2 known=true n=2"}, got)
-	require.Eventually(t, func() bool {
-		return committedOffset(t, b.Addr(), "shop-corrupt", "payments", 0) == bad+2
-	}, 10*time.Second, 100*time.Millisecond, "committed past the skipped record and the one after it")
-	ts, _ := taskState(getStatus(t, srv.Addr()), "ledger/0")
-	assert.Equal(t, runtime.StateRunning, ts.State)
-	resp, err = adminPost(t, srv.Addr(), "/tasks/ledger/0/skip", "s3cret")
-	require.NoError(t, err)
-	resp.Body.Close()
-	assert.Equal(t, http.StatusOK, resp.StatusCode, "a second skip changes nothing")
-
-	metrics, err := http.Get("http://" + srv.Addr() + "/metrics")
-	require.NoError(t, err)
-	mb, _ := io.ReadAll(metrics.Body)
-	metrics.Body.Close()
-	assert.Contains(t, string(mb), `causeway_task_state{state="RUNNING",task="ledger/0"} 1`)
-	assert.Contains(t, string(mb), "causeway_transaction_commits_total")
+		metrics, err := http.Get("http://" + srv.Addr() + "/metrics")
+		require.NoError(t, err)
+		mb, _ := io.ReadAll(metrics.Body)
+		metrics.Body.Close()
+		assert.Contains(t, string(mb), `causeway_task_state{state="RUNNING",task="ledger/0"} 1`)
+		assert.Contains(t, string(mb), "causeway_transaction_commits_total")
+	})
 }
 
 // committedOffset reads the consumer group's committed offset of one

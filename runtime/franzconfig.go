@@ -5,9 +5,12 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -157,4 +160,97 @@ func franzTLS(settings map[string]string) (*tls.Config, error) {
 		return nil, fmt.Errorf("%w: ssl.endpoint.identification.algorithm=%s", errFranzSetting, settings["ssl.endpoint.identification.algorithm"])
 	}
 	return cfg, nil
+}
+
+// franzSetting is a librdkafka setting the franz transport follows, for
+// the clients of one role, with franz-go's option for a value.
+type franzSetting struct {
+	role clientRole
+	opt  func(v string) (kgo.Opt, error)
+}
+
+func franzMillis(f func(time.Duration) kgo.Opt) func(string) (kgo.Opt, error) {
+	return func(v string) (kgo.Opt, error) {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("want milliseconds, have %q", v)
+		}
+		return f(time.Duration(n) * time.Millisecond), nil
+	}
+}
+
+func franzBytes[O kgo.Opt](f func(int32) O) func(string) (kgo.Opt, error) {
+	return func(v string) (kgo.Opt, error) {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("want a positive number, have %q", v)
+		}
+		return f(int32(n)), nil
+	}
+}
+
+// franzSettings are the librdkafka tuning settings the franz transport
+// carries over to franz-go's options; franzConnection handles how to
+// connect.
+var franzSettings = map[string]franzSetting{
+	"fetch.wait.max.ms":         {consumerRole, franzMillis(func(d time.Duration) kgo.Opt { return kgo.FetchMaxWait(d) })},
+	"fetch.max.bytes":           {consumerRole, franzBytes(kgo.FetchMaxBytes)},
+	"max.partition.fetch.bytes": {consumerRole, franzBytes(kgo.FetchMaxPartitionBytes)},
+	"fetch.min.bytes":           {consumerRole, franzBytes(kgo.FetchMinBytes)},
+	"session.timeout.ms":        {consumerRole, franzMillis(func(d time.Duration) kgo.Opt { return kgo.SessionTimeout(d) })},
+	"heartbeat.interval.ms":     {consumerRole, franzMillis(func(d time.Duration) kgo.Opt { return kgo.HeartbeatInterval(d) })},
+	"client.rack":               {consumerRole, func(v string) (kgo.Opt, error) { return kgo.Rack(v), nil }},
+	"linger.ms":                 {producerRole, franzMillis(func(d time.Duration) kgo.Opt { return kgo.ProducerLinger(d) })},
+	"batch.size":                {producerRole, franzBytes(kgo.ProducerBatchMaxBytes)},
+	"message.max.bytes":         {producerRole, franzBytes(kgo.ProducerBatchMaxBytes)},
+	"transaction.timeout.ms":    {producerRole, franzMillis(func(d time.Duration) kgo.Opt { return kgo.TransactionTimeout(d) })},
+	"message.timeout.ms":        {producerRole, franzMillis(func(d time.Duration) kgo.Opt { return kgo.RecordDeliveryTimeout(d) })},
+	"delivery.timeout.ms":       {producerRole, franzMillis(func(d time.Duration) kgo.Opt { return kgo.RecordDeliveryTimeout(d) })},
+	"queue.buffering.max.messages": {producerRole, func(v string) (kgo.Opt, error) {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("want a positive number, have %q", v)
+		}
+		return kgo.MaxBufferedRecords(n), nil
+	}},
+	"compression.type":  {producerRole, franzCompression},
+	"compression.codec": {producerRole, franzCompression},
+}
+
+func franzCompression(v string) (kgo.Opt, error) {
+	codecs := map[string]kgo.CompressionCodec{"none": kgo.NoCompression(), "gzip": kgo.GzipCompression(),
+		"snappy": kgo.SnappyCompression(), "lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression()}
+	c, ok := codecs[v]
+	if !ok {
+		return nil, fmt.Errorf("want none, gzip, snappy, lz4 or zstd, have %q", v)
+	}
+	return kgo.ProducerBatchCompression(c), nil
+}
+
+// franzTuning returns the franz-go options for the tuning settings among
+// settings that apply to clients of role. A setting that is neither a
+// connection setting (franzConnection) nor one franzSettings knows is
+// refused, naming it: the franz transport does not quietly drop what
+// librdkafka would have followed.
+func franzTuning(settings map[string]string, role clientRole) ([]kgo.Opt, error) {
+	var opts []kgo.Opt
+	for _, k := range slices.Sorted(maps.Keys(settings)) {
+		if slices.Contains(connectionKeys, k) {
+			continue
+		}
+		s, ok := franzSettings[k]
+		if !ok {
+			return nil, fmt.Errorf("%w: --kafka %s: the franz client has no counterpart of this librdkafka setting (it follows %s, "+
+				"and the connection settings)", ErrInvalidConfig, k, strings.Join(slices.Sorted(maps.Keys(franzSettings)), ", "))
+		}
+		if s.role != role {
+			continue
+		}
+		opt, err := s.opt(settings[k])
+		if err != nil {
+			return nil, fmt.Errorf("%w: --kafka %s: %w", ErrInvalidConfig, k, err)
+		}
+		opts = append(opts, opt)
+	}
+	return opts, nil
 }

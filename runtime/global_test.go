@@ -93,15 +93,19 @@ func runGlobalShop(t *testing.T, gateOff bool) (unpaid []string, verdicts int) {
 // of the global table to hold it, however far its reader lags.
 func TestGlobalTableOnABroker(t *testing.T) {
 	t.Parallel()
-	unpaid, n := runGlobalShop(t, false)
-	assert.Empty(t, unpaid)
-	assert.Equal(t, 15, n, "one verdict per payment, exactly once")
+	eachClient(t, func(t *testing.T, client string) {
+		unpaid, n := runGlobalShop(t, false)
+		assert.Empty(t, unpaid)
+		assert.Equal(t, 15, n, "one verdict per payment, exactly once")
+	})
 }
 
 // Negative control: with the gate off, payments overtake the orders the
 // lagging reader has not applied.
 func TestGlobalTableWithoutGateMissesOrders(t *testing.T) {
 	t.Parallel()
-	unpaid, _ := runGlobalShop(t, true)
-	assert.NotEmpty(t, unpaid)
+	eachClient(t, func(t *testing.T, client string) {
+		unpaid, _ := runGlobalShop(t, true)
+		assert.NotEmpty(t, unpaid)
+	})
 }

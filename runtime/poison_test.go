@@ -25,63 +25,65 @@ import (
 // failed instead of failing, aborting and rebuilding in a loop.
 func TestProcessingFailureAfterStreamedOutputs(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t)
-	createTopics(t, b.Addr(), 2, "orders", "payments", "verdicts")
-	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false, "linger.ms": 50, "go.delivery.reports": false})
-	require.NoError(t, err)
-	defer p.Close()
-	send := func(topic string, partition int32, key, value string) {
-		require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition},
-			Key: []byte(key), Value: []byte(value)}, nil))
-	}
-	// Everything arrives in one burst: the good payments' verdicts are
-	// streamed before the poison fails the task.
-	send("orders", 0, "a", "order a")
-	send("orders", 1, "b", "order b")
-	for i := range 50 {
-		send("payments", 0, "a", "a-good"+strings.Repeat("!", i%3))
-		send("payments", 1, "b", "b-good")
-	}
-	send("payments", 0, "a", "a-poison")
-	require.Zero(t, p.Flush(10_000))
-
-	m := runtime.NewMetrics()
-	var armed atomic.Bool
-	armed.Store(true)
-	w, err := runtime.NewWorker(testConfig(t, b.Addr(), "shop-poison"), poisonTopology(&armed), zaptest.NewLogger(t), m)
-	require.NoError(t, err)
-	startCtx, cancelStart := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancelStart()
-	require.NoError(t, w.Start(startCtx))
-	require.Eventually(t, func() bool {
-		for _, ts := range w.Status().Tasks {
-			if ts.ID == "ledger/0" {
-				return ts.State == runtime.StateFailed && strings.Contains(ts.LastError, "poison payment")
-			}
+	eachClient(t, func(t *testing.T, client string) {
+		b := startBroker(t)
+		createTopics(t, b.Addr(), 2, "orders", "payments", "verdicts")
+		p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false, "linger.ms": 50, "go.delivery.reports": false})
+		require.NoError(t, err)
+		defer p.Close()
+		send := func(topic string, partition int32, key, value string) {
+			require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition},
+				Key: []byte(key), Value: []byte(value)}, nil))
 		}
-		return false
-	}, 30*time.Second, 20*time.Millisecond)
+		// Everything arrives in one burst: the good payments' verdicts are
+		// streamed before the poison fails the task.
+		send("orders", 0, "a", "order a")
+		send("orders", 1, "b", "order b")
+		for i := range 50 {
+			send("payments", 0, "a", "a-good"+strings.Repeat("!", i%3))
+			send("payments", 1, "b", "b-good")
+		}
+		send("payments", 0, "a", "a-poison")
+		require.Zero(t, p.Flush(10_000))
 
-	aborts := testutil.ToFloat64(m.Aborts)
-	time.Sleep(2 * time.Second)
-	assert.Equal(t, aborts, testutil.ToFloat64(m.Aborts), "the failed task must not make the worker abort over and over")
+		m := runtime.NewMetrics()
+		var armed atomic.Bool
+		armed.Store(true)
+		w, err := runtime.NewWorker(testConfigFor(t, client, b.Addr(), "shop-poison"), poisonTopology(&armed), zaptest.NewLogger(t), m)
+		require.NoError(t, err)
+		startCtx, cancelStart := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancelStart()
+		require.NoError(t, w.Start(startCtx))
+		require.Eventually(t, func() bool {
+			for _, ts := range w.Status().Tasks {
+				if ts.ID == "ledger/0" {
+					return ts.State == runtime.StateFailed && strings.Contains(ts.LastError, "poison payment")
+				}
+			}
+			return false
+		}, 30*time.Second, 20*time.Millisecond)
 
-	// The bug is fixed; the task restarts from its committed state. Every
-	// payment now has exactly one verdict: none of what was sent before the
-	// failure survived the abort.
-	armed.Store(false)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(t, w.RestartTask(ctx, "ledger/0"))
-	verdicts := readCommitted(t, b.Addr(), "verdicts", 103, 30*time.Second)
-	counts := map[string]int{}
-	for _, v := range verdicts {
-		counts[string(v.Key)]++
-	}
-	// The ledger forwards orders too: a is its order, 50 good payments and
-	// the formerly poisonous one; b is its order and 50 payments.
-	assert.Equal(t, map[string]int{"a": 52, "b": 51}, counts, "one output per input record")
-	assert.NoError(t, w.Stop(ctx))
+		aborts := testutil.ToFloat64(m.Aborts)
+		time.Sleep(2 * time.Second)
+		assert.Equal(t, aborts, testutil.ToFloat64(m.Aborts), "the failed task must not make the worker abort over and over")
+
+		// The bug is fixed; the task restarts from its committed state. Every
+		// payment now has exactly one verdict: none of what was sent before the
+		// failure survived the abort.
+		armed.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.NoError(t, w.RestartTask(ctx, "ledger/0"))
+		verdicts := readCommitted(t, b.Addr(), "verdicts", 103, 30*time.Second)
+		counts := map[string]int{}
+		for _, v := range verdicts {
+			counts[string(v.Key)]++
+		}
+		// The ledger forwards orders too: a is its order, 50 good payments and
+		// the formerly poisonous one; b is its order and 50 payments.
+		assert.Equal(t, map[string]int{"a": 52, "b": 51}, counts, "one output per input record")
+		assert.NoError(t, w.Stop(ctx))
+	})
 }
 
 // poisonTopology is a ledger that rejects payments ending in "poison"

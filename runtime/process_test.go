@@ -122,13 +122,15 @@ func (w *workerProcess) tail() string {
 // a consumer and a transactional producer of its own, killed together.
 func TestCrashRecoveryExactlyOnce(t *testing.T) {
 	t.Parallel()
-	for _, threads := range []string{"1", "2"} {
-		t.Run(threads+" threads", func(t *testing.T) {
-			t.Parallel()
-			n, _ := strconv.Atoi(threads)
-			crashRecovery(t, n, "--threads", threads)
-		})
-	}
+	eachClient(t, func(t *testing.T, client string) {
+		for _, threads := range []string{"1", "2"} {
+			t.Run(threads+" threads", func(t *testing.T) {
+				t.Parallel()
+				n, _ := strconv.Atoi(threads)
+				crashRecovery(t, n, "--client", client, "--threads", threads)
+			})
+		}
+	})
 }
 
 func crashRecovery(t *testing.T, threads int, flags ...string) {
@@ -174,12 +176,14 @@ func crashRecovery(t *testing.T, threads int, flags ...string) {
 // It runs with one stream thread per process and with two.
 func TestRebalanceExactlyOnce(t *testing.T) {
 	t.Parallel()
-	for _, threads := range []string{"1", "2"} {
-		t.Run(threads+" threads", func(t *testing.T) {
-			t.Parallel()
-			rebalance(t, "--threads", threads)
-		})
-	}
+	eachClient(t, func(t *testing.T, client string) {
+		for _, threads := range []string{"1", "2"} {
+			t.Run(threads+" threads", func(t *testing.T) {
+				t.Parallel()
+				rebalance(t, "--client", client, "--threads", threads)
+			})
+		}
+	})
 }
 
 func rebalance(t *testing.T, flags ...string) {

@@ -233,87 +233,89 @@ func produceWords(t *testing.T, addr string, n, distinct int) map[string]int64 {
 // clock answers without it.
 func TestCausalQueriesReadThroughARepartition(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t)
-	createTopics(t, b.Addr(), 2, "lines")
-	text := operators.Codec[string, string]{Key: serde.String(), Value: serde.String()}
-	db := dsl.NewBuilder("wc")
-	words := dsl.FlatMapValues(dsl.From(db, "lines", text), func(_, line string) ([]string, error) { return strings.Fields(line), nil })
-	dsl.GroupBy(words, func(_, w string) (string, error) { return w, nil }).Count("word-counts")
-	topo, err := db.Build()
-	require.NoError(t, err)
-	w := startTopology(t, testConfig(t, b.Addr(), "upstream"), topo, nil)
+	eachClient(t, func(t *testing.T, client string) {
+		b := startBroker(t)
+		createTopics(t, b.Addr(), 2, "lines")
+		text := operators.Codec[string, string]{Key: serde.String(), Value: serde.String()}
+		db := dsl.NewBuilder("wc")
+		words := dsl.FlatMapValues(dsl.From(db, "lines", text), func(_, line string) ([]string, error) { return strings.Fields(line), nil })
+		dsl.GroupBy(words, func(_, w string) (string, error) { return w, nil }).Count("word-counts")
+		topo, err := db.Build()
+		require.NoError(t, err)
+		w := startTopology(t, testConfigFor(t, client, b.Addr(), "upstream"), topo, nil)
 
-	var repartition string
-	for _, pi := range topo.ForApplication("upstream").Processors() {
-		for _, s := range pi.Stores {
-			if s.Name == "word-counts" {
-				repartition = pi.Inputs[0]
+		var repartition string
+		for _, pi := range topo.ForApplication("upstream").Processors() {
+			for _, s := range pi.Stores {
+				if s.Name == "word-counts" {
+					repartition = pi.Inputs[0]
+				}
 			}
 		}
-	}
-	require.NotEqual(t, "lines", repartition, "the count reads a repartition topic")
+		require.NotEqual(t, "lines", repartition, "the count reads a repartition topic")
 
-	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false})
-	require.NoError(t, err)
-	defer p.Close()
-	write := func(line string) causal.Clock {
-		t.Helper()
-		topic := "lines"
-		reports := make(chan kafka.Event, 1)
-		require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
-			Key: []byte(line), Value: []byte(line)}, reports))
-		m := (<-reports).(*kafka.Message)
-		require.NoError(t, m.TopicPartition.Error)
-		c, err := causal.NewClock(causal.Entry{Channel: causal.Channel{Topic: topic, Partition: m.TopicPartition.Partition}, Offset: int64(m.TopicPartition.Offset)})
+		p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false})
 		require.NoError(t, err)
-		return c
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	count := func(q runtime.Query) (int64, error) {
-		a, err := w.Query(ctx, q)
-		if err != nil || !a.Found {
-			return 0, err
+		defer p.Close()
+		write := func(line string) causal.Clock {
+			t.Helper()
+			topic := "lines"
+			reports := make(chan kafka.Event, 1)
+			require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
+				Key: []byte(line), Value: []byte(line)}, reports))
+			m := (<-reports).(*kafka.Message)
+			require.NoError(t, m.TopicPartition.Error)
+			c, err := causal.NewClock(causal.Entry{Channel: causal.Channel{Topic: topic, Partition: m.TopicPartition.Partition}, Offset: int64(m.TopicPartition.Offset)})
+			require.NoError(t, err)
+			return c
 		}
-		return serde.Int64().Deserialize(a.Value)
-	}
-	get := runtime.Query{Store: "word-counts", Kind: runtime.QueryGet, Key: []byte("causal")}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		count := func(q runtime.Query) (int64, error) {
+			a, err := w.Query(ctx, q)
+			if err != nil || !a.Found {
+				return 0, err
+			}
+			return serde.Int64().Deserialize(a.Value)
+		}
+		get := runtime.Query{Store: "word-counts", Kind: runtime.QueryGet, Key: []byte("causal")}
 
-	// The first line, read back once counted.
-	first := get
-	first.After, first.Wait = write("causal reads"), 30*time.Second
-	n, err := count(first)
-	for errors.Is(err, runtime.ErrNotAvailable) { // the counter still restores
-		require.NoError(t, ctx.Err())
-		time.Sleep(50 * time.Millisecond)
-		n, err = count(first)
-	}
-	require.NoError(t, err)
-	require.EqualValues(t, 1, n)
+		// The first line, read back once counted.
+		first := get
+		first.After, first.Wait = write("causal reads"), 30*time.Second
+		n, err := count(first)
+		for errors.Is(err, runtime.ErrNotAvailable) { // the counter still restores
+			require.NoError(t, ctx.Err())
+			time.Sleep(50 * time.Millisecond)
+			n, err = count(first)
+		}
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n)
 
-	// The counter falls behind; the client writes again and asks at once.
-	lag := b.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: repartition, Partitions: []int32{0, 1},
-		Err: kerr.NotLeaderForPartition, Count: -1})
-	second := get
-	second.After, second.Wait = write("causal again"), 30*time.Second
-	answered := make(chan error, 1)
-	var seen int64
-	go func() {
-		var err error
-		seen, err = count(second)
-		answered <- err
-	}()
-	plain, err := count(get)
-	require.NoError(t, err)
-	assert.EqualValues(t, 1, plain, "without its clock the client does not see its own write")
-	select {
-	case err := <-answered:
-		t.Fatalf("the causal query answered while the counter could not read the word (%d, %v)", seen, err)
-	case <-time.After(time.Second):
-	}
-	lag.Remove()
-	require.NoError(t, <-answered)
-	assert.EqualValues(t, 2, seen, "with its clock the client reads its own write")
+		// The counter falls behind; the client writes again and asks at once.
+		lag := b.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: repartition, Partitions: []int32{0, 1},
+			Err: kerr.NotLeaderForPartition, Count: -1})
+		second := get
+		second.After, second.Wait = write("causal again"), 30*time.Second
+		answered := make(chan error, 1)
+		var seen int64
+		go func() {
+			var err error
+			seen, err = count(second)
+			answered <- err
+		}()
+		plain, err := count(get)
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, plain, "without its clock the client does not see its own write")
+		select {
+		case err := <-answered:
+			t.Fatalf("the causal query answered while the counter could not read the word (%d, %v)", seen, err)
+		case <-time.After(time.Second):
+		}
+		lag.Remove()
+		require.NoError(t, <-answered)
+		assert.EqualValues(t, 2, seen, "with its clock the client reads its own write")
+	})
 }
 
 // A process of two stream threads answers for all its tasks as one: the

@@ -22,12 +22,14 @@ import (
 // restores'), which before refused such settings.
 func TestWorkerOnASASLCluster(t *testing.T) {
 	t.Parallel()
-	for _, mechanism := range []string{"PLAIN", "SCRAM-SHA-512"} {
-		t.Run(mechanism, func(t *testing.T) {
-			t.Parallel()
-			workerOnASASLCluster(t, mechanism)
-		})
-	}
+	eachClient(t, func(t *testing.T, client string) {
+		for _, mechanism := range []string{"PLAIN", "SCRAM-SHA-512"} {
+			t.Run(mechanism, func(t *testing.T) {
+				t.Parallel()
+				workerOnASASLCluster(t, mechanism)
+			})
+		}
+	})
 }
 
 func workerOnASASLCluster(t *testing.T, mechanism string) {
@@ -95,14 +97,16 @@ func workerOnASASLCluster(t *testing.T, mechanism string) {
 // franz-go readers alike: the worker does not start.
 func TestWorkerWithWrongSASLCredentialsDoesNotStart(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t, embedded.KfakeOpts(kfake.EnableSASL(), kfake.Superuser("PLAIN", "causeway", "s3cret")))
-	cfg := testConfig(t, b.Addr(), "sasl-wrong")
-	cfg.CreateTopics = true
-	cfg.Kafka = map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-		"sasl.username": "causeway", "sasl.password": "wrong"}
-	w, err := runtime.NewWorker(cfg, globalShop(t), nil, nil)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	assert.Error(t, w.Start(ctx))
+	eachClient(t, func(t *testing.T, client string) {
+		b := startBroker(t, embedded.KfakeOpts(kfake.EnableSASL(), kfake.Superuser("PLAIN", "causeway", "s3cret")))
+		cfg := testConfigFor(t, client, b.Addr(), "sasl-wrong")
+		cfg.CreateTopics = true
+		cfg.Kafka = map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+			"sasl.username": "causeway", "sasl.password": "wrong"}
+		w, err := runtime.NewWorker(cfg, globalShop(t), nil, nil)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		assert.Error(t, w.Start(ctx))
+	})
 }

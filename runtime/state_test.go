@@ -19,50 +19,52 @@ import (
 // the running count. Kept in memory, the same restart reads them all.
 func TestCleanRestartReadsNoStoreChangelogBack(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		stores       string
-		wantRestored bool
-	}{
-		{runtime.StoresPebble, false},
-		{runtime.StoresMemory, true},
-	} {
-		t.Run(tc.stores, func(t *testing.T) {
-			t.Parallel()
-			b := startBroker(t)
-			createTopics(t, b.Addr(), 2, "orders", "payments", "verdicts")
-			produceShop(t, b.Addr(), 20, 2, "clean")
-			cfg := testConfig(t, b.Addr(), "shop-clean")
-			cfg.Stores = tc.stores
-			first := startTopology(t, cfg, shopTopology(), nil)
-			readCommitted(t, b.Addr(), "verdicts", 40, 60*time.Second)
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			require.NoError(t, first.Stop(ctx))
+	eachClient(t, func(t *testing.T, client string) {
+		for _, tc := range []struct {
+			stores       string
+			wantRestored bool
+		}{
+			{runtime.StoresPebble, false},
+			{runtime.StoresMemory, true},
+		} {
+			t.Run(tc.stores, func(t *testing.T) {
+				t.Parallel()
+				b := startBroker(t)
+				createTopics(t, b.Addr(), 2, "orders", "payments", "verdicts")
+				produceShop(t, b.Addr(), 20, 2, "clean")
+				cfg := testConfigFor(t, client, b.Addr(), "shop-clean")
+				cfg.Stores = tc.stores
+				first := startTopology(t, cfg, shopTopology(), nil)
+				readCommitted(t, b.Addr(), "verdicts", 40, 60*time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				require.NoError(t, first.Stop(ctx))
 
-			m := runtime.NewMetrics()
-			startTopology(t, cfg, shopTopology(), m)
-			p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false})
-			require.NoError(t, err)
-			defer p.Close()
-			topic := "payments"
-			require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
-				Key: []byte("clean-o7"), Value: []byte("late")}, nil))
-			p.Flush(10000)
-			var late string
-			for _, v := range readCommitted(t, b.Addr(), "verdicts", 41, 60*time.Second) {
-				if strings.HasPrefix(string(v.Value), "late ") {
-					late = string(v.Value)
+				m := runtime.NewMetrics()
+				startTopology(t, cfg, shopTopology(), m)
+				p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false})
+				require.NoError(t, err)
+				defer p.Close()
+				topic := "payments"
+				require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
+					Key: []byte("clean-o7"), Value: []byte("late")}, nil))
+				p.Flush(10000)
+				var late string
+				for _, v := range readCommitted(t, b.Addr(), "verdicts", 41, 60*time.Second) {
+					if strings.HasPrefix(string(v.Value), "late ") {
+						late = string(v.Value)
+					}
 				}
-			}
-			assert.Equal(t, "late known=true n=3", late, "the stores after the restart")
-			restored := counterSum(t, m.RestoreRecords)
-			if tc.wantRestored {
-				assert.Positive(t, restored)
-			} else {
-				assert.Zero(t, restored, "store changelog records read back after a clean stop")
-			}
-		})
-	}
+				assert.Equal(t, "late known=true n=3", late, "the stores after the restart")
+				restored := counterSum(t, m.RestoreRecords)
+				if tc.wantRestored {
+					assert.Positive(t, restored)
+				} else {
+					assert.Zero(t, restored, "store changelog records read back after a clean stop")
+				}
+			})
+		}
+	})
 }
 
 // State in the single changelog topic of an earlier Causeway is refused at

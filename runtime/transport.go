@@ -170,6 +170,14 @@ type clusterAdmin interface {
 	Close()
 }
 
+// clientRole is which kind of client a configuration is for.
+type clientRole int
+
+const (
+	consumerRole clientRole = iota
+	producerRole
+)
+
 // transport makes a worker's Kafka clients with one client library.
 type transport interface {
 	// producer returns the worker's transactional producer (transactions
@@ -256,6 +264,18 @@ func transportNamed(name string) (transport, error) {
 // transports are the transports built in, by name; the files that
 // implement them add themselves.
 var transports = map[string]transport{}
+
+// Clients returns the Kafka client libraries built into this binary, the
+// default first: librdkafka when built with cgo, then franz.
+func Clients() []string {
+	var out []string
+	for _, c := range []string{ClientLibrdkafka, ClientFranz} {
+		if _, ok := transports[c]; ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
 
 // partitionString names a partition as the logs do: topic/partition.
 func partitionString(topic string, p int32) string {

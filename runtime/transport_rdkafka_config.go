@@ -47,14 +47,6 @@ var (
 	}
 )
 
-// clientRole is which kind of client a configuration is for.
-type clientRole int
-
-const (
-	consumerRole clientRole = iota
-	producerRole
-)
-
 // consumerOnly and producerOnly are librdkafka's settings that only its
 // consumers or only its producers read (CONFIGURATION.md, "C" and "P"). A
 // --kafka setting of one kind is not handed to the other client, which

@@ -16,26 +16,28 @@ import (
 // an error naming the claim, instead of waiting silently.
 func TestClaimBeyondTheEndFailsTheTask(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t)
-	createTopics(t, b.Addr(), 1, "orders", "payments", "verdicts")
-	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false, "go.delivery.reports": false})
-	require.NoError(t, err)
-	defer p.Close()
-	bogus, err := causal.NewClock(causal.Entry{Channel: causal.Channel{Topic: "orders"}, Offset: 41})
-	require.NoError(t, err)
-	orders, payments := "orders", "payments"
-	require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &orders, Partition: 0}, Key: []byte("a"), Value: []byte("order a")}, nil))
-	require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &payments, Partition: 0}, Key: []byte("a"), Value: []byte("a-p0"),
-		Headers: []kafka.Header{{Key: causal.HeaderKey, Value: causal.EncodeClock(bogus)}}}, nil))
-	require.Zero(t, p.Flush(10_000))
+	eachClient(t, func(t *testing.T, client string) {
+		b := startBroker(t)
+		createTopics(t, b.Addr(), 1, "orders", "payments", "verdicts")
+		p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false, "go.delivery.reports": false})
+		require.NoError(t, err)
+		defer p.Close()
+		bogus, err := causal.NewClock(causal.Entry{Channel: causal.Channel{Topic: "orders"}, Offset: 41})
+		require.NoError(t, err)
+		orders, payments := "orders", "payments"
+		require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &orders, Partition: 0}, Key: []byte("a"), Value: []byte("order a")}, nil))
+		require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &payments, Partition: 0}, Key: []byte("a"), Value: []byte("a-p0"),
+			Headers: []kafka.Header{{Key: causal.HeaderKey, Value: causal.EncodeClock(bogus)}}}, nil))
+		require.Zero(t, p.Flush(10_000))
 
-	w := startWorker(t, testConfig(t, b.Addr(), "shop-bogus"))
-	require.Eventually(t, func() bool {
-		for _, ts := range w.Status().Tasks {
-			if ts.State == runtime.StateFailed {
-				return strings.Contains(ts.LastError, "payments/0@0 claims orders/0 up to offset 41, which can never be met: orders/0 ends at offset 0")
+		w := startWorker(t, testConfigFor(t, client, b.Addr(), "shop-bogus"))
+		require.Eventually(t, func() bool {
+			for _, ts := range w.Status().Tasks {
+				if ts.State == runtime.StateFailed {
+					return strings.Contains(ts.LastError, "payments/0@0 claims orders/0 up to offset 41, which can never be met: orders/0 ends at offset 0")
+				}
 			}
-		}
-		return false
-	}, 30*time.Second, 100*time.Millisecond, "status: %+v", w.Status())
+			return false
+		}, 30*time.Second, 100*time.Millisecond, "status: %+v", w.Status())
+	})
 }

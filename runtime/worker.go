@@ -297,7 +297,7 @@ func (w *Worker) connect(ctx context.Context) error {
 		return fmt.Errorf("subscribe %v: %w", inputs, err)
 	}
 	w.log.Info("worker started", zap.String("application_id", w.cfg.ApplicationID), zap.String("instance_id", w.instanceID),
-		zap.Strings("inputs", inputs), zap.Bool("gate_off", w.cfg.GateOff))
+		zap.Strings("inputs", inputs), zap.Bool("gate_off", w.cfg.GateOff), zap.String("client", w.cfg.Client))
 	return nil
 }
 
@@ -510,6 +510,11 @@ func (w *Worker) closeClients() {
 	}
 	w.refresh.wg.Wait() // its queries use the consumer
 	w.cancelRestores()  // after a fatal error, one may still run
+	if w.tasks != nil {
+		// After a fatal error the tasks are still open: close them, and
+		// their stores on disk, before the clients go.
+		w.closeTasks()
+	}
 	if w.blockCache != nil {
 		w.blockCache.Unref()
 		w.blockCache = nil

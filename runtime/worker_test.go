@@ -30,6 +30,30 @@ func testConfig(t *testing.T, addr, app string) runtime.Config {
 	return cfg
 }
 
+// testConfigFor is testConfig for a worker on the given client library.
+func testConfigFor(t *testing.T, client, addr, app string) runtime.Config {
+	t.Helper()
+	cfg := testConfig(t, addr, app)
+	cfg.Client = client
+	return cfg
+}
+
+// eachClient runs test once per Kafka client library built into the
+// worker, in parallel subtests named after them. The broker tests that
+// hold the worker's guarantees (exactly once, causal order, crashes,
+// rebalances, faults, bad input) run through it, so that every transport
+// passes the same suite, as watermill runs one pub/sub suite against each
+// of its backends.
+func eachClient(t *testing.T, test func(t *testing.T, client string)) {
+	t.Helper()
+	for _, client := range runtime.Clients() {
+		t.Run(client, func(t *testing.T) {
+			t.Parallel()
+			test(t, client)
+		})
+	}
+}
+
 func startWorker(t *testing.T, cfg runtime.Config) *runtime.Worker {
 	t.Helper()
 	return startWorkerWith(t, cfg, nil)
@@ -59,13 +83,15 @@ func startTopology(t *testing.T, cfg runtime.Config, topo *framework.Topology, m
 // state, and the committed verdicts are exactly once and in causal order.
 func TestEndToEndExactlyOnce(t *testing.T) {
 	t.Parallel()
-	b := startBroker(t)
-	createTopics(t, b.Addr(), 2, "orders", "payments", "verdicts")
-	wl := produceShop(t, b.Addr(), 6, 5, "e2e")
-	startWorker(t, testConfig(t, b.Addr(), "shop-e2e"))
-	verdicts := readCommitted(t, b.Addr(), "verdicts", 30, 60*time.Second)
-	assert.Empty(t, checkVerdicts(wl, verdicts))
-	assert.Len(t, verdicts, 30)
+	eachClient(t, func(t *testing.T, client string) {
+		b := startBroker(t)
+		createTopics(t, b.Addr(), 2, "orders", "payments", "verdicts")
+		wl := produceShop(t, b.Addr(), 6, 5, "e2e")
+		startWorker(t, testConfigFor(t, client, b.Addr(), "shop-e2e"))
+		verdicts := readCommitted(t, b.Addr(), "verdicts", 30, 60*time.Second)
+		assert.Empty(t, checkVerdicts(wl, verdicts))
+		assert.Len(t, verdicts, 30)
+	})
 }
 
 // lagOrders makes the orders topic unreadable (fetches fail) until the
@@ -108,20 +134,22 @@ func runLaggingShop(t *testing.T, gateOff bool) (problems []string, sawBlocked b
 // /status says what for); every verdict still sees its order.
 func TestGateHoldsPaymentsWhileOrdersLag(t *testing.T) {
 	t.Parallel()
-	problems, sawBlocked, m := runLaggingShop(t, false)
-	assert.Empty(t, problems)
-	assert.True(t, sawBlocked, "status never showed a payment waiting for its order")
-	// The gate-wait histogram times the records that waited, and only
-	// those: the payments held for seconds, not the orders (or the
-	// payments after them) delivered in the poll that brought them.
-	var wait dto.Metric
-	require.NoError(t, m.GateWait.(prometheus.Metric).Write(&wait))
-	waited, waitedFor := wait.GetHistogram().GetSampleCount(), wait.GetHistogram().GetSampleSum()
-	delivered := counterSum(t, m.Deliveries)
-	require.Positive(t, waited, "no delivery was timed")
-	assert.Less(t, float64(waited), delivered, "records delivered on arrival were timed too")
-	mean := waitedFor / float64(waited)
-	assert.Greater(t, mean, 0.1, "mean wait %.3fs of %d timed deliveries: the held payments waited for seconds", mean, waited)
+	eachClient(t, func(t *testing.T, client string) {
+		problems, sawBlocked, m := runLaggingShop(t, false)
+		assert.Empty(t, problems)
+		assert.True(t, sawBlocked, "status never showed a payment waiting for its order")
+		// The gate-wait histogram times the records that waited, and only
+		// those: the payments held for seconds, not the orders (or the
+		// payments after them) delivered in the poll that brought them.
+		var wait dto.Metric
+		require.NoError(t, m.GateWait.(prometheus.Metric).Write(&wait))
+		waited, waitedFor := wait.GetHistogram().GetSampleCount(), wait.GetHistogram().GetSampleSum()
+		delivered := counterSum(t, m.Deliveries)
+		require.Positive(t, waited, "no delivery was timed")
+		assert.Less(t, float64(waited), delivered, "records delivered on arrival were timed too")
+		mean := waitedFor / float64(waited)
+		assert.Greater(t, mean, 0.1, "mean wait %.3fs of %d timed deliveries: the held payments waited for seconds", mean, waited)
+	})
 }
 
 // counterSum adds up every series of a counter vector.
@@ -142,12 +170,14 @@ func counterSum(t *testing.T, v *prometheus.CounterVec) float64 {
 // orders it has not seen.
 func TestWithoutGateLaggingOrdersCauseAnomalies(t *testing.T) {
 	t.Parallel()
-	problems, _, _ := runLaggingShop(t, true)
-	causalProblems := 0
-	for _, p := range problems {
-		if strings.HasPrefix(p, "causal:") {
-			causalProblems++
+	eachClient(t, func(t *testing.T, client string) {
+		problems, _, _ := runLaggingShop(t, true)
+		causalProblems := 0
+		for _, p := range problems {
+			if strings.HasPrefix(p, "causal:") {
+				causalProblems++
+			}
 		}
-	}
-	assert.Positive(t, causalProblems, "problems: %v", problems)
+		assert.Positive(t, causalProblems, "problems: %v", problems)
+	})
 }

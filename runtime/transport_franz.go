@@ -1,0 +1,783 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/framework"
+)
+
+// The franz transport: franz-go's kgo, pure Go (--client franz).
+//
+// The group consumer and the transactional producer are two clients, as
+// with librdkafka. kgo commits offsets inside a transaction only through
+// GroupTransactSession, which commits the consumer's own positions; the
+// worker commits offsets of its choosing (each channel's lowest next
+// offset over the tasks reading it), so the producer adds them to the
+// transaction itself: AddOffsetsToTxn, then TxnOffsetCommit carrying the
+// consumer's generation, member id and instance id (KIP-447). The
+// producer speaks the transaction protocol of Kafka before 4.0, where
+// ending a transaction keeps the producer epoch, so that an EndTxn the
+// transport sends itself (for a transaction that holds offsets and no
+// record, which kgo would not end) leaves kgo's view of the producer
+// right.
+//
+// The consumer blocks rebalances while the pump works on what it polled
+// (BlockRebalanceOnPoll): kgo runs the rebalance callbacks on a goroutine
+// of its own, and only while the pump waits inside Poll, so the worker's
+// handler runs as it would inside librdkafka's Poll.
+
+func init() { transports[ClientFranz] = franzTransport{} }
+
+type franzTransport struct{}
+
+// franzRequestTimeout bounds the admin requests of the franz clients.
+const franzRequestTimeout = 10 * time.Second
+
+// franzBase is the options every franz client of w starts from: the
+// brokers and what --kafka says about connecting and tuning.
+func (w *Worker) franzBase(role clientRole) ([]kgo.Opt, error) {
+	conn, err := franzConnection(w.cfg.Kafka)
+	if err != nil {
+		return nil, err
+	}
+	tuning, err := franzTuning(w.cfg.Kafka, role)
+	if err != nil {
+		return nil, err
+	}
+	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(w.bootstrap, ",")...), kgo.ClientID(w.cfg.ApplicationID + "-" + w.instanceID),
+		kgo.RetryBackoffFn(franzBackoff)}
+	return append(append(opts, conn...), tuning...), nil
+}
+
+// franzBackoff is how long a franz client waits before retrying a request
+// for the tries-th time: 100 ms doubling up to 1 s, as librdkafka's
+// retry.backoff.ms and retry.backoff.max.ms do by default. kgo's own
+// default grows to 5 s, and a few such waits inside one commit outlast the
+// transaction's timeout.
+func franzBackoff(tries int) time.Duration {
+	return min(100*time.Millisecond<<min(max(tries-1, 0), 4), time.Second)
+}
+
+func (franzTransport) producer(w *Worker) (producerClient, clusterAdmin, error) {
+	base, err := w.franzBase(producerRole)
+	if err != nil {
+		return nil, nil, fmt.Errorf("producer: %w", err)
+	}
+	txnID := w.cfg.ApplicationID + "-" + w.instanceID
+	opts := append([]kgo.Opt{
+		kgo.TransactionalID(txnID), kgo.TransactionTimeout(10 * time.Second),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5 * time.Millisecond),
+		kgo.MaxBufferedRecords(1 << 20), kgo.ProducerBatchMaxBytes(1 << 20),
+		// A produce error that asks for new metadata (not enough replicas,
+		// a leader moving) is retried after it: kgo's default of 5 s
+		// between refreshes would hold a transaction open for longer than
+		// its timeout after a few retries, as librdkafka's 100 ms does not.
+		kgo.MetadataMinAge(100 * time.Millisecond),
+		// The transaction protocol before KIP-890 part 2: see the top of
+		// this file.
+		kgo.MaxVersions(kversion.V3_9_0()),
+	}, base...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("producer: %w", err)
+	}
+	p := &franzProducer{cl: cl, txnID: txnID, group: w.cfg.ApplicationID}
+	p.promise = p.delivered
+	return p, &franzAdmin{adm: kadm.NewClient(cl), group: w.cfg.ApplicationID}, nil
+}
+
+func (franzTransport) consumer(w *Worker) (groupConsumer, error) {
+	base, err := w.franzBase(consumerRole)
+	if err != nil {
+		return nil, fmt.Errorf("consumer: %w", err)
+	}
+	// Offsets and watermarks are asked with a client outside the group.
+	admin, err := kgo.NewClient(base...)
+	if err != nil {
+		return nil, fmt.Errorf("consumer: %w", err)
+	}
+	c := &franzConsumer{base: base, adm: kadm.NewClient(admin), group: w.cfg.ApplicationID,
+		positions: map[causal.Channel]int64{}, highs: map[causal.Channel]int64{}}
+	if w.cfg.StaticMembership {
+		c.instanceID = w.cfg.ApplicationID + "-" + w.instanceID
+	}
+	// Every assigned partition starts at an explicit offset; a fetch that
+	// falls out of range is an error on that partition unless the
+	// application opted into resets.
+	c.reset = kgo.NoResetOffset()
+	if w.cfg.AllowOffsetReset {
+		c.reset = kgo.NewOffset().AtStart()
+		if w.cfg.AutoOffsetReset == "latest" {
+			c.reset = kgo.NewOffset().AtEnd()
+		}
+	}
+	return c, nil
+}
+
+// franzGroup is the consumer's membership, for TxnOffsetCommit.
+type franzGroup struct {
+	memberID   string
+	generation int32
+	instanceID string
+}
+
+// franzConsumer is the group consumer on kgo.
+type franzConsumer struct {
+	base       []kgo.Opt
+	cl         *kgo.Client // the group member, made by Subscribe
+	adm        *kadm.Client
+	group      string
+	instanceID string
+	reset      kgo.Offset
+	handler    rebalanceHandler
+
+	// mu guards starts, which Assign sets in the assigned handler for
+	// adjustOffsets to hand to kgo, and closing.
+	mu      sync.Mutex
+	starts  map[causal.Channel]int64
+	closing bool
+
+	// Owned by the pump: where each partition is read to, and its high
+	// watermark as the last fetch of it said.
+	positions map[causal.Channel]int64
+	highs     map[causal.Channel]int64
+	headers   headerSlab
+}
+
+func (c *franzConsumer) Subscribe(topics []string, h rebalanceHandler) error {
+	c.handler = h
+	opts := append([]kgo.Opt{
+		kgo.ConsumerGroup(c.group), kgo.ConsumeTopics(topics...), kgo.Balancers(kgo.RangeBalancer()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(), kgo.RequireStableFetchOffsets(),
+		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.ConsumeResetOffset(c.reset),
+		kgo.SessionTimeout(10 * time.Second), kgo.HeartbeatInterval(time.Second), kgo.FetchMaxWait(10 * time.Millisecond),
+		kgo.FetchMaxBytes(64 << 20), kgo.FetchMaxPartitionBytes(4 << 20),
+		kgo.OnPartitionsAssigned(c.onAssigned), kgo.OnPartitionsRevoked(c.onRevoked), kgo.OnPartitionsLost(c.onLost),
+		kgo.AdjustFetchOffsetsFn(c.adjustOffsets),
+	}, c.base...)
+	if c.instanceID != "" {
+		opts = append(opts, kgo.InstanceID(c.instanceID))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("consumer: %w", err)
+	}
+	c.cl = cl
+	return nil
+}
+
+func franzChannels(m map[string][]int32) []causal.Channel {
+	var chs []causal.Channel
+	for topic, ps := range m {
+		for _, p := range ps {
+			chs = append(chs, causal.Channel{Topic: topic, Partition: p})
+		}
+	}
+	return chs
+}
+
+func (c *franzConsumer) isClosing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closing
+}
+
+// The callbacks run on kgo's goroutine while the pump waits inside Poll.
+func (c *franzConsumer) onAssigned(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	if c.isClosing() || len(m) == 0 {
+		return
+	}
+	// A failed assignment stops the worker (its fatal error), so there is
+	// nothing more to do with the error here.
+	_ = c.handler.assigned(franzChannels(m))
+}
+
+func (c *franzConsumer) onRevoked(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	if c.isClosing() || len(m) == 0 {
+		return
+	}
+	c.handler.revoked(franzChannels(m), false)
+	c.forget(m)
+}
+
+func (c *franzConsumer) onLost(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	if c.isClosing() || len(m) == 0 {
+		return
+	}
+	c.handler.revoked(franzChannels(m), true)
+	c.forget(m)
+}
+
+func (c *franzConsumer) forget(m map[string][]int32) {
+	for _, ch := range franzChannels(m) {
+		delete(c.positions, ch)
+		delete(c.highs, ch)
+	}
+}
+
+// adjustOffsets starts each assigned partition where the worker said.
+func (c *franzConsumer) adjustOffsets(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for topic, ps := range offsets {
+		for p := range ps {
+			if off, ok := c.starts[causal.Channel{Topic: topic, Partition: p}]; ok {
+				ps[p] = kgo.NewOffset().At(off).WithEpoch(-1)
+			}
+		}
+	}
+	return offsets, nil
+}
+
+func (c *franzConsumer) Assign(starts map[causal.Channel]int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.starts = starts
+	return nil
+}
+
+// Poll lets a waiting rebalance run, then takes what kgo has fetched. A
+// control record (a transaction marker) becomes a position advance.
+func (c *franzConsumer) Poll(timeout time.Duration, max int, batch *[]consumerEvent) int {
+	c.cl.AllowRebalance()
+	ctx, cancel := context.WithTimeout(context.Background(), max1ms(timeout))
+	fetches := c.cl.PollRecords(ctx, max)
+	cancel()
+	n := 0
+	for i := range fetches {
+		for j := range fetches[i].Topics {
+			t := &fetches[i].Topics[j]
+			for k := range t.Partitions {
+				n += c.take(t.Topic, &t.Partitions[k], batch)
+			}
+		}
+	}
+	return n
+}
+
+// max1ms is timeout, or a millisecond for none: kgo takes what it has
+// buffered only with a context that is not done yet.
+func max1ms(timeout time.Duration) time.Duration { return max(timeout, time.Millisecond) }
+
+func (c *franzConsumer) take(topic string, p *kgo.FetchPartition, batch *[]consumerEvent) int {
+	ch := causal.Channel{Topic: topic, Partition: p.Partition}
+	n := 0
+	if p.Err != nil {
+		if errors.Is(p.Err, context.DeadlineExceeded) || errors.Is(p.Err, context.Canceled) || errors.Is(p.Err, kgo.ErrClientClosed) {
+			return 0
+		}
+		*batch = append(*batch, consumerEvent{kind: eventPartitionError, msg: message{Topic: topic, Partition: p.Partition}, err: franzError(p.Err)})
+		n++
+	}
+	if p.HighWatermark > 0 {
+		c.highs[ch] = p.HighWatermark
+	}
+	for _, r := range p.Records {
+		c.positions[ch] = r.Offset + 1
+		if r.Attrs.IsControl() {
+			*batch = append(*batch, consumerEvent{kind: eventPosition, msg: message{Topic: topic, Partition: p.Partition, Offset: r.Offset + 1}})
+			n++
+			continue
+		}
+		m := message{Topic: topic, Partition: p.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
+		if len(r.Headers) > 0 {
+			m.Headers = c.headers.carve(len(r.Headers))
+			for i, h := range r.Headers {
+				m.Headers[i] = framework.Header{Key: h.Key, Value: h.Value}
+			}
+		}
+		*batch = append(*batch, consumerEvent{kind: eventRecord, msg: m})
+		n++
+	}
+	return n
+}
+
+func franzOffsets(at map[causal.Channel]int64) map[string]map[int32]kgo.EpochOffset {
+	out := map[string]map[int32]kgo.EpochOffset{}
+	for ch, off := range at {
+		if out[ch.Topic] == nil {
+			out[ch.Topic] = map[int32]kgo.EpochOffset{}
+		}
+		out[ch.Topic][ch.Partition] = kgo.EpochOffset{Epoch: -1, Offset: off}
+	}
+	return out
+}
+
+func franzPartitions(chs []causal.Channel) map[string][]int32 {
+	out := map[string][]int32{}
+	for _, ch := range chs {
+		out[ch.Topic] = append(out[ch.Topic], ch.Partition)
+	}
+	return out
+}
+
+func (c *franzConsumer) Seek(ch causal.Channel, offset int64) error {
+	c.cl.SetOffsets(franzOffsets(map[causal.Channel]int64{ch: offset}))
+	c.positions[ch] = offset
+	return nil
+}
+
+func (c *franzConsumer) Pause(chs []causal.Channel) error {
+	c.cl.PauseFetchPartitions(franzPartitions(chs))
+	return nil
+}
+
+func (c *franzConsumer) Resume(chs []causal.Channel) error {
+	c.cl.ResumeFetchPartitions(franzPartitions(chs))
+	return nil
+}
+
+func (c *franzConsumer) Position(chs []causal.Channel) (map[causal.Channel]int64, error) {
+	out := make(map[causal.Channel]int64, len(chs))
+	for _, ch := range chs {
+		if off, ok := c.positions[ch]; ok {
+			out[ch] = off
+		}
+	}
+	return out, nil
+}
+
+func (c *franzConsumer) CachedWatermarks(ch causal.Channel) (low, high int64, ok bool) {
+	high, ok = c.highs[ch]
+	return 0, high, ok
+}
+
+func (c *franzConsumer) GroupMetadata() (groupMetadata, error) {
+	member, gen := c.cl.GroupMetadata()
+	return franzGroup{memberID: member, generation: gen, instanceID: c.instanceID}, nil
+}
+
+func (c *franzConsumer) Committed(chs []causal.Channel) (map[causal.Channel]int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), franzRequestTimeout)
+	defer cancel()
+	return franzGroupOffsets(kadm.RequireStable(ctx), c.adm, c.group, chs)
+}
+
+// franzGroupOffsets returns group's committed offsets of chs.
+func franzGroupOffsets(ctx context.Context, adm *kadm.Client, group string, chs []causal.Channel) (map[causal.Channel]int64, error) {
+	res, err := adm.FetchOffsets(ctx, group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return map[causal.Channel]int64{}, nil // nothing committed yet
+	}
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("committed offsets of group %s: %w", group, franzError(err))
+	}
+	out := make(map[causal.Channel]int64, len(chs))
+	for _, ch := range chs {
+		if o, ok := res.Lookup(ch.Topic, ch.Partition); ok && o.At >= 0 {
+			out[ch] = o.At
+		}
+	}
+	return out, nil
+}
+
+func (c *franzConsumer) Watermarks(ch causal.Channel) (low, high int64, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), franzRequestTimeout)
+	defer cancel()
+	starts, err := c.adm.ListStartOffsets(ctx, ch.Topic)
+	if err != nil {
+		return 0, 0, franzError(err)
+	}
+	ends, err := c.adm.ListEndOffsets(ctx, ch.Topic)
+	if err != nil {
+		return 0, 0, franzError(err)
+	}
+	s, sok := starts.Lookup(ch.Topic, ch.Partition)
+	e, eok := ends.Lookup(ch.Topic, ch.Partition)
+	switch {
+	case !sok || !eok:
+		return 0, 0, franzError(fmt.Errorf("%s: %w", ch, kerr.UnknownTopicOrPartition))
+	case s.Err != nil:
+		return 0, 0, franzError(s.Err)
+	case e.Err != nil:
+		return 0, 0, franzError(e.Err)
+	}
+	return s.Offset, e.Offset, nil
+}
+
+func (c *franzConsumer) Close() error {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
+	if c.cl != nil {
+		c.cl.CloseAllowingRebalance()
+	}
+	c.adm.Close()
+	return nil
+}
+
+// franzProducer is the transactional producer on kgo.
+type franzProducer struct {
+	cl      *kgo.Client
+	txnID   string
+	group   string
+	promise func(*kgo.Record, error)
+
+	// records and headers are carved for the records produced; kgo holds
+	// a record until its outcome is known.
+	records []kgo.Record
+	headers []kgo.RecordHeader
+	// sent counts the records of the open transaction, and offsetsAdded
+	// says its offsets were added.
+	sent         int
+	offsetsAdded bool
+
+	// mu guards what the promises write: the first record refused in the
+	// open transaction, and, while watched, every one.
+	mu       sync.Mutex
+	failed   error
+	watching bool
+	refused  []refusedRecord
+}
+
+// recordSlabLen is how many records one slab of produced records holds.
+const recordSlabLen = 1024
+
+func (p *franzProducer) InitTransactions(ctx context.Context) error {
+	// kgo initialises the producer id on first use: ask for it now, so
+	// that a previous incarnation is fenced before the worker reads.
+	if _, _, err := p.cl.ProducerID(ctx); err != nil {
+		return franzError(err)
+	}
+	return nil
+}
+
+func (p *franzProducer) BeginTransaction() error {
+	p.mu.Lock()
+	p.failed = nil
+	p.mu.Unlock()
+	p.sent, p.offsetsAdded = 0, false
+	return franzError(p.cl.BeginTransaction())
+}
+
+func (p *franzProducer) Produce(m *message) error {
+	if len(p.records) == cap(p.records) {
+		p.records = make([]kgo.Record, 0, recordSlabLen)
+	}
+	p.records = p.records[:len(p.records)+1]
+	r := &p.records[len(p.records)-1]
+	r.Topic, r.Partition, r.Key, r.Value, r.Timestamp = m.Topic, m.Partition, m.Key, m.Value, m.Timestamp
+	if n := len(m.Headers); n > 0 {
+		if cap(p.headers)-len(p.headers) < n {
+			p.headers = make([]kgo.RecordHeader, 0, max(headerSlabLen, n))
+		}
+		at := len(p.headers)
+		for _, h := range m.Headers {
+			p.headers = append(p.headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+		r.Headers = p.headers[at:len(p.headers):len(p.headers)]
+	}
+	p.sent++
+	p.cl.Produce(context.Background(), r, p.promise)
+	return nil
+}
+
+// delivered is every record's promise.
+func (p *franzProducer) delivered(r *kgo.Record, err error) {
+	if err == nil {
+		return
+	}
+	err = franzError(err)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failed == nil {
+		p.failed = fmt.Errorf("produce to %s: %w", partitionString(r.Topic, r.Partition), err)
+	}
+	if p.watching {
+		p.refused = append(p.refused, refusedRecord{msg: message{Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value}, err: err})
+	}
+}
+
+func (p *franzProducer) SendOffsetsToTransaction(ctx context.Context, offsets map[causal.Channel]int64, md groupMetadata) error {
+	g, _ := md.(franzGroup)
+	id, epoch, err := p.cl.ProducerID(ctx)
+	if err != nil {
+		return franzError(err)
+	}
+	if !p.offsetsAdded {
+		req := kmsg.NewPtrAddOffsetsToTxnRequest()
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group = p.txnID, id, epoch, p.group
+		if err := p.retryConcurrent(ctx, func() error {
+			resp, err := req.RequestWith(ctx, p.cl)
+			if err != nil {
+				return err
+			}
+			return kerr.ErrorForCode(resp.ErrorCode)
+		}); err != nil {
+			return franzError(fmt.Errorf("add offsets to transaction: %w", err))
+		}
+		p.offsetsAdded = true
+	}
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = p.txnID, p.group, id, epoch
+	req.Generation, req.MemberID = g.generation, g.memberID
+	if g.instanceID != "" {
+		req.InstanceID = &g.instanceID
+	}
+	for topic, ps := range franzOffsets(offsets) {
+		t := kmsg.NewTxnOffsetCommitRequestTopic()
+		t.Topic = topic
+		for part, eo := range ps {
+			pt := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+			pt.Partition, pt.Offset, pt.LeaderEpoch = part, eo.Offset, -1
+			t.Partitions = append(t.Partitions, pt)
+		}
+		req.Topics = append(req.Topics, t)
+	}
+	err = p.retryConcurrent(ctx, func() error {
+		resp, err := req.RequestWith(ctx, p.cl)
+		if err != nil {
+			return err
+		}
+		for _, t := range resp.Topics {
+			for _, pt := range t.Partitions {
+				if err := kerr.ErrorForCode(pt.ErrorCode); err != nil {
+					return fmt.Errorf("%s: %w", partitionString(t.Topic, pt.Partition), err)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return franzError(fmt.Errorf("commit offsets in transaction: %w", err))
+	}
+	return nil
+}
+
+// retryConcurrent runs f again, until ctx is done, while the broker says
+// another transaction of this producer is still ending (as it does for a
+// while after a commit) or its coordinator is not there yet, as
+// librdkafka's transactional calls do inside.
+func (p *franzProducer) retryConcurrent(ctx context.Context, f func() error) error {
+	backoff := 10 * time.Millisecond
+	for {
+		err := f()
+		if !errors.Is(err, kerr.ConcurrentTransactions) && !errors.Is(err, kerr.CoordinatorNotAvailable) &&
+			!errors.Is(err, kerr.NotCoordinator) && !errors.Is(err, kerr.CoordinatorLoadInProgress) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+// endTxn ends the open transaction with an EndTxn of the transport's own,
+// for a transaction kgo holds nothing of: offsets and no record.
+func (p *franzProducer) endTxn(ctx context.Context, commit bool) error {
+	id, epoch, err := p.cl.ProducerID(ctx)
+	if err != nil {
+		return franzError(err)
+	}
+	req := kmsg.NewPtrEndTxnRequest()
+	req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = p.txnID, id, epoch, commit
+	err = p.retryConcurrent(ctx, func() error {
+		resp, err := req.RequestWith(ctx, p.cl)
+		if err != nil {
+			return err
+		}
+		return kerr.ErrorForCode(resp.ErrorCode)
+	})
+	return franzError(err)
+}
+
+func (p *franzProducer) CommitTransaction(ctx context.Context) error {
+	if err := p.cl.Flush(ctx); err != nil {
+		return franzError(err)
+	}
+	p.mu.Lock()
+	failed := p.failed
+	p.mu.Unlock()
+	if failed != nil {
+		return failed
+	}
+	if err := p.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return franzError(err)
+	}
+	if p.offsetsAdded && p.sent == 0 {
+		if err := p.endTxn(ctx, true); err != nil {
+			return err
+		}
+	}
+	p.sent, p.offsetsAdded = 0, false
+	return nil
+}
+
+func (p *franzProducer) AbortTransaction(ctx context.Context) error {
+	if err := p.cl.AbortBufferedRecords(ctx); err != nil {
+		return franzError(err)
+	}
+	if err := p.cl.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		return franzError(err)
+	}
+	if p.offsetsAdded {
+		// kgo ends only a transaction it added a partition to. Ending
+		// one already ended again is no error worth reporting.
+		if err := p.endTxn(ctx, false); err != nil && classify(err) == classFatal {
+			return err
+		}
+	}
+	p.sent, p.offsetsAdded = 0, false
+	return nil
+}
+
+// FatalError is nil: kgo reports a fenced producer through the calls
+// themselves, which classify sorts as fatal.
+func (p *franzProducer) FatalError() error { return nil }
+
+func (p *franzProducer) Watch() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.watching = true
+}
+
+func (p *franzProducer) Unwatch() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.watching = false
+	p.refused = nil
+}
+
+func (p *franzProducer) Refused() []refusedRecord {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = p.cl.Flush(ctx) // every record's outcome is known after it
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.refused
+	p.refused = nil
+	return out
+}
+
+func (p *franzProducer) Close() error {
+	p.cl.Close()
+	return nil
+}
+
+// franzAdmin is the admin client on kgo.
+type franzAdmin struct {
+	adm   *kadm.Client
+	group string
+}
+
+func (a *franzAdmin) PartitionCounts(ctx context.Context) (map[string]int32, error) {
+	ctx, cancel := context.WithTimeout(ctx, franzRequestTimeout)
+	defer cancel()
+	details, err := a.adm.ListTopics(ctx)
+	if err != nil {
+		return nil, franzError(err)
+	}
+	counts := map[string]int32{}
+	for name, t := range details {
+		if t.Err == nil {
+			counts[name] = int32(len(t.Partitions))
+		}
+	}
+	return counts, nil
+}
+
+func (a *franzAdmin) CreateTopics(ctx context.Context, specs []topicSpec) error {
+	for _, s := range specs {
+		configs := map[string]*string{}
+		for k, v := range s.configs {
+			configs[k] = &v
+		}
+		res, err := a.adm.CreateTopic(ctx, s.partitions, -1, configs, s.name)
+		if err == nil {
+			err = res.Err
+		}
+		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			return fmt.Errorf("create topic %q: %w", s.name, franzError(err))
+		}
+	}
+	return nil
+}
+
+func (a *franzAdmin) GroupCommitted(ctx context.Context, chs []causal.Channel) (map[causal.Channel]int64, error) {
+	return franzGroupOffsets(ctx, a.adm, a.group, chs)
+}
+
+func (a *franzAdmin) Ends(ctx context.Context, chs []causal.Channel) (map[causal.Channel]int64, error) {
+	var topics []string
+	for _, ch := range chs {
+		topics = append(topics, ch.Topic)
+	}
+	ends, err := a.adm.ListEndOffsets(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("end offsets: %w", franzError(err))
+	}
+	out := make(map[causal.Channel]int64, len(chs))
+	for _, ch := range chs {
+		e, ok := ends.Lookup(ch.Topic, ch.Partition)
+		if !ok {
+			return nil, fmt.Errorf("end offset of %s: %w", ch, franzError(kerr.UnknownTopicOrPartition))
+		}
+		if e.Err != nil {
+			return nil, fmt.Errorf("end offset of %s: %w", ch, franzError(e.Err))
+		}
+		out[ch] = e.Offset
+	}
+	return out, nil
+}
+
+func (a *franzAdmin) Close() {}
+
+// franzError sorts a franz-go error into the worker's classes and kinds.
+func franzError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *clientError
+	if errors.As(err, &ce) {
+		return err
+	}
+	kind := kindOther
+	switch {
+	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
+		kind = kindTooLarge
+	case errors.Is(err, kerr.OffsetOutOfRange):
+		kind = kindOffsetOutOfRange
+	case errors.Is(err, kerr.UnknownTopicOrPartition):
+		kind = kindUnknownPartition
+	}
+	return &clientError{class: classifyFranz(err), kind: kind, err: err}
+}
+
+// classifyFranz sorts a franz-go error into the worker's error classes, as
+// classifyRdk does librdkafka's.
+func classifyFranz(err error) errorClass {
+	switch {
+	case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.FencedInstanceID),
+		errors.Is(err, kerr.TransactionalIDAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed),
+		errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.InvalidProducerIDMapping):
+		return classFatal
+	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge), errors.Is(err, kerr.InvalidRecord),
+		errors.Is(err, kerr.CorruptMessage), errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.InvalidTopicException),
+		errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.PolicyViolation):
+		return classRecord
+	case errors.Is(err, kerr.RequestTimedOut), errors.Is(err, kerr.NotEnoughReplicas), errors.Is(err, kerr.NotEnoughReplicasAfterAppend),
+		errors.Is(err, kerr.LeaderNotAvailable), errors.Is(err, kerr.NotLeaderForPartition), errors.Is(err, kerr.CoordinatorNotAvailable),
+		errors.Is(err, kerr.NotCoordinator), errors.Is(err, kerr.CoordinatorLoadInProgress), errors.Is(err, kerr.ConcurrentTransactions),
+		errors.Is(err, context.DeadlineExceeded):
+		return classRetriable
+	}
+	return classAbortable
+}
