@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/causeway-stream/causeway/causal"
 )
@@ -16,55 +16,43 @@ import (
 // the gate delivers them in that order wherever they are read, however far
 // behind a topic lags.
 type Client struct {
-	p       *kafka.Producer
+	cl      *kgo.Client
 	session causal.Session
 }
 
 // NewClient connects a client to the brokers.
 func NewClient(bootstrap string) (*Client, error) {
-	// murmur2_random is the Java client's partitioner, which Causeway uses
-	// too: records with one key land on the same partition index in every
-	// topic, which co-partitioned processors rely on.
-	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": bootstrap, "enable.idempotence": true,
-		"linger.ms": 1, "partitioner": "murmur2_random", "enable.metrics.push": false})
+	// franz-go's default partitioner hashes keys with murmur2, as the Java
+	// client does and Causeway too: records with one key land on the same
+	// partition index in every topic, which co-partitioned processors rely
+	// on.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ProducerLinger(time.Millisecond))
 	if err != nil {
 		return nil, err
 	}
-	return &Client{p: p}, nil
+	return &Client{cl: cl}, nil
 }
 
 // Close flushes and closes the producer.
 func (c *Client) Close() {
-	c.p.Flush(10_000)
-	c.p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = c.cl.Flush(ctx) // Write waits for each record: nothing is left
+	c.cl.Close()
 }
 
 // Write sends one record, stamped with the session's clock, and adds its
 // offset to the session once the broker has acknowledged it.
 func (c *Client) Write(ctx context.Context, topic, key, value string) error {
-	msg := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
-		Key: []byte(key), Value: []byte(value)}
+	r := &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte(value)}
 	if !c.session.Clock().IsEmpty() {
-		msg.Headers = []kafka.Header{{Key: causal.HeaderKey, Value: c.session.AppendHeader(nil)}}
+		r.Headers = []kgo.RecordHeader{{Key: causal.HeaderKey, Value: c.session.AppendHeader(nil)}}
 	}
-	dr := make(chan kafka.Event, 1)
-	if err := c.p.Produce(msg, dr); err != nil {
+	if err := c.cl.ProduceSync(ctx, r).FirstErr(); err != nil {
 		return fmt.Errorf("write %s: %w", topic, err)
 	}
-	select {
-	case ev := <-dr:
-		m, ok := ev.(*kafka.Message)
-		if !ok {
-			return fmt.Errorf("write %s: unexpected event %v", topic, ev)
-		}
-		if m.TopicPartition.Error != nil {
-			return fmt.Errorf("write %s: %w", topic, m.TopicPartition.Error)
-		}
-		c.session.Produced(causal.Channel{Topic: topic, Partition: m.TopicPartition.Partition}, int64(m.TopicPartition.Offset))
-		return nil
-	case <-ctx.Done():
-		return errors.Join(fmt.Errorf("write %s", topic), ctx.Err())
-	}
+	c.session.Produced(causal.Channel{Topic: topic, Partition: r.Partition}, r.Offset)
+	return nil
 }
 
 // Shop writes n orders with their payments and requests; every fifth order

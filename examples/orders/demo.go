@@ -7,13 +7,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -165,22 +165,19 @@ func runShop(ctx context.Context, topo *framework.Topology, gateOff bool, o demo
 }
 
 func createTopics(ctx context.Context, addr string) error {
-	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": addr, "enable.metrics.push": false})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	if err != nil {
 		return err
 	}
-	defer admin.Close()
-	var specs []kafka.TopicSpecification
+	defer cl.Close()
+	admin := kadm.NewClient(cl)
 	for t, n := range partitions {
-		specs = append(specs, kafka.TopicSpecification{Topic: t, NumPartitions: n, ReplicationFactor: -1})
-	}
-	res, err := admin.CreateTopics(ctx, specs)
-	if err != nil {
-		return fmt.Errorf("create topics: %w", err)
-	}
-	for _, r := range res {
-		if r.Error.Code() != kafka.ErrNoError {
-			return fmt.Errorf("create topic %s: %w", r.Topic, r.Error)
+		res, err := admin.CreateTopic(ctx, int32(n), -1, nil, t)
+		if err == nil {
+			err = res.Err
+		}
+		if err != nil {
+			return fmt.Errorf("create topic %s: %w", t, err)
 		}
 	}
 	return nil
@@ -189,15 +186,12 @@ func createTopics(ctx context.Context, addr string) error {
 // readOutputs reads the committed records of the three output topics until
 // each has one per order (then a moment more, to catch duplicates).
 func readOutputs(ctx context.Context, addr string, orders int) (map[string][]string, error) {
-	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": addr, "group.id": "verifier-" + strconv.FormatInt(time.Now().UnixNano(), 36),
-		"isolation.level": "read_committed", "auto.offset.reset": "earliest", "enable.auto.commit": false, "enable.metrics.push": false})
+	c, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(BilledTopic, ShipmentsTopic, AuditTopic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	if err := c.SubscribeTopics([]string{BilledTopic, ShipmentsTopic, AuditTopic}, nil); err != nil {
-		return nil, err
-	}
 	out := map[string][]string{}
 	complete := func() bool {
 		return len(out[BilledTopic]) >= orders && len(out[ShipmentsTopic]) >= orders && len(out[AuditTopic]) >= orders
@@ -214,8 +208,12 @@ func readOutputs(ctx context.Context, addr string, orders int) (map[string][]str
 			// Report what arrived: the verifier counts the rest as lost.
 			return out, nil
 		}
-		if m, ok := c.Poll(50).(*kafka.Message); ok && m.TopicPartition.Error == nil {
-			out[*m.TopicPartition.Topic] = append(out[*m.TopicPartition.Topic], string(m.Value))
+		poll, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		fetches := c.PollFetches(poll)
+		cancel()
+		for it := fetches.RecordIter(); !it.Done(); {
+			r := it.Next()
+			out[r.Topic] = append(out[r.Topic], string(r.Value))
 		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -13,10 +14,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -141,69 +144,73 @@ func textLines(limit int) []string {
 
 // feed writes the lines to the lines topic, spread over its partitions.
 func feed(ctx context.Context, addr string, lines []string, partitions int) error {
-	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": addr, "enable.metrics.push": false})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
 		return err
 	}
-	defer admin.Close()
-	if _, err := admin.CreateTopics(ctx, []kafka.TopicSpecification{
-		{Topic: LinesTopic, NumPartitions: partitions, ReplicationFactor: -1},
-		{Topic: CountsTopic, NumPartitions: partitions, ReplicationFactor: -1},
-	}); err != nil {
-		return fmt.Errorf("create topics: %w", err)
-	}
-	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": addr, "linger.ms": 5, "go.delivery.reports": false, "enable.metrics.push": false})
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	topic := LinesTopic
-	for i, l := range lines {
-		msg := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: int32(i % partitions)},
-			Key: []byte(strconv.Itoa(i)), Value: []byte(l)}
-		for {
-			err := p.Produce(msg, nil)
-			var ke kafka.Error
-			if errors.As(err, &ke) && ke.Code() == kafka.ErrQueueFull {
-				p.Flush(100)
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("produce line %d: %w", i, err)
-			}
-			break
+	defer cl.Close()
+	for _, topic := range []string{LinesTopic, CountsTopic} {
+		if _, err := kadm.NewClient(cl).CreateTopic(ctx, int32(partitions), -1, nil, topic); err != nil {
+			return fmt.Errorf("create topic %s: %w", topic, err)
 		}
 	}
-	if left := p.Flush(30_000); left > 0 {
-		return fmt.Errorf("%d lines not delivered", left)
+	var (
+		mu     sync.Mutex
+		failed error
+	)
+	for i, l := range lines {
+		r := &kgo.Record{Topic: LinesTopic, Partition: int32(i % partitions), Key: []byte(strconv.Itoa(i)), Value: []byte(l)}
+		cl.Produce(ctx, r, func(r *kgo.Record, err error) {
+			if err != nil {
+				mu.Lock()
+				failed = cmp.Or(failed, fmt.Errorf("produce line %s: %w", r.Key, err))
+				mu.Unlock()
+			}
+		})
 	}
-	return nil
+	if err := cl.Flush(ctx); err != nil {
+		return err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return failed
 }
 
 // readCounts follows the committed counts, printing progress, until every
 // word has been counted.
 func readCounts(ctx context.Context, addr string, res demoResult, out io.Writer, start time.Time) error {
-	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": addr, "group.id": "wordcount-demo-reader",
-		"isolation.level": "read_committed", "auto.offset.reset": "earliest", "enable.auto.commit": false, "enable.metrics.push": false})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(CountsTopic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	if err := c.Subscribe(CountsTopic, nil); err != nil {
-		return err
-	}
+	defer cl.Close()
 	seen := 0
 	lastPrint := time.Time{}
 	for seen < res.Words {
 		if ctx.Err() != nil {
 			return fmt.Errorf("counted %d of %d words: %w", seen, res.Words, ctx.Err())
 		}
-		if m, ok := c.Poll(50).(*kafka.Message); ok && m.TopicPartition.Error == nil {
-			n, err := serde.Int64().Deserialize(m.Value)
-			if err != nil {
-				return fmt.Errorf("count of %q: %w", m.Key, err)
+		poll, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		fetches := cl.PollFetches(poll)
+		cancel()
+		var ferr error
+		fetches.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+				ferr = cmp.Or(ferr, fmt.Errorf("read %s/%d: %w", topic, p, err))
 			}
-			res.Counts[string(m.Key)] = max(res.Counts[string(m.Key)], n)
+		})
+		if ferr != nil {
+			return ferr
+		}
+		for it := fetches.RecordIter(); !it.Done(); {
+			r := it.Next()
+			n, err := serde.Int64().Deserialize(r.Value)
+			if err != nil {
+				return fmt.Errorf("count of %q: %w", r.Key, err)
+			}
+			res.Counts[string(r.Key)] = max(res.Counts[string(r.Key)], n)
 			seen++
 		}
 		if time.Since(lastPrint) > 300*time.Millisecond || seen == res.Words {

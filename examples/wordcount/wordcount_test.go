@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/framework"
@@ -122,22 +122,27 @@ func runTwoApplications(t *testing.T, topo *framework.Topology) (got, want map[s
 			assert.NoError(t, w.Stop(stopCtx))
 		}()
 	}
-	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "group.id": "two-apps-reader",
-		"isolation.level": "read_committed", "auto.offset.reset": "earliest", "enable.metrics.push": false})
+	c, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.ConsumeTopics(CountsTopic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	require.NoError(t, err)
 	defer c.Close()
-	require.NoError(t, c.Subscribe(CountsTopic, nil))
 	got = map[string]int64{}
 	// Each application emits one count per word it reads: twice the words
 	// in all when each reads only its own repartition topic. What comes
 	// after that, until the topic stays quiet, is read too.
 	quiet := time.Time{}
 	for seen := 0; ctx.Err() == nil; {
-		if m, ok := c.Poll(50).(*kafka.Message); ok && m.TopicPartition.Error == nil {
-			n, err := serde.Int64().Deserialize(m.Value)
-			require.NoError(t, err)
-			got[string(m.Key)] = max(got[string(m.Key)], n)
-			seen++
+		poll, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		fetches := c.PollFetches(poll)
+		cancel()
+		if fetches.NumRecords() > 0 {
+			for it := fetches.RecordIter(); !it.Done(); {
+				m := it.Next()
+				n, err := serde.Int64().Deserialize(m.Value)
+				require.NoError(t, err)
+				got[string(m.Key)] = max(got[string(m.Key)], n)
+				seen++
+			}
 			quiet = time.Time{}
 			continue
 		}
