@@ -1,0 +1,96 @@
+package runtime
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/runtime/embedded"
+)
+
+// startAt is a rebalanceHandler that starts every assigned partition at
+// one offset.
+type startAt struct {
+	c   *franzConsumer
+	off int64
+}
+
+func (s startAt) assigned(chs []causal.Channel) error {
+	starts := map[causal.Channel]int64{}
+	for _, ch := range chs {
+		starts[ch] = s.off
+	}
+	return s.c.Assign(starts)
+}
+
+func (startAt) revoked([]causal.Channel, bool) {}
+
+// The franz consumer starts a partition where the worker says, not where
+// the group committed, and turns the commit marker a transactional
+// producer wrote after its records into a position past it: the next
+// offset the partition can hold, as librdkafka's end-of-partition event
+// says. The record's headers come through.
+func TestFranzConsumerStartsWhereToldAndReportsMarkers(t *testing.T) {
+	t.Parallel()
+	b, err := embedded.Start()
+	require.NoError(t, err)
+	t.Cleanup(b.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	p, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.TransactionalID("writer"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	defer p.Close()
+	_, err = kadm.NewClient(p).CreateTopic(ctx, 1, -1, nil, "in")
+	require.NoError(t, err)
+	require.NoError(t, p.BeginTransaction())
+	for _, v := range []string{"a", "b", "c"} {
+		r := &kgo.Record{Topic: "in", Value: []byte(v), Headers: []kgo.RecordHeader{{Key: "h", Value: []byte(v)}}}
+		require.NoError(t, p.ProduceSync(ctx, r).FirstErr())
+	}
+	require.NoError(t, p.EndTransaction(ctx, kgo.TryCommit)) // offsets 0-2, the marker at 3
+
+	cfg := DefaultConfig()
+	cfg.ApplicationID = "reader"
+	w := &Worker{cfg: cfg, bootstrap: b.Addr(), instanceID: "one", log: zaptest.NewLogger(t)}
+	gc, err := franzTransport{}.consumer(w)
+	require.NoError(t, err)
+	c := gc.(*franzConsumer)
+	defer func() { assert.NoError(t, c.Close()) }()
+	require.NoError(t, c.Subscribe([]string{"in"}, startAt{c: c, off: 1}))
+
+	ch := causal.Channel{Topic: "in", Partition: 0}
+	var values []string
+	position := int64(-1)
+	for position < 0 && ctx.Err() == nil {
+		var batch []consumerEvent
+		c.Poll(10*time.Millisecond, 64, &batch)
+		for _, ev := range batch {
+			switch ev.kind {
+			case eventRecord:
+				values = append(values, string(ev.msg.Value))
+				require.Len(t, ev.msg.Headers, 1)
+				assert.Equal(t, string(ev.msg.Value), string(ev.msg.Headers[0].Value))
+			case eventPosition:
+				position = ev.msg.Offset
+			default:
+				t.Fatalf("unexpected event %+v", ev)
+			}
+		}
+	}
+	assert.Equal(t, []string{"b", "c"}, values, "read from offset 1, where the handler said")
+	assert.Equal(t, int64(4), position, "the commit marker at 3 moves the position to 4")
+	pos, err := c.Position([]causal.Channel{ch})
+	require.NoError(t, err)
+	assert.Equal(t, int64(4), pos[ch])
+	_, high, ok := c.CachedWatermarks(ch)
+	assert.True(t, ok)
+	assert.Equal(t, int64(4), high)
+}
