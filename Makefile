@@ -15,17 +15,20 @@ BENCHCOUNT ?= 5
 E2E_RECORDS ?= 200000
 E2E_RUNS ?= 7
 STATE_KEYS ?= 1000000,5000000
+# The worker's Kafka client library for make run and make run-orders:
+# librdkafka or franz (pure Go).
+CLIENT   ?= librdkafka
 
 .PHONY: help run run-orders test chromium test-browser test-short lint bench bench-state fuzz tidy
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-run: ## Count the words of a bundled book on the embedded broker, then print the top words.
-	$(GO) run ./examples/wordcount demo
+run: ## Count the words of a bundled book on the embedded broker, then print the top words (CLIENT=franz for the pure-Go client).
+	$(GO) run ./examples/wordcount demo -client $(CLIENT)
 
-run-orders: ## The orders shop with lagging partitions, gate on and gate off, side by side; then a client reading its own writes.
-	$(GO) run ./examples/orders demo
+run-orders: ## The orders shop with lagging partitions, gate on and gate off, side by side; then a client reading its own writes (CLIENT=franz too).
+	$(GO) run ./examples/orders demo -client $(CLIENT)
 
 test: lint chromium ## Lint, then run every test with the race detector (the worker's page in headless Chromium among them).
 	CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -timeout 12m $(PKGS)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -28,6 +29,7 @@ type demoOptions struct {
 	orders  int
 	lag     time.Duration // how long the lagging partitions are unreadable
 	timeout time.Duration
+	client  string // the workers' Kafka client library
 }
 
 // partitions of each topic: the inputs of each processor are
@@ -42,6 +44,7 @@ func demo(topo *framework.Topology, args []string) int {
 	fs.IntVar(&o.orders, "orders", 60, "orders the client writes")
 	fs.DurationVar(&o.lag, "lag", 3*time.Second, "how long the lagging partitions stay behind")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "give up on a run after this long")
+	fs.StringVar(&o.client, "client", runtime.DefaultConfig().Client, "the workers' Kafka client library: "+strings.Join(runtime.Clients(), " or "))
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -131,6 +134,7 @@ func runShop(ctx context.Context, topo *framework.Topology, gateOff bool, o demo
 	}
 	defer os.RemoveAll(state)
 	cfg := runtime.DefaultConfig()
+	cfg.Client = o.client
 	cfg.ApplicationID, cfg.BootstrapServers, cfg.StateDir, cfg.HTTPAddr, cfg.GateOff = "shop", b.Addr(), state, "", gateOff
 	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(os.Stderr), zap.ErrorLevel))
 	w, err := runtime.NewWorker(cfg, topo, log, nil)

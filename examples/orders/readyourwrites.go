@@ -94,6 +94,7 @@ func readYourWrites(ctx context.Context, topo *framework.Topology, o demoOptions
 		}
 		states = append(states, state)
 		cfg := runtime.DefaultConfig()
+		cfg.Client = o.client
 		cfg.ApplicationID, cfg.BootstrapServers, cfg.StateDir, cfg.HTTPAddr = "shop", b.Addr(), state, ""
 		cfg.InstanceID = "shop-" + strconv.Itoa(i)
 		w, err := runtime.NewWorker(cfg, topo, log, nil)

@@ -38,6 +38,7 @@ type demoOptions struct {
 	top        int
 	partitions int
 	timeout    time.Duration
+	client     string // the worker's Kafka client library
 }
 
 // demoResult is what a run measured.
@@ -55,6 +56,7 @@ func demo(topo *framework.Topology, args []string) int {
 	fs.IntVar(&o.top, "top", 15, "how many of the most frequent words to print")
 	fs.IntVar(&o.partitions, "partitions", 2, "partitions of the demo's topics")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up after this long")
+	fs.StringVar(&o.client, "client", runtime.DefaultConfig().Client, "the worker's Kafka client library: "+strings.Join(runtime.Clients(), " or "))
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -103,6 +105,7 @@ func runDemo(ctx context.Context, topo *framework.Topology, o demoOptions, out i
 	}
 	defer os.RemoveAll(state)
 	cfg := runtime.DefaultConfig()
+	cfg.Client = o.client
 	cfg.ApplicationID, cfg.BootstrapServers, cfg.StateDir, cfg.HTTPAddr = "wordcount-demo", b.Addr(), state, ""
 	cfg.CreateTopics, cfg.DefaultPartitions = true, o.partitions
 	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(os.Stderr), zap.WarnLevel))
