@@ -35,7 +35,7 @@ func TestChaosExactlyOnce(t *testing.T) {
 		var workers [3]*workerProcess
 		for i := range workers {
 			states[i] = t.TempDir()
-			workers[i] = spawnWorker(t, b.Addr(), app, states[i])
+			workers[i] = spawnWorker(t, b.Addr(), app, states[i], "--client", client)
 		}
 		faults := []kfake.Fault{
 			// Retriable errors only on batches that continue a sequence the
@@ -71,7 +71,7 @@ func TestChaosExactlyOnce(t *testing.T) {
 			if strings.Contains(workers[i].logs.String(), "partitions assigned") {
 				working++
 			}
-			workers[i] = spawnWorker(t, b.Addr(), app, states[i])
+			workers[i] = spawnWorker(t, b.Addr(), app, states[i], "--client", client)
 		}
 		for _, h := range handles {
 			h.Remove()

@@ -4,12 +4,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/stretchr/testify/assert"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-func verdict(order, value string, off int64) *kafka.Message {
-	return &kafka.Message{Key: []byte(order), Value: []byte(value), TopicPartition: kafka.TopicPartition{Offset: kafka.Offset(off)}}
+func verdict(order, value string, off int64) *kgo.Record {
+	return &kgo.Record{Key: []byte(order), Value: []byte(value), Offset: off}
 }
 
 // The shop's checker must catch each kind of failure it is for.
@@ -17,15 +17,15 @@ func TestCheckerCatchesWhatItIsFor(t *testing.T) {
 	wl := workload{payments: map[string][]string{"o": {"p0", "p1"}}}
 	tests := []struct {
 		name     string
-		give     []*kafka.Message
+		give     []*kgo.Record
 		wantKind string
 	}{
-		{"clean run", []*kafka.Message{verdict("o", "p0 known=true n=1", 0), verdict("o", "p1 known=true n=2", 1)}, ""},
-		{"lost verdict", []*kafka.Message{verdict("o", "p0 known=true n=1", 0)}, "lost:"},
-		{"duplicate verdict", []*kafka.Message{verdict("o", "p0 known=true n=1", 0), verdict("o", "p0 known=true n=2", 1),
+		{"clean run", []*kgo.Record{verdict("o", "p0 known=true n=1", 0), verdict("o", "p1 known=true n=2", 1)}, ""},
+		{"lost verdict", []*kgo.Record{verdict("o", "p0 known=true n=1", 0)}, "lost:"},
+		{"duplicate verdict", []*kgo.Record{verdict("o", "p0 known=true n=1", 0), verdict("o", "p0 known=true n=2", 1),
 			verdict("o", "p1 known=true n=3", 2)}, "duplicate:"},
-		{"effect before cause", []*kafka.Message{verdict("o", "p0 known=false n=1", 0), verdict("o", "p1 known=true n=2", 1)}, "causal:"},
-		{"state counted twice", []*kafka.Message{verdict("o", "p0 known=true n=1", 0), verdict("o", "p1 known=true n=3", 1)}, "state:"},
+		{"effect before cause", []*kgo.Record{verdict("o", "p0 known=false n=1", 0), verdict("o", "p1 known=true n=2", 1)}, "causal:"},
+		{"state counted twice", []*kgo.Record{verdict("o", "p0 known=true n=1", 0), verdict("o", "p1 known=true n=3", 1)}, "state:"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,9 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/causeway-stream/causeway/causal"
@@ -48,24 +51,18 @@ func TestCorruptHeaderFailsOnlyItsTask(t *testing.T) {
 	eachClient(t, func(t *testing.T, client string) {
 		b := startBroker(t)
 		createTopics(t, b.Addr(), 2, "orders", "payments", "verdicts")
-		p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false})
-		require.NoError(t, err)
-		defer p.Close()
+		p := newProducer(t, b.Addr(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 		// One causal session for the whole client, so each payment claims its
 		// order; a record given headers carries those instead.
 		var session causal.Session
-		send := func(topic string, partition int32, key, value string, headers []kafka.Header) int64 {
-			if headers == nil && !session.Clock().IsEmpty() {
-				headers = []kafka.Header{{Key: causal.HeaderKey, Value: session.AppendHeader(nil)}}
+		send := func(topic string, partition int32, key, value string, headers []kgo.RecordHeader) int64 {
+			r := &kgo.Record{Topic: topic, Partition: partition, Key: []byte(key), Value: []byte(value), Headers: headers}
+			if headers != nil {
+				off := sendRecord(t, p, r, nil)
+				session.Produced(causal.Channel{Topic: topic, Partition: partition}, off)
+				return off
 			}
-			dr := make(chan kafka.Event, 1)
-			require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition},
-				Key: []byte(key), Value: []byte(value), Headers: headers}, dr))
-			m := (<-dr).(*kafka.Message)
-			require.NoError(t, m.TopicPartition.Error)
-			off := int64(m.TopicPartition.Offset)
-			session.Produced(causal.Channel{Topic: topic, Partition: partition}, off)
-			return off
+			return sendRecord(t, p, r, &session)
 		}
 		send("orders", 0, "a", "order a", nil)
 		send("payments", 0, "a", "a-p0", nil)
@@ -85,7 +82,7 @@ func TestCorruptHeaderFailsOnlyItsTask(t *testing.T) {
 		// that fails stops delivering what it still holds, so the corrupt record
 		// must not arrive before the order has been read.
 		readCommitted(t, b.Addr(), "verdicts", 1, 30*time.Second)
-		bad := send("payments", 0, "a", "a-p1", []kafka.Header{{Key: causal.HeaderKey, Value: []byte{0xff, 0x01}}})
+		bad := send("payments", 0, "a", "a-p1", []kgo.RecordHeader{{Key: causal.HeaderKey, Value: []byte{0xff, 0x01}}})
 		send("payments", 0, "a", "a-p2", nil)
 		t.Cleanup(func() {
 			stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -170,7 +167,7 @@ func TestCorruptHeaderFailsOnlyItsTask(t *testing.T) {
 		dead := readCommitted(t, b.Addr(), "shop-corrupt-dead-letter", 1, 30*time.Second)
 		require.Len(t, dead, 1)
 		assert.Equal(t, "a-p1", string(dead[0].Value))
-		assert.Contains(t, dead[0].Headers, kafka.Header{Key: framework.HeaderDLQStage, Value: []byte(framework.StageSkip)})
+		assert.Contains(t, dead[0].Headers, kgo.RecordHeader{Key: framework.HeaderDLQStage, Value: []byte(framework.StageSkip)})
 		verdicts = readCommitted(t, b.Addr(), "verdicts", 3, 30*time.Second)
 		got = got[:0]
 		for _, v := range verdicts {
@@ -200,12 +197,20 @@ func TestCorruptHeaderFailsOnlyItsTask(t *testing.T) {
 // partition.
 func committedOffset(t *testing.T, addr, group, topic string, partition int32) int64 {
 	t.Helper()
-	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": addr, "group.id": group, "enable.metrics.push": false})
+	c, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	require.NoError(t, err)
 	defer c.Close()
-	got, err := c.Committed([]kafka.TopicPartition{{Topic: &topic, Partition: partition}}, 5000)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, err := kadm.NewClient(c).FetchOffsets(kadm.RequireStable(ctx), group)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return -1001 // none, as librdkafka says it
+	}
 	require.NoError(t, err)
-	return int64(got[0].Offset)
+	if o, ok := got.Lookup(topic, partition); ok && o.Err == nil && o.At >= 0 {
+		return o.At
+	}
+	return -1001
 }
 
 // adminPost posts to a worker's endpoint with the admin token.

@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap/zaptest"
 
@@ -75,9 +75,10 @@ func TestProducerFencingFailsLoudly(t *testing.T) {
 		require.NoError(t, w.Start(ctx))
 		readCommitted(t, b.Addr(), "verdicts", 20, 30*time.Second)
 
-		zombie, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "transactional.id": "shop-fence-one", "enable.metrics.push": false})
+		zombie, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.TransactionalID("shop-fence-one"))
 		require.NoError(t, err)
-		require.NoError(t, zombie.InitTransactions(ctx))
+		_, _, err = zombie.ProducerID(ctx) // InitProducerID: a newer epoch for the worker's transactional id
+		require.NoError(t, err)
 		zombie.Close()
 		more := produceShop(t, b.Addr(), 5, 2, "after")
 		for k, v := range more.payments {

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
@@ -41,23 +41,12 @@ func globalShop(t *testing.T) *framework.Topology {
 // then, in the same causal session, its payment.
 func produceOrdersThenPayments(t *testing.T, addr, prefix string, n int) {
 	t.Helper()
-	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": addr, "enable.idempotence": true, "linger.ms": 1, "enable.metrics.push": false})
-	require.NoError(t, err)
-	defer p.Close()
+	p := newProducer(t, addr)
 	for i := range n {
 		var s causal.Session
 		id := fmt.Sprintf("%s-o%d", prefix, i)
 		for _, w := range [][3]string{{"orders", id, "order " + id}, {"payments", id + "-pay", id}} {
-			topic := w[0]
-			msg := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny}, Key: []byte(w[1]), Value: []byte(w[2])}
-			if !s.Clock().IsEmpty() {
-				msg.Headers = []kafka.Header{{Key: causal.HeaderKey, Value: s.AppendHeader(nil)}}
-			}
-			dr := make(chan kafka.Event, 1)
-			require.NoError(t, p.Produce(msg, dr))
-			m := (<-dr).(*kafka.Message)
-			require.NoError(t, m.TopicPartition.Error)
-			s.Produced(causal.Channel{Topic: topic, Partition: m.TopicPartition.Partition}, int64(m.TopicPartition.Offset))
+			sendRecord(t, p, &kgo.Record{Topic: w[0], Key: []byte(w[1]), Value: []byte(w[2])}, &s)
 		}
 	}
 }
@@ -66,13 +55,13 @@ func produceOrdersThenPayments(t *testing.T, addr, prefix string, n int) {
 // the worker starts are read to their end first; then the worker's reader
 // of the orders topic lags while clients write orders and pay for them.
 // It returns the verdicts that do not say "paid".
-func runGlobalShop(t *testing.T, gateOff bool) (unpaid []string, verdicts int) {
+func runGlobalShop(t *testing.T, client string, gateOff bool) (unpaid []string, verdicts int) {
 	t.Helper()
 	b := startBroker(t)
 	createTopics(t, b.Addr(), 3, "orders")
 	createTopics(t, b.Addr(), 2, "payments", "verdicts")
 	produceOrdersThenPayments(t, b.Addr(), "before", 5)
-	cfg := testConfig(t, b.Addr(), "global-shop")
+	cfg := testConfigFor(t, client, b.Addr(), "global-shop")
 	cfg.GateOff = gateOff
 	startTopology(t, cfg, globalShop(t), nil)
 	release := lagOrders(t, b)
@@ -94,7 +83,7 @@ func runGlobalShop(t *testing.T, gateOff bool) (unpaid []string, verdicts int) {
 func TestGlobalTableOnABroker(t *testing.T) {
 	t.Parallel()
 	eachClient(t, func(t *testing.T, client string) {
-		unpaid, n := runGlobalShop(t, false)
+		unpaid, n := runGlobalShop(t, client, false)
 		assert.Empty(t, unpaid)
 		assert.Equal(t, 15, n, "one verdict per payment, exactly once")
 	})
@@ -105,7 +94,7 @@ func TestGlobalTableOnABroker(t *testing.T) {
 func TestGlobalTableWithoutGateMissesOrders(t *testing.T) {
 	t.Parallel()
 	eachClient(t, func(t *testing.T, client string) {
-		unpaid, _ := runGlobalShop(t, true)
+		unpaid, _ := runGlobalShop(t, client, true)
 		assert.NotEmpty(t, unpaid)
 	})
 }

@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -10,8 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
 	"github.com/causeway-stream/causeway/causal"
@@ -90,19 +93,17 @@ func startBroker(t *testing.T, opts ...embedded.Opt) *embedded.Broker {
 
 func createTopics(t *testing.T, addr string, partitions int, topics ...string) {
 	t.Helper()
-	admin, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": addr, "enable.metrics.push": false})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 	require.NoError(t, err)
-	defer admin.Close()
-	var specs []kafka.TopicSpecification
-	for _, tp := range topics {
-		specs = append(specs, kafka.TopicSpecification{Topic: tp, NumPartitions: partitions, ReplicationFactor: -1})
-	}
+	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := admin.CreateTopics(ctx, specs)
+	res, err := kadm.NewClient(cl).CreateTopics(ctx, int32(partitions), -1, nil, topics...)
 	require.NoError(t, err)
 	for _, r := range res {
-		require.Contains(t, []kafka.ErrorCode{kafka.ErrNoError, kafka.ErrTopicAlreadyExists}, r.Error.Code(), r.Topic)
+		if !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+			require.NoError(t, r.Err, r.Topic)
+		}
 	}
 }
 
@@ -133,22 +134,11 @@ func (wl workload) count() int {
 // its client wrote before. It returns what it wrote.
 func produceShop(t *testing.T, addr string, orders, payments int, prefix string) workload {
 	t.Helper()
-	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": addr, "enable.idempotence": true, "linger.ms": 1, "enable.metrics.push": false})
-	require.NoError(t, err)
-	defer p.Close()
+	p := newProducer(t, addr)
 	wl := workload{payments: map[string][]string{}}
 	sessions := map[string]*causal.Session{}
 	send := func(topic, key, value string, s *causal.Session) {
-		msg := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
-			Key: []byte(key), Value: []byte(value)}
-		if !s.Clock().IsEmpty() {
-			msg.Headers = []kafka.Header{{Key: causal.HeaderKey, Value: s.AppendHeader(nil)}}
-		}
-		dr := make(chan kafka.Event, 1)
-		require.NoError(t, p.Produce(msg, dr))
-		m := (<-dr).(*kafka.Message)
-		require.NoError(t, m.TopicPartition.Error)
-		s.Produced(causal.Channel{Topic: topic, Partition: m.TopicPartition.Partition}, int64(m.TopicPartition.Offset))
+		sendRecord(t, p, &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte(value)}, s)
 	}
 	for i := range orders {
 		id := fmt.Sprintf("%s-o%d", prefix, i)
@@ -166,28 +156,55 @@ func produceShop(t *testing.T, addr string, orders, payments int, prefix string)
 	return wl
 }
 
+// newProducer returns a producer to addr that places keyed records as
+// Kafka's Java client does (murmur2), closed when the test ends.
+func newProducer(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	p, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.ProducerLinger(time.Millisecond)}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	return p
+}
+
+// sendRecord writes r, stamped with s's clock when s has one, waits for
+// the broker's acknowledgement, and adds r's offset to s (when s is not
+// nil). It returns r's offset.
+func sendRecord(t *testing.T, p *kgo.Client, r *kgo.Record, s *causal.Session) int64 {
+	t.Helper()
+	if s != nil && !s.Clock().IsEmpty() {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: causal.HeaderKey, Value: s.AppendHeader(nil)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, p.ProduceSync(ctx, r).FirstErr())
+	if s != nil {
+		s.Produced(causal.Channel{Topic: r.Topic, Partition: r.Partition}, r.Offset)
+	}
+	return r.Offset
+}
+
 // readCommitted reads every committed record of topic (read_committed),
 // waiting until want records are there or the timeout passes.
-func readCommitted(t *testing.T, addr, topic string, want int, timeout time.Duration) []*kafka.Message {
+func readCommitted(t *testing.T, addr, topic string, want int, timeout time.Duration) []*kgo.Record {
 	t.Helper()
-	c, err := kafka.NewConsumer(&kafka.ConfigMap{"bootstrap.servers": addr, "group.id": "reader-" + strconv.FormatInt(time.Now().UnixNano(), 36),
-		"isolation.level": "read_committed", "auto.offset.reset": "earliest", "enable.auto.commit": false, "enable.metrics.push": false})
+	c, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	require.NoError(t, err)
 	defer c.Close()
-	require.NoError(t, c.Subscribe(topic, nil))
-	var out []*kafka.Message
+	var out []*kgo.Record
+	poll := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		out = append(out, c.PollFetches(ctx).Records()...)
+	}
 	deadline := time.Now().Add(timeout)
 	for len(out) < want && time.Now().Before(deadline) {
-		if m, ok := c.Poll(100).(*kafka.Message); ok && m.TopicPartition.Error == nil {
-			out = append(out, m)
-		}
+		poll()
 	}
 	// A little more, to see duplicates beyond the count.
 	quiet := time.Now().Add(time.Second)
 	for time.Now().Before(quiet) {
-		if m, ok := c.Poll(100).(*kafka.Message); ok && m.TopicPartition.Error == nil {
-			out = append(out, m)
-		}
+		poll()
 	}
 	return out
 }
@@ -195,7 +212,7 @@ func readCommitted(t *testing.T, addr, topic string, want int, timeout time.Dura
 // checkVerdicts is the oracle for the shop: every payment written has
 // exactly one verdict, no verdict reports an unknown order, and each order's
 // running counts go 1, 2, ... in offset order. It returns every problem.
-func checkVerdicts(wl workload, verdicts []*kafka.Message) []string {
+func checkVerdicts(wl workload, verdicts []*kgo.Record) []string {
 	var problems []string
 	type v struct {
 		pay   string
@@ -212,7 +229,7 @@ func checkVerdicts(wl workload, verdicts []*kafka.Message) []string {
 			continue
 		}
 		n, _ := strconv.Atoi(strings.TrimPrefix(f[2], "n="))
-		byOrder[string(m.Key)] = append(byOrder[string(m.Key)], v{pay: f[0], known: f[1] == "known=true", n: n, off: int64(m.TopicPartition.Offset)})
+		byOrder[string(m.Key)] = append(byOrder[string(m.Key)], v{pay: f[0], known: f[1] == "known=true", n: n, off: m.Offset})
 		seen[f[0]]++
 	}
 	for order, pays := range wl.payments {

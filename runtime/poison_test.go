@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/runtime"
@@ -28,12 +28,10 @@ func TestProcessingFailureAfterStreamedOutputs(t *testing.T) {
 	eachClient(t, func(t *testing.T, client string) {
 		b := startBroker(t)
 		createTopics(t, b.Addr(), 2, "orders", "payments", "verdicts")
-		p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false, "linger.ms": 50, "go.delivery.reports": false})
-		require.NoError(t, err)
-		defer p.Close()
+		p := newProducer(t, b.Addr(), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(50*time.Millisecond))
 		send := func(topic string, partition int32, key, value string) {
-			require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition},
-				Key: []byte(key), Value: []byte(value)}, nil))
+			p.Produce(context.Background(), &kgo.Record{Topic: topic, Partition: partition, Key: []byte(key), Value: []byte(value)},
+				func(_ *kgo.Record, err error) { assert.NoError(t, err) })
 		}
 		// Everything arrives in one burst: the good payments' verdicts are
 		// streamed before the poison fails the task.
@@ -44,7 +42,7 @@ func TestProcessingFailureAfterStreamedOutputs(t *testing.T) {
 			send("payments", 1, "b", "b-good")
 		}
 		send("payments", 0, "a", "a-poison")
-		require.Zero(t, p.Flush(10_000))
+		require.NoError(t, p.Flush(context.Background()))
 
 		m := runtime.NewMetrics()
 		var armed atomic.Bool

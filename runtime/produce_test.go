@@ -5,12 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/causeway-stream/causeway/framework"
@@ -53,13 +53,10 @@ func echoTopology(t *testing.T) *framework.Topology {
 // sendTo writes values to one partition of topic.
 func sendTo(t *testing.T, addr, topic string, partition int32, values ...string) {
 	t.Helper()
-	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": addr, "enable.metrics.push": false, "go.delivery.reports": false})
-	require.NoError(t, err)
-	defer p.Close()
+	p := newProducer(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	for _, v := range values {
-		require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: partition}, Value: []byte(v)}, nil))
+		sendRecord(t, p, &kgo.Record{Topic: topic, Partition: partition, Value: []byte(v)}, nil)
 	}
-	require.Zero(t, p.Flush(10_000))
 }
 
 // A record the broker refuses after it was sent (here every record for
@@ -115,7 +112,7 @@ func TestMessageTooLargeFailsOnlyTheEmittingTask(t *testing.T) {
 		send(1, "e")
 		var got []string
 		for _, m := range readCommitted(t, b.Addr(), "out", 3, 30*time.Second) {
-			if m.TopicPartition.Partition == 1 {
+			if m.Partition == 1 {
 				got = append(got, string(m.Value))
 			}
 		}

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
@@ -80,15 +80,8 @@ func TestQueriesOverHTTP(t *testing.T) {
 	// A client writes a word and asks for it at once, with its session's
 	// clock: the answer waits for the worker to commit it.
 	var session causal.Session
-	p2, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false, "partitioner": "murmur2_random"})
-	require.NoError(t, err)
-	defer p2.Close()
-	dr := make(chan kafka.Event, 1)
-	require.NoError(t, p2.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
-		Key: []byte("fresh"), Value: []byte("fresh")}, dr))
-	m := (<-dr).(*kafka.Message)
-	require.NoError(t, m.TopicPartition.Error)
-	session.Produced(causal.Channel{Topic: topic, Partition: m.TopicPartition.Partition}, int64(m.TopicPartition.Offset))
+	fresh := &kgo.Record{Topic: topic, Key: []byte("fresh"), Value: []byte("fresh")}
+	sendRecord(t, newProducer(t, b.Addr()), fresh, &session)
 	n, found, err := query.Get(ctx, c, "word-counts", "fresh", serde.String(), serde.Int64(), query.After(session.Clock(), 30*time.Second))
 	require.NoError(t, err)
 	assert.True(t, found, "the client read its own write")
@@ -96,7 +89,7 @@ func TestQueriesOverHTTP(t *testing.T) {
 
 	// A clock naming an offset that never comes: the query waits its
 	// bound, then gets 503, to retry.
-	never, err := causal.NewClock(causal.Entry{Channel: causal.Channel{Topic: topic, Partition: m.TopicPartition.Partition}, Offset: 1_000_000})
+	never, err := causal.NewClock(causal.Entry{Channel: causal.Channel{Topic: topic, Partition: fresh.Partition}, Offset: 1_000_000})
 	require.NoError(t, err)
 	began := time.Now()
 	_, _, err = query.Get(ctx, c, "word-counts", "fresh", serde.String(), serde.Int64(), query.After(never, 300*time.Millisecond))
@@ -209,19 +202,15 @@ func taskOf(w *runtime.Worker, word string) (string, bool) {
 // how often each was written.
 func produceWords(t *testing.T, addr string, n, distinct int) map[string]int64 {
 	t.Helper()
-	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": addr, "enable.metrics.push": false, "go.delivery.reports": false,
-		"partitioner": "murmur2_random"})
-	require.NoError(t, err)
-	defer p.Close()
-	topic := "words"
+	p := newProducer(t, addr)
 	want := map[string]int64{}
 	for i := range n {
 		w := fmt.Sprint("w", i%distinct)
 		want[w]++
-		require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
-			Key: []byte(w), Value: []byte(w)}, nil))
+		p.Produce(context.Background(), &kgo.Record{Topic: "words", Key: []byte(w), Value: []byte(w)},
+			func(_ *kgo.Record, err error) { assert.NoError(t, err) })
 	}
-	require.Zero(t, p.Flush(10_000))
+	require.NoError(t, p.Flush(context.Background()))
 	return want
 }
 
@@ -254,20 +243,12 @@ func TestCausalQueriesReadThroughARepartition(t *testing.T) {
 		}
 		require.NotEqual(t, "lines", repartition, "the count reads a repartition topic")
 
-		p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false})
-		require.NoError(t, err)
-		defer p.Close()
+		p := newProducer(t, b.Addr())
 		write := func(line string) causal.Clock {
 			t.Helper()
-			topic := "lines"
-			reports := make(chan kafka.Event, 1)
-			require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
-				Key: []byte(line), Value: []byte(line)}, reports))
-			m := (<-reports).(*kafka.Message)
-			require.NoError(t, m.TopicPartition.Error)
-			c, err := causal.NewClock(causal.Entry{Channel: causal.Channel{Topic: topic, Partition: m.TopicPartition.Partition}, Offset: int64(m.TopicPartition.Offset)})
-			require.NoError(t, err)
-			return c
+			var s causal.Session
+			sendRecord(t, p, &kgo.Record{Topic: "lines", Key: []byte(line), Value: []byte(line)}, &s)
+			return s.Clock()
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

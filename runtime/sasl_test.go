@@ -7,10 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/causeway-stream/causeway/runtime"
 	"github.com/causeway-stream/causeway/runtime/embedded"
@@ -26,69 +30,55 @@ func TestWorkerOnASASLCluster(t *testing.T) {
 		for _, mechanism := range []string{"PLAIN", "SCRAM-SHA-512"} {
 			t.Run(mechanism, func(t *testing.T) {
 				t.Parallel()
-				workerOnASASLCluster(t, mechanism)
+				workerOnASASLCluster(t, client, mechanism)
 			})
 		}
 	})
 }
 
-func workerOnASASLCluster(t *testing.T, mechanism string) {
+func workerOnASASLCluster(t *testing.T, client, mechanism string) {
 	b := startBroker(t, embedded.KfakeOpts(kfake.EnableSASL(), kfake.Superuser(mechanism, "causeway", "s3cret")))
-	sasl := map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+	settings := map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
 		"sasl.username": "causeway", "sasl.password": "s3cret"}
-	client := func(extra kafka.ConfigMap) *kafka.ConfigMap {
-		cm := kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false}
-		for k, v := range sasl {
-			cm[k] = v
-		}
-		maps.Copy(cm, extra)
-		return &cm
+	var auth sasl.Mechanism = plain.Auth{User: "causeway", Pass: "s3cret"}.AsMechanism()
+	if mechanism == "SCRAM-SHA-512" {
+		auth = scram.Auth{User: "causeway", Pass: "s3cret"}.AsSha512Mechanism()
 	}
+	connect := []kgo.Opt{kgo.SeedBrokers(b.Addr()), kgo.SASL(auth)}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	admin, err := kafka.NewAdminClient(client(nil))
+	cl, err := kgo.NewClient(connect...)
 	require.NoError(t, err)
-	var specs []kafka.TopicSpecification
-	for _, topic := range []string{"orders", "payments", "verdicts"} {
-		specs = append(specs, kafka.TopicSpecification{Topic: topic, NumPartitions: 1, ReplicationFactor: -1})
-	}
-	res, err := admin.CreateTopics(ctx, specs)
-	admin.Close()
+	defer cl.Close()
+	res, err := kadm.NewClient(cl).CreateTopics(ctx, 1, -1, nil, "orders", "payments", "verdicts")
 	require.NoError(t, err)
-	for _, r := range res {
-		require.Equal(t, kafka.ErrNoError, r.Error.Code(), "%v", r.Error)
-	}
-	p, err := kafka.NewProducer(client(nil))
-	require.NoError(t, err)
-	defer p.Close()
+	require.NoError(t, res.Error())
 	produce := func(topic, key, value string) {
-		dr := make(chan kafka.Event, 1)
-		require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
-			Key: []byte(key), Value: []byte(value)}, dr))
-		m := (<-dr).(*kafka.Message)
-		require.NoError(t, m.TopicPartition.Error)
+		require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte(value)}).FirstErr())
 	}
 	for i := range 3 {
 		produce("orders", fmt.Sprint("o", i), fmt.Sprint("order o", i))
 	}
 
-	cfg := testConfig(t, b.Addr(), "sasl-shop")
-	cfg.Kafka = maps.Clone(sasl)
+	cfg := testConfigFor(t, client, b.Addr(), "sasl-shop")
+	cfg.Kafka = maps.Clone(settings)
 	startTopology(t, cfg, globalShop(t), nil)
 	for i := range 3 {
 		produce("payments", fmt.Sprint("pay", i), fmt.Sprint("o", i))
 	}
 
-	c, err := kafka.NewConsumer(client(kafka.ConfigMap{"group.id": "sasl-reader", "isolation.level": "read_committed", "auto.offset.reset": "earliest"}))
+	c, err := kgo.NewClient(append(connect, kgo.ConsumeTopics("verdicts"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
 	require.NoError(t, err)
 	defer c.Close()
-	require.NoError(t, c.SubscribeTopics([]string{"verdicts"}, nil))
 	var verdicts []string
 	for len(verdicts) < 3 {
 		require.NoError(t, ctx.Err(), "verdicts so far: %v", verdicts)
-		if m, ok := c.Poll(100).(*kafka.Message); ok && m.TopicPartition.Error == nil {
-			verdicts = append(verdicts, string(m.Value))
+		poll, cancelPoll := context.WithTimeout(ctx, 100*time.Millisecond)
+		for _, r := range c.PollFetches(poll).Records() {
+			verdicts = append(verdicts, string(r.Value))
 		}
+		cancelPoll()
 	}
 	assert.ElementsMatch(t, []string{"paid: order o0", "paid: order o1", "paid: order o2"}, verdicts)
 }

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/causeway-stream/causeway/runtime"
 )
@@ -42,13 +42,7 @@ func TestCleanRestartReadsNoStoreChangelogBack(t *testing.T) {
 
 				m := runtime.NewMetrics()
 				startTopology(t, cfg, shopTopology(), m)
-				p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false})
-				require.NoError(t, err)
-				defer p.Close()
-				topic := "payments"
-				require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
-					Key: []byte("clean-o7"), Value: []byte("late")}, nil))
-				p.Flush(10000)
+				sendRecord(t, newProducer(t, b.Addr()), &kgo.Record{Topic: "payments", Key: []byte("clean-o7"), Value: []byte("late")}, nil)
 				var late string
 				for _, v := range readCommitted(t, b.Addr(), "verdicts", 41, 60*time.Second) {
 					if strings.HasPrefix(string(v.Value), "late ") {

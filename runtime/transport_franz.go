@@ -360,19 +360,37 @@ func (c *franzConsumer) GroupMetadata() (groupMetadata, error) {
 }
 
 func (c *franzConsumer) Committed(chs []causal.Channel) (map[causal.Channel]int64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), franzRequestTimeout)
+	// Long enough for a transaction that a worker left open when it died
+	// to time out (10 s, see the producer), which settles its offsets.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*franzRequestTimeout)
 	defer cancel()
 	return franzGroupOffsets(kadm.RequireStable(ctx), c.adm, c.group, chs)
 }
 
-// franzGroupOffsets returns group's committed offsets of chs.
+// franzGroupOffsets returns group's committed offsets of chs. Offsets a
+// transaction still holds open are waited for (UNSTABLE_OFFSET_COMMIT, the
+// answer to a stable fetch while they are), as librdkafka does, within
+// ctx.
 func franzGroupOffsets(ctx context.Context, adm *kadm.Client, group string, chs []causal.Channel) (map[causal.Channel]int64, error) {
-	res, err := adm.FetchOffsets(ctx, group)
-	if errors.Is(err, kerr.GroupIDNotFound) {
-		return map[causal.Channel]int64{}, nil // nothing committed yet
-	}
-	if err == nil {
-		err = res.Error()
+	var res kadm.OffsetResponses
+	var err error
+	for tries := 1; ; tries++ {
+		res, err = adm.FetchOffsets(ctx, group)
+		if errors.Is(err, kerr.GroupIDNotFound) {
+			return map[causal.Channel]int64{}, nil // nothing committed yet
+		}
+		if err == nil {
+			err = res.Error()
+		}
+		if !errors.Is(err, kerr.UnstableOffsetCommit) && !errors.Is(err, kerr.CoordinatorLoadInProgress) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(franzBackoff(tries)):
+			continue
+		}
+		break
 	}
 	if err != nil {
 		return nil, fmt.Errorf("committed offsets of group %s: %w", group, franzError(err))

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/runtime"
@@ -19,16 +19,12 @@ func TestClaimBeyondTheEndFailsTheTask(t *testing.T) {
 	eachClient(t, func(t *testing.T, client string) {
 		b := startBroker(t)
 		createTopics(t, b.Addr(), 1, "orders", "payments", "verdicts")
-		p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "enable.metrics.push": false, "go.delivery.reports": false})
-		require.NoError(t, err)
-		defer p.Close()
+		p := newProducer(t, b.Addr(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 		bogus, err := causal.NewClock(causal.Entry{Channel: causal.Channel{Topic: "orders"}, Offset: 41})
 		require.NoError(t, err)
-		orders, payments := "orders", "payments"
-		require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &orders, Partition: 0}, Key: []byte("a"), Value: []byte("order a")}, nil))
-		require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &payments, Partition: 0}, Key: []byte("a"), Value: []byte("a-p0"),
-			Headers: []kafka.Header{{Key: causal.HeaderKey, Value: causal.EncodeClock(bogus)}}}, nil))
-		require.Zero(t, p.Flush(10_000))
+		sendRecord(t, p, &kgo.Record{Topic: "orders", Key: []byte("a"), Value: []byte("order a")}, nil)
+		sendRecord(t, p, &kgo.Record{Topic: "payments", Key: []byte("a"), Value: []byte("a-p0"),
+			Headers: []kgo.RecordHeader{{Key: causal.HeaderKey, Value: causal.EncodeClock(bogus)}}}, nil)
 
 		w := startWorker(t, testConfigFor(t, client, b.Addr(), "shop-bogus"))
 		require.Eventually(t, func() bool {

@@ -103,13 +103,13 @@ func lagOrders(t *testing.T, b *embedded.Broker) (release func()) {
 	return func() { h.Remove() }
 }
 
-func runLaggingShop(t *testing.T, gateOff bool) (problems []string, sawBlocked bool, m *runtime.Metrics) {
+func runLaggingShop(t *testing.T, client string, gateOff bool) (problems []string, sawBlocked bool, m *runtime.Metrics) {
 	t.Helper()
 	b := startBroker(t)
 	createTopics(t, b.Addr(), 2, "orders", "payments", "verdicts")
 	wl := produceShop(t, b.Addr(), 6, 5, "lag")
 	release := lagOrders(t, b)
-	cfg := testConfig(t, b.Addr(), "shop-lag")
+	cfg := testConfigFor(t, client, b.Addr(), "shop-lag")
 	cfg.GateOff = gateOff
 	m = runtime.NewMetrics()
 	w := startWorkerWith(t, cfg, m)
@@ -135,7 +135,7 @@ func runLaggingShop(t *testing.T, gateOff bool) (problems []string, sawBlocked b
 func TestGateHoldsPaymentsWhileOrdersLag(t *testing.T) {
 	t.Parallel()
 	eachClient(t, func(t *testing.T, client string) {
-		problems, sawBlocked, m := runLaggingShop(t, false)
+		problems, sawBlocked, m := runLaggingShop(t, client, false)
 		assert.Empty(t, problems)
 		assert.True(t, sawBlocked, "status never showed a payment waiting for its order")
 		// The gate-wait histogram times the records that waited, and only
@@ -171,7 +171,7 @@ func counterSum(t *testing.T, v *prometheus.CounterVec) float64 {
 func TestWithoutGateLaggingOrdersCauseAnomalies(t *testing.T) {
 	t.Parallel()
 	eachClient(t, func(t *testing.T, client string) {
-		problems, _, _ := runLaggingShop(t, true)
+		problems, _, _ := runLaggingShop(t, client, true)
 		causalProblems := 0
 		for _, p := range problems {
 			if strings.HasPrefix(p, "causal:") {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -134,7 +135,7 @@ func runShop(ctx context.Context, topo *framework.Topology, gateOff bool, o demo
 	}
 	defer os.RemoveAll(state)
 	cfg := runtime.DefaultConfig()
-	cfg.Client = o.client
+	cfg.Client = cmp.Or(o.client, cfg.Client)
 	cfg.ApplicationID, cfg.BootstrapServers, cfg.StateDir, cfg.HTTPAddr, cfg.GateOff = "shop", b.Addr(), state, "", gateOff
 	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(os.Stderr), zap.ErrorLevel))
 	w, err := runtime.NewWorker(cfg, topo, log, nil)

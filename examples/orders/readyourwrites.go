@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -94,7 +95,7 @@ func readYourWrites(ctx context.Context, topo *framework.Topology, o demoOptions
 		}
 		states = append(states, state)
 		cfg := runtime.DefaultConfig()
-		cfg.Client = o.client
+		cfg.Client = cmp.Or(o.client, cfg.Client)
 		cfg.ApplicationID, cfg.BootstrapServers, cfg.StateDir, cfg.HTTPAddr = "shop", b.Addr(), state, ""
 		cfg.InstanceID = "shop-" + strconv.Itoa(i)
 		w, err := runtime.NewWorker(cfg, topo, log, nil)

@@ -105,7 +105,7 @@ func runDemo(ctx context.Context, topo *framework.Topology, o demoOptions, out i
 	}
 	defer os.RemoveAll(state)
 	cfg := runtime.DefaultConfig()
-	cfg.Client = o.client
+	cfg.Client = cmp.Or(o.client, cfg.Client)
 	cfg.ApplicationID, cfg.BootstrapServers, cfg.StateDir, cfg.HTTPAddr = "wordcount-demo", b.Addr(), state, ""
 	cfg.CreateTopics, cfg.DefaultPartitions = true, o.partitions
 	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(os.Stderr), zap.WarnLevel))

@@ -1,8 +1,11 @@
+//go:build cgo
+
 // Command e2ebench measures, in one run against one broker, what Causeway
 // costs over a hand-written librdkafka transactional loop, and what causal
 // delivery costs on top of that. It writes a JSON result file, a markdown
 // table and a PNG chart. `make bench` runs it; docs/benchmarks.md explains
-// the method.
+// the method. It measures librdkafka against franz-go, so it builds only
+// with cgo.
 package main
 
 import (
@@ -28,6 +31,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/runtime"
 	"github.com/causeway-stream/causeway/runtime/embedded"
 )
 
@@ -45,12 +49,18 @@ const (
 	cfgTwoHop  = "Causeway, two hops, gate on"
 	cfgFused   = "Causeway, three steps fused (DSL)"
 	cfgThree   = "Causeway, three steps as three processors"
+	// The same worker on the franz-go transport (--client franz).
+	cfgFranzOff   = "Causeway on franz-go, gate off"
+	cfgFranzOn    = "Causeway on franz-go, gate on"
+	cfgFranzOnKey = "Causeway on franz-go, gate on, outputs placed by key"
 )
 
-var allConfigs = []string{cfgHand, cfgHandKey, cfgHandCP, cfgHandPad, cfgFranz, cfgGateOff, cfgGateOn, cfgThreads, cfgOnKey, cfgTwoHop, cfgFused, cfgThree}
+var allConfigs = []string{cfgHand, cfgHandKey, cfgHandCP, cfgHandPad, cfgFranz, cfgGateOff, cfgGateOn, cfgThreads, cfgOnKey,
+	cfgFranzOff, cfgFranzOn, cfgFranzOnKey, cfgTwoHop, cfgFused, cfgThree}
 
 // configIDs are the short names -configs takes.
-var configIDs = map[string]string{"hand": cfgHand, "handcp": cfgHandCP, "handkey": cfgHandKey, "handpad": cfgHandPad, "franz": cfgFranz, "off": cfgGateOff, "on": cfgGateOn, "threads": cfgThreads, "onkey": cfgOnKey, "twohop": cfgTwoHop,
+var configIDs = map[string]string{"hand": cfgHand, "handcp": cfgHandCP, "handkey": cfgHandKey, "handpad": cfgHandPad, "franz": cfgFranz, "off": cfgGateOff, "on": cfgGateOn,
+	"zoff": cfgFranzOff, "zon": cfgFranzOn, "zonkey": cfgFranzOnKey, "threads": cfgThreads, "onkey": cfgOnKey, "twohop": cfgTwoHop,
 	"fused": cfgFused, "three": cfgThree}
 
 type options struct {
@@ -119,7 +129,7 @@ func main() {
 	flag.IntVar(&o.latRecords, "latency-records", 3000, "records in the latency phase")
 	flag.IntVar(&o.latRate, "latency-rate", 3000, "records per second in the latency phase")
 	flag.StringVar(&o.out, "out", "bench-results", "directory for the result files")
-	flag.StringVar(&configs, "configs", "hand,handkey,franz,off,on,onkey,twohop,fused,three", "configurations to run: hand, handkey (outputs placed by key), handcp (with checkpoint writes), handpad (headers as long as Causeway's stamps), franz, off, on, threads (gate on, --threads 2), onkey (outputs placed by key), twohop, fused (three stateless steps fused by the DSL), three (the same steps as three processors)")
+	flag.StringVar(&configs, "configs", "hand,handkey,franz,off,on,onkey,zoff,zon,zonkey,twohop,fused,three", "configurations to run: hand, handkey (outputs placed by key), handcp (with checkpoint writes), handpad (headers as long as Causeway's stamps), franz, off, on, threads (gate on, --threads 2), onkey (outputs placed by key), zoff, zon and zonkey (off, on and onkey on the franz-go transport), twohop, fused (three stateless steps fused by the DSL), three (the same steps as three processors)")
 	flag.StringVar(&o.brokerProf, "broker-cpuprofile", "", "write a CPU profile of the broker process to this file")
 	flag.StringVar(&o.from, "from", "", "write the report from this earlier e2e.json instead of measuring")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured process to this file")
@@ -608,9 +618,14 @@ func measure(addr string, brokerPid int, config string, size, run, id int, o opt
 		}
 	case cfgFranz:
 		p = &franzLoop{addr: addr, t: t}
-	case cfgGateOff, cfgGateOn, cfgThreads, cfgOnKey, cfgTwoHop, cfgFused, cfgThree:
-		p = &worker{addr: addr, t: t, gateOff: config == cfgGateOff, twoHop: twoHop, byKey: config == cfgOnKey, dir: dir,
-			fused: config == cfgFused, three: config == cfgThree, threads: 1}
+	case cfgGateOff, cfgGateOn, cfgThreads, cfgOnKey, cfgTwoHop, cfgFused, cfgThree, cfgFranzOff, cfgFranzOn, cfgFranzOnKey:
+		client := runtime.ClientLibrdkafka
+		if config == cfgFranzOff || config == cfgFranzOn || config == cfgFranzOnKey {
+			client = runtime.ClientFranz
+		}
+		p = &worker{addr: addr, t: t, gateOff: config == cfgGateOff || config == cfgFranzOff, twoHop: twoHop,
+			byKey: config == cfgOnKey || config == cfgFranzOnKey, dir: dir, fused: config == cfgFused, three: config == cfgThree,
+			threads: 1, client: client}
 		if config == cfgThreads {
 			p.(*worker).threads = 2
 		}

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package main
 
 import (
@@ -325,8 +327,9 @@ type worker struct {
 	// DSL; three runs the same steps as three processors, with a topic
 	// between each two.
 	fused, three bool
-	// threads is the worker's --threads.
+	// threads is the worker's --threads, client its --client.
 	threads int
+	client  string
 	dir     string
 	w       *runtime.Instance
 	m       *runtime.Metrics
@@ -397,6 +400,7 @@ func (w *worker) start(ctx context.Context) error {
 	// check on claims that pass is measured by BenchmarkGateHeader.
 	cfg.CheckClaims = false
 	cfg.Threads = w.threads
+	cfg.Client = w.client
 	w.m = runtime.NewMetrics()
 	if w.w, err = runtime.NewInstance(cfg, topo, zap.NewNop(), w.m); err != nil {
 		return err

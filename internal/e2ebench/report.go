@@ -1,3 +1,5 @@
+//go:build cgo
+
 package main
 
 import (
@@ -191,6 +193,7 @@ func targets(results []result, sizes []int) []target {
 	perSec := func(r result) float64 { return r.RecordsPerSec }
 	p99 := func(r result) float64 { return r.P99Millis }
 	allocs := func(r result) float64 { return r.AllocsPerRecord }
+	cpu := func(r result) float64 { return r.ClientCPUMicros }
 	atLeast := func(bound float64) func(float64) bool { return func(v float64) bool { return v >= bound } }
 	atMost := func(bound float64) func(float64) bool { return func(v float64) bool { return v <= bound } }
 	specs := []struct {
@@ -203,6 +206,8 @@ func targets(results []result, sizes []int) []target {
 	}{
 		{"Causeway gate on / hand-written loop, throughput (both keep the input partition)", cfgGateOn, cfgHand, perSec, ratio, ">= 0.90", atLeast(0.90)},
 		{"Causeway gate on / hand-written loop, throughput (both place by key)", cfgOnKey, cfgHandKey, perSec, ratio, ">= 0.90", atLeast(0.90)},
+		{"Causeway on franz-go, gate on / franz-go GroupTransactSession, throughput (both keep the input partition)", cfgFranzOn, cfgFranz, perSec, ratio, ">= 0.90", atLeast(0.90)},
+		{"Causeway on franz-go, gate on / franz-go GroupTransactSession, pipeline CPU per record", cfgFranzOn, cfgFranz, cpu, ratio, "<= 1.30", atMost(1.30)},
 		{"gate on / gate off, throughput", cfgGateOn, cfgGateOff, perSec, ratio, ">= 0.95", atLeast(0.95)},
 		{"gate on / gate off, p99 latency", cfgGateOn, cfgGateOff, p99, ratio, "<= 1.10", atMost(1.10)},
 		{"gate on - gate off, allocations per record", cfgGateOn, cfgGateOff, allocs, difference, "<= 2", atMost(2)},

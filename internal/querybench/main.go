@@ -20,7 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/causal"
@@ -120,8 +120,7 @@ func run(perClient, rate int, out string) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "partitioner": "murmur2_random",
-		"linger.ms": 5, "enable.metrics.push": false})
+	p, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.ProducerLinger(5*time.Millisecond)) // murmur2, as queries find keys
 	if err != nil {
 		return err
 	}
@@ -132,17 +131,12 @@ func run(perClient, rate int, out string) error {
 	clocks := map[string]causal.Clock{}
 	for i := range words {
 		word := fmt.Sprint("w", i)
-		dr := make(chan kafka.Event, 1)
-		if err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
-			Key: []byte(word), Value: []byte(word)}, dr); err != nil {
+		r := &kgo.Record{Topic: topic, Key: []byte(word), Value: []byte(word)}
+		if err := p.ProduceSync(ctx, r).FirstErr(); err != nil {
 			return err
 		}
-		m := (<-dr).(*kafka.Message)
-		if m.TopicPartition.Error != nil {
-			return m.TopicPartition.Error
-		}
-		if clocks[word], err = causal.NewClock(causal.Entry{Channel: causal.Channel{Topic: topic, Partition: m.TopicPartition.Partition},
-			Offset: int64(m.TopicPartition.Offset)}); err != nil {
+		if clocks[word], err = causal.NewClock(causal.Entry{Channel: causal.Channel{Topic: topic, Partition: r.Partition},
+			Offset: r.Offset}); err != nil {
 			return err
 		}
 	}
@@ -180,16 +174,12 @@ func run(perClient, rate int, out string) error {
 			for range 100 {
 				word := fmt.Sprint("w", i%words)
 				i++
-				if p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
-					Key: []byte(word), Value: []byte(word)}, nil) == nil {
-					written.Add(1)
-				}
+				p.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte(word), Value: []byte(word)}, func(_ *kgo.Record, err error) {
+					if err == nil {
+						written.Add(1)
+					}
+				})
 			}
-		}
-	}()
-	go func() {
-		for e := range p.Events() {
-			_ = e // delivery reports, not needed
 		}
 	}()
 

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/framework"
@@ -95,15 +95,11 @@ func TestPageShowsTopologyAndTasks(t *testing.T) {
 	}
 	// Two payments of one order, counted and committed before the page
 	// asks for them.
-	p, err := kafka.NewProducer(&kafka.ConfigMap{"bootstrap.servers": b.Addr(), "go.delivery.reports": false,
-		"partitioner": "murmur2_random", "enable.metrics.push": false})
+	p, err := kgo.NewClient(kgo.SeedBrokers(b.Addr())) // murmur2 placement, as the worker finds keys
 	require.NoError(t, err)
-	topic := "payments"
 	for range 2 {
-		require.NoError(t, p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: kafka.PartitionAny},
-			Key: []byte("o-1"), Value: []byte("10 EUR")}, nil))
+		require.NoError(t, p.ProduceSync(ctx, &kgo.Record{Topic: "payments", Key: []byte("o-1"), Value: []byte("10 EUR")}).FirstErr())
 	}
-	require.Zero(t, p.Flush(10_000))
 	p.Close()
 	for {
 		a, err := w.Query(ctx, runtime.Query{Store: "payments-per-order", Kind: runtime.QueryGet, Key: []byte("o-1")})

@@ -1,8 +1,14 @@
+//go:build cgo
+
 // Package registry makes serdes that write records in the Confluent Schema
 // Registry wire format (a magic byte, the schema id, then the payload), in
 // Avro, Protobuf or JSON Schema, through confluent-kafka-go's own
 // schemaregistry serializers: what most Kafka shops' producers and
 // consumers already read and write.
+//
+// confluent-kafka-go's serde package uses its kafka package, which needs
+// cgo, so this package builds only with cgo: a binary built with
+// CGO_ENABLED=0 has the worker and every other serde, but not these.
 //
 // A Schema Registry serde writes for one subject, so each is made for a
 // topic and a part (key or value), under the registry's topic name
