@@ -31,23 +31,23 @@ type pump struct {
 	time time.Time
 	// assigned is the consumer's assignment.
 	assigned []causal.Channel
+	// batch is the most events the pump takes from the consumer before it
+	// handles them: its transport's pollBatch.
+	batch int
 	// paused holds the partitions backpressure paused.
 	paused map[causal.Channel]bool
 }
 
-// pollBatch is the most events the pump takes from the consumer before it
-// handles them.
-const pollBatch = 64
 
 // poll collects into the pump the events the consumer has ready, up to
-// pollBatch, waiting up to 10 ms for the first, and returns how many it
+// the pump's batch, waiting up to 10 ms for the first, and returns how many it
 // collected. Handling them apart from polling keeps the code and data of
 // each step in the processor's caches across a batch instead of swapping
 // them out at every record: the gain is greater the larger the records.
 // A rebalance callback running inside Poll handles the events collected
 // before it first (handlePolled), as they belong to the assignment it ends.
 func (w *Worker) poll() int {
-	return w.pump.poll(10*time.Millisecond, pollBatch, &w.pump.polled)
+	return w.pump.poll(10*time.Millisecond, w.pump.batch, &w.pump.polled)
 }
 
 // handlePolled handles the collected events in order, then streams what

@@ -185,6 +185,9 @@ type transport interface {
 	producer(w *Worker) (producerClient, clusterAdmin, error)
 	// consumer returns the worker's group consumer.
 	consumer(w *Worker) (groupConsumer, error)
+	// pollBatch is the most events the pump takes from the consumer
+	// before it handles them.
+	pollBatch() int
 }
 
 // errorKind names the few Kafka errors the worker tells apart beyond their

@@ -42,6 +42,10 @@ func init() { transports[ClientFranz] = franzTransport{} }
 
 type franzTransport struct{}
 
+// pollBatch: each poll of kgo takes its locks and looks at every
+// partition's buffer, so a larger batch spreads that over more records.
+func (franzTransport) pollBatch() int { return 512 }
+
 // franzRequestTimeout bounds the admin requests of the franz clients.
 const franzRequestTimeout = 10 * time.Second
 

@@ -22,6 +22,11 @@ func init() { transports[ClientLibrdkafka] = rdkafkaTransport{} }
 
 type rdkafkaTransport struct{}
 
+// pollBatch: librdkafka hands out one event per call, so a batch costs a
+// call across cgo per record whatever its size; 64 keeps the code and
+// data of each step in the processor's caches across a batch.
+func (rdkafkaTransport) pollBatch() int { return 64 }
+
 func (rdkafkaTransport) producer(w *Worker) (producerClient, clusterAdmin, error) {
 	p, err := kafka.NewProducer(ptr(w.producerConfigWithoutReports()))
 	if err != nil {

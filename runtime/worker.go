@@ -150,7 +150,7 @@ func NewWorker(cfg Config, topo *framework.Topology, log *zap.Logger, metrics *M
 	if deadLetter == "" {
 		deadLetter = cfg.ApplicationID + "-dead-letter"
 	}
-	return &Worker{
+	w := &Worker{
 		cfg: cfg, topo: topo, log: log, metrics: metrics, now: time.Now, deadLetter: deadLetter, transport: tr,
 		claimEnds: map[causal.Channel]int64{},
 		positions: map[string]storePositions{},
@@ -160,7 +160,9 @@ func NewWorker(cfg Config, topo *framework.Topology, log *zap.Logger, metrics *M
 		queries:   make(chan queryRequest, 64),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
-	}, nil
+	}
+	w.pump.batch = tr.pollBatch()
+	return w, nil
 }
 
 // Bootstrap returns the brokers the worker uses (the embedded broker's
