@@ -51,7 +51,7 @@ lint: ## gofmt and go vet, with cgo and without; the worker examples must build 
 	CGO_ENABLED=0 $(GO) build -o /dev/null ./examples/wordcount
 	CGO_ENABLED=0 $(GO) build -o /dev/null ./examples/orders
 
-bench: ## Micro benchmarks of the causal core, then the end-to-end comparison, stream threads pinned (about 30 minutes); results in bench-results/.
+bench: ## Micro benchmarks of the causal core, then the end-to-end comparison on both clients, stream threads pinned (about 40 minutes); results in bench-results/.
 	@# Whole rounds of every benchmark, not each benchmark $(BENCHCOUNT) times in a row: the
 	@# two sides of each ratio are then measured a minute apart at most, whatever the machine does.
 	@rm -f bench-causal.txt; for round in $$(seq $(BENCHCOUNT)); do \
