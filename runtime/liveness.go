@@ -10,8 +10,8 @@ import (
 	"github.com/causeway-stream/causeway/causal"
 )
 
-// advanceIdle reads the consumer's position for channels that a blocked
-// head waits on and that hold nothing: a partition whose last offsets are
+// advanceIdle learns the position of channels that a blocked head waits
+// on and that hold nothing: a partition whose last offsets are
 // transaction markers only moves this way.
 func (w *Worker) advanceIdle() {
 	waited := map[causal.Channel]bool{}
@@ -28,9 +28,18 @@ func (w *Worker) advanceIdle() {
 	if len(waited) == 0 {
 		return
 	}
+	// Where the pump has handed records out to (a channel with nothing new
+	// since it was assigned stands where reading started), or further where
+	// the consumer says so: past transaction markers, which no record
+	// shows.
 	position, err := w.consumer.Position(slices.Collect(maps.Keys(waited)))
 	if err != nil {
-		return
+		position = map[causal.Channel]int64{}
+	}
+	for ch := range waited {
+		if r := w.tasks.Route(ch); r != nil {
+			position[ch] = max(position[ch], r.Pos+1)
+		}
 	}
 	for ch, off := range position {
 		w.advance(ch, off)

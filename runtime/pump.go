@@ -38,7 +38,6 @@ type pump struct {
 	paused map[causal.Channel]bool
 }
 
-
 // poll collects into the pump the events the consumer has ready, up to
 // the pump's batch, waiting up to 10 ms for the first, and returns how many it
 // collected. Handling them apart from polling keeps the code and data of

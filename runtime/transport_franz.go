@@ -245,10 +245,16 @@ func (c *franzConsumer) adjustOffsets(_ context.Context, offsets map[string]map[
 	return offsets, nil
 }
 
+// Assign keeps starts for adjustOffsets, and as the partitions' positions
+// until records move them: a partition with nothing new to read has its
+// start as its position, as librdkafka's consumer reports it.
 func (c *franzConsumer) Assign(starts map[causal.Channel]int64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.starts = starts
+	for ch, off := range starts {
+		c.positions[ch] = off
+	}
 	return nil
 }
 

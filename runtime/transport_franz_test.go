@@ -20,6 +20,9 @@ import (
 type startAt struct {
 	c   *franzConsumer
 	off int64
+	// positions is what the consumer said of the partitions' positions
+	// once they were assigned, before any record was read.
+	positions *map[causal.Channel]int64
 }
 
 func (s startAt) assigned(chs []causal.Channel) error {
@@ -27,16 +30,24 @@ func (s startAt) assigned(chs []causal.Channel) error {
 	for _, ch := range chs {
 		starts[ch] = s.off
 	}
-	return s.c.Assign(starts)
+	if err := s.c.Assign(starts); err != nil {
+		return err
+	}
+	var err error
+	*s.positions, err = s.c.Position(chs)
+	return err
 }
 
 func (startAt) revoked([]causal.Channel, bool) {}
 
 // The franz consumer starts a partition where the worker says, not where
-// the group committed, and turns the commit marker a transactional
-// producer wrote after its records into a position past it: the next
-// offset the partition can hold, as librdkafka's end-of-partition event
-// says. The record's headers come through.
+// the group committed, and reports that start as the partition's position
+// before it has read anything (the worker's check of claims beyond a
+// partition's end needs a position even for a partition with nothing new).
+// It turns the commit marker a transactional producer wrote after its
+// records into a position past it: the next offset the partition can
+// hold, as librdkafka's end-of-partition event says. The record's headers
+// come through.
 func TestFranzConsumerStartsWhereToldAndReportsMarkers(t *testing.T) {
 	t.Parallel()
 	b, err := embedded.Start()
@@ -64,7 +75,8 @@ func TestFranzConsumerStartsWhereToldAndReportsMarkers(t *testing.T) {
 	require.NoError(t, err)
 	c := gc.(*franzConsumer)
 	defer func() { assert.NoError(t, c.Close()) }()
-	require.NoError(t, c.Subscribe([]string{"in"}, startAt{c: c, off: 1}))
+	var atAssign map[causal.Channel]int64
+	require.NoError(t, c.Subscribe([]string{"in"}, startAt{c: c, off: 1, positions: &atAssign}))
 
 	ch := causal.Channel{Topic: "in", Partition: 0}
 	var values []string
@@ -86,6 +98,7 @@ func TestFranzConsumerStartsWhereToldAndReportsMarkers(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"b", "c"}, values, "read from offset 1, where the handler said")
+	assert.Equal(t, map[causal.Channel]int64{ch: 1}, atAssign, "the position before any record is the start")
 	assert.Equal(t, int64(4), position, "the commit marker at 3 moves the position to 4")
 	pos, err := c.Position([]causal.Channel{ch})
 	require.NoError(t, err)

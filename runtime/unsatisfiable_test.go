@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,42 @@ func TestClaimBeyondTheEndFailsTheTask(t *testing.T) {
 			for _, ts := range w.Status().Tasks {
 				if ts.State == runtime.StateFailed {
 					return strings.Contains(ts.LastError, "payments/0@0 claims orders/0 up to offset 41, which can never be met: orders/0 ends at offset 0")
+				}
+			}
+			return false
+		}, 30*time.Second, 100*time.Millisecond, "status: %+v", w.Status())
+	})
+}
+
+// With the check at entry off, a worker finds such a claim from where its
+// consumer stands once the head has waited a while; this too after a
+// restart, when the claimed partition has had nothing new to read since
+// it was assigned, so that its position is where reading started.
+func TestClaimBeyondTheEndFailsTheTaskAfterARestart(t *testing.T) {
+	t.Parallel()
+	eachClient(t, func(t *testing.T, client string) {
+		b := startBroker(t)
+		createTopics(t, b.Addr(), 1, "orders", "payments", "verdicts")
+		p := newProducer(t, b.Addr())
+		sendRecord(t, p, &kgo.Record{Topic: "orders", Key: []byte("a"), Value: []byte("order a")}, nil)
+		cfg := testConfigFor(t, client, b.Addr(), "shop-bogus-later")
+		cfg.CheckClaims = false
+		first := startWorker(t, cfg)
+		require.Eventually(t, func() bool { return committedOffset(t, b.Addr(), cfg.ApplicationID, "orders", 0) == 1 },
+			30*time.Second, 50*time.Millisecond, "the order was never committed")
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.NoError(t, first.Stop(ctx))
+
+		w := startWorker(t, cfg)
+		bogus, err := causal.NewClock(causal.Entry{Channel: causal.Channel{Topic: "orders"}, Offset: 41})
+		require.NoError(t, err)
+		sendRecord(t, p, &kgo.Record{Topic: "payments", Key: []byte("a"), Value: []byte("a-p0"),
+			Headers: []kgo.RecordHeader{{Key: causal.HeaderKey, Value: causal.EncodeClock(bogus)}}}, nil)
+		require.Eventually(t, func() bool {
+			for _, ts := range w.Status().Tasks {
+				if ts.State == runtime.StateFailed {
+					return strings.Contains(ts.LastError, "payments/0@0 claims orders/0 up to offset 41, which can never be met")
 				}
 			}
 			return false
