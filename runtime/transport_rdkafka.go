@@ -243,13 +243,19 @@ func (r *rdkConsumer) Position(chs []causal.Channel) (map[causal.Channel]int64, 
 	if err != nil {
 		return nil, rdkError(err)
 	}
-	out := make(map[causal.Channel]int64, len(pos))
-	for _, tp := range pos {
+	return rdkOffsets(pos), nil
+}
+
+// rdkOffsets is the offsets of tps, leaving out those librdkafka says it
+// has none of.
+func rdkOffsets(tps []kafka.TopicPartition) map[causal.Channel]int64 {
+	out := make(map[causal.Channel]int64, len(tps))
+	for _, tp := range tps {
 		if tp.Offset >= 0 {
 			out[causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}] = int64(tp.Offset)
 		}
 	}
-	return out, nil
+	return out
 }
 
 func (r *rdkConsumer) CachedWatermarks(ch causal.Channel) (low, high int64, ok bool) {
@@ -267,13 +273,7 @@ func (r *rdkConsumer) Committed(chs []causal.Channel) (map[causal.Channel]int64,
 	if err != nil {
 		return nil, rdkError(err)
 	}
-	out := make(map[causal.Channel]int64, len(committed))
-	for _, tp := range committed {
-		if tp.Offset >= 0 {
-			out[causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}] = int64(tp.Offset)
-		}
-	}
-	return out, nil
+	return rdkOffsets(committed), nil
 }
 
 func (r *rdkConsumer) Watermarks(ch causal.Channel) (low, high int64, err error) {

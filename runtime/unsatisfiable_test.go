@@ -28,14 +28,7 @@ func TestClaimBeyondTheEndFailsTheTask(t *testing.T) {
 			Headers: []kgo.RecordHeader{{Key: causal.HeaderKey, Value: causal.EncodeClock(bogus)}}}, nil)
 
 		w := startWorker(t, testConfigFor(t, client, b.Addr(), "shop-bogus"))
-		require.Eventually(t, func() bool {
-			for _, ts := range w.Status().Tasks {
-				if ts.State == runtime.StateFailed {
-					return strings.Contains(ts.LastError, "payments/0@0 claims orders/0 up to offset 41, which can never be met: orders/0 ends at offset 0")
-				}
-			}
-			return false
-		}, 30*time.Second, 100*time.Millisecond, "status: %+v", w.Status())
+		waitForFailure(t, w, "payments/0@0 claims orders/0 up to offset 41, which can never be met: orders/0 ends at offset 0")
 	})
 }
 
@@ -64,13 +57,19 @@ func TestClaimBeyondTheEndFailsTheTaskAfterARestart(t *testing.T) {
 		require.NoError(t, err)
 		sendRecord(t, p, &kgo.Record{Topic: "payments", Key: []byte("a"), Value: []byte("a-p0"),
 			Headers: []kgo.RecordHeader{{Key: causal.HeaderKey, Value: causal.EncodeClock(bogus)}}}, nil)
-		require.Eventually(t, func() bool {
-			for _, ts := range w.Status().Tasks {
-				if ts.State == runtime.StateFailed {
-					return strings.Contains(ts.LastError, "payments/0@0 claims orders/0 up to offset 41, which can never be met")
-				}
-			}
-			return false
-		}, 30*time.Second, 100*time.Millisecond, "status: %+v", w.Status())
+		waitForFailure(t, w, "payments/0@0 claims orders/0 up to offset 41, which can never be met")
 	})
+}
+
+// waitForFailure waits for a task of w to fail with an error saying what.
+func waitForFailure(t *testing.T, w *runtime.Worker, what string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, ts := range w.Status().Tasks {
+			if ts.State == runtime.StateFailed {
+				return strings.Contains(ts.LastError, what)
+			}
+		}
+		return false
+	}, 30*time.Second, 100*time.Millisecond, "no task failed saying %q", what)
 }
