@@ -45,7 +45,9 @@ type taskReply struct {
 // tasks (tasks.go), the transactional producer (producer.go) sends and
 // commits, commits and aborts follow commit.go, the changelog reader
 // (restore.go) restores on a goroutine of its own (restoring.go), and the
-// topic manager (topics.go) creates topics.
+// topic manager (topics.go) creates topics. They reach Kafka through the
+// worker's transport (transport.go): librdkafka or franz-go, as
+// Config.Client says.
 type Worker struct {
 	cfg     Config
 	topo    *framework.Topology
