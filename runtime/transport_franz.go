@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -33,10 +34,14 @@ import (
 // record, which kgo would not end) leaves kgo's view of the producer
 // right.
 //
-// The consumer blocks rebalances while the pump works on what it polled
-// (BlockRebalanceOnPoll): kgo runs the rebalance callbacks on a goroutine
-// of its own, and only while the pump waits inside Poll, so the worker's
-// handler runs as it would inside librdkafka's Poll.
+// kgo runs the rebalance callbacks on a goroutine of its own, at any
+// moment. The consumer lets them run the worker's handler only while the
+// pump waits inside kgo's poll: the pump holds the consumer's turn lock at
+// every other moment, and a callback takes it. So the handler never runs
+// beside the pump's own work, as inside librdkafka's Poll. kgo also holds
+// a rebalance back until the pump has handled what it polled
+// (BlockRebalanceOnPoll), so that the assignment does not change under
+// records already taken.
 
 func init() { transports[ClientFranz] = franzTransport{} }
 
@@ -147,6 +152,9 @@ type franzConsumer struct {
 	reset      kgo.Offset
 	handler    rebalanceHandler
 
+	// turn is held by the pump, except while it waits inside kgo's poll,
+	// and by a rebalance callback while it runs the handler.
+	turn sync.Mutex
 	// mu guards starts, which Assign sets in the assigned handler for
 	// adjustOffsets to hand to kgo, and closing.
 	mu      sync.Mutex
@@ -174,8 +182,11 @@ func (c *franzConsumer) Subscribe(topics []string, h rebalanceHandler) error {
 	if c.instanceID != "" {
 		opts = append(opts, kgo.InstanceID(c.instanceID))
 	}
+	// From here on the pump holds the turn, but inside kgo's poll.
+	c.turn.Lock()
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
+		c.turn.Unlock()
 		return fmt.Errorf("consumer: %w", err)
 	}
 	c.cl = cl
@@ -198,34 +209,43 @@ func (c *franzConsumer) isClosing() bool {
 	return c.closing
 }
 
-// The callbacks run on kgo's goroutine while the pump waits inside Poll.
-func (c *franzConsumer) onAssigned(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-	if c.isClosing() || len(m) == 0 {
+// inTurn runs f on the callback's goroutine once the pump waits inside
+// kgo's poll, unless the consumer is closing.
+func (c *franzConsumer) inTurn(m map[string][]int32, f func(chs []causal.Channel)) {
+	if len(m) == 0 {
 		return
 	}
-	// A failed assignment stops the worker (its fatal error), so there is
-	// nothing more to do with the error here.
-	_ = c.handler.assigned(franzChannels(m))
+	c.turn.Lock()
+	defer c.turn.Unlock()
+	if !c.isClosing() {
+		f(franzChannels(m))
+	}
+}
+
+func (c *franzConsumer) onAssigned(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	c.inTurn(m, func(chs []causal.Channel) {
+		// A failed assignment stops the worker (its fatal error), so
+		// there is nothing more to do with the error here.
+		_ = c.handler.assigned(chs)
+	})
 }
 
 func (c *franzConsumer) onRevoked(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-	if c.isClosing() || len(m) == 0 {
-		return
-	}
-	c.handler.revoked(franzChannels(m), false)
-	c.forget(m)
+	c.inTurn(m, func(chs []causal.Channel) {
+		c.handler.revoked(chs, false)
+		c.forget(chs)
+	})
 }
 
 func (c *franzConsumer) onLost(_ context.Context, _ *kgo.Client, m map[string][]int32) {
-	if c.isClosing() || len(m) == 0 {
-		return
-	}
-	c.handler.revoked(franzChannels(m), true)
-	c.forget(m)
+	c.inTurn(m, func(chs []causal.Channel) {
+		c.handler.revoked(chs, true)
+		c.forget(chs)
+	})
 }
 
-func (c *franzConsumer) forget(m map[string][]int32) {
-	for _, ch := range franzChannels(m) {
+func (c *franzConsumer) forget(chs []causal.Channel) {
+	for _, ch := range chs {
 		delete(c.positions, ch)
 		delete(c.highs, ch)
 	}
@@ -259,11 +279,14 @@ func (c *franzConsumer) Assign(starts map[causal.Channel]int64) error {
 }
 
 // Poll lets a waiting rebalance run, then takes what kgo has fetched. A
-// control record (a transaction marker) becomes a position advance.
+// control record (a transaction marker) becomes a position advance. The
+// pump gives up its turn only while it waits inside kgo's poll.
 func (c *franzConsumer) Poll(timeout time.Duration, max int, batch *[]consumerEvent) int {
 	c.cl.AllowRebalance()
 	ctx, cancel := context.WithTimeout(context.Background(), max1ms(timeout))
+	c.turn.Unlock() // a rebalance callback may run the handler now
 	fetches := c.cl.PollRecords(ctx, max)
+	c.turn.Lock()
 	cancel()
 	n := 0
 	for i := range fetches {
@@ -294,8 +317,10 @@ func (c *franzConsumer) take(topic string, p *kgo.FetchPartition, batch *[]consu
 	if p.HighWatermark > 0 {
 		c.highs[ch] = p.HighWatermark
 	}
+	if len(p.Records) > 0 {
+		c.positions[ch] = p.Records[len(p.Records)-1].Offset + 1
+	}
 	for _, r := range p.Records {
-		c.positions[ch] = r.Offset + 1
 		if r.Attrs.IsControl() {
 			*batch = append(*batch, consumerEvent{kind: eventPosition, msg: message{Topic: topic, Partition: p.Partition, Offset: r.Offset + 1}})
 			n++
@@ -383,24 +408,15 @@ func (c *franzConsumer) Committed(chs []causal.Channel) (map[causal.Channel]int6
 // ctx.
 func franzGroupOffsets(ctx context.Context, adm *kadm.Client, group string, chs []causal.Channel) (map[causal.Channel]int64, error) {
 	var res kadm.OffsetResponses
-	var err error
-	for tries := 1; ; tries++ {
-		res, err = adm.FetchOffsets(ctx, group)
-		if errors.Is(err, kerr.GroupIDNotFound) {
-			return map[causal.Channel]int64{}, nil // nothing committed yet
+	err := retryWhile(ctx, franzBackoff(1), time.Second, func() error {
+		var err error
+		if res, err = adm.FetchOffsets(ctx, group); err != nil {
+			return err
 		}
-		if err == nil {
-			err = res.Error()
-		}
-		if !errors.Is(err, kerr.UnstableOffsetCommit) && !errors.Is(err, kerr.CoordinatorLoadInProgress) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(franzBackoff(tries)):
-			continue
-		}
-		break
+		return res.Error()
+	}, kerr.UnstableOffsetCommit, kerr.CoordinatorLoadInProgress)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return map[causal.Channel]int64{}, nil // nothing committed yet
 	}
 	if err != nil {
 		return nil, fmt.Errorf("committed offsets of group %s: %w", group, franzError(err))
@@ -443,6 +459,9 @@ func (c *franzConsumer) Close() error {
 	c.closing = true
 	c.mu.Unlock()
 	if c.cl != nil {
+		// A callback waiting for the turn must get it, see closing and
+		// return: closing waits for the callbacks.
+		c.turn.Unlock()
 		c.cl.CloseAllowingRebalance()
 	}
 	c.adm.Close()
@@ -592,19 +611,24 @@ func (p *franzProducer) SendOffsetsToTransaction(ctx context.Context, offsets ma
 // while after a commit) or its coordinator is not there yet, as
 // librdkafka's transactional calls do inside.
 func (p *franzProducer) retryConcurrent(ctx context.Context, f func() error) error {
-	backoff := 10 * time.Millisecond
-	for {
+	return retryWhile(ctx, 10*time.Millisecond, 500*time.Millisecond, f, kerr.ConcurrentTransactions,
+		kerr.CoordinatorNotAvailable, kerr.NotCoordinator, kerr.CoordinatorLoadInProgress)
+}
+
+// retryWhile runs f again while it fails with one of the errors in
+// retry, until ctx is done, waiting first and then twice as long each
+// time up to most; it returns f's last error.
+func retryWhile(ctx context.Context, first, most time.Duration, f func() error, retry ...error) error {
+	for wait := first; ; wait = min(2*wait, most) {
 		err := f()
-		if !errors.Is(err, kerr.ConcurrentTransactions) && !errors.Is(err, kerr.CoordinatorNotAvailable) &&
-			!errors.Is(err, kerr.NotCoordinator) && !errors.Is(err, kerr.CoordinatorLoadInProgress) {
+		if !slices.ContainsFunc(retry, func(r error) bool { return errors.Is(err, r) }) {
 			return err
 		}
 		select {
 		case <-ctx.Done():
 			return err
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
-		backoff = min(2*backoff, 500*time.Millisecond)
 	}
 }
 

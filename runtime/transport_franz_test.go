@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -106,4 +107,90 @@ func TestFranzConsumerStartsWhereToldAndReportsMarkers(t *testing.T) {
 	_, high, ok := c.CachedWatermarks(ch)
 	assert.True(t, ok)
 	assert.Equal(t, int64(4), high)
+}
+
+// busyCheck is a rebalanceHandler that notes whether it ever ran while the
+// pump was busy outside its poll.
+type busyCheck struct {
+	c              *franzConsumer
+	busy, overlaps *atomic.Int32
+	calls          *atomic.Int32
+}
+
+func (b busyCheck) assigned(chs []causal.Channel) error {
+	b.note()
+	starts := map[causal.Channel]int64{}
+	for _, ch := range chs {
+		starts[ch] = 0
+	}
+	return b.c.Assign(starts)
+}
+
+func (b busyCheck) revoked([]causal.Channel, bool) { b.note() }
+
+func (b busyCheck) note() {
+	b.calls.Add(1)
+	if b.busy.Load() != 0 {
+		b.overlaps.Add(1)
+	}
+}
+
+// kgo runs rebalance callbacks on a goroutine of its own; the franz
+// consumer runs the worker's handler only while the pump waits inside its
+// poll, never while the pump works between polls or before its first
+// poll, as inside librdkafka's Poll. Here the pump is busy for a second
+// before it first polls (the group assigns meanwhile), then most of the
+// time, and a second member joins and leaves the group twice, so the
+// handler runs several times.
+func TestFranzRebalanceHandlerRunsOnlyInsidePoll(t *testing.T) {
+	t.Parallel()
+	b, err := embedded.Start()
+	require.NoError(t, err)
+	t.Cleanup(b.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
+	require.NoError(t, err)
+	defer admin.Close()
+	_, err = kadm.NewClient(admin).CreateTopic(ctx, 4, -1, nil, "in")
+	require.NoError(t, err)
+
+	cfg := DefaultConfig()
+	cfg.ApplicationID, cfg.StaticMembership = "busy", false
+	w := &Worker{cfg: cfg, bootstrap: b.Addr(), instanceID: "one", log: zaptest.NewLogger(t)}
+	gc, err := franzTransport{}.consumer(w)
+	require.NoError(t, err)
+	c := gc.(*franzConsumer)
+	defer func() { assert.NoError(t, c.Close()) }()
+	var busy, overlaps, calls atomic.Int32
+	busy.Store(1) // the pump's work before its first poll
+	require.NoError(t, c.Subscribe([]string{"in"}, busyCheck{c: c, busy: &busy, overlaps: &overlaps, calls: &calls}))
+
+	var stop atomic.Bool
+	pumped := make(chan struct{})
+	go func() {
+		defer close(pumped)
+		time.Sleep(time.Second)
+		busy.Store(0)
+		var batch []consumerEvent
+		for !stop.Load() {
+			c.Poll(time.Millisecond, 64, &batch)
+			batch = batch[:0]
+			busy.Store(1) // the pump's work between polls
+			time.Sleep(20 * time.Millisecond)
+			busy.Store(0)
+		}
+	}()
+	for range 2 {
+		other, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.ConsumerGroup("busy"), kgo.ConsumeTopics("in"),
+			kgo.Balancers(kgo.RangeBalancer()))
+		require.NoError(t, err)
+		time.Sleep(2 * time.Second)
+		other.Close()
+		time.Sleep(2 * time.Second)
+	}
+	stop.Store(true)
+	<-pumped
+	assert.GreaterOrEqual(t, calls.Load(), int32(4), "the group never rebalanced")
+	assert.Zero(t, overlaps.Load(), "the handler ran while the pump was busy")
 }
