@@ -118,7 +118,7 @@ func (n *Node[P]) Restore(b []byte) error {
 			tid := n.intern(es[i].Channel.Topic)
 			o := &n.outputs[oi]
 			if o.keepAll || o.keep[tid] {
-				o.adv[tid] = foldGroup(o.adv[tid], n.partsOf(es[i:j]))
+				o.foldGroup(tid, n.partsOf(es[i:j]))
 			}
 			i = j
 		}

@@ -132,6 +132,25 @@ type outputState struct {
 	// stamped on this output, each list sorted by partition, so a stamp
 	// merges them with the advertised entries without sorting.
 	inputsOf [][]int32
+
+	// The stamp as last encoded, and each of its topic groups, so that a
+	// stamp re-encodes only the groups whose entries changed since. A group
+	// of topic tid goes stale when adv[tid] changes or the frontier of a
+	// channel in inputsOf[tid] moves (staleGroup); the stamp goes stale
+	// with any of its groups.
+	groupEnc   [][]byte // by topic id; empty when the stamp has no such group
+	groupFresh []bool   // by topic id
+	enc        []byte
+	encFresh   bool
+}
+
+// staleGroup marks the stamp group of topic tid, and so the stamp, as
+// needing to be encoded again.
+func (o *outputState) staleGroup(tid int32) {
+	if int(tid) < len(o.groupFresh) {
+		o.groupFresh[tid] = false
+	}
+	o.encFresh = false
 }
 
 type held[P any] struct {
@@ -219,6 +238,9 @@ func (n *Node[P]) intern(topic string) int32 {
 	for i := range n.outputs {
 		o := &n.outputs[i]
 		o.adv = append(o.adv, nil)
+		o.groupEnc = append(o.groupEnc, nil)
+		o.groupFresh = append(o.groupFresh, false)
+		o.encFresh = false
 		if !o.keepAll {
 			o.keep = append(o.keep, o.keepSet[topic])
 		}
@@ -264,6 +286,7 @@ func (n *Node[P]) Seed(ch Channel, next int64) error {
 		same := o.inputsOf[tid]
 		at, _ := slices.BinarySearchFunc(same, ch.Partition, func(ci int32, p int32) int { return int(n.chans[ci].ch.Partition) - int(p) })
 		o.inputsOf[tid] = slices.Insert(same, at, idx)
+		o.staleGroup(tid)
 	}
 	return nil
 }
@@ -540,19 +563,24 @@ func (n *Node[P]) absorbEntries(idx, tid int32, es []Entry) {
 			continue
 		}
 		// foldGroup, written out for entries rather than converting them.
-		adv, k := o.adv[tid], 0
+		adv, k, changed := o.adv[tid], 0, false
 		for _, e := range es {
 			p := e.Channel.Partition
 			for k < len(adv) && adv[k].part < p {
 				k++
 			}
 			if k < len(adv) && adv[k].part == p {
-				adv[k].off = max(adv[k].off, e.Offset)
+				if e.Offset > adv[k].off {
+					adv[k].off, changed = e.Offset, true
+				}
 				continue
 			}
-			adv = slices.Insert(adv, k, partOffset{part: p, off: e.Offset})
+			adv, changed = slices.Insert(adv, k, partOffset{part: p, off: e.Offset}), true
 		}
 		o.adv[tid] = adv
+		if changed {
+			o.staleGroup(tid)
+		}
 	}
 	if n.gateOff || !n.topics[tid].input {
 		return
@@ -660,6 +688,9 @@ func (n *Node[P]) raise(idx int32, f int64) {
 		return
 	}
 	cs.frontier = f
+	for _, oi := range n.topics[cs.tid].feeds {
+		n.outputs[oi].staleGroup(cs.tid)
+	}
 	for len(cs.waiters) > 0 && cs.waiters[0].off <= f {
 		w := heapPop(&cs.waiters)
 		n.chans[w.ch].waitOn = -1
@@ -730,25 +761,32 @@ func (n *Node[P]) foldGroupInto(feeds []int32, et int32, parts []partOffset) {
 	for _, oi := range feeds {
 		o := &n.outputs[oi]
 		if o.keepAll || o.keep[et] {
-			o.adv[et] = foldGroup(o.adv[et], parts)
+			o.foldGroup(et, parts)
 		}
 	}
 }
 
-// foldGroup joins entries of one topic, sorted by partition, into dst.
-func foldGroup(dst []partOffset, parts []partOffset) []partOffset {
-	k := 0
+// foldGroup joins parts, entries of topic tid sorted by partition, into the
+// advertised clock, and marks the stamp group stale if that raised or added
+// an entry.
+func (o *outputState) foldGroup(tid int32, parts []partOffset) {
+	dst, k, changed := o.adv[tid], 0, false
 	for _, e := range parts {
 		for k < len(dst) && dst[k].part < e.part {
 			k++
 		}
 		if k < len(dst) && dst[k].part == e.part {
-			dst[k].off = max(dst[k].off, e.off)
+			if e.off > dst[k].off {
+				dst[k].off, changed = e.off, true
+			}
 			continue
 		}
-		dst = slices.Insert(dst, k, e)
+		dst, changed = slices.Insert(dst, k, e), true
 	}
-	return dst
+	o.adv[tid] = dst
+	if changed {
+		o.staleGroup(tid)
+	}
 }
 
 // Stamp returns the clock to write on a record emitted to output: its
@@ -771,39 +809,60 @@ func (n *Node[P]) Stamp(output string) (Clock, error) {
 
 // AppendStamp appends the encoded stamp for output to dst, ready to be the
 // value of the HeaderKey header: the encoding of what Stamp returns. It
-// encodes straight from the advertised clock and the frontiers, and does not
-// allocate when dst has room.
+// keeps the last encoding of each output's stamp, and of each topic group in
+// it, and encodes again only the groups whose entries changed since; it does
+// not allocate when dst has room and the node is warm.
 func (n *Node[P]) AppendStamp(dst []byte, output string) ([]byte, error) {
 	oi, ok := n.output(output)
 	if !ok {
 		return dst, fmt.Errorf("causal: stamp %q: %w", output, ErrUnknownOutput)
 	}
 	o := &n.outputs[oi]
+	if !o.encFresh {
+		n.encodeStamp(o)
+	}
+	return append(dst, o.enc...), nil
+}
+
+// encodeStamp encodes output o's stamp into o.enc, from the groups still
+// fresh and the stale ones encoded again.
+func (n *Node[P]) encodeStamp(o *outputState) {
 	groups := 0
 	for _, tid := range n.sorted {
-		if n.hasStampGroup(o, tid) {
+		if !o.groupFresh[tid] {
+			o.groupEnc[tid] = n.appendStampGroup(o.groupEnc[tid][:0], o, tid)
+			o.groupFresh[tid] = true
+		}
+		if len(o.groupEnc[tid]) > 0 {
 			groups++
 		}
 	}
-	dst = append(dst, EncodingVersion)
-	dst = binary.AppendUvarint(dst, uint64(groups))
+	o.enc = append(o.enc[:0], EncodingVersion)
+	o.enc = binary.AppendUvarint(o.enc, uint64(groups))
 	for _, tid := range n.sorted {
-		parts := n.stampGroup(o, tid)
-		if len(parts) == 0 {
-			continue
-		}
-		name := n.topics[tid].name
-		dst = binary.AppendUvarint(dst, uint64(len(name)))
-		dst = append(dst, name...)
-		dst = binary.AppendUvarint(dst, uint64(len(parts)))
-		prev := int64(-1)
-		for _, p := range parts {
-			dst = binary.AppendUvarint(dst, uint64(int64(p.part)-prev-1))
-			dst = binary.AppendUvarint(dst, uint64(p.off))
-			prev = int64(p.part)
-		}
+		o.enc = append(o.enc, o.groupEnc[tid]...)
 	}
-	return dst, nil
+	o.encFresh = true
+}
+
+// appendStampGroup appends the encoding of the group of topic tid in output
+// o's stamp to dst; a topic the stamp has no entry of appends nothing.
+func (n *Node[P]) appendStampGroup(dst []byte, o *outputState, tid int32) []byte {
+	parts := n.stampGroup(o, tid)
+	if len(parts) == 0 {
+		return dst
+	}
+	name := n.topics[tid].name
+	dst = binary.AppendUvarint(dst, uint64(len(name)))
+	dst = append(dst, name...)
+	dst = binary.AppendUvarint(dst, uint64(len(parts)))
+	prev := int64(-1)
+	for _, p := range parts {
+		dst = binary.AppendUvarint(dst, uint64(int64(p.part)-prev-1))
+		dst = binary.AppendUvarint(dst, uint64(p.off))
+		prev = int64(p.part)
+	}
+	return dst
 }
 
 // output returns the index of the output named name. Stamps mostly go to
@@ -826,22 +885,6 @@ func (n *Node[P]) stampAdvertised(o *outputState, tid int32) []partOffset {
 		return nil
 	}
 	return o.adv[tid]
-}
-
-// hasStampGroup reports whether output o's stamp has entries of topic tid.
-func (n *Node[P]) hasStampGroup(o *outputState, tid int32) bool {
-	if !o.keepAll && !o.keep[tid] {
-		return false
-	}
-	if len(n.stampAdvertised(o, tid)) > 0 {
-		return true
-	}
-	for _, ci := range o.stampedInputs(tid) {
-		if n.chans[ci].frontier >= 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // stampGroup returns the entries of topic tid in output o's stamp, sorted by

@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -132,7 +133,7 @@ func main() {
 	flag.StringVar(&configs, "configs", "hand,handkey,franz,off,on,onkey,zoff,zon,zonkey,twohop,fused,three", "configurations to run: hand, handkey (outputs placed by key), handcp (with checkpoint writes), handpad (headers as long as Causeway's stamps), franz, off, on, threads (gate on, --threads 2), onkey (outputs placed by key), zoff, zon and zonkey (off, on and onkey on the franz-go transport), twohop, fused (three stateless steps fused by the DSL), three (the same steps as three processors)")
 	flag.StringVar(&o.brokerProf, "broker-cpuprofile", "", "write a CPU profile of the broker process to this file")
 	flag.StringVar(&o.from, "from", "", "write the report from this earlier e2e.json instead of measuring")
-	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured process to this file")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the measured process during the timed bursts to this file (the load producer, busy before each burst, stays out of it)")
 	flag.BoolVar(&o.brokerOnly, "broker-only", false, "run only the broker (used by the benchmark itself)")
 	flag.BoolVar(&o.pin, "pin", false, "run the pipeline's process on half of the CPUs and the broker and output reader on the other half, so that the pipeline's own CPU sets its throughput")
 	flag.StringVar(&o.cpus, "cpus", "", "CPUs this process runs on, comma-separated (used by the benchmark itself with -pin)")
@@ -186,13 +187,6 @@ func main() {
 		}
 		return
 	}
-	if o.cpuProfile != "" {
-		if err := startCPUProfile(o.cpuProfile); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		defer pprof.StopCPUProfile()
-	}
 	if o.pin {
 		var err error
 		if o.pipelineCPUs, o.helperCPUs, err = cpuSplit(); err == nil {
@@ -208,6 +202,25 @@ func main() {
 		fmt.Fprintln(os.Stderr, "e2ebench:", err)
 		os.Exit(1)
 	}
+}
+
+// burstProfile starts a CPU profile of this process into its own file
+// beside prefix, named for the configuration, value size and run, and
+// returns what stops it. A failure to start is reported and leaves the run
+// unprofiled. `go tool pprof` reads several such files at once.
+func burstProfile(prefix, config string, size, run int) (stop func()) {
+	slug := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(config))
+	path := fmt.Sprintf("%s.%s.%dB.run%d", prefix, slug, size, run)
+	if err := startCPUProfile(path); err != nil {
+		fmt.Fprintln(os.Stderr, "e2ebench: burst profile:", err)
+		return func() {}
+	}
+	return pprof.StopCPUProfile
 }
 
 // startCPUProfile starts this process's CPU profile into a new file at
@@ -645,9 +658,37 @@ func measure(addr string, brokerPid int, config string, size, run, id int, o opt
 		s.commit = p.commitSeconds()
 		s.client, s.broker, s.reader = processUsage(0), processUsage(brokerPid), processUsage(readerPid)
 	}
+	// With -cpuprofile, each burst gets a profile of its own, from the
+	// first snapshot to the second (burstProfile).
+	// The second snapshot comes from the reader's goroutine.
+	var (
+		profMu      sync.Mutex
+		stopProfile func()
+	)
+	endProfile := func() {
+		profMu.Lock()
+		defer profMu.Unlock()
+		if stopProfile != nil {
+			stopProfile()
+			stopProfile = nil
+		}
+	}
+	defer endProfile()
+	snapBefore := func(pid int) {
+		take(&before, pid)
+		if o.cpuProfile != "" {
+			profMu.Lock()
+			stopProfile = burstProfile(o.cpuProfile, config, size, run)
+			profMu.Unlock()
+		}
+	}
+	snapAfter := func(pid int) {
+		endProfile()
+		take(&after, pid)
+	}
 	r, err := startReader(readerArgs{addr: addr, topic: t.out, partitions: o.partitions, warm: warmRecords, bulk: o.records, lat: o.latRecords,
 		cpus: o.helperCPUs},
-		func(pid int) { take(&after, pid) })
+		snapAfter)
 	if err != nil {
 		return res, fmt.Errorf("start the output reader: %w", err)
 	}
@@ -679,7 +720,7 @@ func measure(addr string, brokerPid int, config string, size, run, id int, o opt
 	if err := wait("warm-up", r.warmDone); err != nil {
 		return res, err
 	}
-	start, err := produce(addr, &t, "", o.records, size, o.partitions, twoHop, func() { take(&before, r.pid()) })
+	start, err := produce(addr, &t, "", o.records, size, o.partitions, twoHop, func() { snapBefore(r.pid()) })
 	if err != nil {
 		return res, err
 	}
