@@ -168,13 +168,105 @@ func DecodeClock(b []byte) (Clock, error) {
 type rawGroup struct {
 	name     []byte
 	from, to int
+	// start and end bound the group's bytes in the header, from its name's
+	// length to its last offset.
+	start, end int
 }
 
 // decodeRaw validates an encoded clock and appends its topics to groups and
 // its entries, sorted by partition within each topic, to parts. It turns no
 // name into a string, so with reused slices it does not allocate; the names
 // alias b. On failure the returned slices hold a partial decoding.
+//
+// It first tries scanRaw, which reads the common shapes of a header in one
+// tight loop; anything scanRaw does not take is decoded again by
+// decodeRawChecked, which accepts the same headers and says where and why
+// it refuses one.
 func decodeRaw(b []byte, groups []rawGroup, parts []partOffset) ([]rawGroup, []partOffset, error) {
+	g0, p0 := len(groups), len(parts)
+	if groups, parts, ok := scanRaw(b, groups, parts); ok {
+		return groups, parts, nil
+	}
+	return decodeRawChecked(b, groups[:g0], parts[:p0])
+}
+
+// scanRaw decodes b as decodeRawChecked does when b is well formed and its
+// group count, name lengths, entry counts and partition gaps each fit in
+// one byte, its names are sorted and each offset takes at most nine bytes.
+// It reports false for every other input, well formed or not: it never
+// accepts what decodeRawChecked refuses.
+func scanRaw(b []byte, groups []rawGroup, parts []partOffset) ([]rawGroup, []partOffset, bool) {
+	if len(b) < 2 || b[0] != EncodingVersion || b[1] >= 0x80 {
+		return groups, parts, false
+	}
+	// No count needs a bound here: each group and entry takes bytes, so a
+	// count too large for b runs out of them.
+	count, p := int(b[1]), 2
+	var prev []byte
+	for g := 0; g < count; g++ {
+		start := p
+		if p >= len(b) {
+			return groups, parts, false
+		}
+		nameLen := int(b[p])
+		p++
+		// 0x80 and above is a longer varint; a name of up to 127 bytes is
+		// within MaxTopicLen.
+		if nameLen == 0 || nameLen >= 0x80 || nameLen > len(b)-p {
+			return groups, parts, false
+		}
+		name := b[p : p+nameLen]
+		if g > 0 && string(name) <= string(prev) {
+			return groups, parts, false
+		}
+		p += nameLen
+		if p >= len(b) {
+			return groups, parts, false
+		}
+		n := int(b[p])
+		p++
+		if n == 0 || n >= 0x80 {
+			return groups, parts, false
+		}
+		from := len(parts)
+		part := int64(-1)
+		for range n {
+			if p >= len(b) || b[p] >= 0x80 {
+				return groups, parts, false
+			}
+			// Fewer than 128 entries with gaps below 128: part stays far
+			// below MaxInt32.
+			part += 1 + int64(b[p])
+			p++
+			// The offset: at most nine bytes, so at most 63 bits, and minimal
+			// (a last byte of zero after others has a shorter form).
+			var off uint64
+			for shift := uint(0); ; shift += 7 {
+				if p >= len(b) || shift > 56 {
+					return groups, parts, false
+				}
+				c := b[p]
+				p++
+				if c < 0x80 {
+					if c == 0 && shift > 0 {
+						return groups, parts, false
+					}
+					off |= uint64(c) << shift
+					break
+				}
+				off |= uint64(c&0x7f) << shift
+			}
+			parts = append(parts, partOffset{part: int32(part), off: int64(off)})
+		}
+		groups = append(groups, rawGroup{name: name, from: from, to: len(parts), start: start, end: p})
+		prev = name
+	}
+	return groups, parts, p == len(b)
+}
+
+// decodeRawChecked is decodeRaw one varint at a time, each read checked and
+// every failure placed.
+func decodeRawChecked(b []byte, groups []rawGroup, parts []partOffset) ([]rawGroup, []partOffset, error) {
 	d := decoder{b: b}
 	if len(b) == 0 {
 		return groups, parts, d.fail(ErrTruncated)
@@ -191,6 +283,7 @@ func decodeRaw(b []byte, groups []rawGroup, parts []partOffset) ([]rawGroup, []p
 	}
 	var prev []byte
 	for g := 0; g < count; g++ {
+		start := d.pos
 		nameLen, err := d.count(1)
 		if err != nil {
 			return groups, parts, err
@@ -234,7 +327,7 @@ func decodeRaw(b []byte, groups []rawGroup, parts []partOffset) ([]rawGroup, []p
 			}
 			parts = append(parts, partOffset{part: int32(part), off: int64(off)})
 		}
-		groups = append(groups, rawGroup{name: name, from: from, to: len(parts)})
+		groups = append(groups, rawGroup{name: name, from: from, to: len(parts), start: start, end: d.pos})
 		prev = name
 	}
 	if d.pos != len(b) {

@@ -111,6 +111,11 @@ const (
 	// mutationStampFrontierOnly stamps only the frontier, not the advertised
 	// clock: it breaks the induction that makes the ignore branch sound.
 	mutationStampFrontierOnly
+	// mutationReuseAcrossChannels skips a header's topic groups that equal
+	// those of the last header taken in on any channel, not the record's
+	// own: the earlier record then need not come first, so what it claimed
+	// need not be covered when this one is delivered.
+	mutationReuseAcrossChannels
 )
 
 func withMutation(m mutation) NodeOpt {

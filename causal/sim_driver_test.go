@@ -88,6 +88,7 @@ func TestSimulationNegativeControls(t *testing.T) {
 		{"gate off: deliver on arrival", simConfig{gateOff: true}},
 		{"restrict too permissive: ignore claims on idle channels", simConfig{mutant: mutationRestrictIdle}},
 		{"stamps without advertised clocks", simConfig{mutant: mutationStampFrontierOnly}},
+		{"a header's groups reused from another channel's", simConfig{mutant: mutationReuseAcrossChannels}},
 		{"restart without restoring the checkpoint", simConfig{skipRestore: true}},
 	}
 	for _, tt := range tests {
