@@ -175,7 +175,6 @@ func (c *franzConsumer) Subscribe(topics []string, h rebalanceHandler) error {
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(), kgo.RequireStableFetchOffsets(),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.ConsumeResetOffset(c.reset),
 		kgo.SessionTimeout(10 * time.Second), kgo.HeartbeatInterval(time.Second), kgo.FetchMaxWait(10 * time.Millisecond),
-		kgo.FetchMaxBytes(64 << 20), kgo.FetchMaxPartitionBytes(4 << 20),
 		kgo.OnPartitionsAssigned(c.onAssigned), kgo.OnPartitionsRevoked(c.onRevoked), kgo.OnPartitionsLost(c.onLost),
 		kgo.AdjustFetchOffsetsFn(c.adjustOffsets),
 	}, c.base...)
