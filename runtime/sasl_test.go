@@ -44,7 +44,14 @@ func workerOnASASLCluster(t *testing.T, client, mechanism string) {
 	if mechanism == "SCRAM-SHA-512" {
 		auth = scram.Auth{User: "causeway", Pass: "s3cret"}.AsSha512Mechanism()
 	}
-	connect := []kgo.Opt{kgo.SeedBrokers(b.Addr()), kgo.SASL(auth)}
+	runShopOnASecuredCluster(t, client, b.Addr(), settings, kgo.SASL(auth))
+}
+
+// runShopOnASecuredCluster runs the global-table shop on the cluster at
+// addr with the worker's --kafka settings, the test's own clients
+// connecting with secure, and checks its verdicts.
+func runShopOnASecuredCluster(t *testing.T, client, addr string, settings map[string]string, secure ...kgo.Opt) {
+	connect := append([]kgo.Opt{kgo.SeedBrokers(addr)}, secure...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cl, err := kgo.NewClient(connect...)
@@ -60,7 +67,7 @@ func workerOnASASLCluster(t *testing.T, client, mechanism string) {
 		produce("orders", fmt.Sprint("o", i), fmt.Sprint("order o", i))
 	}
 
-	cfg := testConfigFor(t, client, b.Addr(), "sasl-shop")
+	cfg := testConfigFor(t, client, addr, "secured-shop")
 	cfg.Kafka = maps.Clone(settings)
 	startTopology(t, cfg, globalShop(t), nil)
 	for i := range 3 {
