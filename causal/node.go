@@ -143,18 +143,25 @@ type outputState struct {
 	// stamp re-encodes only the groups whose entries changed since. A group
 	// of topic tid goes stale when adv[tid] changes or the frontier of a
 	// channel in inputsOf[tid] moves (staleGroup); the stamp goes stale
-	// with any of its groups.
+	// with any of its groups. A stale group whose encoding keeps its length
+	// is written over its old bytes in enc, at groupAt; any other change
+	// (a topic added, a group growing, shrinking, appearing or emptying)
+	// builds enc again from the groups.
 	groupEnc   [][]byte // by topic id; empty when the stamp has no such group
 	groupFresh []bool   // by topic id
+	groupAt    []int    // by topic id: where the group starts in enc
+	stale      []int32  // the topics whose groups went stale since enc was made
 	enc        []byte
 	encFresh   bool
+	rebuild    bool // enc has to be built from the groups
 }
 
 // staleGroup marks the stamp group of topic tid, and so the stamp, as
 // needing to be encoded again.
 func (o *outputState) staleGroup(tid int32) {
-	if int(tid) < len(o.groupFresh) {
+	if int(tid) < len(o.groupFresh) && o.groupFresh[tid] {
 		o.groupFresh[tid] = false
+		o.stale = append(o.stale, tid)
 	}
 	o.encFresh = false
 }
@@ -252,7 +259,8 @@ func (n *Node[P]) intern(topic string) int32 {
 		o.adv = append(o.adv, nil)
 		o.groupEnc = append(o.groupEnc, nil)
 		o.groupFresh = append(o.groupFresh, false)
-		o.encFresh = false
+		o.groupAt = append(o.groupAt, 0)
+		o.encFresh, o.rebuild = false, true
 		if !o.keepAll {
 			o.keep = append(o.keep, o.keepSet[topic])
 		}
@@ -866,9 +874,26 @@ func (n *Node[P]) AppendStamp(dst []byte, output string) ([]byte, error) {
 	return append(dst, o.enc...), nil
 }
 
-// encodeStamp encodes output o's stamp into o.enc, from the groups still
-// fresh and the stale ones encoded again.
+// encodeStamp brings o.enc up to date: the stale groups are encoded again
+// and, where each kept its length, written over their old bytes; otherwise
+// enc is built again from all the groups.
 func (n *Node[P]) encodeStamp(o *outputState) {
+	inPlace := !o.rebuild && len(o.enc) > 0
+	for _, tid := range o.stale {
+		had := len(o.groupEnc[tid])
+		o.groupEnc[tid] = n.appendStampGroup(o.groupEnc[tid][:0], o, tid)
+		o.groupFresh[tid] = true
+		if g := o.groupEnc[tid]; inPlace && len(g) == had {
+			copy(o.enc[o.groupAt[tid]:], g)
+		} else {
+			inPlace = false
+		}
+	}
+	o.stale = o.stale[:0]
+	o.encFresh = true
+	if inPlace {
+		return
+	}
 	groups := 0
 	for _, tid := range n.sorted {
 		if !o.groupFresh[tid] {
@@ -882,9 +907,10 @@ func (n *Node[P]) encodeStamp(o *outputState) {
 	o.enc = append(o.enc[:0], EncodingVersion)
 	o.enc = binary.AppendUvarint(o.enc, uint64(groups))
 	for _, tid := range n.sorted {
+		o.groupAt[tid] = len(o.enc)
 		o.enc = append(o.enc, o.groupEnc[tid]...)
 	}
-	o.encFresh = true
+	o.rebuild = false
 }
 
 // appendStampGroup appends the encoding of the group of topic tid in output
