@@ -191,7 +191,12 @@ type Task struct {
 	// apply: a record whose claims are lost must leave a record of itself.
 	clockPolicy framework.BadInputPolicy
 	dlq         *output // the dead-letter topic, when there is one
-	node        *causal.Node[received]
+	// node carries, as each held record's payload, the index of its slot
+	// in held: the gate's queues then move four bytes a record, not the
+	// record. free lists the slots not in use.
+	node *causal.Node[int32]
+	held []received
+	free []int32
 	proc        framework.Processor
 	kv          map[string]store.Logged
 	set         store.Set
@@ -263,13 +268,10 @@ func New(cfg Config) (*Task, error) {
 			opts = append(opts, causal.CheckClaims(ingress...))
 		}
 	}
-	node, err := causal.NewNode[received](opts...)
+	node, err := causal.NewNode[int32](opts...)
 	if err != nil {
 		return nil, fmt.Errorf("task: %w", err)
 	}
-	// Where causal order leaves a choice, the smallest timestamp goes
-	// first, as Kafka Streams chooses among its partitions.
-	node.PreferBy(func(a, b received) bool { return a.rec.Timestamp.Before(b.rec.Timestamp) })
 	t := &Task{
 		id:          ID(cfg.Processor, cfg.Partition),
 		cfg:         cfg,
@@ -284,6 +286,9 @@ func New(cfg Config) (*Task, error) {
 		specs:       map[string]framework.StoreSpec{},
 	}
 	t.ctx = &taskContext{t: t}
+	// Where causal order leaves a choice, the smallest timestamp goes
+	// first, as Kafka Streams chooses among its partitions.
+	node.PreferBy(func(a, b int32) bool { return t.held[a].rec.Timestamp.Before(t.held[b].rec.Timestamp) })
 	for _, o := range info.Outputs {
 		t.outputs = append(t.outputs, &output{topic: o.Topic, name: cfg.Topology.LogicalTopic(o.Topic), keep: o.KeepPartition})
 	}
@@ -472,7 +477,8 @@ func (t *Task) Receive(rec framework.Record) error {
 	header, present := rec.Header(causal.HeaderKey)
 	ch := causal.Channel{Topic: rec.Topic, Partition: rec.Partition}
 	now := t.cfg.Now()
-	in := received{rec: rec, at: now}
+	slot := t.slot(rec, now)
+	in := &t.held[slot]
 	if len(t.cfg.Skip) > 0 {
 		if reason, ok := t.skipped(ch, rec.Offset); ok {
 			in.bad = &badRecord{stage: framework.StageSkip, policy: framework.DeadLetter, cause: errors.New(reason)}
@@ -480,25 +486,50 @@ func (t *Task) Receive(rec framework.Record) error {
 		}
 	}
 	if t.clockPolicy == framework.FailTask || in.bad != nil {
-		if _, err := t.node.ReceiveHeader(ch, rec.Offset, header, present, in); err != nil {
+		taken, err := t.node.ReceiveHeader(ch, rec.Offset, header, present, slot)
+		t.release(slot, taken)
+		if err != nil {
 			return t.refuseUnlessClaim(err)
 		}
 		return t.drain(now)
 	}
-	_, err := t.node.ReceiveOrReject(ch, rec.Offset, header, present, in)
-	if errors.Is(err, causal.ErrClaimBeyondEnd) {
-		return err
-	}
+	taken, err := t.node.ReceiveOrReject(ch, rec.Offset, header, present, slot)
 	if errors.Is(err, causal.ErrCorruptClock) {
 		// Bad input under a policy that goes on: the record is taken in as
 		// claiming nothing, and dead-lettered or skipped when it is due.
 		in.bad = &badRecord{stage: framework.StageClock, policy: t.clockPolicy, cause: err}
-		_, err = t.node.ReceiveHeader(ch, rec.Offset, header, false, in)
+		taken, err = t.node.ReceiveHeader(ch, rec.Offset, header, false, slot)
+	}
+	t.release(slot, taken)
+	if errors.Is(err, causal.ErrClaimBeyondEnd) {
+		return err
 	}
 	if err != nil {
 		return t.refuse(err)
 	}
 	return t.drain(now)
+}
+
+// slot puts rec, received at now, in a free slot of held and returns its
+// index, the payload the gate carries for it.
+func (t *Task) slot(rec framework.Record, now time.Time) int32 {
+	var i int32
+	if n := len(t.free); n > 0 {
+		i, t.free = t.free[n-1], t.free[:n-1]
+	} else {
+		i = int32(len(t.held))
+		t.held = append(t.held, received{})
+	}
+	t.held[i] = received{rec: rec, at: now}
+	return i
+}
+
+// release frees slot i unless the gate took its record in.
+func (t *Task) release(i int32, taken bool) {
+	if !taken {
+		t.held[i] = received{}
+		t.free = append(t.free, i)
+	}
 }
 
 func clockPolicy(info framework.ProcessorInfo, badInput framework.BadInputPolicy) framework.BadInputPolicy {
@@ -535,8 +566,11 @@ func (t *Task) ReceiveBad(rec framework.Record, cause error) error {
 		return t.refuse(cause)
 	}
 	now := t.cfg.Now()
-	in := received{rec: rec, at: now, bad: &badRecord{stage: framework.StageClock, policy: framework.DeadLetter, cause: cause}}
-	if _, err := t.node.ReceiveHeader(causal.Channel{Topic: rec.Topic, Partition: rec.Partition}, rec.Offset, nil, false, in); err != nil {
+	slot := t.slot(rec, now)
+	t.held[slot].bad = &badRecord{stage: framework.StageClock, policy: framework.DeadLetter, cause: cause}
+	taken, err := t.node.ReceiveHeader(causal.Channel{Topic: rec.Topic, Partition: rec.Partition}, rec.Offset, nil, false, slot)
+	t.release(slot, taken)
+	if err != nil {
 		return t.refuse(err)
 	}
 	return t.drain(now)
@@ -573,16 +607,18 @@ func (t *Task) drain(now time.Time) error {
 		if !ok {
 			return nil
 		}
-		if !d.Payload.at.IsZero() {
-			t.cfg.Observer.Delivered(t.id, now.Sub(d.Payload.at))
+		in := t.held[d.Payload]
+		t.release(d.Payload, false)
+		if !in.at.IsZero() {
+			t.cfg.Observer.Delivered(t.id, now.Sub(in.at))
 		}
-		if b := d.Payload.bad; b != nil {
-			if err := t.badInput(b.policy, d.Payload.rec, d.Payload.rec, b.stage, b.cause); err != nil {
+		if b := in.bad; b != nil {
+			if err := t.badInput(b.policy, in.rec, in.rec, b.stage, b.cause); err != nil {
 				return t.fail(err)
 			}
 			continue
 		}
-		if err := t.process(d.Payload.rec); err != nil {
+		if err := t.process(in.rec); err != nil {
 			return t.fail(err)
 		}
 	}
