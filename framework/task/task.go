@@ -194,20 +194,20 @@ type Task struct {
 	// node carries, as each held record's payload, the index of its slot
 	// in held: the gate's queues then move four bytes a record, not the
 	// record. free lists the slots not in use.
-	node *causal.Node[int32]
-	held []received
-	free []int32
-	proc        framework.Processor
-	kv          map[string]store.Logged
-	set         store.Set
-	ownSet      bool
-	windows     map[string]store.Window
-	specs       map[string]framework.StoreSpec
-	outputs     []*output
-	outbox      []Output
-	spare       []Output // the outbox TakeOutputs handed out before the last
-	current     framework.Record
-	inRecord    bool // current is the record being processed
+	node     *causal.Node[int32]
+	held     []received
+	free     []int32
+	proc     framework.Processor
+	kv       map[string]store.Logged
+	set      store.Set
+	ownSet   bool
+	windows  map[string]store.Window
+	specs    map[string]framework.StoreSpec
+	outputs  []*output
+	outbox   []Output
+	spare    []Output // the outbox TakeOutputs handed out before the last
+	current  framework.Record
+	inRecord bool // current is the record being processed
 	// Stamps and output header lists are carved from slabs, so that an
 	// output costs no allocation of its own; a slab is never written again
 	// once carved, and lives as long as any output that points into it.
