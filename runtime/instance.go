@@ -70,6 +70,7 @@ func NewInstance(cfg Config, topo *framework.Topology, log *zap.Logger, metrics 
 		if err != nil {
 			return nil, err
 		}
+		w.setThread(i)
 		in.threads = append(in.threads, w)
 	}
 	return in, nil

@@ -266,7 +266,7 @@ func TestRepeatedCommitFailuresShowInStatus(t *testing.T) {
 		assert.Equal(t, i+1, st.FailedCommits)
 		assert.Contains(t, st.LastCommitError, "broker unreachable")
 	}
-	assert.InDelta(t, unreadyAfterFailedCommits, testutil.ToFloat64(w.metrics.FailedCommits), 0)
+	assert.InDelta(t, unreadyAfterFailedCommits, testutil.ToFloat64(w.metrics.FailedCommits.WithLabelValues("0")), 0)
 	w.drainAndCommit(t)
 	w.publishStatus()
 	st := w.Status()
@@ -274,6 +274,32 @@ func TestRepeatedCommitFailuresShowInStatus(t *testing.T) {
 	assert.Zero(t, st.FailedCommits)
 	assert.Empty(t, st.LastCommitError)
 	assert.ElementsMatch(t, []string{"x0", "x1", "x2"}, values(fake.outputs("out-a")), "exactly once after the failures")
+}
+
+// Two stream threads share the process's metrics: the failed-in-a-row
+// count is one series per thread, so a thread whose commits go through
+// does not hide one whose commits fail.
+func TestFailedCommitsAreCountedPerThread(t *testing.T) {
+	var poisoned atomic.Bool
+	topo, counts := twoReaders(t, &poisoned)
+	failing, healthy := newFakeKafka(t), newFakeKafka(t)
+	a := newFakeWorker(t, failing, topo, counts)
+	b := newFakeWorker(t, healthy, topo, counts)
+	b.metrics = a.metrics
+	a.setThread(0)
+	b.setThread(1)
+	failing.commitErr = errors.New("broker unreachable")
+	failing.failCommits = unreadyAfterFailedCommits
+	for i := range unreadyAfterFailedCommits {
+		failing.send(in0, "x"+strconv.Itoa(i))
+		a.drainAndCommit(t)
+		a.publishStatus()
+		healthy.send(in0, "y"+strconv.Itoa(i))
+		b.drainAndCommit(t)
+		b.publishStatus() // written after a's, every time
+	}
+	assert.InDelta(t, unreadyAfterFailedCommits, testutil.ToFloat64(a.metrics.FailedCommits.WithLabelValues("0")), 0)
+	assert.InDelta(t, 0, testutil.ToFloat64(a.metrics.FailedCommits.WithLabelValues("1")), 0)
 }
 
 // An error a processor returns, under its DeadLetter policy, sends the

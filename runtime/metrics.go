@@ -21,7 +21,7 @@ type Metrics struct {
 	RestoreRecords  *prometheus.CounterVec // changelog records restored, by task
 	RestoreProgress *prometheus.GaugeVec   // 0..1, by task
 	TaskState       *prometheus.GaugeVec   // 1 for the task's current state
-	FailedCommits   prometheus.Gauge       // transactions failed in a row
+	FailedCommits   *prometheus.GaugeVec   // transactions failed in a row, by stream thread
 }
 
 // NewMetrics registers the worker's metrics (and Go and process collectors)
@@ -44,7 +44,8 @@ func NewMetrics() *Metrics {
 		RestoreRecords:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "causeway_restore_records_total", Help: "Store changelog records applied while restoring."}, []string{"task"}),
 		RestoreProgress: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "causeway_restore_progress_ratio", Help: "Share of the changelog read while restoring a task."}, []string{"task"}),
 		TaskState:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "causeway_task_state", Help: "1 for the state each task is in."}, []string{"task", "state"}),
-		FailedCommits:   prometheus.NewGauge(prometheus.GaugeOpts{Name: "causeway_transaction_failures_in_a_row", Help: "Transactions that failed in a row (0 after a commit); at 3 the worker reports itself not ready."}),
+		FailedCommits: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "causeway_transaction_failures_in_a_row", Help: "Transactions of a stream thread that failed in a row (0 after a commit); at 3 the worker reports itself not ready."},
+			[]string{"thread"}),
 	}
 	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.RecordsIn, m.RecordsOut, m.Deliveries, m.Held, m.GateWait, m.Dropped, m.Commits, m.Aborts, m.CommitSeconds,

@@ -122,7 +122,7 @@ func (w *Worker) publishStatus() {
 	if w.failedCommits > 0 && w.lastCommitErr != nil {
 		st.LastCommitError = w.lastCommitErr.Error()
 	}
-	w.metrics.FailedCommits.Set(float64(w.failedCommits))
+	w.failedGauge.Set(float64(w.failedCommits))
 	w.mu.Lock()
 	members, addr := w.members, w.advertised
 	w.mu.Unlock()

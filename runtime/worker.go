@@ -9,11 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
@@ -71,6 +73,8 @@ type Worker struct {
 	// readiness; lastCommitErr is the last one's error.
 	failedCommits int
 	lastCommitErr error
+	// failedGauge is this thread's series of the failed-in-a-row metric.
+	failedGauge prometheus.Gauge
 	// queries are what Query asks of the pump, and pendingQueries those
 	// whose clock makes them wait for a commit.
 	queries        chan queryRequest
@@ -163,6 +167,7 @@ func NewWorker(cfg Config, topo *framework.Topology, log *zap.Logger, metrics *M
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}
+	w.setThread(0)
 	w.pump.batch = tr.pollBatch()
 	return w, nil
 }
@@ -544,3 +549,9 @@ func (w *Worker) closeClients() {
 // pumpClock is the tasks' clock: the time of the pump's last poll, which
 // trails the wall clock by at most the handling of one poll batch.
 func (w *Worker) pumpClock() time.Time { return w.pump.time }
+
+// setThread names the stream thread this worker is in its metrics' thread
+// label (NewWorker: 0).
+func (w *Worker) setThread(i int) {
+	w.failedGauge = w.metrics.FailedCommits.WithLabelValues(strconv.Itoa(i))
+}
