@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -83,6 +84,33 @@ type Set struct {
 	// unflushed counts the bytes commits wrote since Commit last asked for
 	// a flush (see flushEvery).
 	unflushed int
+	// background holds the first error of Pebble's own goroutines (a
+	// flush or compaction that failed); Commit returns it.
+	background *backgroundError
+}
+
+// backgroundError is the first error Pebble reported from a goroutine of
+// its own. Without the write-ahead log, a flush that keeps failing leaves
+// every commit in memory until writes stall; the set fails its next
+// commit instead, so that its task fails on its own and is restored from
+// the changelog when it runs again.
+type backgroundError struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (b *backgroundError) set(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.err == nil {
+		b.err = err
+	}
+}
+
+func (b *backgroundError) get() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.err
 }
 
 var _ store.Set = (*Set)(nil)
@@ -100,11 +128,14 @@ func Open(dir string, opts ...Opt) (*Set, error) {
 		cache.Ref()
 	}
 	defer cache.Unref() // the database holds its own reference
-	db, err := pebble.Open(dir, options(cfg.fs, cache))
+	bg := &backgroundError{}
+	o := options(cfg.fs, cache)
+	o.EventListener = &pebble.EventListener{BackgroundError: bg.set}
+	db, err := pebble.Open(dir, o)
 	if err != nil {
 		return nil, fmt.Errorf("pebblestore: open %s: %w", dir, err)
 	}
-	s := &Set{db: db, stores: map[string]*kv{}}
+	s := &Set{db: db, stores: map[string]*kv{}, background: bg}
 	if err := s.checkVersion(); err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
@@ -232,6 +263,9 @@ func (s *Set) Commit(checkpoint []byte) error {
 	}
 	if s.err != nil {
 		return s.err
+	}
+	if err := s.background.get(); err != nil {
+		return fmt.Errorf("pebblestore: commit: a flush or compaction failed: %w", err)
 	}
 	b := s.writer()
 	if err := b.Set(checkpointKey, checkpoint, nil); err != nil {

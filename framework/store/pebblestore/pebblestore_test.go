@@ -6,9 +6,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -153,4 +157,40 @@ func TestSplitBehaviour(t *testing.T) {
 		require.NoError(t, err)
 		return store.Split(s, map[string]bool{"two": true})
 	}})
+}
+
+// A flush that fails in Pebble's background (here every write to the
+// disk fails from some point on) fails the set's next commits, instead of
+// leaving them in memory until writes stall.
+func TestAFailedFlushFailsTheNextCommit(t *testing.T) {
+	var failing atomic.Bool
+	fs := errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if failing.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
+			return errorfs.ErrInjected
+		}
+		return nil
+	}))
+	s, err := pebblestore.Open("db", pebblestore.FS(fs))
+	require.NoError(t, err)
+	t.Cleanup(func() { failing.Store(false); _ = s.Close() })
+	kv, err := s.Store("counts")
+	require.NoError(t, err)
+	require.NoError(t, kv.Put([]byte("before"), []byte("1")))
+	require.NoError(t, s.Commit([]byte("c1")))
+
+	failing.Store(true)
+	// More than a commit writes before the set asks for a flush.
+	value := make([]byte, 1<<10)
+	for i := range 5 << 10 {
+		require.NoError(t, kv.Put([]byte(fmt.Sprint("k", i)), value))
+	}
+	require.NoError(t, s.Commit([]byte("c2")), "the commit itself lands in memory")
+	deadline := time.Now().Add(10 * time.Second)
+	for err == nil {
+		require.True(t, time.Now().Before(deadline), "commits still go through 10 s after the flush failed")
+		require.NoError(t, kv.Put([]byte("after"), []byte("1")))
+		err = s.Commit([]byte("c3"))
+		time.Sleep(10 * time.Millisecond)
+	}
+	assert.ErrorIs(t, err, errorfs.ErrInjected)
 }
