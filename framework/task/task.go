@@ -524,12 +524,18 @@ func (t *Task) slot(rec framework.Record, now time.Time) int32 {
 	return i
 }
 
-// release frees slot i unless the gate took its record in.
+// release frees slot i unless the gate took its record in (taken).
 func (t *Task) release(i int32, taken bool) {
 	if !taken {
-		t.held[i] = received{}
-		t.free = append(t.free, i)
+		t.freeSlot(i)
 	}
+}
+
+// freeSlot empties slot i, so that it holds on to no record, and lists it
+// as free.
+func (t *Task) freeSlot(i int32) {
+	t.held[i] = received{}
+	t.free = append(t.free, i)
 }
 
 func clockPolicy(info framework.ProcessorInfo, badInput framework.BadInputPolicy) framework.BadInputPolicy {
@@ -608,7 +614,7 @@ func (t *Task) drain(now time.Time) error {
 			return nil
 		}
 		in := t.held[d.Payload]
-		t.release(d.Payload, false)
+		t.freeSlot(d.Payload)
 		if !in.at.IsZero() {
 			t.cfg.Observer.Delivered(t.id, now.Sub(in.at))
 		}
