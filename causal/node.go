@@ -142,28 +142,26 @@ type outputState struct {
 	// The stamp as last encoded, and each of its topic groups, so that a
 	// stamp re-encodes only the groups whose entries changed since. A group
 	// of topic tid goes stale when adv[tid] changes or the frontier of a
-	// channel in inputsOf[tid] moves (staleGroup); the stamp goes stale
-	// with any of its groups. A stale group whose encoding keeps its length
-	// is written over its old bytes in enc, at groupAt; any other change
-	// (a topic added, a group growing, shrinking, appearing or emptying)
-	// builds enc again from the groups.
+	// channel in inputsOf[tid] moves (staleGroup); enc is up to date when
+	// no group is stale and no rebuild is due. A stale group whose encoding
+	// keeps its length is written over its old bytes in enc, at groupAt;
+	// any other change (a topic added, a group growing, shrinking,
+	// appearing or emptying) builds enc again from the groups.
 	groupEnc   [][]byte // by topic id; empty when the stamp has no such group
-	groupFresh []bool   // by topic id
+	groupFresh []bool   // by topic id; false when stale or a rebuild is due
 	groupAt    []int    // by topic id: where the group starts in enc
 	stale      []int32  // the topics whose groups went stale since enc was made
 	enc        []byte
-	encFresh   bool
-	rebuild    bool // enc has to be built from the groups
+	rebuild    bool // enc has to be built from the groups (true until first built)
 }
 
 // staleGroup marks the stamp group of topic tid, and so the stamp, as
 // needing to be encoded again.
 func (o *outputState) staleGroup(tid int32) {
-	if int(tid) < len(o.groupFresh) && o.groupFresh[tid] {
+	if o.groupFresh[tid] {
 		o.groupFresh[tid] = false
 		o.stale = append(o.stale, tid)
 	}
-	o.encFresh = false
 }
 
 type held[P any] struct {
@@ -219,7 +217,7 @@ func NewNode[P any](opts ...NodeOpt) (*Node[P], error) {
 		outIdx:  map[string]int{},
 	}
 	for _, oc := range cfg.outputs {
-		o := outputState{name: oc.topic, keepAll: !oc.pruned}
+		o := outputState{name: oc.topic, keepAll: !oc.pruned, rebuild: true}
 		if oc.pruned {
 			o.keepSet = map[string]bool{}
 			for _, k := range oc.keep {
@@ -260,7 +258,7 @@ func (n *Node[P]) intern(topic string) int32 {
 		o.groupEnc = append(o.groupEnc, nil)
 		o.groupFresh = append(o.groupFresh, false)
 		o.groupAt = append(o.groupAt, 0)
-		o.encFresh, o.rebuild = false, true
+		o.rebuild = true
 		if !o.keepAll {
 			o.keep = append(o.keep, o.keepSet[topic])
 		}
@@ -543,7 +541,7 @@ func (n *Node[P]) Receive(ch Channel, off int64, clock Clock, payload P) (bool, 
 			tid, ok = n.intern(es[i].Channel.Topic), true
 		}
 		if ok {
-			n.absorbEntries(idx, tid, es[i:j])
+			n.absorb(idx, tid, n.partsOf(es[i:j]))
 		}
 		i = j
 	}
@@ -601,45 +599,6 @@ func (n *Node[P]) absorb(idx, tid int32, parts []partOffset) {
 			continue
 		}
 		n.claims = append(n.claims, claim{tid: tid, part: p.part, off: p.off})
-	}
-}
-
-// absorbEntries is absorb for entries of a decoded Clock.
-func (n *Node[P]) absorbEntries(idx, tid int32, es []Entry) {
-	cs := n.chans[idx]
-	for _, oi := range n.topics[cs.tid].feeds {
-		o := &n.outputs[oi]
-		if !o.keepAll && !o.keep[tid] {
-			continue
-		}
-		// foldGroup, written out for entries rather than converting them.
-		adv, k, changed := o.adv[tid], 0, false
-		for _, e := range es {
-			p := e.Channel.Partition
-			for k < len(adv) && adv[k].part < p {
-				k++
-			}
-			if k < len(adv) && adv[k].part == p {
-				if e.Offset > adv[k].off {
-					adv[k].off, changed = e.Offset, true
-				}
-				continue
-			}
-			adv, changed = slices.Insert(adv, k, partOffset{part: p, off: e.Offset}), true
-		}
-		o.adv[tid] = adv
-		if changed {
-			o.staleGroup(tid)
-		}
-	}
-	if n.gateOff || !n.topics[tid].input {
-		return
-	}
-	for _, e := range es {
-		if tid == cs.tid && e.Channel.Partition == cs.ch.Partition {
-			continue
-		}
-		n.claims = append(n.claims, claim{tid: tid, part: e.Channel.Partition, off: e.Offset})
 	}
 }
 
@@ -868,7 +827,7 @@ func (n *Node[P]) AppendStamp(dst []byte, output string) ([]byte, error) {
 		return dst, fmt.Errorf("causal: stamp %q: %w", output, ErrUnknownOutput)
 	}
 	o := &n.outputs[oi]
-	if !o.encFresh {
+	if o.rebuild || len(o.stale) > 0 {
 		n.encodeStamp(o)
 	}
 	return append(dst, o.enc...), nil
@@ -878,7 +837,7 @@ func (n *Node[P]) AppendStamp(dst []byte, output string) ([]byte, error) {
 // and, where each kept its length, written over their old bytes; otherwise
 // enc is built again from all the groups.
 func (n *Node[P]) encodeStamp(o *outputState) {
-	inPlace := !o.rebuild && len(o.enc) > 0
+	inPlace := !o.rebuild
 	for _, tid := range o.stale {
 		had := len(o.groupEnc[tid])
 		o.groupEnc[tid] = n.appendStampGroup(o.groupEnc[tid][:0], o, tid)
@@ -890,7 +849,6 @@ func (n *Node[P]) encodeStamp(o *outputState) {
 		}
 	}
 	o.stale = o.stale[:0]
-	o.encFresh = true
 	if inPlace {
 		return
 	}

@@ -440,17 +440,25 @@ func (c *franzConsumer) Watermarks(ch causal.Channel) (low, high int64, err erro
 	if err != nil {
 		return 0, 0, franzError(err)
 	}
-	s, sok := starts.Lookup(ch.Topic, ch.Partition)
-	e, eok := ends.Lookup(ch.Topic, ch.Partition)
-	switch {
-	case !sok || !eok:
-		return 0, 0, franzError(fmt.Errorf("%s: %w", ch, kerr.UnknownTopicOrPartition))
-	case s.Err != nil:
-		return 0, 0, franzError(s.Err)
-	case e.Err != nil:
-		return 0, 0, franzError(e.Err)
+	if low, err = franzListed(starts, ch); err != nil {
+		return 0, 0, fmt.Errorf("start offset of %s: %w", ch, err)
 	}
-	return s.Offset, e.Offset, nil
+	if high, err = franzListed(ends, ch); err != nil {
+		return 0, 0, fmt.Errorf("end offset of %s: %w", ch, err)
+	}
+	return low, high, nil
+}
+
+// franzListed is ch's offset in a listing of start or end offsets.
+func franzListed(l kadm.ListedOffsets, ch causal.Channel) (int64, error) {
+	o, ok := l.Lookup(ch.Topic, ch.Partition)
+	switch {
+	case !ok:
+		return 0, franzError(kerr.UnknownTopicOrPartition)
+	case o.Err != nil:
+		return 0, franzError(o.Err)
+	}
+	return o.Offset, nil
 }
 
 func (c *franzConsumer) Close() error {
@@ -777,14 +785,11 @@ func (a *franzAdmin) Ends(ctx context.Context, chs []causal.Channel) (map[causal
 	}
 	out := make(map[causal.Channel]int64, len(chs))
 	for _, ch := range chs {
-		e, ok := ends.Lookup(ch.Topic, ch.Partition)
-		if !ok {
-			return nil, fmt.Errorf("end offset of %s: %w", ch, franzError(kerr.UnknownTopicOrPartition))
+		end, err := franzListed(ends, ch)
+		if err != nil {
+			return nil, fmt.Errorf("end offset of %s: %w", ch, err)
 		}
-		if e.Err != nil {
-			return nil, fmt.Errorf("end offset of %s: %w", ch, franzError(e.Err))
-		}
-		out[ch] = e.Offset
+		out[ch] = end
 	}
 	return out, nil
 }
