@@ -47,8 +47,8 @@ func init() { transports[ClientFranz] = franzTransport{} }
 
 type franzTransport struct{}
 
-// pollBatch: each poll of kgo takes its locks and looks at every
-// partition's buffer, so a larger batch spreads that over more records.
+// pollBatch is how many events the pump takes at a time of what the
+// consumer read ahead (see franzConsumer.Poll).
 func (franzTransport) pollBatch() int { return 512 }
 
 // franzRequestTimeout bounds the admin requests of the franz clients.
@@ -118,7 +118,7 @@ func (franzTransport) consumer(w *Worker) (groupConsumer, error) {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
 	c := &franzConsumer{base: base, adm: kadm.NewClient(admin), group: w.cfg.ApplicationID,
-		positions: map[causal.Channel]int64{}, highs: map[causal.Channel]int64{}}
+		positions: map[causal.Channel]int64{}, highs: map[causal.Channel]int64{}, paused: map[causal.Channel]bool{}}
 	if w.cfg.StaticMembership {
 		c.instanceID = w.cfg.ApplicationID + "-" + w.instanceID
 	}
@@ -166,6 +166,19 @@ type franzConsumer struct {
 	positions map[causal.Channel]int64
 	highs     map[causal.Channel]int64
 	headers   headerSlab
+	// ahead is what the consumer took from kgo and has not handed out
+	// yet, partition by partition in the order fetched; paused is what
+	// Pause holds back of it (and of kgo's fetches). See Poll.
+	ahead  []franzAhead
+	paused map[causal.Channel]bool
+}
+
+// franzAhead is what one partition of a fetch has left to hand out: an
+// error first, then records.
+type franzAhead struct {
+	ch   causal.Channel
+	err  error
+	recs []*kgo.Record
 }
 
 func (c *franzConsumer) Subscribe(topics []string, h rebalanceHandler) error {
@@ -248,6 +261,12 @@ func (c *franzConsumer) forget(chs []causal.Channel) {
 		delete(c.positions, ch)
 		delete(c.highs, ch)
 	}
+	c.dropAhead(chs...)
+}
+
+// dropAhead forgets what the consumer read ahead of chs.
+func (c *franzConsumer) dropAhead(chs ...causal.Channel) {
+	c.ahead = slices.DeleteFunc(c.ahead, func(a franzAhead) bool { return slices.Contains(chs, a.ch) })
 }
 
 // adjustOffsets starts each assigned partition where the worker said.
@@ -273,59 +292,99 @@ func (c *franzConsumer) Assign(starts map[causal.Channel]int64) error {
 	c.starts = starts
 	for ch, off := range starts {
 		c.positions[ch] = off
+		c.dropAhead(ch)
 	}
 	return nil
 }
 
-// Poll lets a waiting rebalance run, then takes what kgo has fetched. A
-// control record (a transaction marker) becomes a position advance. The
-// pump gives up its turn only while it waits inside kgo's poll.
+// Poll hands out up to max events the consumer read ahead; with none
+// left to hand out, it lets a waiting rebalance run, then takes everything
+// kgo has fetched. A control record (a transaction marker) becomes a
+// position advance. The pump gives up its turn only while it waits inside
+// kgo's poll.
+//
+// Taking all of kgo's buffered fetch at once is what lets kgo fetch again
+// while the pump works: kgo sends a partition's next fetch only once the
+// last one is taken in full, so polling it max records at a time would
+// leave the broker idle while the pump handles a fetch, and the pump idle
+// while the next one comes. A rebalance waits until what was read ahead
+// is handed out, which is one fetch.
 func (c *franzConsumer) Poll(timeout time.Duration, max int, batch *[]consumerEvent) int {
+	if n := c.handOut(max, batch); n > 0 {
+		return n
+	}
 	c.cl.AllowRebalance()
 	ctx, cancel := context.WithTimeout(context.Background(), max1ms(timeout))
 	c.turn.Unlock() // a rebalance callback may run the handler now
-	fetches := c.cl.PollRecords(ctx, max)
+	fetches := c.cl.PollFetches(ctx)
 	c.turn.Lock()
 	cancel()
-	n := 0
 	for i := range fetches {
 		for j := range fetches[i].Topics {
 			t := &fetches[i].Topics[j]
 			for k := range t.Partitions {
-				n += c.take(t.Topic, &t.Partitions[k], batch)
+				c.readAhead(t.Topic, &t.Partitions[k])
 			}
 		}
 	}
-	return n
+	return c.handOut(max, batch)
 }
 
 // max1ms is timeout, or a millisecond for none: kgo takes what it has
 // buffered only with a context that is not done yet.
 func max1ms(timeout time.Duration) time.Duration { return max(timeout, time.Millisecond) }
 
-func (c *franzConsumer) take(topic string, p *kgo.FetchPartition, batch *[]consumerEvent) int {
+// readAhead keeps what kgo fetched of one partition to hand out.
+func (c *franzConsumer) readAhead(topic string, p *kgo.FetchPartition) {
 	ch := causal.Channel{Topic: topic, Partition: p.Partition}
-	n := 0
-	if p.Err != nil {
-		if errors.Is(p.Err, context.DeadlineExceeded) || errors.Is(p.Err, context.Canceled) || errors.Is(p.Err, kgo.ErrClientClosed) {
-			return 0
-		}
-		*batch = append(*batch, consumerEvent{kind: eventPartitionError, msg: message{Topic: topic, Partition: p.Partition}, err: franzError(p.Err)})
-		n++
+	err := p.Err
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) {
+		err = nil
 	}
 	if p.HighWatermark > 0 {
 		c.highs[ch] = p.HighWatermark
 	}
-	if len(p.Records) > 0 {
-		c.positions[ch] = p.Records[len(p.Records)-1].Offset + 1
+	if err != nil || len(p.Records) > 0 {
+		c.ahead = append(c.ahead, franzAhead{ch: ch, err: err, recs: p.Records})
 	}
-	for _, r := range p.Records {
+}
+
+// handOut turns up to max of the events read ahead into batch, skipping
+// paused partitions, and returns how many.
+func (c *franzConsumer) handOut(max int, batch *[]consumerEvent) int {
+	n := 0
+	for i := range c.ahead {
+		if n == max {
+			break
+		}
+		if a := &c.ahead[i]; !c.paused[a.ch] {
+			n += c.take(a, max-n, batch)
+		}
+	}
+	c.ahead = slices.DeleteFunc(c.ahead, func(a franzAhead) bool { return a.err == nil && len(a.recs) == 0 })
+	return n
+}
+
+// take turns up to max events of a into batch and returns how many.
+func (c *franzConsumer) take(a *franzAhead, max int, batch *[]consumerEvent) int {
+	topic, partition := a.ch.Topic, a.ch.Partition
+	n := 0
+	if a.err != nil {
+		*batch = append(*batch, consumerEvent{kind: eventPartitionError, msg: message{Topic: topic, Partition: partition}, err: franzError(a.err)})
+		a.err = nil
+		n++
+	}
+	recs := a.recs[:min(len(a.recs), max-n)]
+	a.recs = a.recs[len(recs):]
+	if len(recs) > 0 {
+		c.positions[a.ch] = recs[len(recs)-1].Offset + 1
+	}
+	for _, r := range recs {
 		if r.Attrs.IsControl() {
-			*batch = append(*batch, consumerEvent{kind: eventPosition, msg: message{Topic: topic, Partition: p.Partition, Offset: r.Offset + 1}})
-			n++
+			*batch = append(*batch, consumerEvent{kind: eventPosition, msg: message{Topic: topic, Partition: partition, Offset: r.Offset + 1}})
 			continue
 		}
-		m := message{Topic: topic, Partition: p.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
+		m := message{Topic: topic, Partition: partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
 		if len(r.Headers) > 0 {
 			m.Headers = c.headers.carve(len(r.Headers))
 			for i, h := range r.Headers {
@@ -333,9 +392,8 @@ func (c *franzConsumer) take(topic string, p *kgo.FetchPartition, batch *[]consu
 			}
 		}
 		*batch = append(*batch, consumerEvent{kind: eventRecord, msg: m})
-		n++
 	}
-	return n
+	return n + len(recs)
 }
 
 func franzOffsets(at map[causal.Channel]int64) map[string]map[int32]kgo.EpochOffset {
@@ -360,16 +418,25 @@ func franzPartitions(chs []causal.Channel) map[string][]int32 {
 func (c *franzConsumer) Seek(ch causal.Channel, offset int64) error {
 	c.cl.SetOffsets(franzOffsets(map[causal.Channel]int64{ch: offset}))
 	c.positions[ch] = offset
+	c.dropAhead(ch)
 	return nil
 }
 
+// Pause stops kgo fetching chs and holds back what was read ahead of
+// them, to be handed out after Resume.
 func (c *franzConsumer) Pause(chs []causal.Channel) error {
 	c.cl.PauseFetchPartitions(franzPartitions(chs))
+	for _, ch := range chs {
+		c.paused[ch] = true
+	}
 	return nil
 }
 
 func (c *franzConsumer) Resume(chs []causal.Channel) error {
 	c.cl.ResumeFetchPartitions(franzPartitions(chs))
+	for _, ch := range chs {
+		delete(c.paused, ch)
+	}
 	return nil
 }
 

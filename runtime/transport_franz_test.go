@@ -194,3 +194,92 @@ func TestFranzRebalanceHandlerRunsOnlyInsidePoll(t *testing.T) {
 	assert.GreaterOrEqual(t, calls.Load(), int32(4), "the group never rebalanced")
 	assert.Zero(t, overlaps.Load(), "the handler ran while the pump was busy")
 }
+
+// The franz consumer takes all of a fetch from kgo at once, so that kgo
+// fetches again while the pump works, and hands it out max events a poll.
+// What it read ahead follows the pump's instructions as kgo's own buffer
+// would: a paused partition's records wait until it is resumed, and a
+// seek drops what was read ahead of that partition. Every record of
+// both partitions is handed out once, in order, apart from those the
+// seek asks for again.
+func TestFranzConsumerReadsAheadOfThePump(t *testing.T) {
+	t.Parallel()
+	b, err := embedded.Start()
+	require.NoError(t, err)
+	t.Cleanup(b.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	const perPartition = 100
+	p, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	defer p.Close()
+	_, err = kadm.NewClient(p).CreateTopic(ctx, 2, -1, nil, "in")
+	require.NoError(t, err)
+	for i := range 2 * perPartition {
+		p.Produce(ctx, &kgo.Record{Topic: "in", Partition: int32(i % 2), Value: []byte("v")}, nil)
+	}
+	require.NoError(t, p.Flush(ctx))
+
+	cfg := DefaultConfig()
+	cfg.ApplicationID = "ahead"
+	w := &Worker{cfg: cfg, bootstrap: b.Addr(), instanceID: "one", log: zaptest.NewLogger(t)}
+	gc, err := franzTransport{}.consumer(w)
+	require.NoError(t, err)
+	c := gc.(*franzConsumer)
+	defer func() { assert.NoError(t, c.Close()) }()
+	var atAssign map[causal.Channel]int64
+	require.NoError(t, c.Subscribe([]string{"in"}, startAt{c: c, off: 0, positions: &atAssign}))
+
+	got := map[int32][]int64{}
+	poll := func() int {
+		var batch []consumerEvent
+		c.Poll(10*time.Millisecond, 5, &batch)
+		require.LessOrEqual(t, len(batch), 5)
+		for _, ev := range batch {
+			require.Equal(t, eventRecord, ev.kind, "event %+v", ev)
+			got[ev.msg.Partition] = append(got[ev.msg.Partition], ev.msg.Offset)
+		}
+		return len(batch)
+	}
+	pollUntil := func(done func() bool) {
+		for !done() && ctx.Err() == nil {
+			poll()
+		}
+		require.NoError(t, ctx.Err(), "got %v", got)
+	}
+	pollUntil(func() bool { return len(got) > 0 })
+	require.Len(t, got, 1, "a batch of 5 from the partition fetched first")
+	var first int32
+	for part := range got {
+		first = part
+	}
+	other := 1 - first
+	assert.Zero(t, c.cl.BufferedFetchRecords(), "the consumer left part of the fetch in kgo, which holds its next fetch back until it is taken")
+
+	require.NoError(t, c.Seek(causal.Channel{Topic: "in", Partition: other}, perPartition/2))
+	require.NoError(t, c.Pause([]causal.Channel{{Topic: "in", Partition: first}}))
+	before := len(got[first])
+	pollUntil(func() bool { return len(got[other]) > 0 && got[other][len(got[other])-1] == perPartition-1 })
+	assert.Len(t, got[first], before, "records of a paused partition were handed out")
+	assert.Equal(t, offsetsFrom(perPartition/2, perPartition), got[other], "after the seek the partition is read from there, once")
+
+	require.NoError(t, c.Resume([]causal.Channel{{Topic: "in", Partition: first}}))
+	pollUntil(func() bool { return len(got[first]) == perPartition })
+	assert.Equal(t, offsetsFrom(0, perPartition), got[first])
+	for range 5 {
+		assert.Zero(t, poll(), "more than was produced")
+	}
+	pos, err := c.Position([]causal.Channel{{Topic: "in", Partition: 0}, {Topic: "in", Partition: 1}})
+	require.NoError(t, err)
+	assert.Equal(t, map[causal.Channel]int64{{Topic: "in", Partition: 0}: perPartition, {Topic: "in", Partition: 1}: perPartition}, pos)
+}
+
+// offsetsFrom is the offsets from up to end, end excluded.
+func offsetsFrom(from, end int64) []int64 {
+	var out []int64
+	for o := from; o < end; o++ {
+		out = append(out, o)
+	}
+	return out
+}
