@@ -65,10 +65,12 @@ type Cancel func()
 
 // Context is what a processor can do and see while it runs.
 type Context interface {
-	// Forward emits rec to every output of the processor.
+	// Forward emits rec to every output of the processor. The record is
+	// sent later, with its key, value and headers as they are: leave the
+	// bytes and the header list it points to unchanged once forwarded.
 	Forward(rec Record) error
-	// Emit emits rec to one output; an output the processor did not declare
-	// is an error matching ErrUnknownOutput.
+	// Emit emits rec to one output, as Forward does; an output the
+	// processor did not declare is an error matching ErrUnknownOutput.
 	Emit(output string, rec Record) error
 	// KeyValueStore returns a declared key-value store of the processor.
 	KeyValueStore(name string) (store.KeyValue, error)

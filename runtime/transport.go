@@ -122,8 +122,9 @@ type producerClient interface {
 	InitTransactions(ctx context.Context) error
 	BeginTransaction() error
 	// Produce queues m into the open transaction, waiting for room when
-	// the local queue is full. m and its headers may be reused once it
-	// returns.
+	// the local queue is full. m may be reused once it returns; the key,
+	// value and header list it points to stay unchanged until the
+	// transaction ends (a client may send them later, as they are).
 	Produce(m *message) error
 	SendOffsetsToTransaction(ctx context.Context, offsets map[causal.Channel]int64, md groupMetadata) error
 	CommitTransaction(ctx context.Context) error

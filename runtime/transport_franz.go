@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -50,6 +51,25 @@ type franzTransport struct{}
 // pollBatch is how many events the pump takes at a time of what the
 // consumer read ahead (see franzConsumer.Poll).
 func (franzTransport) pollBatch() int { return 512 }
+
+// kgo's record header and the framework's are the same struct: the
+// conversion below compiles only while their fields are alike in name,
+// type and order, which makes their layouts alike too. So a list of one
+// is viewed as a list of the other instead of copied, both ways: a fetched
+// record's headers go to the task as they are, and an output's go to kgo.
+// Neither side writes a list it was handed (the task carves the lists it
+// makes from slabs it never writes again, and kgo only reads a record's).
+var _ = framework.Header(kgo.RecordHeader{})
+
+// frameworkHeaders views hs as the framework's headers.
+func frameworkHeaders(hs []kgo.RecordHeader) []framework.Header {
+	return unsafe.Slice((*framework.Header)(unsafe.Pointer(unsafe.SliceData(hs))), len(hs))
+}
+
+// franzHeaders views hs as kgo's record headers.
+func franzHeaders(hs []framework.Header) []kgo.RecordHeader {
+	return unsafe.Slice((*kgo.RecordHeader)(unsafe.Pointer(unsafe.SliceData(hs))), len(hs))
+}
 
 // franzRequestTimeout bounds the admin requests of the franz clients.
 const franzRequestTimeout = 10 * time.Second
@@ -165,7 +185,6 @@ type franzConsumer struct {
 	// watermark as the last fetch of it said.
 	positions map[causal.Channel]int64
 	highs     map[causal.Channel]int64
-	headers   headerSlab
 	// ahead is what the consumer took from kgo and has not handed out
 	// yet, partition by partition in the order fetched; paused is what
 	// Pause holds back of it (and of kgo's fetches). See Poll.
@@ -386,10 +405,7 @@ func (c *franzConsumer) take(a *franzAhead, max int, batch *[]consumerEvent) int
 		}
 		m := message{Topic: topic, Partition: partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
 		if len(r.Headers) > 0 {
-			m.Headers = c.headers.carve(len(r.Headers))
-			for i, h := range r.Headers {
-				m.Headers[i] = framework.Header{Key: h.Key, Value: h.Value}
-			}
+			m.Headers = frameworkHeaders(r.Headers)
 		}
 		*batch = append(*batch, consumerEvent{kind: eventRecord, msg: m})
 	}
@@ -549,10 +565,9 @@ type franzProducer struct {
 	group   string
 	promise func(*kgo.Record, error)
 
-	// records and headers are carved for the records produced; kgo holds
-	// a record until its outcome is known.
+	// records is carved for the records produced; kgo holds a record
+	// until its outcome is known.
 	records []kgo.Record
-	headers []kgo.RecordHeader
 	// sent counts the records of the open transaction, and offsetsAdded
 	// says its offsets were added.
 	sent         int
@@ -593,16 +608,7 @@ func (p *franzProducer) Produce(m *message) error {
 	p.records = p.records[:len(p.records)+1]
 	r := &p.records[len(p.records)-1]
 	r.Topic, r.Partition, r.Key, r.Value, r.Timestamp = m.Topic, m.Partition, m.Key, m.Value, m.Timestamp
-	if n := len(m.Headers); n > 0 {
-		if cap(p.headers)-len(p.headers) < n {
-			p.headers = make([]kgo.RecordHeader, 0, max(headerSlabLen, n))
-		}
-		at := len(p.headers)
-		for _, h := range m.Headers {
-			p.headers = append(p.headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-		}
-		r.Headers = p.headers[at:len(p.headers):len(p.headers)]
-	}
+	r.Headers = franzHeaders(m.Headers)
 	p.sent++
 	p.cl.Produce(context.Background(), r, p.promise)
 	return nil

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -282,4 +283,31 @@ func offsetsFrom(from, end int64) []int64 {
 		out = append(out, o)
 	}
 	return out
+}
+
+// The header views read the same headers as the list they view, without a
+// copy, both ways, and keep an empty list empty.
+func TestFranzHeaderViews(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		hs   []kgo.RecordHeader
+	}{
+		{"none", nil},
+		{"one", []kgo.RecordHeader{{Key: causal.HeaderKey, Value: []byte{1, 2, 3}}}},
+		{"several", []kgo.RecordHeader{{Key: "a", Value: []byte("x")}, {Key: "", Value: nil}, {Key: "c", Value: []byte("zz")}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fw := frameworkHeaders(tc.hs)
+			require.Len(t, fw, len(tc.hs))
+			for i, h := range tc.hs {
+				assert.Equal(t, h.Key, fw[i].Key)
+				assert.Equal(t, h.Value, fw[i].Value)
+				assert.Same(t, &tc.hs[i], (*kgo.RecordHeader)(unsafe.Pointer(&fw[i])), "a copy, not a view")
+			}
+			back := franzHeaders(fw)
+			assert.Equal(t, tc.hs, back)
+			assert.Equal(t, len(back), cap(back), "a view reaches past the list")
+		})
+	}
 }
