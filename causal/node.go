@@ -338,17 +338,24 @@ func (n *Node[P]) lookup(ch Channel) (int32, error) {
 // offset is dropped before its header is read. Once the node is warm it does
 // not allocate.
 func (n *Node[P]) ReceiveHeader(ch Channel, off int64, header []byte, present bool, payload P) (bool, error) {
-	ok, err := n.receiveHeader(ch, off, header, present, payload)
-	if err != nil {
-		// Only a corrupt header fails the node; declared here, the target
-		// of errors.As escapes to the heap on this path alone.
-		var ce *ClockError
-		if errors.As(err, &ce) {
-			n.err = fmt.Errorf("causal: %w: %w", ErrNodeFailed, err)
-			return false, n.err
-		}
+	ok, _, err := n.receiveHeader(ch, off, header, present, false, payload)
+	return ok, n.failOnCorrupt(err)
+}
+
+// failOnCorrupt fails the node if err says a header did not decode, and
+// returns the error to report.
+func (n *Node[P]) failOnCorrupt(err error) error {
+	if err == nil {
+		return nil
 	}
-	return ok, err
+	// Only a corrupt header fails the node; declared here, the target of
+	// errors.As escapes to the heap on this path alone.
+	var ce *ClockError
+	if errors.As(err, &ce) {
+		n.err = fmt.Errorf("causal: %w: %w", ErrNodeFailed, err)
+		return n.err
+	}
+	return err
 }
 
 // ReceiveOrReject is ReceiveHeader for a caller that has a policy for
@@ -360,7 +367,29 @@ func (n *Node[P]) ReceiveHeader(ch Channel, off int64, header []byte, present bo
 // causal guarantee, and no claim it may have meant to make reaches any
 // stamp.
 func (n *Node[P]) ReceiveOrReject(ch Channel, off int64, header []byte, present bool, payload P) (bool, error) {
-	return n.receiveHeader(ch, off, header, present, payload)
+	ok, _, err := n.receiveHeader(ch, off, header, present, false, payload)
+	return ok, err
+}
+
+// ReceiveNow is ReceiveHeader, or ReceiveOrReject with reject set, for a
+// caller that processes a record as soon as it may. A record deliverable
+// the moment it arrives (nothing held on its channel, every claim met, and
+// no other record ready for Next) is not queued: now is true, the node has
+// moved past it as Next would have, and the caller processes it before
+// anything Next returns after. Any other record is queued with payload and
+// taken is true, as ReceiveHeader would. Both are false for a replay or an
+// error.
+//
+// It saves a caller that keeps its records apart from the gate (the gate
+// queues a payload that names where) from storing, and fetching back, a
+// record that is delivered at once: in a topology whose causes arrive
+// first, almost every record.
+func (n *Node[P]) ReceiveNow(ch Channel, off int64, header []byte, present, reject bool, payload P) (taken, now bool, err error) {
+	taken, now, err = n.receiveHeader(ch, off, header, present, true, payload)
+	if !reject {
+		err = n.failOnCorrupt(err)
+	}
+	return taken, now, err
 }
 
 // receiveHeader takes in a record with its clock still encoded.
@@ -376,10 +405,10 @@ func (n *Node[P]) ReceiveOrReject(ch Channel, off int64, header []byte, present 
 // channel's claims are checked against ends (CheckClaims). Upstream stamps
 // mostly change in one group from one record to the next (the frontier of
 // the input the upstream task read), so most groups are skipped.
-func (n *Node[P]) receiveHeader(ch Channel, off int64, header []byte, present bool, payload P) (bool, error) {
+func (n *Node[P]) receiveHeader(ch Channel, off int64, header []byte, present, mayDeliver bool, payload P) (taken, now bool, err error) {
 	idx, fresh, err := n.admit(ch, off)
 	if !fresh || err != nil {
-		return false, err
+		return false, false, err
 	}
 	cs := n.chans[idx]
 	prev := cs // whose last header this one is compared with
@@ -390,16 +419,16 @@ func (n *Node[P]) receiveHeader(ch Channel, off int64, header []byte, present bo
 	if present && !same {
 		n.rawGroups, n.rawParts, err = decodeRaw(header, n.rawGroups[:0], n.rawParts[:0])
 		if err != nil {
-			return false, &ClockError{Channel: ch, Offset: off, Err: err}
+			return false, false, &ClockError{Channel: ch, Offset: off, Err: err}
 		}
 		if n.topics[cs.tid].checked {
 			if err := n.checkRaw(ch, off); err != nil {
-				return false, err
+				return false, false, err
 			}
 		}
 	}
 	if err := n.inOrder(idx, off); err != nil {
-		return false, err
+		return false, false, err
 	}
 	n.claims = n.claims[:0]
 	if present && !same {
@@ -426,8 +455,10 @@ func (n *Node[P]) receiveHeader(ch Channel, off int64, header []byte, present bo
 		}
 		n.lastHeader = cs
 	}
-	n.hold(idx, off, payload)
-	return true, nil
+	if n.hold(idx, off, payload, mayDeliver) {
+		return false, true, nil
+	}
+	return true, false, nil
 }
 
 // checkRaw checks every claim of the header just decoded against the
@@ -545,7 +576,7 @@ func (n *Node[P]) Receive(ch Channel, off int64, clock Clock, payload P) (bool, 
 		}
 		i = j
 	}
-	n.hold(idx, off, payload)
+	n.hold(idx, off, payload, false)
 	return true, nil
 }
 
@@ -607,13 +638,24 @@ func (n *Node[P]) absorb(idx, tid int32, parts []partOffset) {
 // evaluates it. The claims are kept (on the channel's claim queue) only if
 // the record cannot be delivered at once: a deliverable head never needs
 // them again.
-func (n *Node[P]) hold(idx int32, off int64, payload P) {
+func (n *Node[P]) hold(idx int32, off int64, payload P, mayDeliver bool) (now bool) {
 	cs := n.chans[idx]
 	cs.lastRecv = off
+	if mayDeliver && (cs.q.len() == 0 || n.mutant == mutationNowPastHeld) {
+		// The bridge the record would get as the head of its queue; with
+		// no other record ready after it and every claim met, the head
+		// would be the next delivery, so it is delivered here, with what
+		// Next does for a head it hands out.
+		n.raise(idx, off-1)
+		if n.readyHead == len(n.ready) && n.met(n.claims) {
+			n.raise(idx, off)
+			return true
+		}
+	}
 	if cs.q.len() > 0 {
 		cs.q.push(held[P]{off: off, claims: len(n.claims), payload: payload})
 		cs.claims.pushAll(n.claims)
-		return
+		return false
 	}
 	cs.q.push(held[P]{off: off, payload: payload})
 	cs.cursor = 0
@@ -622,6 +664,30 @@ func (n *Node[P]) hold(idx int32, off int64, payload P) {
 		cs.q.first().claims = len(n.claims)
 		cs.claims.pushAll(n.claims)
 	}
+	return false
+}
+
+// met reports whether the frontiers meet every one of claims.
+func (n *Node[P]) met(claims []claim) bool {
+	if n.mutant == mutationNowIgnoresClaims {
+		return true
+	}
+	for i := range claims {
+		c := &claims[i]
+		j := n.topics[c.tid].chanIndex(c.part)
+		if j < 0 {
+			continue
+		}
+		dep := n.chans[j]
+		if dep.frontier >= c.off {
+			continue
+		}
+		if n.mutant == mutationRestrictIdle && dep.q.len() == 0 {
+			continue
+		}
+		return false
+	}
+	return true
 }
 
 // Advance reports the consumer's position on ch: the offset of the next

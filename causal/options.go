@@ -116,6 +116,12 @@ const (
 	// own: the earlier record then need not come first, so what it claimed
 	// need not be covered when this one is delivered.
 	mutationReuseAcrossChannels
+	// mutationNowIgnoresClaims delivers a record on arrival (ReceiveNow)
+	// without looking at its claims.
+	mutationNowIgnoresClaims
+	// mutationNowPastHeld delivers a record on arrival (ReceiveNow) even
+	// when records of its channel are held before it.
+	mutationNowPastHeld
 )
 
 func withMutation(m mutation) NodeOpt {

@@ -2,6 +2,7 @@ package causal_test
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -572,4 +573,77 @@ func TestPreferByRanksOnlyDeliverableRecords(t *testing.T) {
 			assert.Equal(t, "a/0@0", got[3], "a/0@0 waits for c/0@0 and ranks first, yet goes after it")
 		})
 	}
+}
+
+// ReceiveNow hands a record back at once only when Next would hand it out
+// next: nothing held before it on its channel, every claim met and no other
+// record ready. Otherwise it is queued, and Next hands it out as it would
+// a record taken in by ReceiveHeader. A corrupt header fails the node,
+// unless the caller rejects it, which leaves the node as it was.
+func TestReceiveNowDeliversOnlyWhatNextWouldDeliverNext(t *testing.T) {
+	enc := func(clock string) []byte { return causal.EncodeClock(clk(t, clock)) }
+	type step struct {
+		channel string
+		off     int64
+		clock   string
+		// taken and now are what ReceiveNow must answer.
+		taken, now bool
+	}
+	tests := []struct {
+		name  string
+		steps []step
+		// then is what Next hands out after the steps.
+		then []string
+	}{
+		{"claims met: delivered at once", []step{
+			{"b/0", 0, "", false, true},
+			{"a/0", 0, "b/0:0", false, true},
+		}, nil},
+		{"a claim not met: queued until its cause", []step{
+			{"a/0", 0, "b/0:0", true, false},
+			{"b/0", 0, "", false, true},
+		}, []string{"a/0@0"}},
+		{"behind a held record of its channel: queued", []step{
+			{"a/0", 0, "b/0:0", true, false},
+			{"a/0", 1, "", true, false},
+			{"b/0", 0, "", false, true},
+		}, []string{"a/0@0", "a/0@1"}},
+		{"another record ready for Next: queued after it", []step{
+			{"a/0", 0, "b/0:1", true, false},
+			{"b/0", 0, "", false, true},
+			{"b/0", 1, "", false, true}, // a/0@0 is now ready, not yet handed out
+			{"b/0", 2, "", true, false},
+		}, []string{"a/0@0", "b/0@2"}},
+		{"a replay: neither", []step{
+			{"b/0", 0, "", false, true},
+			{"b/0", 0, "", false, false},
+		}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := newNode(t, []string{"a/0", "b/0"}, causal.Inputs("a", "b"), causal.Output("out"))
+			for _, s := range tt.steps {
+				name := s.channel + "@" + strconv.FormatInt(s.off, 10)
+				taken, now, err := n.ReceiveNow(ch(t, s.channel), s.off, enc(s.clock), s.clock != "", false, name)
+				require.NoError(t, err)
+				assert.Equal(t, s.taken, taken, "%s taken", name)
+				assert.Equal(t, s.now, now, "%s now", name)
+			}
+			assert.Equal(t, tt.then, drain(n))
+			assert.Zero(t, n.Held())
+		})
+	}
+
+	t.Run("corrupt header", func(t *testing.T) {
+		corrupt := []byte{1, 1, 3, 'a'}
+		n := newNode(t, []string{"a/0"}, causal.Inputs("a"), causal.Output("out"))
+		_, now, err := n.ReceiveNow(ch(t, "a/0"), 0, corrupt, true, true, "rejected")
+		require.ErrorIs(t, err, causal.ErrCorruptClock)
+		assert.False(t, now)
+		assert.NoError(t, n.Err(), "a rejected header fails the node")
+		_, now, err = n.ReceiveNow(ch(t, "a/0"), 0, corrupt, true, false, "failing")
+		require.ErrorIs(t, err, causal.ErrNodeFailed)
+		assert.False(t, now)
+		assert.ErrorIs(t, n.Err(), causal.ErrNodeFailed)
+	})
 }

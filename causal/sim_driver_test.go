@@ -42,6 +42,7 @@ func runSeeds(t *testing.T, test string, cfg simConfig) {
 		res := runSim(cfg)
 		totals.records += res.records
 		totals.delivered += res.delivered
+		totals.deliveredNow += res.deliveredNow
 		totals.crashes += res.crashes
 		totals.aborted += res.aborted
 		totals.maxHeld = max(totals.maxHeld, res.maxHeld)
@@ -50,12 +51,14 @@ func runSeeds(t *testing.T, test string, cfg simConfig) {
 				seed, strings.Join(res.violations, "\n"), res.topology, seed, test)
 		}
 	}
-	t.Logf("records %d, deliveries %d, crashes %d, aborted records %d, most held at once %d",
-		totals.records, totals.delivered, totals.crashes, totals.aborted, totals.maxHeld)
+	t.Logf("records %d, deliveries %d (%d on arrival), crashes %d, aborted records %d, most held at once %d",
+		totals.records, totals.delivered, totals.deliveredNow, totals.crashes, totals.aborted, totals.maxHeld)
 	// The simulation must exercise what it claims to: holding, crashing, aborting.
 	if len(simSeeds(t)) >= 20 {
 		assert.Positive(t, totals.crashes)
 		assert.Positive(t, totals.aborted)
+		assert.Positive(t, totals.deliveredNow)
+		assert.Less(t, totals.deliveredNow, totals.delivered, "every delivery on arrival: nothing was held for ReceiveNow")
 		assert.Greater(t, totals.maxHeld, 1)
 	}
 }
@@ -84,12 +87,17 @@ func TestSimulationNegativeControls(t *testing.T) {
 	tests := []struct {
 		name string
 		give simConfig
+		// want is how the violations the defect must cause begin: causal
+		// ones unless said otherwise.
+		want string
 	}{
-		{"gate off: deliver on arrival", simConfig{gateOff: true}},
-		{"restrict too permissive: ignore claims on idle channels", simConfig{mutant: mutationRestrictIdle}},
-		{"stamps without advertised clocks", simConfig{mutant: mutationStampFrontierOnly}},
-		{"a header's groups reused from another channel's", simConfig{mutant: mutationReuseAcrossChannels}},
-		{"restart without restoring the checkpoint", simConfig{skipRestore: true}},
+		{"gate off: deliver on arrival", simConfig{gateOff: true}, "causal:"},
+		{"restrict too permissive: ignore claims on idle channels", simConfig{mutant: mutationRestrictIdle}, "causal:"},
+		{"stamps without advertised clocks", simConfig{mutant: mutationStampFrontierOnly}, "causal:"},
+		{"a header's groups reused from another channel's", simConfig{mutant: mutationReuseAcrossChannels}, "causal:"},
+		{"delivered on arrival whatever it claims", simConfig{mutant: mutationNowIgnoresClaims}, "causal:"},
+		{"delivered on arrival past records held before it", simConfig{mutant: mutationNowPastHeld}, ""},
+		{"restart without restoring the checkpoint", simConfig{skipRestore: true}, "causal:"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,13 +108,13 @@ func TestSimulationNegativeControls(t *testing.T) {
 				cfg.seed, cfg.steps, cfg.liveness = seed, simSteps, true
 				res := runSim(cfg)
 				for _, v := range res.violations {
-					if strings.HasPrefix(v, "causal:") {
+					if strings.HasPrefix(v, tt.want) {
 						caught++
 						break
 					}
 				}
 			}
-			t.Logf("%d of %d seeds found a causal violation", caught, seeds)
+			t.Logf("%d of %d seeds found a violation beginning %q", caught, seeds, tt.want)
 			assert.Positive(t, caught, "the checker did not notice the defect")
 		})
 	}

@@ -477,49 +477,67 @@ func (t *Task) Receive(rec framework.Record) error {
 	header, present := rec.Header(causal.HeaderKey)
 	ch := causal.Channel{Topic: rec.Topic, Partition: rec.Partition}
 	now := t.cfg.Now()
-	slot := t.slot(rec, now)
-	in := &t.held[slot]
+	var bad *badRecord
 	if len(t.cfg.Skip) > 0 {
 		if reason, ok := t.skipped(ch, rec.Offset); ok {
-			in.bad = &badRecord{stage: framework.StageSkip, policy: framework.DeadLetter, cause: errors.New(reason)}
-			present = false
+			bad = &badRecord{stage: framework.StageSkip, policy: framework.DeadLetter, cause: errors.New(reason)}
 		}
 	}
-	if t.clockPolicy == framework.FailTask || in.bad != nil {
-		taken, err := t.node.ReceiveHeader(ch, rec.Offset, header, present, slot)
-		t.release(slot, taken)
-		if err != nil {
-			return t.refuseUnlessClaim(err)
+	if bad == nil {
+		// The gate takes the record in and, when it may be delivered at
+		// once, hands it straight back (ReceiveNow): then it is processed
+		// from here and never stored in a slot. The slot is only reserved
+		// for the gate to name when it holds the record.
+		slot := t.reserve()
+		reject := t.clockPolicy != framework.FailTask
+		taken, direct, err := t.node.ReceiveNow(ch, rec.Offset, header, present, reject, slot)
+		if taken {
+			t.held[slot] = received{rec: rec, at: now}
+		} else {
+			t.free = append(t.free, slot)
 		}
-		return t.drain(now)
-	}
-	taken, err := t.node.ReceiveOrReject(ch, rec.Offset, header, present, slot)
-	if errors.Is(err, causal.ErrCorruptClock) {
+		if !reject || !errors.Is(err, causal.ErrCorruptClock) {
+			if err != nil {
+				return t.refuseUnlessClaim(err)
+			}
+			if direct {
+				t.cfg.Observer.Delivered(t.id, 0)
+				if err := t.process(rec); err != nil {
+					return t.fail(err)
+				}
+			}
+			return t.drain(now)
+		}
 		// Bad input under a policy that goes on: the record is taken in as
 		// claiming nothing, and dead-lettered or skipped when it is due.
-		in.bad = &badRecord{stage: framework.StageClock, policy: t.clockPolicy, cause: err}
-		taken, err = t.node.ReceiveHeader(ch, rec.Offset, header, false, slot)
+		bad = &badRecord{stage: framework.StageClock, policy: t.clockPolicy, cause: err}
 	}
+	slot := t.slot(rec, now)
+	t.held[slot].bad = bad
+	taken, err := t.node.ReceiveHeader(ch, rec.Offset, header, false, slot)
 	t.release(slot, taken)
-	if errors.Is(err, causal.ErrClaimBeyondEnd) {
-		return err
-	}
 	if err != nil {
-		return t.refuse(err)
+		return t.refuseUnlessClaim(err)
 	}
 	return t.drain(now)
+}
+
+// reserve takes a free slot of held, growing held when none is, and
+// returns its index; the slot is empty.
+func (t *Task) reserve() int32 {
+	if n := len(t.free); n > 0 {
+		i := t.free[n-1]
+		t.free = t.free[:n-1]
+		return i
+	}
+	t.held = append(t.held, received{})
+	return int32(len(t.held) - 1)
 }
 
 // slot puts rec, received at now, in a free slot of held and returns its
 // index, the payload the gate carries for it.
 func (t *Task) slot(rec framework.Record, now time.Time) int32 {
-	var i int32
-	if n := len(t.free); n > 0 {
-		i, t.free = t.free[n-1], t.free[:n-1]
-	} else {
-		i = int32(len(t.held))
-		t.held = append(t.held, received{})
-	}
+	i := t.reserve()
 	t.held[i] = received{rec: rec, at: now}
 	return i
 }
