@@ -17,7 +17,10 @@ type pump struct {
 	// poll is the consumer's Poll (wrapped by tests, through wrapPoll).
 	poll pollFunc
 	// polled holds the events of one poll batch until they are handled.
+	// Handled events stay in its array until a later batch writes over
+	// them, up to stale of them, or the consumer has none to give.
 	polled []consumerEvent
+	stale  int
 	// touched is the tasks the events handled since the last stream went
 	// to: the only ones with outputs to stream.
 	touched []*taskmgr.Task
@@ -54,6 +57,10 @@ func (w *Worker) poll() int {
 func (w *Worker) handlePolled() {
 	p := &w.pump
 	if len(p.polled) == 0 {
+		// Nothing came: the worker is idle, so the events of the last
+		// batches, which point into fetched records, are let go.
+		clear(p.polled[:p.stale])
+		p.stale = 0
 		return
 	}
 	for i := range p.polled {
@@ -62,7 +69,10 @@ func (w *Worker) handlePolled() {
 		}
 		w.handle(&p.polled[i])
 	}
-	clear(p.polled)
+	// Not cleared now: the next batch writes over them, and clearing
+	// each batch would cost a second pass of write barriers a record
+	// while the collector marks.
+	p.stale = max(p.stale, len(p.polled))
 	p.polled = p.polled[:0]
 	if w.fatalErr == nil {
 		w.stream()
