@@ -206,8 +206,11 @@ type Task struct {
 	outputs  []*output
 	outbox   []Output
 	spare    []Output // the outbox TakeOutputs handed out before the last
-	current  framework.Record
-	inRecord bool // current is the record being processed
+	// current is what outputs take of the record being processed, while
+	// inRecord says one is: only its timestamp and where it was read, so
+	// that setting it copies no more than that.
+	current  currentRecord
+	inRecord bool
 	// Stamps and output header lists are carved from slabs, so that an
 	// output costs no allocation of its own; a slab is never written again
 	// once carved, and lives as long as any output that points into it.
@@ -648,18 +651,31 @@ func (t *Task) drain(now time.Time) error {
 	}
 }
 
+// currentRecord is what outputs take of the record being processed.
+type currentRecord struct {
+	timestamp time.Time
+	from      causal.Entry
+}
+
+// setCurrent makes rec the record being processed. Nothing clears it:
+// inRecord says whether it applies, and it points to no record's bytes.
+func (t *Task) setCurrent(rec framework.Record) {
+	t.current = currentRecord{timestamp: rec.Timestamp, from: entryOf(rec)}
+	t.inRecord = true
+}
+
 func (t *Task) process(rec framework.Record) error {
 	if rec.Timestamp.After(t.stream) {
 		t.stream = rec.Timestamp
 	}
-	t.current, t.inRecord = rec, true
+	t.setCurrent(rec)
 	mark := len(t.outbox)
 	in := rec
 	if l, ok := t.logicalIn[rec.Topic]; ok {
 		in.Topic = l
 	}
 	err := t.proc.Process(t.ctx, in)
-	t.current, t.inRecord = framework.Record{}, false
+	t.inRecord = false
 	if err != nil {
 		policy := t.info.ProcessingPolicy(err, t.policy)
 		if policy == framework.FailTask {
@@ -672,9 +688,9 @@ func (t *Task) process(rec framework.Record) error {
 		if errors.Is(err, framework.ErrDeserialize) {
 			stage = framework.StageDeserialize
 		}
-		t.current, t.inRecord = rec, true
+		t.setCurrent(rec)
 		err = t.badInput(policy, rec, rec, stage, err)
-		t.current, t.inRecord = framework.Record{}, false
+		t.inRecord = false
 		if err != nil {
 			return err
 		}
@@ -802,13 +818,13 @@ func (t *Task) place(o *output, rec framework.Record) error {
 	if rec.Timestamp.IsZero() {
 		rec.Timestamp = t.stream
 		if t.inRecord {
-			rec.Timestamp = t.current.Timestamp
+			rec.Timestamp = t.current.timestamp
 		}
 	}
 	rec.Topic, rec.Partition, rec.Offset = "", 0, 0
 	out := Output{Topic: o.topic, Partition: part, Record: rec}
 	if t.inRecord {
-		out.From = entryOf(t.current)
+		out.From = t.current.from
 	}
 	t.outbox = append(t.outbox, out)
 	return nil
