@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -565,9 +566,16 @@ type franzProducer struct {
 	group   string
 	promise func(*kgo.Record, error)
 
-	// records is carved for the records produced; kgo holds a record
-	// until its outcome is known.
+	// records is the slab the records produced are carved from; kgo holds
+	// a record until it has run its promise. The slabs filled since the
+	// last recycle wait in used. Once every record produced has had its
+	// promise run (pending is 0, as after a commit or an abort, which
+	// flush), they go to spare, to be written over instead of allocated
+	// again: a record slab is most of what the producer allocates.
 	records []kgo.Record
+	used    [][]kgo.Record
+	spare   [][]kgo.Record
+	pending atomic.Int64
 	// sent counts the records of the open transaction, and offsetsAdded
 	// says its offsets were added.
 	sent         int
@@ -581,8 +589,13 @@ type franzProducer struct {
 	refused  []refusedRecord
 }
 
-// recordSlabLen is how many records one slab of produced records holds.
-const recordSlabLen = 1024
+// recordSlabLen is how many records one slab of produced records holds,
+// and maxSpareSlabs how many slabs the producer keeps for reuse (about
+// 5 MB).
+const (
+	recordSlabLen = 1024
+	maxSpareSlabs = 32
+)
 
 func (p *franzProducer) InitTransactions(ctx context.Context) error {
 	// kgo initialises the producer id on first use: ask for it now, so
@@ -603,19 +616,52 @@ func (p *franzProducer) BeginTransaction() error {
 
 func (p *franzProducer) Produce(m *message) error {
 	if len(p.records) == cap(p.records) {
-		p.records = make([]kgo.Record, 0, recordSlabLen)
+		p.nextSlab()
 	}
 	p.records = p.records[:len(p.records)+1]
 	r := &p.records[len(p.records)-1]
-	r.Topic, r.Partition, r.Key, r.Value, r.Timestamp = m.Topic, m.Partition, m.Key, m.Value, m.Timestamp
-	r.Headers = franzHeaders(m.Headers)
+	// Every field, as the slot may hold a record kgo finished with.
+	*r = kgo.Record{Topic: m.Topic, Partition: m.Partition, Key: m.Key, Value: m.Value, Timestamp: m.Timestamp,
+		Headers: franzHeaders(m.Headers)}
+	p.pending.Add(1)
 	p.sent++
 	p.cl.Produce(context.Background(), r, p.promise)
 	return nil
 }
 
+// nextSlab puts the full slab with those waiting for their records'
+// promises and takes a spare one, or a new one if none is spare.
+func (p *franzProducer) nextSlab() {
+	if p.records != nil {
+		p.used = append(p.used, p.records)
+	}
+	if n := len(p.spare); n > 0 {
+		p.records = p.spare[n-1][:0]
+		p.spare[n-1] = nil
+		p.spare = p.spare[:n-1]
+		return
+	}
+	p.records = make([]kgo.Record, 0, recordSlabLen)
+}
+
+// recycle makes the used slabs spare once kgo has run the promise of every
+// record produced; those beyond maxSpareSlabs are let go.
+func (p *franzProducer) recycle() {
+	if p.pending.Load() != 0 {
+		return
+	}
+	for _, slab := range p.used {
+		if len(p.spare) < maxSpareSlabs {
+			p.spare = append(p.spare, slab)
+		}
+	}
+	clear(p.used)
+	p.used = p.used[:0]
+}
+
 // delivered is every record's promise.
 func (p *franzProducer) delivered(r *kgo.Record, err error) {
+	p.pending.Add(-1)
 	if err == nil {
 		return
 	}
@@ -750,6 +796,7 @@ func (p *franzProducer) CommitTransaction(ctx context.Context) error {
 		}
 	}
 	p.sent, p.offsetsAdded = 0, false
+	p.recycle()
 	return nil
 }
 
@@ -768,6 +815,7 @@ func (p *franzProducer) AbortTransaction(ctx context.Context) error {
 		}
 	}
 	p.sent, p.offsetsAdded = 0, false
+	p.recycle()
 	return nil
 }
 

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -310,4 +311,56 @@ func TestFranzHeaderViews(t *testing.T) {
 			assert.Equal(t, len(back), cap(back), "a view reaches past the list")
 		})
 	}
+}
+
+// The franz producer writes over the record slabs of a transaction once
+// kgo is done with every record in them, not before: three transactions
+// of two and a half slabs each use four slabs where they would take eight
+// new ones, and every record reaches the topic as it was produced, once,
+// in order.
+func TestFranzProducerReusesRecordSlabsOnceKgoIsDone(t *testing.T) {
+	t.Parallel()
+	b, err := embedded.Start()
+	require.NoError(t, err)
+	t.Cleanup(b.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rd, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.ConsumeTopics("out"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer rd.Close()
+	_, err = kadm.NewClient(rd).CreateTopic(ctx, 1, -1, nil, "out")
+	require.NoError(t, err)
+
+	cfg := DefaultConfig()
+	cfg.ApplicationID = "slabs"
+	w := &Worker{cfg: cfg, bootstrap: b.Addr(), instanceID: "one", log: zaptest.NewLogger(t)}
+	pc, _, err := franzTransport{}.producer(w)
+	require.NoError(t, err)
+	p := pc.(*franzProducer)
+	defer func() { assert.NoError(t, p.Close()) }()
+	require.NoError(t, p.InitTransactions(ctx))
+
+	const perTxn = recordSlabLen*5/2 + 1
+	var want []string
+	slabs := map[*kgo.Record]bool{}
+	for txn := range 3 {
+		require.NoError(t, p.BeginTransaction())
+		for i := range perTxn {
+			v := fmt.Sprintf("%d-%d", txn, i)
+			want = append(want, v)
+			require.NoError(t, p.Produce(&message{Topic: "out", Value: []byte(v)}))
+			slabs[&p.records[:1][0]] = true
+		}
+		require.NoError(t, p.CommitTransaction(ctx))
+		assert.Zero(t, p.pending.Load(), "a promise kgo has not run after the commit")
+		assert.Zero(t, len(p.used), "slabs not recycled after a commit")
+	}
+	assert.Len(t, slabs, 4, "slabs taken for %d records", len(want))
+
+	var got []string
+	for len(got) < len(want) && ctx.Err() == nil {
+		rd.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	assert.Equal(t, want, got)
 }
