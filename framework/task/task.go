@@ -194,18 +194,18 @@ type Task struct {
 	// node carries, as each held record's payload, the index of its slot
 	// in held: the gate's queues then move four bytes a record, not the
 	// record. free lists the slots not in use.
-	node     *causal.Node[int32]
-	held     []received
-	free     []int32
-	proc     framework.Processor
-	kv       map[string]store.Logged
-	set      store.Set
-	ownSet   bool
-	windows  map[string]store.Window
-	specs    map[string]framework.StoreSpec
-	outputs  []*output
-	outbox   []Output
-	spare    []Output // the outbox TakeOutputs handed out before the last
+	node    *causal.Node[int32]
+	held    []received
+	free    []int32
+	proc    framework.Processor
+	kv      map[string]store.Logged
+	set     store.Set
+	ownSet  bool
+	windows map[string]store.Window
+	specs   map[string]framework.StoreSpec
+	outputs []*output
+	outbox  []Output
+	spare   []Output // the outbox TakeOutputs handed out before the last
 	// current is what outputs take of the record being processed, while
 	// inRecord says one is: only its timestamp and where it was read, so
 	// that setting it copies no more than that.
