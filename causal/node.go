@@ -672,22 +672,8 @@ func (n *Node[P]) met(claims []claim) bool {
 	if n.mutant == mutationNowIgnoresClaims {
 		return true
 	}
-	for i := range claims {
-		c := &claims[i]
-		j := n.topics[c.tid].chanIndex(c.part)
-		if j < 0 {
-			continue
-		}
-		dep := n.chans[j]
-		if dep.frontier >= c.off {
-			continue
-		}
-		if n.mutant == mutationRestrictIdle && dep.q.len() == 0 {
-			continue
-		}
-		return false
-	}
-	return true
+	i, _ := n.firstUnmet(claims, 0)
+	return i < 0
 }
 
 // Advance reports the consumer's position on ch: the offset of the next
@@ -795,7 +781,23 @@ func (n *Node[P]) evaluate(idx int32) {
 // on, and reports whether the head now waits.
 func (n *Node[P]) check(idx int32, claims []claim) bool {
 	cs := n.chans[idx]
-	for i := cs.cursor; i < len(claims); i++ {
+	i, j := n.firstUnmet(claims, cs.cursor)
+	if i < 0 {
+		n.markReady(idx)
+		return false
+	}
+	c := &claims[i]
+	cs.cursor = i
+	cs.waitOn, cs.waitOnOff = j, c.off
+	heapPush(&n.chans[j].waiters, waiter{off: c.off, ch: idx})
+	return true
+}
+
+// firstUnmet returns the index, from on, of the first of claims the
+// frontiers do not meet, and the index of the channel it claims; -1 when
+// they meet every one.
+func (n *Node[P]) firstUnmet(claims []claim, from int) (int, int32) {
+	for i := from; i < len(claims); i++ {
 		c := &claims[i]
 		j := n.topics[c.tid].chanIndex(c.part)
 		if j < 0 {
@@ -808,13 +810,9 @@ func (n *Node[P]) check(idx int32, claims []claim) bool {
 		if n.mutant == mutationRestrictIdle && dep.q.len() == 0 {
 			continue
 		}
-		cs.cursor = i
-		cs.waitOn, cs.waitOnOff = j, c.off
-		heapPush(&dep.waiters, waiter{off: c.off, ch: idx})
-		return true
+		return i, j
 	}
-	n.markReady(idx)
-	return false
+	return -1, -1
 }
 
 // groupEnd returns the end of the run of entries that share es[i]'s topic.

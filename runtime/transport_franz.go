@@ -569,13 +569,17 @@ type franzProducer struct {
 	// records is the slab the records produced are carved from; kgo holds
 	// a record until it has run its promise. The slabs filled since the
 	// last recycle wait in used. Once every record produced has had its
-	// promise run (pending is 0, as after a commit or an abort, which
-	// flush), they go to spare, to be written over instead of allocated
-	// again: a record slab is most of what the producer allocates.
-	records []kgo.Record
-	used    [][]kgo.Record
-	spare   [][]kgo.Record
-	pending atomic.Int64
+	// promise run (as after a commit or an abort, which flush), they go to
+	// spare, to be written over instead of allocated again: a record slab
+	// is most of what the producer allocates. produced counts the records
+	// produced (the pump's alone), and finished those whose promise ran
+	// (the promises' alone), so that a record costs the pump no atomic
+	// operation.
+	records  []kgo.Record
+	used     [][]kgo.Record
+	spare    [][]kgo.Record
+	produced int64
+	finished atomic.Int64
 	// sent counts the records of the open transaction, and offsetsAdded
 	// says its offsets were added.
 	sent         int
@@ -623,7 +627,7 @@ func (p *franzProducer) Produce(m *message) error {
 	// Every field, as the slot may hold a record kgo finished with.
 	*r = kgo.Record{Topic: m.Topic, Partition: m.Partition, Key: m.Key, Value: m.Value, Timestamp: m.Timestamp,
 		Headers: franzHeaders(m.Headers)}
-	p.pending.Add(1)
+	p.produced++
 	p.sent++
 	p.cl.Produce(context.Background(), r, p.promise)
 	return nil
@@ -644,10 +648,13 @@ func (p *franzProducer) nextSlab() {
 	p.records = make([]kgo.Record, 0, recordSlabLen)
 }
 
+// outstanding is how many records produced kgo has not run the promise of.
+func (p *franzProducer) outstanding() int64 { return p.produced - p.finished.Load() }
+
 // recycle makes the used slabs spare once kgo has run the promise of every
 // record produced; those beyond maxSpareSlabs are let go.
 func (p *franzProducer) recycle() {
-	if p.pending.Load() != 0 {
+	if p.outstanding() != 0 {
 		return
 	}
 	for _, slab := range p.used {
@@ -661,7 +668,8 @@ func (p *franzProducer) recycle() {
 
 // delivered is every record's promise.
 func (p *franzProducer) delivered(r *kgo.Record, err error) {
-	p.pending.Add(-1)
+	// Counted last, once the promise is done with r.
+	defer p.finished.Add(1)
 	if err == nil {
 		return
 	}

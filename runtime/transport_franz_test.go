@@ -43,6 +43,23 @@ func (s startAt) assigned(chs []causal.Channel) error {
 
 func (startAt) revoked([]causal.Channel, bool) {}
 
+// franzTestWorker is a worker with the default configuration, application
+// id app, on the broker at addr: what the franz clients are made from.
+func franzTestWorker(t *testing.T, addr, app string) *Worker {
+	cfg := DefaultConfig()
+	cfg.ApplicationID = app
+	return &Worker{cfg: cfg, bootstrap: addr, instanceID: "one", log: zaptest.NewLogger(t)}
+}
+
+// franzTestConsumer is w's franz consumer, closed when the test ends.
+func franzTestConsumer(t *testing.T, w *Worker) *franzConsumer {
+	gc, err := franzTransport{}.consumer(w)
+	require.NoError(t, err)
+	c := gc.(*franzConsumer)
+	t.Cleanup(func() { assert.NoError(t, c.Close()) })
+	return c
+}
+
 // The franz consumer starts a partition where the worker says, not where
 // the group committed, and reports that start as the partition's position
 // before it has read anything (the worker's check of claims beyond a
@@ -71,13 +88,7 @@ func TestFranzConsumerStartsWhereToldAndReportsMarkers(t *testing.T) {
 	}
 	require.NoError(t, p.EndTransaction(ctx, kgo.TryCommit)) // offsets 0-2, the marker at 3
 
-	cfg := DefaultConfig()
-	cfg.ApplicationID = "reader"
-	w := &Worker{cfg: cfg, bootstrap: b.Addr(), instanceID: "one", log: zaptest.NewLogger(t)}
-	gc, err := franzTransport{}.consumer(w)
-	require.NoError(t, err)
-	c := gc.(*franzConsumer)
-	defer func() { assert.NoError(t, c.Close()) }()
+	c := franzTestConsumer(t, franzTestWorker(t, b.Addr(), "reader"))
 	var atAssign map[causal.Channel]int64
 	require.NoError(t, c.Subscribe([]string{"in"}, startAt{c: c, off: 1, positions: &atAssign}))
 
@@ -157,13 +168,9 @@ func TestFranzRebalanceHandlerRunsOnlyInsidePoll(t *testing.T) {
 	_, err = kadm.NewClient(admin).CreateTopic(ctx, 4, -1, nil, "in")
 	require.NoError(t, err)
 
-	cfg := DefaultConfig()
-	cfg.ApplicationID, cfg.StaticMembership = "busy", false
-	w := &Worker{cfg: cfg, bootstrap: b.Addr(), instanceID: "one", log: zaptest.NewLogger(t)}
-	gc, err := franzTransport{}.consumer(w)
-	require.NoError(t, err)
-	c := gc.(*franzConsumer)
-	defer func() { assert.NoError(t, c.Close()) }()
+	w := franzTestWorker(t, b.Addr(), "busy")
+	w.cfg.StaticMembership = false
+	c := franzTestConsumer(t, w)
 	var busy, overlaps, calls atomic.Int32
 	busy.Store(1) // the pump's work before its first poll
 	require.NoError(t, c.Subscribe([]string{"in"}, busyCheck{c: c, busy: &busy, overlaps: &overlaps, calls: &calls}))
@@ -223,13 +230,7 @@ func TestFranzConsumerReadsAheadOfThePump(t *testing.T) {
 	}
 	require.NoError(t, p.Flush(ctx))
 
-	cfg := DefaultConfig()
-	cfg.ApplicationID = "ahead"
-	w := &Worker{cfg: cfg, bootstrap: b.Addr(), instanceID: "one", log: zaptest.NewLogger(t)}
-	gc, err := franzTransport{}.consumer(w)
-	require.NoError(t, err)
-	c := gc.(*franzConsumer)
-	defer func() { assert.NoError(t, c.Close()) }()
+	c := franzTestConsumer(t, franzTestWorker(t, b.Addr(), "ahead"))
 	var atAssign map[causal.Channel]int64
 	require.NoError(t, c.Subscribe([]string{"in"}, startAt{c: c, off: 0, positions: &atAssign}))
 
@@ -332,10 +333,7 @@ func TestFranzProducerReusesRecordSlabsOnceKgoIsDone(t *testing.T) {
 	_, err = kadm.NewClient(rd).CreateTopic(ctx, 1, -1, nil, "out")
 	require.NoError(t, err)
 
-	cfg := DefaultConfig()
-	cfg.ApplicationID = "slabs"
-	w := &Worker{cfg: cfg, bootstrap: b.Addr(), instanceID: "one", log: zaptest.NewLogger(t)}
-	pc, _, err := franzTransport{}.producer(w)
+	pc, _, err := franzTransport{}.producer(franzTestWorker(t, b.Addr(), "slabs"))
 	require.NoError(t, err)
 	p := pc.(*franzProducer)
 	defer func() { assert.NoError(t, p.Close()) }()
@@ -353,7 +351,7 @@ func TestFranzProducerReusesRecordSlabsOnceKgoIsDone(t *testing.T) {
 			slabs[&p.records[:1][0]] = true
 		}
 		require.NoError(t, p.CommitTransaction(ctx))
-		assert.Zero(t, p.pending.Load(), "a promise kgo has not run after the commit")
+		assert.Zero(t, p.outstanding(), "a promise kgo has not run after the commit")
 		assert.Zero(t, len(p.used), "slabs not recycled after a commit")
 	}
 	assert.Len(t, slabs, 4, "slabs taken for %d records", len(want))

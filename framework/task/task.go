@@ -515,14 +515,20 @@ func (t *Task) Receive(rec framework.Record) error {
 		// claiming nothing, and dead-lettered or skipped when it is due.
 		bad = &badRecord{stage: framework.StageClock, policy: t.clockPolicy, cause: err}
 	}
-	slot := t.slot(rec, now)
-	t.held[slot].bad = bad
-	taken, err := t.node.ReceiveHeader(ch, rec.Offset, header, false, slot)
-	t.release(slot, taken)
-	if err != nil {
+	if err := t.receiveAsBad(rec, now, bad); err != nil {
 		return t.refuseUnlessClaim(err)
 	}
 	return t.drain(now)
+}
+
+// receiveAsBad takes rec, received at now, into the gate as claiming
+// nothing, to go to bad's policy instead of the processor when it is due.
+func (t *Task) receiveAsBad(rec framework.Record, now time.Time, bad *badRecord) error {
+	slot := t.slot(rec, now)
+	t.held[slot].bad = bad
+	taken, err := t.node.ReceiveHeader(causal.Channel{Topic: rec.Topic, Partition: rec.Partition}, rec.Offset, nil, false, slot)
+	t.release(slot, taken)
+	return err
 }
 
 // reserve takes a free slot of held, growing held when none is, and
@@ -593,11 +599,7 @@ func (t *Task) ReceiveBad(rec framework.Record, cause error) error {
 		return t.refuse(cause)
 	}
 	now := t.cfg.Now()
-	slot := t.slot(rec, now)
-	t.held[slot].bad = &badRecord{stage: framework.StageClock, policy: framework.DeadLetter, cause: cause}
-	taken, err := t.node.ReceiveHeader(causal.Channel{Topic: rec.Topic, Partition: rec.Partition}, rec.Offset, nil, false, slot)
-	t.release(slot, taken)
-	if err != nil {
+	if err := t.receiveAsBad(rec, now, &badRecord{stage: framework.StageClock, policy: framework.DeadLetter, cause: cause}); err != nil {
 		return t.refuse(err)
 	}
 	return t.drain(now)
