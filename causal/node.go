@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strings"
 )
@@ -153,6 +154,55 @@ type outputState struct {
 	stale      []int32  // the topics whose groups went stale since enc was made
 	enc        []byte
 	rebuild    bool // enc has to be built from the groups (true until first built)
+
+	// A moved frontier changes one entry's offset and nothing else, so
+	// it is written over the old varint where the two have the same
+	// length, in the group's encoding and in enc, without encoding the
+	// group again. spots says, by channel index, where each stamped
+	// frontier's varint lies; patches lists the channels whose frontier
+	// moved since enc was made (see frontierMoved and encodeStamp).
+	spots   []stampSpot
+	patches []int32
+}
+
+// stampSpot is where the offset of one input channel's entry lies in its
+// topic group's encoding (groupEnc), as last encoded.
+type stampSpot struct {
+	at     int32 // where the offset varint starts in the group's encoding
+	size   uint8 // its length in bytes; 0 when the stamp has no entry of the channel
+	queued bool  // listed in patches
+	// off is the offset written: the frontier joined with the advertised
+	// entry of the same partition. The advertised entry cannot change
+	// while the group stays fresh (a fold marks it stale), so the offset
+	// after the frontier moves to f is max(f, off).
+	off int64
+}
+
+// frontierMoved notes that the frontier of channel ci, of topic tid, moved:
+// its entry is written in place by the next encodeStamp, or, where the
+// group has no such entry yet, the group goes stale.
+func (o *outputState) frontierMoved(tid, ci int32) {
+	if !o.groupFresh[tid] {
+		return // encoded again anyway
+	}
+	if int(ci) >= len(o.spots) || o.spots[ci].size == 0 {
+		o.staleGroup(tid)
+		return
+	}
+	if sp := &o.spots[ci]; !sp.queued {
+		sp.queued = true
+		o.patches = append(o.patches, ci)
+	}
+}
+
+// uvarintLen is the length of the minimal uvarint encoding of v.
+func uvarintLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
+
+// putUvarintAt writes the uvarint encoding of v over b from at, as far as
+// b reaches (it reaches far enough unless a mutant writes a longer one).
+func putUvarintAt(b []byte, at int, v uint64) {
+	var tmp [binary.MaxVarintLen64]byte
+	copy(b[at:], tmp[:binary.PutUvarint(tmp[:], v)])
 }
 
 // staleGroup marks the stamp group of topic tid, and so the stamp, as
@@ -750,7 +800,7 @@ func (n *Node[P]) raise(idx int32, f int64) {
 	}
 	cs.frontier = f
 	for _, oi := range n.topics[cs.tid].feeds {
-		n.outputs[oi].staleGroup(cs.tid)
+		n.outputs[oi].frontierMoved(cs.tid, idx)
 	}
 	for len(cs.waiters) > 0 && cs.waiters[0].off <= f {
 		w := heapPop(&cs.waiters)
@@ -891,16 +941,43 @@ func (n *Node[P]) AppendStamp(dst []byte, output string) ([]byte, error) {
 		return dst, fmt.Errorf("causal: stamp %q: %w", output, ErrUnknownOutput)
 	}
 	o := &n.outputs[oi]
-	if o.rebuild || len(o.stale) > 0 {
+	if o.rebuild || len(o.stale) > 0 || len(o.patches) > 0 {
 		n.encodeStamp(o)
 	}
 	return append(dst, o.enc...), nil
 }
 
-// encodeStamp brings o.enc up to date: the stale groups are encoded again
-// and, where each kept its length, written over their old bytes; otherwise
-// enc is built again from all the groups.
+// encodeStamp brings o.enc up to date. First the moved frontiers of fresh
+// groups are written over their old offsets where the new one has the same
+// length; a group where one does not goes stale. Then the stale groups are
+// encoded again and, where each kept its length, written over their old
+// bytes; otherwise enc is built again from all the groups.
 func (n *Node[P]) encodeStamp(o *outputState) {
+	for _, ci := range o.patches {
+		sp := &o.spots[ci]
+		sp.queued = false
+		tid := n.chans[ci].tid
+		if !o.groupFresh[tid] {
+			continue // encoded again below
+		}
+		off := max(n.chans[ci].frontier, sp.off)
+		if n.mutant == mutationPatchFrontierOnly {
+			off = n.chans[ci].frontier
+		}
+		if uvarintLen(uint64(off)) != int(sp.size) && n.mutant != mutationPatchAnyLength {
+			o.staleGroup(tid)
+			continue
+		}
+		sp.off = off
+		putUvarintAt(o.groupEnc[tid], int(sp.at), uint64(off))
+		if !o.rebuild {
+			putUvarintAt(o.enc, o.groupAt[tid]+int(sp.at), uint64(off))
+		}
+	}
+	o.patches = o.patches[:0]
+	if !o.rebuild && len(o.stale) == 0 {
+		return
+	}
 	inPlace := !o.rebuild
 	for _, tid := range o.stale {
 		had := len(o.groupEnc[tid])
@@ -937,8 +1014,19 @@ func (n *Node[P]) encodeStamp(o *outputState) {
 
 // appendStampGroup appends the encoding of the group of topic tid in output
 // o's stamp to dst; a topic the stamp has no entry of appends nothing.
+//
+// It also notes, in o.spots, where the entry of each input channel of
+// tid that o stamps lies, for frontierMoved; dst must hold only the
+// group's own encoding (start empty).
 func (n *Node[P]) appendStampGroup(dst []byte, o *outputState, tid int32) []byte {
 	parts := n.stampGroup(o, tid)
+	ins := o.stampedInputs(tid)
+	for _, ci := range ins {
+		if int(ci) >= len(o.spots) {
+			o.spots = append(o.spots, make([]stampSpot, len(n.chans)-len(o.spots))...)
+		}
+		o.spots[ci] = stampSpot{}
+	}
 	if len(parts) == 0 {
 		return dst
 	}
@@ -947,8 +1035,17 @@ func (n *Node[P]) appendStampGroup(dst []byte, o *outputState, tid int32) []byte
 	dst = append(dst, name...)
 	dst = binary.AppendUvarint(dst, uint64(len(parts)))
 	prev := int64(-1)
+	k := 0 // the next of ins to look for among parts
 	for _, p := range parts {
 		dst = binary.AppendUvarint(dst, uint64(int64(p.part)-prev-1))
+		// A channel whose frontier is still below 0 has no entry of
+		// its own; its partition may still have an advertised one.
+		for k < len(ins) && n.chans[ins[k]].ch.Partition < p.part {
+			k++
+		}
+		if k < len(ins) && n.chans[ins[k]].ch.Partition == p.part && n.chans[ins[k]].frontier >= 0 {
+			o.spots[ins[k]] = stampSpot{at: int32(len(dst)), size: uint8(uvarintLen(uint64(p.off))), off: p.off}
+		}
 		dst = binary.AppendUvarint(dst, uint64(p.off))
 		prev = int64(p.part)
 	}

@@ -122,6 +122,13 @@ const (
 	// mutationNowPastHeld delivers a record on arrival (ReceiveNow) even
 	// when records of its channel are held before it.
 	mutationNowPastHeld
+	// mutationPatchFrontierOnly writes a moved frontier in place in the
+	// encoded stamp without joining it with the advertised entry of its
+	// partition.
+	mutationPatchFrontierOnly
+	// mutationPatchAnyLength writes a moved frontier in place in the
+	// encoded stamp even when its varint is longer than the old one.
+	mutationPatchAnyLength
 )
 
 func withMutation(m mutation) NodeOpt {

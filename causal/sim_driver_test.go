@@ -97,6 +97,7 @@ func TestSimulationNegativeControls(t *testing.T) {
 		{"a header's groups reused from another channel's", simConfig{mutant: mutationReuseAcrossChannels}, "causal:"},
 		{"delivered on arrival whatever it claims", simConfig{mutant: mutationNowIgnoresClaims}, "causal:"},
 		{"delivered on arrival past records held before it", simConfig{mutant: mutationNowPastHeld}, ""},
+		{"a moved frontier written over a shorter varint in its stamp", simConfig{mutant: mutationPatchAnyLength}, ""},
 		{"restart without restoring the checkpoint", simConfig{skipRestore: true}, "causal:"},
 	}
 	for _, tt := range tests {
