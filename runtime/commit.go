@@ -60,8 +60,23 @@ func (w *Worker) commit() error {
 	}
 	w.failedCommits = 0
 	w.tasks.Committed(fresh)
+	w.releaseOutputs()
 	w.metrics.CommitSeconds.Observe(w.now().Sub(closing).Seconds())
 	return nil
+}
+
+// releaseOutputs lets every task write its next outputs over the memory
+// of those before, once the producer holds on to none of them (see
+// task.Task.ReleaseOutputs); otherwise the next commit tries again.
+func (w *Worker) releaseOutputs() {
+	if !w.producer.client.Released() {
+		return
+	}
+	for _, rt := range w.tasks.Tasks() {
+		if rt.T != nil {
+			rt.T.ReleaseOutputs()
+		}
+	}
 }
 
 // writeChangelog sends one task's store changes to its stores' changelogs

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"maps"
@@ -57,6 +58,11 @@ type fakeKafka struct {
 	// it names until its channel is closed. The read takes what it reads
 	// from the fake before it waits, so the test may send meanwhile.
 	holdRestore map[causal.Channel]chan struct{}
+	// settleLate makes the fake hold on to the bytes of committed records
+	// until the next commit or abort (as kgo may, until it has run every
+	// record's promise): Released stays false until then.
+	settleLate bool
+	unsettled  []*message
 }
 
 func newFakeKafka(t *testing.T) *fakeKafka {
@@ -153,6 +159,12 @@ func (f *fakeKafka) CommitTransaction(context.Context) error {
 		f.failCommits--
 		return err
 	}
+	f.settle()
+	if f.settleLate {
+		f.unsettled = f.open
+	} else {
+		settle(f.open)
+	}
 	f.committed = append(f.committed, f.open...)
 	// Committed records become readable, at the next offsets of their
 	// partitions, for whatever reads them (a task downstream).
@@ -172,11 +184,34 @@ func (f *fakeKafka) CommitTransaction(context.Context) error {
 	return nil
 }
 func (f *fakeKafka) AbortTransaction(context.Context) error {
+	f.settle()
 	f.open, f.offsets = nil, nil
 	f.aborts++
 	return nil
 }
 func (f *fakeKafka) FatalError() error { return nil }
+
+// Released is true once the fake holds on to no record it was handed:
+// until a commit copies them (or with settleLate the one after), they
+// point into the producer's memory.
+func (f *fakeKafka) Released() bool { return len(f.open) == 0 && len(f.unsettled) == 0 }
+
+// settle copies the records committed with settleLate.
+func (f *fakeKafka) settle() {
+	settle(f.unsettled)
+	f.unsettled = nil
+}
+
+// settle gives the records ms bytes of their own, as the broker has: the
+// producer's memory may be written over from then on (Released).
+func settle(ms []*message) {
+	for _, m := range ms {
+		m.Key, m.Value = bytes.Clone(m.Key), bytes.Clone(m.Value)
+		for i := range m.Headers {
+			m.Headers[i].Value = bytes.Clone(m.Headers[i].Value)
+		}
+	}
+}
 
 // bounds and read make the fake a changelog source: what was committed
 // to a partition, at its offsets.

@@ -133,6 +133,11 @@ type producerClient interface {
 	AbortTransaction(ctx context.Context) error
 	// FatalError is the producer's fatal error, if it has one.
 	FatalError() error
+	// Released reports whether the client holds on to no key, value or
+	// header list of the records produced so far: it copied each, or it
+	// is done with each (their outcomes are known). The worker then lets
+	// its tasks write over the memory of their outputs.
+	Released() bool
 	// Watch makes the producer keep, until Refused, the records of this
 	// and later transactions that the broker refuses (see refusals).
 	// Unwatch stops it.

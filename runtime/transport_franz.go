@@ -648,6 +648,10 @@ func (p *franzProducer) nextSlab() {
 	p.records = make([]kgo.Record, 0, recordSlabLen)
 }
 
+// Released reports whether kgo has run the promise of every record
+// produced: until then it may still read a record's bytes.
+func (p *franzProducer) Released() bool { return p.outstanding() == 0 }
+
 // outstanding is how many records produced kgo has not run the promise of.
 func (p *franzProducer) outstanding() int64 { return p.produced - p.finished.Load() }
 

@@ -330,6 +330,10 @@ func (r *rdkProducer) InitTransactions(ctx context.Context) error {
 }
 func (r *rdkProducer) BeginTransaction() error { return rdkError(r.p.BeginTransaction()) }
 
+// Released is always true: librdkafka copies a record's key, value and
+// headers when it is produced (RD_KAFKA_MSG_F_COPY).
+func (r *rdkProducer) Released() bool { return true }
+
 func (r *rdkProducer) Produce(m *message) error {
 	topic := r.last
 	if topic == nil || *topic != m.Topic {
