@@ -355,6 +355,13 @@ func TestFranzProducerReusesRecordSlabsOnceKgoIsDone(t *testing.T) {
 		assert.Zero(t, len(p.used), "slabs not recycled after a commit")
 	}
 	assert.Len(t, slabs, 4, "slabs taken for %d records", len(want))
+	// A light transaction after the heavy ones: the spare slabs it did
+	// not need are let go.
+	require.NoError(t, p.BeginTransaction())
+	want = append(want, "light")
+	require.NoError(t, p.Produce(&message{Topic: "out", Value: []byte("light")}))
+	require.NoError(t, p.CommitTransaction(ctx))
+	assert.LessOrEqual(t, len(p.spare), 1, "spare slabs kept after a transaction that filled none")
 
 	var got []string
 	for len(got) < len(want) && ctx.Err() == nil {
