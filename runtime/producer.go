@@ -61,8 +61,9 @@ func (p *txnProducer) begin() error {
 }
 
 // send produces one task output into the open transaction (opening one if
-// needed).
-func (p *txnProducer) send(o task.Output) error {
+// needed). The output's record goes to the client as it is: it names its
+// topic and partition itself (see task.Output).
+func (p *txnProducer) send(o *task.Output) error {
 	if err, ok := p.refusals.refused(o); ok {
 		return err
 	}
@@ -78,29 +79,27 @@ func (p *txnProducer) send(o task.Output) error {
 		}
 		p.last = ot
 	}
-	m := &p.out
-	m.Topic, m.Partition, m.Key, m.Value, m.Headers, m.Timestamp = ot.name, o.Partition, o.Record.Key, o.Record.Value, o.Record.Headers, o.Record.Timestamp
-	if err := p.produceOut(); err != nil {
+	if err := p.produceMessage((*message)(&o.Record)); err != nil {
 		return err
 	}
 	ot.produced++
 	return nil
 }
 
-// produce queues m into the open transaction.
+// produce queues m into the open transaction. The message handed to the
+// client lives in the producer, so that passing it by pointer through the
+// client's interface does not allocate one per record; it keeps the last
+// record's bytes reachable until the next, which costs less than clearing
+// it every time.
 func (p *txnProducer) produce(m message) error {
 	p.out = m
-	return p.produceOut()
+	return p.produceMessage(&p.out)
 }
 
-// produceOut queues p.out into the open transaction. The message handed
-// to the client lives in the producer, so that passing it by pointer
-// through the client's interface does not allocate one per record; it
-// keeps the last record's bytes reachable until the next, which costs less
-// than clearing it every time.
-func (p *txnProducer) produceOut() error {
-	if err := p.client.Produce(&p.out); err != nil {
-		return fmt.Errorf("produce to %s: %w", partitionString(p.out.Topic, p.out.Partition), err)
+// produceMessage queues m into the open transaction.
+func (p *txnProducer) produceMessage(m *message) error {
+	if err := p.client.Produce(m); err != nil {
+		return fmt.Errorf("produce to %s: %w", partitionString(m.Topic, m.Partition), err)
 	}
 	return nil
 }

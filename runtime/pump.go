@@ -99,10 +99,8 @@ func (w *Worker) handle(ev *consumerEvent) {
 			return // no task reads it (any more)
 		}
 		r.RecordsIn.Inc()
-		rec := framework.Record{Key: m.Key, Value: m.Value, Headers: m.Headers, Timestamp: m.Timestamp,
-			Topic: m.Topic, Partition: m.Partition, Offset: m.Offset}
 		w.touch(r.Tasks)
-		if w.tasks.Deliver(r, rec) {
+		if w.tasks.Deliver(r, framework.Record(*m)) {
 			w.mustAbort = true
 		}
 	case eventPosition:
@@ -189,7 +187,8 @@ func (w *Worker) sendOutputs(rt *taskmgr.Task) (bool, error) {
 			return true, nil
 		}
 		rt.InTxn = true
-		for _, o := range outs {
+		for i := range outs {
+			o := &outs[i]
 			err := w.producer.send(o)
 			if err == nil {
 				rt.Streamed++
@@ -198,7 +197,7 @@ func (w *Worker) sendOutputs(rt *taskmgr.Task) (bool, error) {
 			if classify(err) != classRecord {
 				return false, err
 			}
-			if err := rt.T.ProductionError(o, err, !tooLarge(err)); err != nil {
+			if err := rt.T.ProductionError(*o, err, !tooLarge(err)); err != nil {
 				w.failTask(rt, err)
 				return false, nil
 			}

@@ -46,7 +46,7 @@ func (r *refusals) fingerprintOf(topic string, partition int32, key, value []byt
 }
 
 // refused returns the error the broker refused o with before, if it did.
-func (r *refusals) refused(o task.Output) (error, bool) {
+func (r *refusals) refused(o *task.Output) (error, bool) {
 	if len(r.known) == 0 {
 		return nil, false
 	}

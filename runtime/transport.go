@@ -20,15 +20,11 @@ import (
 // broker.
 
 // message is a Kafka record as the worker's parts see it: one a consumer
-// fetched, or one the producer sends (Offset unused).
-type message struct {
-	Topic      string
-	Partition  int32
-	Offset     int64
-	Key, Value []byte
-	Headers    []framework.Header
-	Timestamp  time.Time
-}
+// fetched, or one the producer sends (Offset unused). It is a
+// framework.Record, so that a fetched message is handed to a task, and a
+// task's output to the producer, as it is (a pointer conversion), without
+// copying.
+type message framework.Record
 
 // channel is the channel the message belongs to.
 func (m *message) channel() causal.Channel {

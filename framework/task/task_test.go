@@ -365,4 +365,43 @@ func TestReleaseOutputsReusesOutputMemory(t *testing.T) {
 	}
 	round()
 	assert.Zero(t, testing.AllocsPerRun(2, round), "allocations in a round of outputs between releases")
+
+	// Outputs handed out stay in the outbox's arrays, pointing to their
+	// records' bytes, until a release clears them.
+	take(next)
+	assert.Positive(t, tk.StaleOutputs(), "no output kept after TakeOutputs: the test sees nothing")
+	tk.ReleaseOutputs()
+	assert.Zero(t, tk.StaleOutputs(), "outputs still held after a release")
+}
+
+// Every output names the record it came from, and one built without a
+// timestamp takes that record's, while records from two topics, with
+// timestamps in two locations, alternate.
+func TestOutputsTakeTheirRecordsOrigin(t *testing.T) {
+	topo, err := framework.NewBuilder("t").Processor("p", func() framework.Processor {
+		return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
+			return ctx.Forward(framework.Record{Value: rec.Value})
+		})
+	}, framework.From("a", "b"), framework.To("out")).Build()
+	require.NoError(t, err)
+	tk, err := task.New(task.Config{Topology: topo, Processor: "p", OutputPartitions: func(string) (int32, error) { return 1, nil }})
+	require.NoError(t, err)
+	require.NoError(t, tk.Seed("a", 0))
+	require.NoError(t, tk.Seed("b", 0))
+	require.NoError(t, tk.Start())
+	base := time.Date(2026, 12, 4, 1, 0, 0, 0, time.UTC)
+	tokyo := time.FixedZone("JST", 9*3600)
+	for i := range 6 {
+		topic, ts := "a", base.Add(time.Duration(i)*time.Second)
+		if i%2 == 1 {
+			topic, ts = "b", ts.In(tokyo)
+		}
+		rec := framework.Record{Topic: topic, Offset: int64(i / 2), Value: []byte("v"), Timestamp: ts}
+		require.NoError(t, tk.Receive(rec))
+		outs := tk.TakeOutputs()
+		require.Len(t, outs, 1)
+		assert.Equal(t, causal.Entry{Channel: causal.Channel{Topic: topic}, Offset: int64(i / 2)}, outs[0].From, "record %d", i)
+		assert.Equal(t, ts, outs[0].Record.Timestamp, "record %d", i)
+		assert.Equal(t, ts.Location(), outs[0].Record.Timestamp.Location(), "record %d", i)
+	}
 }
