@@ -404,13 +404,45 @@ func (c *franzConsumer) take(a *franzAhead, max int, batch *[]consumerEvent) int
 			*batch = append(*batch, consumerEvent{kind: eventPosition, msg: message{Topic: topic, Partition: partition, Offset: r.Offset + 1}})
 			continue
 		}
-		m := message{Topic: topic, Partition: partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
-		if len(r.Headers) > 0 {
-			m.Headers = frameworkHeaders(r.Headers)
-		}
-		*batch = append(*batch, consumerEvent{kind: eventRecord, msg: m})
+		setRecordEvent(nextEvent(batch), topic, partition, r)
 	}
 	return n + len(recs)
+}
+
+// nextEvent extends batch by one event and returns it. The event may hold
+// one the pump handled before: set all of it.
+func nextEvent(batch *[]consumerEvent) *consumerEvent {
+	b := *batch
+	if len(b) < cap(b) {
+		b = b[:len(b)+1]
+	} else {
+		b = append(b, consumerEvent{})
+	}
+	*batch = b
+	return &b[len(b)-1]
+}
+
+// setRecordEvent makes e the event of record r, fetched from topic and
+// partition. Its fields are written one at a time, and those holding
+// pointers only when they change (see franzProducer.Produce).
+func setRecordEvent(e *consumerEvent, topic string, partition int32, r *kgo.Record) {
+	e.kind = eventRecord
+	if e.err != nil {
+		e.err = nil
+	}
+	m := &e.msg
+	if m.Topic != topic {
+		m.Topic = topic
+	}
+	m.Partition, m.Offset, m.Key, m.Value = partition, r.Offset, r.Key, r.Value
+	if m.Timestamp != r.Timestamp {
+		m.Timestamp = r.Timestamp
+	}
+	var hs []framework.Header
+	if len(r.Headers) > 0 {
+		hs = frameworkHeaders(r.Headers)
+	}
+	m.Headers = hs
 }
 
 func franzOffsets(at map[causal.Channel]int64) map[string]map[int32]kgo.EpochOffset {
@@ -626,9 +658,22 @@ func (p *franzProducer) Produce(m *message) error {
 	}
 	p.records = p.records[:len(p.records)+1]
 	r := &p.records[len(p.records)-1]
-	// Every field, as the slot may hold a record kgo finished with.
-	*r = kgo.Record{Topic: m.Topic, Partition: m.Partition, Key: m.Key, Value: m.Value, Timestamp: m.Timestamp,
-		Headers: franzHeaders(m.Headers)}
+	// Every field, as the slot may hold a record kgo finished with
+	// (TestFranzRecordFields fails when kgo adds one). One at a time, and
+	// those holding pointers only when they change: copying a whole
+	// record into the slab costs a barrier on each of its pointers while
+	// the collector marks.
+	r.Key, r.Value, r.Headers = m.Key, m.Value, franzHeaders(m.Headers)
+	if r.Timestamp != m.Timestamp {
+		r.Timestamp = m.Timestamp
+	}
+	if r.Topic != m.Topic {
+		r.Topic = m.Topic
+	}
+	if r.Context != nil {
+		r.Context = nil
+	}
+	r.Partition, r.Attrs, r.ProducerEpoch, r.ProducerID, r.LeaderEpoch, r.Offset = m.Partition, kgo.RecordAttrs{}, 0, 0, 0, 0
 	p.produced++
 	p.sent++
 	p.cl.Produce(context.Background(), r, p.promise)

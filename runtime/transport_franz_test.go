@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -368,4 +369,17 @@ func TestFranzProducerReusesRecordSlabsOnceKgoIsDone(t *testing.T) {
 		rd.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
 	}
 	assert.Equal(t, want, got)
+}
+
+// The franz producer sets every field of a kgo record one at a time when
+// it reuses a slab slot (franzProducer.Produce): a field kgo adds would be
+// left as the slot's last record had it.
+func TestFranzRecordFields(t *testing.T) {
+	var names []string
+	rt := reflect.TypeFor[kgo.Record]()
+	for i := range rt.NumField() {
+		names = append(names, rt.Field(i).Name)
+	}
+	assert.Equal(t, []string{"Key", "Value", "Headers", "Timestamp", "Topic", "Partition", "Attrs", "ProducerEpoch",
+		"ProducerID", "LeaderEpoch", "Offset", "Context"}, names, "kgo.Record's fields changed: set the new ones in franzProducer.Produce")
 }

@@ -841,11 +841,22 @@ func (t *Task) place(o *output, rec framework.Record) error {
 		}
 	}
 	rec.Topic, rec.Partition, rec.Offset = o.topic, part, 0
-	out := Output{Topic: o.topic, Partition: part, Record: rec}
+	var from causal.Entry
 	if t.inRecord {
-		out.From = t.current.from
+		from = t.current.from
 	}
-	t.outbox = append(t.outbox, out)
+	// Into a slot of the outbox one field at a time: copying a whole
+	// output costs a barrier on each of its pointers while the collector
+	// marks. The slot may hold an output taken before.
+	if len(t.outbox) < cap(t.outbox) {
+		t.outbox = t.outbox[:len(t.outbox)+1]
+	} else {
+		t.outbox = append(t.outbox, Output{})
+	}
+	out := &t.outbox[len(t.outbox)-1]
+	out.Topic, out.Partition, out.From = o.topic, part, from
+	out.Record.Key, out.Record.Value, out.Record.Headers, out.Record.Timestamp = rec.Key, rec.Value, rec.Headers, rec.Timestamp
+	out.Record.Topic, out.Record.Partition, out.Record.Offset = rec.Topic, rec.Partition, rec.Offset
 	return nil
 }
 
