@@ -897,13 +897,19 @@ func (t *Task) withClock(hs []framework.Header, clock []byte) []framework.Header
 	s := &t.headerSlabs
 	s.room(n)
 	at := len(s.cur)
+	// Lengthened in place, not appended to one header at a time: that
+	// would store the slab's pointer again with each header.
+	s.cur = s.cur[:at+n]
+	list := s.cur[at : at+n : at+n]
+	k := 0
 	for _, h := range hs {
 		if h.Key != causal.HeaderKey {
-			s.cur = append(s.cur, h)
+			list[k] = h
+			k++
 		}
 	}
-	s.cur = append(s.cur, framework.Header{Key: causal.HeaderKey, Value: clock})
-	return s.cur[at : at+n : at+n]
+	list[k] = framework.Header{Key: causal.HeaderKey, Value: clock}
+	return list
 }
 
 // Punctuate runs the wall-clock punctuations that are due at now.
