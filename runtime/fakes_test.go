@@ -60,7 +60,9 @@ type fakeKafka struct {
 	holdRestore map[causal.Channel]chan struct{}
 	// settleLate makes the fake hold on to the bytes of committed records
 	// until the next commit or abort (as kgo may, until it has run every
-	// record's promise): Released stays false until then.
+	// record's promise): Released stays false until then. Only for
+	// topologies whose outputs no task reads: what a task reads of them is
+	// handed out before they are copied.
 	settleLate bool
 	unsettled  []*message
 }

@@ -840,7 +840,6 @@ func (t *Task) place(o *output, rec framework.Record) error {
 			rec.Timestamp = t.current.timestamp
 		}
 	}
-	rec.Topic, rec.Partition, rec.Offset = o.topic, part, 0
 	var from causal.Entry
 	if t.inRecord {
 		from = t.current.from
@@ -855,8 +854,9 @@ func (t *Task) place(o *output, rec framework.Record) error {
 	}
 	out := &t.outbox[len(t.outbox)-1]
 	out.Topic, out.Partition, out.From = o.topic, part, from
-	out.Record.Key, out.Record.Value, out.Record.Headers, out.Record.Timestamp = rec.Key, rec.Value, rec.Headers, rec.Timestamp
-	out.Record.Topic, out.Record.Partition, out.Record.Offset = rec.Topic, rec.Partition, rec.Offset
+	r := &out.Record
+	r.Key, r.Value, r.Headers, r.Timestamp = rec.Key, rec.Value, rec.Headers, rec.Timestamp
+	r.Topic, r.Partition, r.Offset = o.topic, part, 0
 	return nil
 }
 
@@ -957,7 +957,8 @@ func (t *Task) punctuate(typ framework.PunctuationType, now time.Time) error {
 // them into the transaction that commits that snapshot (a runtime may
 // stream them into the open transaction as they come). The returned slice
 // is reused after the next call: copy out what must outlive it (the Output
-// values themselves, and the records' bytes, stay valid).
+// values themselves, and the records' bytes, stay valid until
+// ReleaseOutputs).
 //
 // The outputs handed out before are not cleared, only written over: until
 // ReleaseOutputs clears them, they keep the bytes they point to reachable,
