@@ -1,6 +1,23 @@
 package runtime
 
-import "time"
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/causeway-stream/causeway/runtime/embedded"
+)
+
+// StartBroker starts an embedded broker for t, closed when t ends: the
+// broker the tests of both packages run against.
+func StartBroker(t *testing.T, opts ...embedded.Opt) *embedded.Broker {
+	t.Helper()
+	b, err := embedded.Start(opts...)
+	require.NoError(t, err)
+	t.Cleanup(b.Close)
+	return b
+}
 
 // StoreChangelogTopic exposes the name of a store's changelog topic to the
 // external tests.

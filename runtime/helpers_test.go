@@ -20,7 +20,6 @@ import (
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/runtime"
-	"github.com/causeway-stream/causeway/runtime/embedded"
 )
 
 // TestMain doubles as the worker binary for the crash and rebalance tests:
@@ -83,13 +82,7 @@ func shopTopology() *framework.Topology {
 	return topo
 }
 
-func startBroker(t *testing.T, opts ...embedded.Opt) *embedded.Broker {
-	t.Helper()
-	b, err := embedded.Start(opts...)
-	require.NoError(t, err)
-	t.Cleanup(b.Close)
-	return b
-}
+var startBroker = runtime.StartBroker
 
 func createTopics(t *testing.T, addr string, partitions int, topics ...string) {
 	t.Helper()

@@ -58,8 +58,9 @@ func (franzTransport) pollBatch() int { return 512 }
 // type and order, which makes their layouts alike too. So a list of one
 // is viewed as a list of the other instead of copied, both ways: a fetched
 // record's headers go to the task as they are, and an output's go to kgo.
-// Neither side writes a list it was handed (the task carves the lists it
-// makes from slabs it never writes again, and kgo only reads a record's).
+// Neither side writes a list it was handed while the other may read it
+// (the task carves the lists it makes from slabs it writes over only once
+// the producer has released them, and kgo only reads a record's).
 var _ = framework.Header(kgo.RecordHeader{})
 
 // frameworkHeaders views hs as the framework's headers.

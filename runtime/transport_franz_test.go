@@ -16,7 +16,6 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/causeway-stream/causeway/causal"
-	"github.com/causeway-stream/causeway/runtime/embedded"
 )
 
 // startAt is a rebalanceHandler that starts every assigned partition at
@@ -71,9 +70,7 @@ func franzTestConsumer(t *testing.T, w *Worker) *franzConsumer {
 // come through.
 func TestFranzConsumerStartsWhereToldAndReportsMarkers(t *testing.T) {
 	t.Parallel()
-	b, err := embedded.Start()
-	require.NoError(t, err)
-	t.Cleanup(b.Close)
+	b := StartBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -158,9 +155,7 @@ func (b busyCheck) note() {
 // handler runs several times.
 func TestFranzRebalanceHandlerRunsOnlyInsidePoll(t *testing.T) {
 	t.Parallel()
-	b, err := embedded.Start()
-	require.NoError(t, err)
-	t.Cleanup(b.Close)
+	b := StartBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	admin, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
@@ -214,9 +209,7 @@ func TestFranzRebalanceHandlerRunsOnlyInsidePoll(t *testing.T) {
 // seek asks for again.
 func TestFranzConsumerReadsAheadOfThePump(t *testing.T) {
 	t.Parallel()
-	b, err := embedded.Start()
-	require.NoError(t, err)
-	t.Cleanup(b.Close)
+	b := StartBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -322,9 +315,7 @@ func TestFranzHeaderViews(t *testing.T) {
 // in order.
 func TestFranzProducerReusesRecordSlabsOnceKgoIsDone(t *testing.T) {
 	t.Parallel()
-	b, err := embedded.Start()
-	require.NoError(t, err)
-	t.Cleanup(b.Close)
+	b := StartBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rd, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.ConsumeTopics("out"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
