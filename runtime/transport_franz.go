@@ -139,7 +139,7 @@ func (franzTransport) consumer(w *Worker) (groupConsumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	c := &franzConsumer{base: base, adm: kadm.NewClient(admin), group: w.cfg.ApplicationID,
+	c := &franzConsumer{base: base, adm: kadm.NewClient(admin), group: w.cfg.ApplicationID, pool: &recordPool{},
 		positions: map[causal.Channel]int64{}, highs: map[causal.Channel]int64{}, paused: map[causal.Channel]bool{}}
 	if w.cfg.StaticMembership {
 		c.instanceID = w.cfg.ApplicationID + "-" + w.instanceID
@@ -173,6 +173,13 @@ type franzConsumer struct {
 	instanceID string
 	reset      kgo.Offset
 	handler    rebalanceHandler
+	// pool holds the slices kgo decodes fetched records into. The
+	// consumer recycles each record once it has copied it into an event
+	// (the key, value and headers it keeps lie outside the slice), so a
+	// slice goes back as soon as its batch is handed out, and the next
+	// fetch decodes into memory still in the processor's caches instead
+	// of a fresh allocation for the collector to clear and later scan.
+	pool kgo.Pool
 
 	// turn is held by the pump, except while it waits inside kgo's poll,
 	// and by a rebalance callback while it runs the handler.
@@ -210,7 +217,7 @@ func (c *franzConsumer) Subscribe(topics []string, h rebalanceHandler) error {
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.ConsumeResetOffset(c.reset),
 		kgo.SessionTimeout(10 * time.Second), kgo.HeartbeatInterval(time.Second), kgo.FetchMaxWait(10 * time.Millisecond),
 		kgo.OnPartitionsAssigned(c.onAssigned), kgo.OnPartitionsRevoked(c.onRevoked), kgo.OnPartitionsLost(c.onLost),
-		kgo.AdjustFetchOffsetsFn(c.adjustOffsets),
+		kgo.AdjustFetchOffsetsFn(c.adjustOffsets), kgo.WithPools(c.pool),
 	}, c.base...)
 	if c.instanceID != "" {
 		opts = append(opts, kgo.InstanceID(c.instanceID))
@@ -386,7 +393,8 @@ func (c *franzConsumer) handOut(max int, batch *[]consumerEvent) int {
 	return n
 }
 
-// take turns up to max events of a into batch and returns how many.
+// take turns up to max events of a into batch and returns how many. It
+// recycles each record it turns into an event (see pool).
 func (c *franzConsumer) take(a *franzAhead, max int, batch *[]consumerEvent) int {
 	topic, partition := a.ch.Topic, a.ch.Partition
 	n := 0
@@ -403,9 +411,11 @@ func (c *franzConsumer) take(a *franzAhead, max int, batch *[]consumerEvent) int
 	for _, r := range recs {
 		if r.Attrs.IsControl() {
 			*batch = append(*batch, consumerEvent{kind: eventPosition, msg: message{Topic: topic, Partition: partition, Offset: r.Offset + 1}})
+			r.Recycle()
 			continue
 		}
 		setRecordEvent(nextEvent(batch), topic, partition, r)
+		r.Recycle()
 	}
 	return n + len(recs)
 }
@@ -1026,3 +1036,4 @@ func classifyFranz(err error) errorClass {
 	}
 	return classAbortable
 }
+

@@ -374,3 +374,63 @@ func TestFranzRecordFields(t *testing.T) {
 	assert.Equal(t, []string{"Key", "Value", "Headers", "Timestamp", "Topic", "Partition", "Attrs", "ProducerEpoch",
 		"ProducerID", "LeaderEpoch", "Offset", "Context"}, names, "kgo.Record's fields changed: set the new ones in franzProducer.Produce")
 }
+
+// countingPool is a recordPool that counts the slices kgo puts back.
+type countingPool struct {
+	recordPool
+	put atomic.Int64
+}
+
+func (p *countingPool) PutRecords(s []kgo.Record) {
+	p.put.Add(1)
+	p.recordPool.PutRecords(s)
+}
+
+// The franz consumer gives every fetched batch's record slice back to its
+// pool once it has handed the batch out, and the events it handed out
+// keep their keys and values after kgo decodes later batches into the
+// same slices.
+func TestFranzConsumerRecyclesFetchedRecords(t *testing.T) {
+	t.Parallel()
+	b := StartBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	const batches, perBatch = 6, 20
+	p, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	defer p.Close()
+	_, err = kadm.NewClient(p).CreateTopic(ctx, 1, -1, nil, "in")
+	require.NoError(t, err)
+	var want []string
+	for i := range batches {
+		for j := range perBatch {
+			v := fmt.Sprintf("b%d-r%d", i, j)
+			want = append(want, v)
+			p.Produce(ctx, &kgo.Record{Topic: "in", Key: []byte("k" + v), Value: []byte(v)}, nil)
+		}
+		require.NoError(t, p.Flush(ctx)) // one batch each
+	}
+
+	c := franzTestConsumer(t, franzTestWorker(t, b.Addr(), "recycler"))
+	pool := &countingPool{}
+	c.pool = pool
+	var atAssign map[causal.Channel]int64
+	require.NoError(t, c.Subscribe([]string{"in"}, startAt{c: c, off: 0, positions: &atAssign}))
+
+	var events []consumerEvent // kept across polls, as held records are
+	for len(events) < len(want) && ctx.Err() == nil {
+		var batch []consumerEvent
+		c.Poll(10*time.Millisecond, 7, &batch)
+		events = append(events, batch...)
+	}
+	require.NoError(t, ctx.Err())
+	var got []string
+	for _, ev := range events {
+		require.Equal(t, eventRecord, ev.kind, "event %+v", ev)
+		assert.Equal(t, "k"+string(ev.msg.Value), string(ev.msg.Key))
+		got = append(got, string(ev.msg.Value))
+	}
+	assert.Equal(t, want, got)
+	assert.Equal(t, int64(batches), pool.put.Load(), "record slices given back to the pool")
+}
