@@ -201,8 +201,14 @@ func uvarintLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
 // putUvarintAt writes the uvarint encoding of v over b from at, as far as
 // b reaches (it reaches far enough unless a mutant writes a longer one).
 func putUvarintAt(b []byte, at int, v uint64) {
-	var tmp [binary.MaxVarintLen64]byte
-	copy(b[at:], tmp[:binary.PutUvarint(tmp[:], v)])
+	for ; at < len(b); at++ {
+		if v < 0x80 {
+			b[at] = byte(v)
+			return
+		}
+		b[at] = byte(v) | 0x80
+		v >>= 7
+	}
 }
 
 // staleGroup marks the stamp group of topic tid, and so the stamp, as
