@@ -1036,4 +1036,3 @@ func classifyFranz(err error) errorClass {
 	}
 	return classAbortable
 }
-
