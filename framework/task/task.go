@@ -496,13 +496,12 @@ func (t *Task) Receive(rec framework.Record) error {
 		// once, hands it straight back (ReceiveNow): then it is processed
 		// from here and never stored in a slot. The slot is only reserved
 		// for the gate to name when it holds the record.
-		slot := t.reserve()
+		slot := t.nextSlot()
 		reject := t.clockPolicy != framework.FailTask
 		taken, direct, err := t.node.ReceiveNow(ch, rec.Offset, header, present, reject, slot)
 		if taken {
+			t.reserve() // slot, as nextSlot said
 			t.held[slot] = received{rec: rec, at: now}
-		} else {
-			t.free = append(t.free, slot)
 		}
 		if !reject || !errors.Is(err, causal.ErrCorruptClock) {
 			if err != nil {
@@ -534,6 +533,15 @@ func (t *Task) receiveAsBad(rec framework.Record, now time.Time, bad *badRecord)
 	taken, err := t.node.ReceiveHeader(causal.Channel{Topic: rec.Topic, Partition: rec.Partition}, rec.Offset, nil, false, slot)
 	t.release(slot, taken)
 	return err
+}
+
+// nextSlot is the index of the slot reserve would take next, left free
+// until it does.
+func (t *Task) nextSlot() int32 {
+	if n := len(t.free); n > 0 {
+		return t.free[n-1]
+	}
+	return int32(len(t.held))
 }
 
 // reserve takes a free slot of held, growing held when none is, and
@@ -846,17 +854,31 @@ func (t *Task) place(o *output, rec framework.Record) error {
 	}
 	// Into a slot of the outbox one field at a time: copying a whole
 	// output costs a barrier on each of its pointers while the collector
-	// marks. The slot may hold an output taken before.
+	// marks. The slot may hold an output taken before, mostly of the same
+	// topic and input: the fields holding a topic or a timestamp's
+	// location are written only when they change.
 	if len(t.outbox) < cap(t.outbox) {
 		t.outbox = t.outbox[:len(t.outbox)+1]
 	} else {
 		t.outbox = append(t.outbox, Output{})
 	}
 	out := &t.outbox[len(t.outbox)-1]
-	out.Topic, out.Partition, out.From = o.topic, part, from
 	r := &out.Record
-	r.Key, r.Value, r.Headers, r.Timestamp = rec.Key, rec.Value, rec.Headers, rec.Timestamp
-	r.Topic, r.Partition, r.Offset = o.topic, part, 0
+	if out.Topic != o.topic {
+		out.Topic = o.topic
+	}
+	if r.Topic != o.topic {
+		r.Topic = o.topic
+	}
+	if out.From.Channel.Topic != from.Channel.Topic {
+		out.From.Channel.Topic = from.Channel.Topic
+	}
+	if r.Timestamp != rec.Timestamp {
+		r.Timestamp = rec.Timestamp
+	}
+	out.Partition, out.From.Channel.Partition, out.From.Offset = part, from.Channel.Partition, from.Offset
+	r.Key, r.Value, r.Headers = rec.Key, rec.Value, rec.Headers
+	r.Partition, r.Offset = part, 0
 	return nil
 }
 

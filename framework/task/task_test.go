@@ -374,15 +374,18 @@ func TestReleaseOutputsReusesOutputMemory(t *testing.T) {
 	assert.Zero(t, tk.StaleOutputs(), "outputs still held after a release")
 }
 
-// Every output names the record it came from, and one built without a
-// timestamp takes that record's, while records from two topics, with
-// timestamps in two locations, alternate.
+// Every output names the record it came from and the topic it goes to,
+// and one built without a timestamp takes that record's, while records
+// from two topics, with timestamps in two locations, and outputs to two
+// topics change from one round to the next. The outbox's slots are
+// reused (a round's outputs land where those of two rounds before did),
+// so the rounds are laid out for each slot to see every change.
 func TestOutputsTakeTheirRecordsOrigin(t *testing.T) {
 	topo, err := framework.NewBuilder("t").Processor("p", func() framework.Processor {
 		return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
-			return ctx.Forward(framework.Record{Value: rec.Value})
+			return ctx.Emit(string(rec.Value), framework.Record{Value: rec.Value})
 		})
-	}, framework.From("a", "b"), framework.To("out")).Build()
+	}, framework.From("a", "b"), framework.To("x"), framework.To("y")).Build()
 	require.NoError(t, err)
 	tk, err := task.New(task.Config{Topology: topo, Processor: "p", OutputPartitions: func(string) (int32, error) { return 1, nil }})
 	require.NoError(t, err)
@@ -391,17 +394,27 @@ func TestOutputsTakeTheirRecordsOrigin(t *testing.T) {
 	require.NoError(t, tk.Start())
 	base := time.Date(2026, 12, 4, 1, 0, 0, 0, time.UTC)
 	tokyo := time.FixedZone("JST", 9*3600)
-	for i := range 6 {
-		topic, ts := "a", base.Add(time.Duration(i)*time.Second)
-		if i%2 == 1 {
+	offsets := map[string]int64{}
+	for i := range 12 {
+		// Rounds two apart (the same outbox array) differ in input
+		// topic when i/2 changes parity, and in output topic when i/4
+		// does.
+		topic, ts, out := "a", base.Add(time.Duration(i)*time.Second), "x"
+		if i/2%2 == 1 {
 			topic, ts = "b", ts.In(tokyo)
 		}
-		rec := framework.Record{Topic: topic, Offset: int64(i / 2), Value: []byte("v"), Timestamp: ts}
+		if i/4%2 == 1 {
+			out = "y"
+		}
+		rec := framework.Record{Topic: topic, Offset: offsets[topic], Value: []byte(out), Timestamp: ts}
+		offsets[topic]++
 		require.NoError(t, tk.Receive(rec))
 		outs := tk.TakeOutputs()
 		require.Len(t, outs, 1)
-		assert.Equal(t, causal.Entry{Channel: causal.Channel{Topic: topic}, Offset: int64(i / 2)}, outs[0].From, "record %d", i)
-		assert.Equal(t, ts, outs[0].Record.Timestamp, "record %d", i)
-		assert.Equal(t, ts.Location(), outs[0].Record.Timestamp.Location(), "record %d", i)
+		assert.Equal(t, causal.Entry{Channel: causal.Channel{Topic: topic}, Offset: rec.Offset}, outs[0].From, "round %d", i)
+		assert.Equal(t, out, outs[0].Topic, "round %d", i)
+		assert.Equal(t, out, outs[0].Record.Topic, "round %d", i)
+		assert.Equal(t, ts, outs[0].Record.Timestamp, "round %d", i)
+		assert.Equal(t, ts.Location(), outs[0].Record.Timestamp.Location(), "round %d", i)
 	}
 }
