@@ -28,6 +28,13 @@ type pump struct {
 	// come from the same partition, and comparing the channel costs less
 	// than a map lookup. Reindexing the tasks clears it.
 	last *taskmgr.Route
+	// counted is the route whose records the pump is counting, and
+	// uncounted how many it took from there since it last added them to
+	// the route's records-in counter: one add a run of records from a
+	// channel, and at the end of each batch, instead of one a record. The
+	// counter is an atomic that every thread reading the topic shares.
+	counted   *taskmgr.Route
+	uncounted int
 	// time is when the pump last polled: the tasks' clock while they
 	// handle what that poll returned, so that a record costs no clock read
 	// of its own.
@@ -69,6 +76,7 @@ func (w *Worker) handlePolled() {
 		}
 		w.handle(&p.polled[i])
 	}
+	w.countRecordsIn()
 	// Not cleared now: the next batch writes over them, and clearing
 	// each batch would cost a second pass of write barriers a record
 	// while the collector marks.
@@ -98,7 +106,11 @@ func (w *Worker) handle(ev *consumerEvent) {
 		if r == nil {
 			return // no task reads it (any more)
 		}
-		r.RecordsIn.Inc()
+		if r != w.pump.counted {
+			w.countRecordsIn()
+			w.pump.counted = r
+		}
+		w.pump.uncounted++
 		w.touch(r.Tasks)
 		if w.tasks.Deliver(r, framework.Record(*m)) {
 			w.mustAbort = true
@@ -115,6 +127,15 @@ func (w *Worker) handle(ev *consumerEvent) {
 		w.fatalErr = fmt.Errorf("consumer: %w", ev.err)
 	case eventError:
 		w.log.Warn("consumer error", zap.Error(ev.err), zap.Stringer("class", classify(ev.err)))
+	}
+}
+
+// countRecordsIn adds the records taken from the counted route since the
+// last call to its counter.
+func (w *Worker) countRecordsIn() {
+	if p := &w.pump; p.uncounted > 0 {
+		p.counted.RecordsIn.Add(float64(p.uncounted))
+		p.uncounted = 0
 	}
 }
 

@@ -2,11 +2,15 @@ package runtime
 
 import (
 	"errors"
+	"sync/atomic"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/causeway-stream/causeway/causal"
 )
 
 // The pump leaves handled events in its batch's array for the next batch
@@ -27,4 +31,43 @@ func TestIdlePumpLetsGoOfHandledEvents(t *testing.T) {
 
 	w.handlePolled() // the consumer had nothing
 	assert.Equal(t, []consumerEvent{{}, {}, {}}, kept, "an idle pump still holds events it handled")
+}
+
+// The pump counts the records it takes from each input topic in runs, not
+// one at a time, and each topic's records-in counter has every record of
+// it the pump handled once each batch is handled, whichever channels the
+// batch mixed and wherever a run of one channel broke off.
+func TestRecordsInCountsEveryHandledRecordByTheEndOfEachBatch(t *testing.T) {
+	var poisoned atomic.Bool
+	topo, counts := twoReaders(t, &poisoned)
+	fake := newFakeKafka(t)
+	w := newFakeWorker(t, fake, topo, counts)
+	w.pump.batch = 4
+	recordsIn := func(topic string) float64 {
+		return testutil.ToFloat64(w.metrics.RecordsIn.WithLabelValues(topic))
+	}
+
+	var sent []causal.Channel // in the order the consumer hands them out
+	for _, run := range []struct {
+		ch causal.Channel
+		n  int
+	}{{in0, 5}, {side0, 3}, {in1, 1}, {side0, 2}, {in0, 6}} {
+		for range run.n {
+			fake.send(run.ch, "k")
+			sent = append(sent, run.ch)
+		}
+	}
+	handled := map[string]float64{}
+	for n := w.poll(); n > 0; n = w.poll() {
+		w.handlePolled()
+		require.NoError(t, w.fatalErr)
+		for _, ch := range sent[:n] {
+			handled[ch.Topic]++
+		}
+		sent = sent[n:]
+		assert.Equal(t, handled["in"], recordsIn("in"), "in, after a batch of %d", n)
+		assert.Equal(t, handled["side"], recordsIn("side"), "side, after a batch of %d", n)
+	}
+	assert.Empty(t, sent)
+	assert.Equal(t, map[string]float64{"in": 12, "side": 5}, handled)
 }
