@@ -14,7 +14,7 @@ STATE_KEYS ?= 1000000,5000000
 # librdkafka or franz (pure Go).
 CLIENT   ?= librdkafka
 
-.PHONY: help run run-orders test test-purego chromium test-browser test-short lint bench bench-state fuzz tidy
+.PHONY: help run run-orders test test-purego chromium test-browser test-short lint bench bench-state bench-instructions fuzz tidy
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -67,6 +67,21 @@ bench: ## Micro benchmarks of the causal core, then the end-to-end comparison on
 
 bench-state: ## State on disk against state in memory at 1M and 5M keys: processing, memory, restarts, restores (about 10 minutes); results in bench-results/.
 	$(GO) run ./internal/statebench -keys $(STATE_KEYS) -out bench-results
+
+bench-instructions: ## Instructions a record of the task's path (BenchmarkPassThrough) under callgrind, which do not scatter as timings do; needs valgrind.
+	@command -v valgrind >/dev/null || { echo "bench-instructions needs valgrind (apt-get install valgrind)"; exit 1; }
+	@$(GO) test -c -o bench-task.test ./framework/task/
+	@# The difference of two run lengths leaves out the set-up; one P and no
+	@# preemption signals keep callgrind deterministic.
+	@for b in gate-on/same-clock gate-on/moving-clock gate-off/same-clock; do \
+		for gc in off 100; do \
+			for n in 100000 300000; do \
+				GODEBUG=asyncpreemptoff=1 GOMAXPROCS=1 GOGC=$$gc valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+					./bench-task.test -test.run '^$$' -test.bench "PassThrough/$$b" -test.benchtime $${n}x 2>&1 \
+					| awk '/Collected/ {print $$4}'; \
+			done | paste -sd' ' | awk -v b=$$b -v gc=$$gc '{printf "%-22s GOGC=%-3s %7.0f instructions a record\n", b, gc, ($$2-$$1)/200000}'; \
+		done; \
+	done; rm -f bench-task.test
 
 fuzz: ## Fuzz the clock decoder for a minute.
 	$(GO) test -run '^$$' -fuzz FuzzDecodeClock -fuzztime 60s ./causal/
