@@ -68,7 +68,7 @@ bench: ## Micro benchmarks of the causal core, then the end-to-end comparison on
 bench-state: ## State on disk against state in memory at 1M and 5M keys: processing, memory, restarts, restores (about 10 minutes); results in bench-results/.
 	$(GO) run ./internal/statebench -keys $(STATE_KEYS) -out bench-results
 
-bench-instructions: ## Instructions a record of the task's path (BenchmarkPassThrough) under callgrind, which do not scatter as timings do; needs valgrind.
+bench-instructions: ## Instructions a record of the task's path (BenchmarkPassThrough) under callgrind: with the collector off they do not scatter as timings do; needs valgrind.
 	@command -v valgrind >/dev/null || { echo "bench-instructions needs valgrind (apt-get install valgrind)"; exit 1; }
 	@$(GO) test -c -o bench-task.test ./framework/task/
 	@# The difference of two run lengths leaves out the set-up; one P and no
