@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"slices"
 	"strings"
 
@@ -57,6 +58,23 @@ type target struct {
 	IntervalLow  float64 `json:"interval_low"`
 	IntervalHigh float64 `json:"interval_high"`
 	Settled      bool    `json:"settled"`
+	// meets is the goal as a test of a value.
+	meets func(float64) bool
+}
+
+// shown is the target's value as the report prints it: two decimals, or
+// as many more (up to four) as it takes for the printed value to meet the
+// goal exactly when the value does. A ratio of 0.898 against a goal of at
+// least 0.90 reads 0.898, not a missed 0.90.
+func (t target) shown() string {
+	s := strconv.FormatFloat(t.Value, 'f', 2, 64)
+	for prec := 3; prec <= 4 && t.meets != nil; prec++ {
+		if printed, err := strconv.ParseFloat(s, 64); err == nil && t.meets(printed) == t.Met {
+			break
+		}
+		s = strconv.FormatFloat(t.Value, 'f', prec, 64)
+	}
+	return s
 }
 
 // bootstrapResamples is how many resamplings an interval is drawn from.
@@ -222,7 +240,7 @@ func targets(results []result, sizes []int) []target {
 				continue
 			}
 			v := sp.cmp(median(xa), median(xb))
-			t := target{What: fmt.Sprintf("%dB: %s", size, sp.what), Value: v, Goal: sp.goal, Met: sp.met(v)}
+			t := target{What: fmt.Sprintf("%dB: %s", size, sp.what), Value: v, Goal: sp.goal, Met: sp.met(v), meets: sp.met}
 			t.RoundMedian, t.RoundMin, t.RoundMax, t.Rounds = perRound(results, sp.a, sp.b, size, sp.f, sp.cmp)
 			t.IntervalLow, t.IntervalHigh = medianInterval(xa, xb, sp.cmp, uint64(size*len(specs)+i))
 			t.Settled = sp.met(t.IntervalLow) == t.Met && sp.met(t.IntervalHigh) == t.Met
@@ -324,8 +342,8 @@ func report(o options, results []result) error {
 		if !t.Settled {
 			verdict += ", not settled"
 		}
-		fmt.Fprintf(&b, "| %s | %.2f | %s | %s | %.2f – %.2f | %.2f | %.2f – %.2f |\n",
-			t.What, t.Value, t.Goal, verdict, t.IntervalLow, t.IntervalHigh, t.RoundMedian, t.RoundMin, t.RoundMax)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.2f – %.2f | %.2f | %.2f – %.2f |\n",
+			t.What, t.shown(), t.Goal, verdict, t.IntervalLow, t.IntervalHigh, t.RoundMedian, t.RoundMin, t.RoundMax)
 	}
 	if err := os.WriteFile(filepath.Join(o.out, "e2e.md"), []byte(b.String()), 0o644); err != nil {
 		return err
