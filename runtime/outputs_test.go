@@ -48,12 +48,7 @@ func testOutputStamps(t *testing.T, settleLate bool) {
 	for _, m := range outs {
 		from, err := strconv.ParseInt(string(m.Value), 10, 64)
 		require.NoError(t, err)
-		var stamp []byte
-		for _, h := range m.Headers {
-			if h.Key == causal.HeaderKey {
-				stamp = h.Value
-			}
-		}
+		stamp, _ := framework.Record(*m).Header(causal.HeaderKey)
 		clock, err := causal.DecodeClock(stamp)
 		require.NoError(t, err, "the stamp of the output of %d", from)
 		if got, _ := clock.Get(in); got != from {

@@ -411,10 +411,9 @@ func (c *franzConsumer) take(a *franzAhead, max int, batch *[]consumerEvent) int
 	for _, r := range recs {
 		if r.Attrs.IsControl() {
 			*batch = append(*batch, consumerEvent{kind: eventPosition, msg: message{Topic: topic, Partition: partition, Offset: r.Offset + 1}})
-			r.Recycle()
-			continue
+		} else {
+			setRecordEvent(nextEvent(batch), topic, partition, r)
 		}
-		setRecordEvent(nextEvent(batch), topic, partition, r)
 		r.Recycle()
 	}
 	return n + len(recs)
