@@ -722,6 +722,9 @@ func (t *Task) process(rec framework.Record) error {
 			return err
 		}
 	}
+	if len(t.schedules) == 0 {
+		return nil // no call per record for a processor that schedules nothing
+	}
 	return t.punctuate(framework.StreamTime, t.stream)
 }
 
@@ -910,13 +913,26 @@ func (t *Task) appendStamp(output string) ([]byte, error) {
 // withClock returns hs without any clock header and with clock appended, in
 // a list carved from the header slab; hs itself is never written.
 func (t *Task) withClock(hs []framework.Header, clock []byte) []framework.Header {
+	s := &t.headerSlabs
+	if len(hs) == 0 || len(hs) == 1 && hs[0].Key == causal.HeaderKey {
+		// The common case, a record whose only header is its clock: the
+		// list is the new clock alone.
+		s.room(1)
+		at := len(s.cur)
+		s.cur = s.cur[:at+1]
+		h := &s.cur[at]
+		if h.Key != causal.HeaderKey {
+			h.Key = causal.HeaderKey
+		}
+		h.Value = clock
+		return s.cur[at : at+1 : at+1]
+	}
 	n := 1
 	for _, h := range hs {
 		if h.Key != causal.HeaderKey {
 			n++
 		}
 	}
-	s := &t.headerSlabs
 	s.room(n)
 	at := len(s.cur)
 	// Lengthened in place, not appended to one header at a time: that

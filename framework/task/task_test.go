@@ -374,6 +374,65 @@ func TestReleaseOutputsReusesOutputMemory(t *testing.T) {
 	assert.Zero(t, tk.StaleOutputs(), "outputs still held after a release")
 }
 
+// An output's headers are its record's, less any clock header, with its
+// stamp last, whatever headers the outputs carved from the same memory
+// before it had: the header lists are reused after each release, and a
+// record whose only header is its clock (or that has none) takes a
+// shorter way to its list than one with other headers.
+func TestOutputHeadersAcrossReuse(t *testing.T) {
+	topo, err := framework.NewBuilder("t").Processor("p", func() framework.Processor {
+		return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error { return ctx.Forward(rec) })
+	}, framework.From("in"), framework.To("out")).Build()
+	require.NoError(t, err)
+	tk, err := task.New(task.Config{Topology: topo, Processor: "p", OutputPartitions: func(string) (int32, error) { return 1, nil }})
+	require.NoError(t, err)
+	require.NoError(t, tk.Seed("in", 0))
+	require.NoError(t, tk.Start())
+	upstream, err := causal.NewClock(causal.Entry{Channel: causal.Channel{Topic: "up"}, Offset: 0})
+	require.NoError(t, err)
+	clock := framework.Header{Key: causal.HeaderKey, Value: causal.EncodeClock(upstream)}
+	trace := framework.Header{Key: "trace", Value: []byte("t-1")}
+	span := framework.Header{Key: "span", Value: []byte("s-1")}
+	// Each round runs after a release, so its list lands where the one
+	// before it was.
+	rounds := []struct {
+		name string
+		in   []framework.Header
+		want []string // the output's header keys, the stamp last
+	}{
+		{"two others and a clock", []framework.Header{trace, clock, span}, []string{"trace", "span", causal.HeaderKey}},
+		{"the clock alone", []framework.Header{clock}, []string{causal.HeaderKey}},
+		{"one other", []framework.Header{trace}, []string{"trace", causal.HeaderKey}},
+		{"none", nil, []string{causal.HeaderKey}},
+		{"a clock before another", []framework.Header{clock, span}, []string{"span", causal.HeaderKey}},
+		{"the clock alone again", []framework.Header{clock}, []string{causal.HeaderKey}},
+	}
+	var first *framework.Header
+	for i, r := range rounds {
+		require.NoError(t, tk.Receive(framework.Record{Topic: "in", Offset: int64(i), Value: []byte("v"), Headers: r.in}), r.name)
+		outs := tk.TakeOutputs()
+		require.Len(t, outs, 1, r.name)
+		hs := outs[0].Record.Headers
+		var keys []string
+		for _, h := range hs {
+			keys = append(keys, h.Key)
+		}
+		require.Equal(t, r.want, keys, r.name)
+		for _, h := range hs[:len(hs)-1] {
+			assert.Equal(t, map[string]string{"trace": "t-1", "span": "s-1"}[h.Key], string(h.Value), "%s: header %s", r.name, h.Key)
+		}
+		stamp, err := causal.DecodeClock(hs[len(hs)-1].Value)
+		require.NoError(t, err, r.name)
+		got, _ := stamp.Get(causal.Channel{Topic: "in"})
+		assert.Equal(t, int64(i), got, "%s: the stamp's claim on the input", r.name)
+		if first == nil {
+			first = &hs[0]
+		}
+		assert.Same(t, first, &hs[0], "%s: the list is not carved where the first was, so nothing here is reused", r.name)
+		tk.ReleaseOutputs()
+	}
+}
+
 // Every output names the record it came from and the topic it goes to,
 // and one built without a timestamp takes that record's, while records
 // from two topics, with timestamps in two locations, and outputs to two
