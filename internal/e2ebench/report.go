@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -18,6 +17,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/causeway-stream/causeway/internal/benchfmt"
 )
 
 // summary is the median of every measure over the runs of one
@@ -62,20 +63,9 @@ type target struct {
 	meets func(float64) bool
 }
 
-// shown is the target's value as the report prints it: two decimals, or
-// as many more (up to four) as it takes for the printed value to meet the
-// goal exactly when the value does. A ratio of 0.898 against a goal of at
-// least 0.90 reads 0.898, not a missed 0.90.
-func (t target) shown() string {
-	s := strconv.FormatFloat(t.Value, 'f', 2, 64)
-	for prec := 3; prec <= 4 && t.meets != nil; prec++ {
-		if printed, err := strconv.ParseFloat(s, 64); err == nil && t.meets(printed) == t.Met {
-			break
-		}
-		s = strconv.FormatFloat(t.Value, 'f', prec, 64)
-	}
-	return s
-}
+// shown is the target's value as the report prints it, with the decimals
+// that show which side of the goal it lies on (benchfmt.Value).
+func (t target) shown() string { return benchfmt.Value(t.Value, t.meets) }
 
 // bootstrapResamples is how many resamplings an interval is drawn from.
 const bootstrapResamples = 4000
