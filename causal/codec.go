@@ -171,6 +171,11 @@ type rawGroup struct {
 	// start and end bound the group's bytes in the header, from its name's
 	// length to its last offset.
 	start, end int
+	// kept marks a group decodeRawAfter did not decode again: it has the
+	// same bytes, in the same place, as a group of the header before, so
+	// it is well formed and claims what that group claimed. Its entries
+	// are not listed (from == to).
+	kept bool
 }
 
 // decodeRaw validates an encoded clock and appends its topics to groups and
@@ -190,6 +195,41 @@ func decodeRaw(b []byte, groups []rawGroup, parts []partOffset) ([]rawGroup, []p
 	return decodeRawChecked(b, groups[:g0], parts[:p0])
 }
 
+// decodeRawAfter is decodeRaw for b, the header that follows last on its
+// channel, where last is a header decodeRaw accepted and lastGroups are its
+// groups' places. The leading groups b has byte for byte where last had
+// them, after the same version and group count, are not decoded again:
+// they are listed as kept, with their names and places but no entries.
+// Upstream stamps mostly change in one group from one record to the next,
+// so most of a header is skipped. What follows the kept groups is decoded
+// as decodeRaw would, and b is refused exactly when decodeRaw refuses it.
+func decodeRawAfter(b, last []byte, lastGroups []span, groups []rawGroup, parts []partOffset) ([]rawGroup, []partOffset, error) {
+	kept := 0
+	if len(lastGroups) > 0 && len(b) > 2 && len(last) > 2 && lastGroups[0].start == 2 && string(b[:2]) == string(last[:2]) {
+		// The same version and one-byte group count; then each group in
+		// turn, while it has the same bytes in the same place.
+		for _, g := range lastGroups {
+			if g.end > len(b) || b[g.start] >= 0x80 || string(b[g.start:g.end]) != string(last[g.start:g.end]) {
+				break
+			}
+			kept++
+		}
+	}
+	if kept == 0 {
+		return decodeRaw(b, groups, parts)
+	}
+	g0, p0 := len(groups), len(parts)
+	var name []byte
+	for _, g := range lastGroups[:kept] {
+		name = b[g.start+1 : g.start+1+int(b[g.start])]
+		groups = append(groups, rawGroup{name: name, from: len(parts), to: len(parts), start: g.start, end: g.end, kept: true})
+	}
+	if groups, parts, ok := scanGroups(b, groups, parts, int(b[1]), kept, lastGroups[kept-1].end, name); ok {
+		return groups, parts, nil
+	}
+	return decodeRaw(b, groups[:g0], parts[:p0])
+}
+
 // scanRaw decodes b as decodeRawChecked does when b is well formed and its
 // group count, name lengths, entry counts and partition gaps each fit in
 // one byte, its names are sorted and each offset takes at most nine bytes.
@@ -199,11 +239,15 @@ func scanRaw(b []byte, groups []rawGroup, parts []partOffset) ([]rawGroup, []par
 	if len(b) < 2 || b[0] != EncodingVersion || b[1] >= 0x80 {
 		return groups, parts, false
 	}
+	return scanGroups(b, groups, parts, int(b[1]), 0, 2, nil)
+}
+
+// scanGroups is scanRaw from group g of count on, which starts at byte p
+// of b; prev is the name of the group before it.
+func scanGroups(b []byte, groups []rawGroup, parts []partOffset, count, g, p int, prev []byte) ([]rawGroup, []partOffset, bool) {
 	// No count needs a bound here: each group and entry takes bytes, so a
 	// count too large for b runs out of them.
-	count, p := int(b[1]), 2
-	var prev []byte
-	for g := 0; g < count; g++ {
+	for ; g < count; g++ {
 		start := p
 		if p >= len(b) {
 			return groups, parts, false

@@ -457,10 +457,12 @@ func (n *Node[P]) ReceiveNow(ch Channel, off int64, header []byte, present, reje
 // raises). It also comes first out of the channel's queue, and so is
 // delivered only once the frontiers cover those entries; frontiers never go
 // down, so they cover them for this record too. A header equal to the last
-// one as a whole is not even decoded, as it decoded then, unless the
-// channel's claims are checked against ends (CheckClaims). Upstream stamps
-// mostly change in one group from one record to the next (the frontier of
-// the input the upstream task read), so most groups are skipped.
+// one as a whole is not even decoded, as it decoded then, and the groups
+// before the first that differs are not decoded again (decodeRawAfter),
+// unless the channel's claims are checked against ends (CheckClaims).
+// Upstream stamps mostly change in one group from one record to the next
+// (the frontier of the input the upstream task read), so most groups are
+// skipped.
 func (n *Node[P]) receiveHeader(ch Channel, off int64, header []byte, present, mayDeliver bool, payload P) (taken, now bool, err error) {
 	idx, fresh, err := n.admit(ch, off)
 	if !fresh || err != nil {
@@ -473,7 +475,12 @@ func (n *Node[P]) receiveHeader(ch Channel, off int64, header []byte, present, m
 	}
 	same := present && !n.topics[cs.tid].checked && len(prev.last) > 0 && string(header) == string(prev.last)
 	if present && !same {
-		n.rawGroups, n.rawParts, err = decodeRaw(header, n.rawGroups[:0], n.rawParts[:0])
+		if n.topics[cs.tid].checked {
+			// Every claim is checked against the ends: decoded in full.
+			n.rawGroups, n.rawParts, err = decodeRaw(header, n.rawGroups[:0], n.rawParts[:0])
+		} else {
+			n.rawGroups, n.rawParts, err = decodeRawAfter(header, prev.last, prev.lastGroups, n.rawGroups[:0], n.rawParts[:0])
+		}
 		if err != nil {
 			return false, false, &ClockError{Channel: ch, Offset: off, Err: err}
 		}
@@ -490,6 +497,9 @@ func (n *Node[P]) receiveHeader(ch Channel, off int64, header []byte, present, m
 	if present && !same {
 		feeds := n.topics[cs.tid].feeds
 		for i, g := range n.rawGroups {
+			if g.kept {
+				continue // the same bytes in the same place as in prev's header
+			}
 			if i < len(prev.lastGroups) {
 				if was := prev.lastGroups[i]; string(header[g.start:g.end]) == string(prev.last[was.start:was.end]) {
 					continue
