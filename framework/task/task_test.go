@@ -290,10 +290,10 @@ func TestOutputPlacement(t *testing.T) {
 	}
 }
 
-// An output's stamp and header list stay as they were until ReleaseOutputs
-// after the output was taken; from then on the next outputs are carved
-// from the same memory, and carving them allocates nothing.
-func TestReleaseOutputsReusesOutputMemory(t *testing.T) {
+// forwardingTask is a started task of a processor that forwards every
+// record of topic in to topic out, of one partition.
+func forwardingTask(t *testing.T) *task.Task {
+	t.Helper()
 	topo, err := framework.NewBuilder("t").Processor("p", func() framework.Processor {
 		return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error { return ctx.Forward(rec) })
 	}, framework.From("in"), framework.To("out")).Build()
@@ -302,6 +302,14 @@ func TestReleaseOutputsReusesOutputMemory(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, tk.Seed("in", 0))
 	require.NoError(t, tk.Start())
+	return tk
+}
+
+// An output's stamp and header list stay as they were until ReleaseOutputs
+// after the output was taken; from then on the next outputs are carved
+// from the same memory, and carving them allocates nothing.
+func TestReleaseOutputsReusesOutputMemory(t *testing.T) {
+	tk := forwardingTask(t)
 	recs := make([]framework.Record, 5000)
 	for i := range recs {
 		recs[i] = in(int64(i), "v")
@@ -380,14 +388,7 @@ func TestReleaseOutputsReusesOutputMemory(t *testing.T) {
 // record whose only header is its clock (or that has none) takes a
 // shorter way to its list than one with other headers.
 func TestOutputHeadersAcrossReuse(t *testing.T) {
-	topo, err := framework.NewBuilder("t").Processor("p", func() framework.Processor {
-		return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error { return ctx.Forward(rec) })
-	}, framework.From("in"), framework.To("out")).Build()
-	require.NoError(t, err)
-	tk, err := task.New(task.Config{Topology: topo, Processor: "p", OutputPartitions: func(string) (int32, error) { return 1, nil }})
-	require.NoError(t, err)
-	require.NoError(t, tk.Seed("in", 0))
-	require.NoError(t, tk.Start())
+	tk := forwardingTask(t)
 	upstream, err := causal.NewClock(causal.Entry{Channel: causal.Channel{Topic: "up"}, Offset: 0})
 	require.NoError(t, err)
 	clock := framework.Header{Key: causal.HeaderKey, Value: causal.EncodeClock(upstream)}
