@@ -43,7 +43,9 @@ type Config struct {
 	// the embedded broker instead. Flag --bootstrap-servers, env
 	// CAUSEWAY_BOOTSTRAP_SERVERS.
 	BootstrapServers string
-	// CommitInterval is how often the worker commits a transaction.
+	// CommitInterval is how often the worker commits a transaction. A
+	// commit that falls due while the consumer still hands out records it
+	// has fetched waits for them, up to a tenth of the interval.
 	// Default 100ms. Flag --commit-interval, env CAUSEWAY_COMMIT_INTERVAL.
 	CommitInterval time.Duration
 	// StateDir holds the worker's instance id, its tasks' stores on disk

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
@@ -70,4 +71,34 @@ func TestRecordsInCountsEveryHandledRecordByTheEndOfEachBatch(t *testing.T) {
 	}
 	assert.Empty(t, sent)
 	assert.Equal(t, map[string]float64{"in": 12, "side": 5}, handled)
+}
+
+// A due commit waits while the consumer hands out full batches, which say
+// it has more records ready, but never past a tenth of the interval; a
+// batch that is not full, or none, lets it go ahead at once.
+func TestCommitDueWaitsForReadyRecordsUpToATenthOfTheInterval(t *testing.T) {
+	const batch = 512
+	w := &Worker{cfg: Config{CommitInterval: 100 * time.Millisecond}}
+	w.pump.batch = batch
+	next := time.Unix(1_700_000_000, 0)
+	for _, c := range []struct {
+		name   string
+		over   time.Duration // how far past next the pump is
+		polled int
+		want   bool
+	}{
+		{"not due, full batch", -time.Millisecond, batch, false},
+		{"not due, batch not full", -time.Millisecond, 3, false},
+		{"due, batch not full", 0, batch - 1, true},
+		{"due, nothing polled", 0, 0, true},
+		{"due, full batch", 0, batch, false},
+		{"overdue within the tenth, full batch", 9 * time.Millisecond, batch, false},
+		{"overdue by the tenth, full batch", 10 * time.Millisecond, batch, true},
+		{"overdue past the tenth, full batch", 50 * time.Millisecond, batch, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w.pump.time = next.Add(c.over)
+			assert.Equal(t, c.want, w.commitDue(next, c.polled))
+		})
+	}
 }

@@ -410,7 +410,7 @@ func (w *Worker) run() {
 		if sinceCheck += n; n == 0 || sinceCheck >= eventsPerCheck {
 			sinceCheck = 0
 		}
-		if w.fatalErr == nil && !w.pump.time.Before(nextCommit) {
+		if w.fatalErr == nil && w.commitDue(nextCommit, n) {
 			w.tick()
 			nextCommit = w.now().Add(w.cfg.CommitInterval)
 		}
@@ -422,6 +422,23 @@ func (w *Worker) run() {
 			return
 		}
 	}
+}
+
+// commitDue reports whether the pump commits now, the last poll having
+// handed it polled events: once the commit interval is up (next), unless
+// that poll filled the pump's batch and the commit is less than a tenth of
+// the interval overdue. A full batch says the consumer has more records
+// ready, already fetched; handling them first puts them in the
+// transaction about to close, where committing in the middle of them
+// would leave them to wait a whole interval for the next. Past the tenth,
+// the commit goes ahead however much is ready, so that a backlog delays
+// no commit by more than that.
+func (w *Worker) commitDue(next time.Time, polled int) bool {
+	over := w.pump.time.Sub(next)
+	if over < 0 {
+		return false
+	}
+	return polled < w.pump.batch || over >= w.cfg.CommitInterval/10
 }
 
 func (w *Worker) tick() {
