@@ -608,20 +608,24 @@ type franzProducer struct {
 	group   string
 	promise func(*kgo.Record, error)
 
-	// records is the slab the records produced are carved from; kgo holds
-	// a record until it has run its promise. The slabs filled since the
-	// last recycle wait in used. Once every record produced has had its
-	// promise run (as after a commit or an abort, which flush), they go to
-	// spare, to be written over instead of allocated again: a record slab
-	// is most of what the producer allocates. produced counts the records
-	// produced (the pump's alone), and finished those whose promise ran
-	// (the promises' alone), so that a record costs the pump no atomic
-	// operation.
-	records  []kgo.Record
-	used     [][]kgo.Record
-	spare    [][]kgo.Record
+	// cur is the slab the records produced are carved from; kgo holds a
+	// record until it has run its promise. A full slab is sealed and
+	// comes back, through done, once the promises of all its records have
+	// run, to be written over instead of allocated again: a record slab is
+	// most of what the producer allocates, and one written over soon after
+	// kgo let go of it is still in the processor's caches. taken counts
+	// the slabs cur was given since the last commit or abort. produced
+	// counts the records produced (the pump's alone), and finished those
+	// whose promise ran (the promises' alone), so that a record costs the
+	// pump no atomic operation.
+	cur      *recordSlab
+	taken    int
 	produced int64
 	finished atomic.Int64
+	// doneMu guards done, the sealed slabs whose records kgo is done with,
+	// which the promises add to.
+	doneMu sync.Mutex
+	done   []*recordSlab
 	// sent counts the records of the open transaction, and offsetsAdded
 	// says its offsets were added.
 	sent         int
@@ -639,11 +643,26 @@ type franzProducer struct {
 // (about 160 KB), and maxSpareSlabs how many slabs the producer keeps for
 // reuse at most: about 16 MB, a transaction of 100,000 records, what a
 // thread producing a million records a second sends between two commits
-// at the default interval.
+// at the default interval, should kgo hold on to all of them.
 const (
 	recordSlabLen = 1024
 	maxSpareSlabs = 96
 )
+
+// recordSlab is a slab of produced records, and the context each of them
+// carries: kgo hands a record's Context through untouched (it fills in
+// only a nil one), so the promise finds the slab of the record it
+// finishes without a lookup, and a slot keeps it from one use to the
+// next. As a context it is context.Background().
+type recordSlab struct {
+	context.Context
+	records []kgo.Record
+	// pending is how many of the records carved from the slab kgo has not
+	// run the promise of, less the number carved until the slab is sealed:
+	// each promise subtracts one, and sealing adds the number carved. The
+	// promise or the seal that brings it to zero hands the slab back.
+	pending atomic.Int64
+}
 
 func (p *franzProducer) InitTransactions(ctx context.Context) error {
 	// kgo initialises the producer id on first use: ask for it now, so
@@ -663,11 +682,12 @@ func (p *franzProducer) BeginTransaction() error {
 }
 
 func (p *franzProducer) Produce(m *message) error {
-	if len(p.records) == cap(p.records) {
+	if p.cur == nil || len(p.cur.records) == cap(p.cur.records) {
 		p.nextSlab()
 	}
-	p.records = p.records[:len(p.records)+1]
-	r := &p.records[len(p.records)-1]
+	s := p.cur
+	s.records = s.records[:len(s.records)+1]
+	r := &s.records[len(s.records)-1]
 	// Every field, as the slot may hold a record kgo finished with
 	// (TestFranzRecordFields fails when kgo adds one). One at a time, and
 	// those holding pointers only when they change: copying a whole
@@ -680,8 +700,8 @@ func (p *franzProducer) Produce(m *message) error {
 	if r.Topic != m.Topic {
 		r.Topic = m.Topic
 	}
-	if r.Context != nil {
-		r.Context = nil
+	if r.Context != context.Context(s) {
+		r.Context = s
 	}
 	r.Partition, r.Attrs, r.ProducerEpoch, r.ProducerID, r.LeaderEpoch, r.Offset = m.Partition, kgo.RecordAttrs{}, 0, 0, 0, 0
 	p.produced++
@@ -690,19 +710,28 @@ func (p *franzProducer) Produce(m *message) error {
 	return nil
 }
 
-// nextSlab puts the full slab with those waiting for their records'
-// promises and takes a spare one, or a new one if none is spare.
+// nextSlab seals the full current slab and takes one kgo is done with, or
+// a new one if none is. A sealed slab whose promises have all run already
+// is taken again at once.
 func (p *franzProducer) nextSlab() {
-	if p.records != nil {
-		p.used = append(p.used, p.records)
+	p.taken++
+	if s := p.cur; s != nil {
+		if s.pending.Add(int64(len(s.records))) == 0 {
+			s.records = s.records[:0]
+			return
+		}
 	}
-	if n := len(p.spare); n > 0 {
-		p.records = p.spare[n-1][:0]
-		p.spare[n-1] = nil
-		p.spare = p.spare[:n-1]
+	p.doneMu.Lock()
+	if n := len(p.done); n > 0 {
+		p.cur = p.done[n-1]
+		p.done[n-1] = nil
+		p.done = p.done[:n-1]
+		p.doneMu.Unlock()
+		p.cur.records = p.cur.records[:0]
 		return
 	}
-	p.records = make([]kgo.Record, 0, recordSlabLen)
+	p.doneMu.Unlock()
+	p.cur = &recordSlab{Context: context.Background(), records: make([]kgo.Record, 0, recordSlabLen)}
 }
 
 // Released reports whether kgo has run the promise of every record
@@ -712,37 +741,46 @@ func (p *franzProducer) Released() bool { return p.outstanding() == 0 }
 // outstanding is how many records produced kgo has not run the promise of.
 func (p *franzProducer) outstanding() int64 { return p.produced - p.finished.Load() }
 
-// recycle makes the used slabs spare once kgo has run the promise of every
-// record produced; those beyond maxSpareSlabs are let go.
-//
-// It keeps no more spare slabs than the last transactions filled, so that
-// a producer whose load fell lets go of what it no longer needs.
+// recycle, once kgo has run the promise of every record produced, empties
+// the current slab for the next transaction and lets go of the slabs done
+// beyond what the last transaction took and maxSpareSlabs, so that a
+// producer whose load fell does not keep what it no longer needs.
 func (p *franzProducer) recycle() {
 	if p.outstanding() != 0 {
 		return
 	}
-	filled := len(p.used)
-	for _, slab := range p.used {
-		if len(p.spare) < maxSpareSlabs {
-			p.spare = append(p.spare, slab)
-		}
+	if s := p.cur; s != nil {
+		// Not sealed: its promises took its count below zero.
+		s.pending.Store(0)
+		s.records = s.records[:0]
 	}
-	clear(p.used)
-	p.used = p.used[:0]
-	if n := filled + 1; len(p.spare) > n {
-		clear(p.spare[n:])
-		p.spare = p.spare[:n]
+	p.doneMu.Lock()
+	if n := min(p.taken+1, maxSpareSlabs); len(p.done) > n {
+		clear(p.done[n:])
+		p.done = p.done[:n]
 	}
+	p.doneMu.Unlock()
+	p.taken = 0
 }
 
-// delivered is every record's promise.
+// delivered is every record's promise. What it reads of r comes first:
+// once r's slab is handed back, the pump may write over r.
 func (p *franzProducer) delivered(r *kgo.Record, err error) {
-	// Counted last, once the promise is done with r.
-	defer p.finished.Add(1)
-	if err == nil {
-		return
+	if err != nil {
+		p.refuse(r, franzError(err))
 	}
-	err = franzError(err)
+	if s, ok := r.Context.(*recordSlab); ok && s.pending.Add(-1) == 0 {
+		p.doneMu.Lock()
+		p.done = append(p.done, s)
+		p.doneMu.Unlock()
+	}
+	// Counted last: Released says kgo is done with every record, slabs
+	// included.
+	p.finished.Add(1)
+}
+
+// refuse notes r, which Kafka refused with err.
+func (p *franzProducer) refuse(r *kgo.Record, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.failed == nil {
