@@ -11,9 +11,10 @@ import (
 )
 
 // Tasks carve their outputs' stamps and header lists from slabs they write
-// over once the worker releases them (task.Task.ReleaseOutputs), which it
-// does only after a commit, when the producer holds on to none of them.
-// The fake, like kgo, keeps the bytes it was handed until the commit: a
+// over once the worker releases them (task.Task.ReleaseOutputs after a
+// commit, task.Task.ReuseCarved after each batch), which it does only when
+// the producer holds on to none of them (Released). The fake, unlike the
+// worker's clients, keeps the bytes it was handed until the commit: a
 // release any earlier would change the stamps it commits. Every output of
 // a pass-through processor must carry exactly the offset of the record it
 // came from, over several commits of several poll batches each; and with

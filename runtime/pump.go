@@ -183,15 +183,21 @@ func (w *Worker) stream() {
 	w.pump.touched = touched[:0]
 }
 
-// streamFrom produces the outputs of the running tasks among touched.
+// streamFrom produces the outputs of the running tasks among touched. A
+// task whose outputs the producer has copied what it keeps of writes its
+// next ones over the same memory (task.Task.ReuseCarved).
 func (w *Worker) streamFrom(touched []*taskmgr.Task) {
 	for _, rt := range touched {
 		if rt.State != StateRunning || rt.T == nil {
 			continue
 		}
-		if _, err := w.sendOutputs(rt); err != nil {
+		sound, err := w.sendOutputs(rt)
+		if err != nil {
 			w.onCommitError(err)
 			return
+		}
+		if sound && w.producer.client.Released() {
+			rt.T.ReuseCarved()
 		}
 	}
 }

@@ -118,9 +118,10 @@ type producerClient interface {
 	InitTransactions(ctx context.Context) error
 	BeginTransaction() error
 	// Produce queues m into the open transaction, waiting for room when
-	// the local queue is full. m may be reused once it returns; the key,
-	// value and header list it points to stay unchanged until the
-	// transaction ends (a client may send them later, as they are).
+	// the local queue is full. m may be reused once it returns; the key
+	// and value it points to stay unchanged until the transaction ends (a
+	// client may send them later, as they are), and its header list, with
+	// the header values, until Released reports true.
 	Produce(m *message) error
 	SendOffsetsToTransaction(ctx context.Context, offsets map[causal.Channel]int64, md groupMetadata) error
 	CommitTransaction(ctx context.Context) error
@@ -129,10 +130,10 @@ type producerClient interface {
 	AbortTransaction(ctx context.Context) error
 	// FatalError is the producer's fatal error, if it has one.
 	FatalError() error
-	// Released reports whether the client holds on to no key, value or
-	// header list of the records produced so far: it copied each, or it
+	// Released reports whether the client holds on to no header list (or
+	// header value) of the records produced so far: it copied each, or it
 	// is done with each (their outcomes are known). The worker then lets
-	// its tasks write over the memory of their outputs.
+	// its tasks write over the memory of the headers they emitted.
 	Released() bool
 	// Watch makes the producer keep, until Refused, the records of this
 	// and later transactions that the broker refuses (see refusals).

@@ -55,22 +55,15 @@ func (franzTransport) pollBatch() int { return 512 }
 
 // kgo's record header and the framework's are the same struct: the
 // conversion below compiles only while their fields are alike in name,
-// type and order, which makes their layouts alike too. So a list of one
-// is viewed as a list of the other instead of copied, both ways: a fetched
-// record's headers go to the task as they are, and an output's go to kgo.
-// Neither side writes a list it was handed while the other may read it
-// (the task carves the lists it makes from slabs it writes over only once
-// the producer has released them, and kgo only reads a record's).
+// type and order, which makes their layouts alike too. So a fetched
+// record's header list is viewed as the framework's instead of copied,
+// and goes to the task as it is (kgo does not write it). An output's
+// headers go the other way by copy (recordSlab.copyHeaders).
 var _ = framework.Header(kgo.RecordHeader{})
 
 // frameworkHeaders views hs as the framework's headers.
 func frameworkHeaders(hs []kgo.RecordHeader) []framework.Header {
 	return unsafe.Slice((*framework.Header)(unsafe.Pointer(unsafe.SliceData(hs))), len(hs))
-}
-
-// franzHeaders views hs as kgo's record headers.
-func franzHeaders(hs []framework.Header) []kgo.RecordHeader {
-	return unsafe.Slice((*kgo.RecordHeader)(unsafe.Pointer(unsafe.SliceData(hs))), len(hs))
 }
 
 // franzRequestTimeout bounds the admin requests of the franz clients.
@@ -657,6 +650,10 @@ const (
 type recordSlab struct {
 	context.Context
 	records []kgo.Record
+	// headers and values hold copies of the records' header lists and
+	// header values, reused with the slab.
+	headers []kgo.RecordHeader
+	values  []byte
 	// pending is how many of the records carved from the slab kgo has not
 	// run the promise of, less the number carved until the slab is sealed:
 	// each promise subtracts one, and sealing adds the number carved. The
@@ -693,7 +690,7 @@ func (p *franzProducer) Produce(m *message) error {
 	// those holding pointers only when they change: copying a whole
 	// record into the slab costs a barrier on each of its pointers while
 	// the collector marks.
-	r.Key, r.Value, r.Headers = m.Key, m.Value, franzHeaders(m.Headers)
+	r.Key, r.Value, r.Headers = m.Key, m.Value, s.copyHeaders(m.Headers)
 	if r.Timestamp != m.Timestamp {
 		r.Timestamp = m.Timestamp
 	}
@@ -710,6 +707,36 @@ func (p *franzProducer) Produce(m *message) error {
 	return nil
 }
 
+// copyHeaders copies hs, and the values they hold, into the slab, and
+// returns the copy: kgo reads a record's headers until its promise runs,
+// and the task writes over the memory of the headers it emitted once they
+// are produced (task.Task.ReuseCarved). A nil value stays nil, an empty
+// one empty.
+func (s *recordSlab) copyHeaders(hs []framework.Header) []kgo.RecordHeader {
+	if len(hs) == 0 {
+		return nil
+	}
+	at := len(s.headers)
+	for _, h := range hs {
+		v := h.Value
+		if len(v) > 0 { // an empty one, nil or not, has no bytes to copy
+			from := len(s.values)
+			// Growing the slice leaves the records carved before pointing
+			// into the array it had: they keep it alive, and read it as it
+			// was.
+			s.values = append(s.values, v...)
+			v = s.values[from:len(s.values):len(s.values)]
+		}
+		s.headers = append(s.headers, kgo.RecordHeader{Key: h.Key, Value: v})
+	}
+	return s.headers[at:len(s.headers):len(s.headers)]
+}
+
+// reset empties the slab for records to be carved from it again.
+func (s *recordSlab) reset() {
+	s.records, s.headers, s.values = s.records[:0], s.headers[:0], s.values[:0]
+}
+
 // nextSlab seals the full current slab and takes one kgo is done with, or
 // a new one if none is. A sealed slab whose promises have all run already
 // is taken again at once.
@@ -717,7 +744,7 @@ func (p *franzProducer) nextSlab() {
 	p.taken++
 	if s := p.cur; s != nil {
 		if s.pending.Add(int64(len(s.records))) == 0 {
-			s.records = s.records[:0]
+			s.reset()
 			return
 		}
 	}
@@ -727,16 +754,16 @@ func (p *franzProducer) nextSlab() {
 		p.done[n-1] = nil
 		p.done = p.done[:n-1]
 		p.doneMu.Unlock()
-		p.cur.records = p.cur.records[:0]
+		p.cur.reset()
 		return
 	}
 	p.doneMu.Unlock()
 	p.cur = &recordSlab{Context: context.Background(), records: make([]kgo.Record, 0, recordSlabLen)}
 }
 
-// Released reports whether kgo has run the promise of every record
-// produced: until then it may still read a record's bytes.
-func (p *franzProducer) Released() bool { return p.outstanding() == 0 }
+// Released is true: the producer keeps copies of the headers it is given,
+// and nothing else of a task's outputs that the task writes over.
+func (p *franzProducer) Released() bool { return true }
 
 // outstanding is how many records produced kgo has not run the promise of.
 func (p *franzProducer) outstanding() int64 { return p.produced - p.finished.Load() }
@@ -752,7 +779,7 @@ func (p *franzProducer) recycle() {
 	if s := p.cur; s != nil {
 		// Not sealed: its promises took its count below zero.
 		s.pending.Store(0)
-		s.records = s.records[:0]
+		s.reset()
 	}
 	p.doneMu.Lock()
 	if n := min(p.taken+1, maxSpareSlabs); len(p.done) > n {

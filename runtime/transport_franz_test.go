@@ -1,10 +1,12 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/framework"
 )
 
 // startAt is a rebalanceHandler that starts every assigned partition at
@@ -282,9 +285,9 @@ func offsetsFrom(from, end int64) []int64 {
 	return out
 }
 
-// The header views read the same headers as the list they view, without a
-// copy, both ways, and keep an empty list empty.
-func TestFranzHeaderViews(t *testing.T) {
+// The header view reads the same headers as the list it views, without a
+// copy, and keeps an empty list empty.
+func TestFranzHeaderView(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
@@ -302,11 +305,40 @@ func TestFranzHeaderViews(t *testing.T) {
 				assert.Equal(t, h.Value, fw[i].Value)
 				assert.Same(t, &tc.hs[i], (*kgo.RecordHeader)(unsafe.Pointer(&fw[i])), "a copy, not a view")
 			}
-			back := franzHeaders(fw)
-			assert.Equal(t, tc.hs, back)
-			assert.Equal(t, len(back), cap(back), "a view reaches past the list")
 		})
 	}
+}
+
+// A slab's copy of a header list holds the same keys and values, nil and
+// empty values as they were, shares no memory with the list it copied,
+// reaches no further than itself, and stays as it was while later copies
+// grow the slab.
+func TestRecordSlabCopiesHeaders(t *testing.T) {
+	t.Parallel()
+	s := &recordSlab{}
+	type copied struct {
+		want []framework.Header
+		got  []kgo.RecordHeader
+	}
+	var all []copied
+	for i := range 200 { // enough to grow the slab's arrays many times
+		hs := []framework.Header{{Key: causal.HeaderKey, Value: []byte(strings.Repeat("v", i%70))}, {Key: "nil"}, {Key: "empty", Value: []byte{}}}
+		want := []framework.Header{{Key: hs[0].Key, Value: bytes.Clone(hs[0].Value)}, {Key: "nil"}, {Key: "empty", Value: []byte{}}}
+		got := s.copyHeaders(hs)
+		hs[0].Value = append(hs[0].Value[:0], strings.Repeat("x", i%70)...) // the task writes over its own
+		require.Len(t, got, len(want))
+		assert.Equal(t, len(got), cap(got), "a copy reaches past its list")
+		all = append(all, copied{want, got})
+	}
+	for i, c := range all {
+		for j, h := range c.got {
+			assert.Equal(t, c.want[j].Key, h.Key, "copy %d, header %d", i, j)
+			assert.Equal(t, c.want[j].Value, h.Value, "copy %d, header %d", i, j)
+		}
+		assert.Nil(t, c.got[1].Value, "copy %d: a nil value", i)
+		assert.NotNil(t, c.got[2].Value, "copy %d: an empty value", i)
+	}
+	assert.Nil(t, s.copyHeaders(nil))
 }
 
 // franzSlabTest is a franz producer on a fresh broker with a one-partition
@@ -397,6 +429,40 @@ func TestFranzProducerReusesRecordSlabsWithinATransaction(t *testing.T) {
 	require.NoError(t, p.CommitTransaction(ctx))
 	assert.LessOrEqual(t, len(slabs), 2, "slabs taken for %d records", len(want))
 	assert.Equal(t, want, readValues(ctx, rd, len(want)))
+}
+
+// The franz producer keeps copies of the header lists and values it is
+// given, so that the task may write over its own as soon as Produce
+// returns (Released): records produced with one header buffer, written
+// over after each, reach the topic with the values it had when each was
+// produced.
+func TestFranzProducerCopiesHeaders(t *testing.T) {
+	t.Parallel()
+	ctx, p, rd := franzSlabTest(t, "copies")
+	require.True(t, p.Released())
+	buf := make([]byte, 8)
+	require.NoError(t, p.BeginTransaction())
+	const n = 100
+	for i := range n {
+		copy(buf, fmt.Sprintf("%08d", i))
+		hs := []framework.Header{{Key: "h", Value: buf}}
+		require.NoError(t, p.Produce(&message{Topic: "out", Value: []byte(strconv.Itoa(i)), Headers: hs}))
+		copy(buf, "written!") // what the task's next output does to its slab
+		hs[0].Key = "gone"
+	}
+	require.NoError(t, p.CommitTransaction(ctx))
+	var got int
+	for got < n && ctx.Err() == nil {
+		rd.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+			i, err := strconv.Atoi(string(r.Value))
+			require.NoError(t, err)
+			require.Len(t, r.Headers, 1)
+			assert.Equal(t, "h", r.Headers[0].Key)
+			assert.Equal(t, fmt.Sprintf("%08d", i), string(r.Headers[0].Value), "the header of record %d", i)
+			got++
+		})
+	}
+	assert.Equal(t, n, got)
 }
 
 // The franz producer sets every field of a kgo record one at a time when
