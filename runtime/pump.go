@@ -183,9 +183,10 @@ func (w *Worker) stream() {
 	w.pump.touched = touched[:0]
 }
 
-// streamFrom produces the outputs of the running tasks among touched. A
-// task whose outputs the producer has copied what it keeps of writes its
-// next ones over the same memory (task.Task.ReuseCarved).
+// streamFrom produces the outputs of the running tasks among touched. Once
+// the producer holds on to none of a task's header memory (Released), the
+// task carves its next stamps and header lists over the same memory
+// (task.Task.ReuseCarved).
 func (w *Worker) streamFrom(touched []*taskmgr.Task) {
 	for _, rt := range touched {
 		if rt.State != StateRunning || rt.T == nil {

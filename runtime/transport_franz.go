@@ -801,8 +801,8 @@ func (p *franzProducer) delivered(r *kgo.Record, err error) {
 		p.done = append(p.done, s)
 		p.doneMu.Unlock()
 	}
-	// Counted last: Released says kgo is done with every record, slabs
-	// included.
+	// Counted last: recycle empties the current slab once every promise
+	// has counted, and so is done with its record.
 	p.finished.Add(1)
 }
 

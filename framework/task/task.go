@@ -1028,8 +1028,8 @@ func (t *Task) ReleaseOutputs() {
 // of the outputs it has emitted any more: each was taken (TakeOutputs) and
 // its client has copied them. The task then carves the next ones from the
 // same memory, while it is still in the processor's caches. Unlike
-// ReleaseOutputs it leaves the taken outputs' records where they are, so
-// that it costs nothing a record; a worker calls it after each batch of
+// ReleaseOutputs it leaves the taken outputs' records where they are,
+// which costs nothing per output; a worker calls it after each batch of
 // outputs it produces. With outputs not yet taken it does nothing.
 func (t *Task) ReuseCarved() {
 	if len(t.outbox) > 0 {
