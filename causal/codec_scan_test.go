@@ -121,14 +121,21 @@ func genWritten(t *rapid.T) []byte {
 // takes a header the checked decoder refuses, decodes what it takes the
 // same way, and takes every undamaged header of the shapes it is for.
 func TestScanRawAcceptsOnlyWhatTheCheckedDecoderAccepts(t *testing.T) {
-	scanned := 0
+	checkManyAndSeeSome(t, checkScanRaw, "scanRaw took no header at all")
+}
+
+// checkManyAndSeeSome runs check twenty times a draw under rapid, and fails
+// t with nothing when no check counted what the test is for.
+func checkManyAndSeeSome(t *testing.T, check func(*rapid.T, *int), nothing string) {
+	t.Helper()
+	seen := 0
 	rapid.Check(t, func(t *rapid.T) {
 		for range 20 {
-			checkScanRaw(t, &scanned)
+			check(t, &seen)
 		}
 	})
-	if scanned == 0 {
-		t.Fatal("scanRaw took no header at all")
+	if seen == 0 {
+		t.Fatal(nothing)
 	}
 }
 
@@ -191,15 +198,7 @@ func smallShapes(groups []rawGroup, parts []partOffset) bool {
 // mostly the one before with an entry moved on, as upstream stamps change
 // from record to record, and sometimes damaged.
 func TestDecodeRawAfterDecodesAsDecodeRaw(t *testing.T) {
-	kept := 0
-	rapid.Check(t, func(t *rapid.T) {
-		for range 20 {
-			checkDecodeRawAfter(t, &kept)
-		}
-	})
-	if kept == 0 {
-		t.Fatal("no group was kept: the test sees nothing of what it is for")
-	}
+	checkManyAndSeeSome(t, checkDecodeRawAfter, "no group was kept: the test sees nothing of what it is for")
 }
 
 // checkDecodeRawAfter draws a header and the one after it and holds

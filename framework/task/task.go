@@ -1017,8 +1017,7 @@ func (t *Task) ReleaseOutputs() {
 	if len(t.outbox) > 0 {
 		return
 	}
-	t.stampSlabs.release()
-	t.headerSlabs.release()
+	t.ReuseCarved()
 	clear(t.outbox[:cap(t.outbox)])
 	clear(t.spare[:cap(t.spare)])
 	t.spare = t.spare[:0]
