@@ -130,7 +130,8 @@ func (f *franzChangelog) read(stop <-chan struct{}, from map[causal.Channel]int6
 // recordPool hands franz-go the slices it decodes fetched records into,
 // and takes them back once every record of a slice is recycled: a restore
 // decodes millions of records, and allocating each anew made the garbage
-// collector a quarter of its work. The group consumer uses one too.
+// collector a quarter of its work. The group consumer does without one
+// (see franzConsumer).
 type recordPool struct{ p sync.Pool }
 
 func (p *recordPool) GetRecords(n int) []kgo.Record {

@@ -103,7 +103,7 @@ func (franzTransport) producer(w *Worker) (producerClient, clusterAdmin, error) 
 	opts := append([]kgo.Opt{
 		kgo.TransactionalID(txnID), kgo.TransactionTimeout(10 * time.Second),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5 * time.Millisecond),
-		kgo.MaxBufferedRecords(1 << 20), kgo.ProducerBatchMaxBytes(1 << 20),
+		kgo.MaxBufferedRecords(franzMaxBufferedRecords), kgo.ProducerBatchMaxBytes(1 << 20),
 		// A produce error that asks for new metadata (not enough replicas,
 		// a leader moving) is retried after it: kgo's default of 5 s
 		// between refreshes would hold a transaction open for longer than
@@ -132,7 +132,7 @@ func (franzTransport) consumer(w *Worker) (groupConsumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	c := &franzConsumer{base: base, adm: kadm.NewClient(admin), group: w.cfg.ApplicationID, pool: &recordPool{},
+	c := &franzConsumer{base: base, adm: kadm.NewClient(admin), group: w.cfg.ApplicationID,
 		positions: map[causal.Channel]int64{}, highs: map[causal.Channel]int64{}, paused: map[causal.Channel]bool{}}
 	if w.cfg.StaticMembership {
 		c.instanceID = w.cfg.ApplicationID + "-" + w.instanceID
@@ -166,13 +166,6 @@ type franzConsumer struct {
 	instanceID string
 	reset      kgo.Offset
 	handler    rebalanceHandler
-	// pool holds the slices kgo decodes fetched records into. The
-	// consumer recycles each record once it has copied it into an event
-	// (the key, value and headers it keeps lie outside the slice), so a
-	// slice goes back as soon as its batch is handed out, and the next
-	// fetch decodes into memory still in the processor's caches instead
-	// of a fresh allocation for the collector to clear and later scan.
-	pool kgo.Pool
 
 	// turn is held by the pump, except while it waits inside kgo's poll,
 	// and by a rebalance callback while it runs the handler.
@@ -210,7 +203,7 @@ func (c *franzConsumer) Subscribe(topics []string, h rebalanceHandler) error {
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.ConsumeResetOffset(c.reset),
 		kgo.SessionTimeout(10 * time.Second), kgo.HeartbeatInterval(time.Second), kgo.FetchMaxWait(10 * time.Millisecond),
 		kgo.OnPartitionsAssigned(c.onAssigned), kgo.OnPartitionsRevoked(c.onRevoked), kgo.OnPartitionsLost(c.onLost),
-		kgo.AdjustFetchOffsetsFn(c.adjustOffsets), kgo.WithPools(c.pool),
+		kgo.AdjustFetchOffsetsFn(c.adjustOffsets),
 	}, c.base...)
 	if c.instanceID != "" {
 		opts = append(opts, kgo.InstanceID(c.instanceID))
@@ -386,8 +379,7 @@ func (c *franzConsumer) handOut(max int, batch *[]consumerEvent) int {
 	return n
 }
 
-// take turns up to max events of a into batch and returns how many. It
-// recycles each record it turns into an event (see pool).
+// take turns up to max events of a into batch and returns how many.
 func (c *franzConsumer) take(a *franzAhead, max int, batch *[]consumerEvent) int {
 	topic, partition := a.ch.Topic, a.ch.Partition
 	n := 0
@@ -407,7 +399,6 @@ func (c *franzConsumer) take(a *franzAhead, max int, batch *[]consumerEvent) int
 		} else {
 			setRecordEvent(nextEvent(batch), topic, partition, r)
 		}
-		r.Recycle()
 	}
 	return n + len(recs)
 }
@@ -631,6 +622,16 @@ type franzProducer struct {
 	watching bool
 	refused  []refusedRecord
 }
+
+// franzMaxBufferedRecords is how many produced records the franz producer
+// holds at most before Produce waits for kgo to finish some: franz-go's
+// own default. Each record held keeps its slab slot and the fetch its key
+// and value came from; with no bound the pump ran a whole fetch ahead of
+// the broker, and the worker's heap, and the fresh memory every burst
+// faulted in, grew with it (docs/benchmarks.md). Ten thousand records keep
+// a local broker busy; against a distant cluster, raise it with
+// --kafka queue.buffering.max.messages.
+const franzMaxBufferedRecords = 10000
 
 // recordSlabLen is how many records one slab of produced records holds
 // (about 160 KB), and maxSpareSlabs how many slabs the producer keeps for
