@@ -21,7 +21,6 @@ import (
 
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
-	"github.com/causeway-stream/causeway/runtime/embedded"
 )
 
 // startAt is a rebalanceHandler that starts every assigned partition at
@@ -346,21 +345,22 @@ func TestRecordSlabCopiesHeaders(t *testing.T) {
 // franzSlabTest is a franz producer on a fresh broker with a one-partition
 // topic "out", and a read_committed reader of it.
 func franzSlabTest(t *testing.T, name string) (context.Context, *franzProducer, *kgo.Client) {
-	return franzProducerOn(t, StartBroker(t), name)
+	b := StartBroker(t)
+	return franzProducerOn(t, franzTestWorker(t, b.Addr(), name))
 }
 
-// franzProducerOn is franzSlabTest on broker b.
-func franzProducerOn(t *testing.T, b *embedded.Broker, name string) (context.Context, *franzProducer, *kgo.Client) {
+// franzProducerOn is franzSlabTest for worker w.
+func franzProducerOn(t *testing.T, w *Worker) (context.Context, *franzProducer, *kgo.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
-	rd, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.ConsumeTopics("out"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	rd, err := kgo.NewClient(kgo.SeedBrokers(w.bootstrap), kgo.ConsumeTopics("out"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	require.NoError(t, err)
 	t.Cleanup(rd.Close)
 	_, err = kadm.NewClient(rd).CreateTopic(ctx, 1, -1, nil, "out")
 	require.NoError(t, err)
 
-	pc, _, err := franzTransport{}.producer(franzTestWorker(t, b.Addr(), name))
+	pc, _, err := franzTransport{}.producer(w)
 	require.NoError(t, err)
 	p := pc.(*franzProducer)
 	t.Cleanup(func() { assert.NoError(t, p.Close()) })
@@ -438,47 +438,62 @@ func TestFranzProducerReusesRecordSlabsWithinATransaction(t *testing.T) {
 }
 
 // The franz producer holds at most franzMaxBufferedRecords records that
-// kgo has not finished: with the broker holding every produce request,
-// that many are taken at once, the next waits, and it goes on once the
-// broker answers; every record reaches the topic once, in order.
+// kgo has not finished, or what --kafka queue.buffering.max.messages
+// says: with the broker holding every produce request, that many are
+// taken at once, the next waits, and it goes on once the broker answers;
+// every record reaches the topic once, in order.
 func TestFranzProducerWaitsForRoomBeyondItsBound(t *testing.T) {
 	t.Parallel()
-	b := StartBroker(t)
-	ctx, p, rd := franzProducerOn(t, b, "bound")
-	release := make(chan struct{})
-	cluster := b.Cluster()
-	cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		cluster.KeepControl()
-		cluster.SleepControl(func() { <-release })
-		return nil, nil, false // then handled as usual
-	})
+	for _, tc := range []struct {
+		name  string
+		kafka map[string]string
+		bound int
+	}{
+		{"default", nil, franzMaxBufferedRecords},
+		{"set", map[string]string{"queue.buffering.max.messages": "100"}, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := StartBroker(t)
+			w := franzTestWorker(t, b.Addr(), "bound")
+			w.cfg.Kafka = tc.kafka
+			ctx, p, rd := franzProducerOn(t, w)
+			release := make(chan struct{})
+			cluster := b.Cluster()
+			cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+				cluster.KeepControl()
+				cluster.SleepControl(func() { <-release })
+				return nil, nil, false // then handled as usual
+			})
 
-	require.NoError(t, p.BeginTransaction())
-	var want []string
-	produce := func(i int) error {
-		v := strconv.Itoa(i)
-		want = append(want, v)
-		return p.Produce(&message{Topic: "out", Value: []byte(v)})
+			require.NoError(t, p.BeginTransaction())
+			var want []string
+			produce := func(i int) error {
+				v := strconv.Itoa(i)
+				want = append(want, v)
+				return p.Produce(&message{Topic: "out", Value: []byte(v)})
+			}
+			for i := range tc.bound {
+				require.NoError(t, produce(i))
+			}
+			returned := make(chan error, 1)
+			go func() { returned <- produce(tc.bound) }()
+			select {
+			case err := <-returned:
+				t.Fatalf("record %d taken while the broker held all %d before it (err %v)", tc.bound+1, tc.bound, err)
+			case <-time.After(300 * time.Millisecond):
+			}
+			close(release)
+			select {
+			case err := <-returned:
+				require.NoError(t, err)
+			case <-ctx.Done():
+				t.Fatal("Produce still waiting after the broker answered")
+			}
+			require.NoError(t, p.CommitTransaction(ctx))
+			assert.Equal(t, want, readValues(ctx, rd, len(want)))
+		})
 	}
-	for i := range franzMaxBufferedRecords {
-		require.NoError(t, produce(i))
-	}
-	returned := make(chan error, 1)
-	go func() { returned <- produce(franzMaxBufferedRecords) }()
-	select {
-	case err := <-returned:
-		t.Fatalf("record %d taken while the broker held all %d before it (err %v)", franzMaxBufferedRecords+1, franzMaxBufferedRecords, err)
-	case <-time.After(300 * time.Millisecond):
-	}
-	close(release)
-	select {
-	case err := <-returned:
-		require.NoError(t, err)
-	case <-ctx.Done():
-		t.Fatal("Produce still waiting after the broker answered")
-	}
-	require.NoError(t, p.CommitTransaction(ctx))
-	assert.Equal(t, want, readValues(ctx, rd, len(want)))
 }
 
 // The franz producer keeps copies of the header lists and values it is
