@@ -16,8 +16,9 @@ import (
 )
 
 // Chaos: three worker processes share the shop while input keeps arriving;
-// one of them, chosen at random, is killed with SIGKILL and restarted from
-// its state dir, 50 times, and the broker now and then answers produce
+// one of them, chosen at random among those with partitions, is killed
+// with SIGKILL and restarted from its state dir, 50 times, and the broker
+// now and then answers produce
 // requests with errors (retriable ones, and ones that abort the
 // transaction). Read back read_committed, every payment has exactly one
 // verdict, in causal order, with the running counts intact.
@@ -65,7 +66,7 @@ func TestChaosExactlyOnce(t *testing.T) {
 				handles = append(handles, b.Cluster().Fault(faults[(round/5)%len(faults)]))
 			}
 			time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
-			i := rng.IntN(len(workers))
+			i := killTarget(rng, workers[:])
 			workers[i].kill()
 			killed = append(killed, workers[i])
 			if strings.Contains(workers[i].logs.String(), "partitions assigned") {
@@ -116,4 +117,20 @@ func continuesSequence(req kmsg.Request) bool {
 		}
 	}
 	return true
+}
+
+// killTarget picks the worker to kill: one of those that have been
+// assigned partitions, when any has, so that kills hit working workers
+// however slowly a new incarnation joins the group; any one otherwise.
+func killTarget(rng *rand.Rand, workers []*workerProcess) int {
+	var working []int
+	for i, w := range workers {
+		if strings.Contains(w.logs.String(), "partitions assigned") {
+			working = append(working, i)
+		}
+	}
+	if len(working) == 0 {
+		return rng.IntN(len(workers))
+	}
+	return working[rng.IntN(len(working))]
 }
