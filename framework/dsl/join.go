@@ -1,6 +1,7 @@
 package dsl
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -211,98 +212,260 @@ func joinStreams[K, L, R, J any](l Stream[K, L], r Stream[K, R], w JoinWindows, 
 	n := newNode[K, J]()
 	out := Stream[K, J]{b: b, g: g, n: n, codec: operators.Codec[K, J]{Key: l.codec.Key, Value: Default[J]()},
 		origins: unionOrigins(l.origins, r.origins)}
-	// Both sides of a task share what closes unmatched records: the
-	// task keeps it under a key of this join's own.
-	type shared struct {
-		flush func(now time.Time, m *meta) error
-	}
-	key := new(shared)
-	flusher := func(t *task, next push[K, J]) (*shared, error) {
-		if f, ok := t.opened[key]; ok {
-			return f.(*shared), nil
+	// Both sides of a task share the join's stream time and what closes
+	// unmatched records: the task keeps them under a key of this join's
+	// own.
+	key := new(int)
+	shared := func(t *task, next push[K, J]) (*joinState, error) {
+		if st, ok := t.opened[key]; ok {
+			return st.(*joinState), nil
 		}
-		f, err := unmatchedFlusher(t, l.codec, r.codec, left, right, w, next, joiner)
+		st, err := openJoinState(t, left, right, w, unmatchedEmitter(l.codec, r.codec, next, joiner))
 		if err != nil {
 			return nil, err
 		}
-		sh := &shared{flush: f}
-		t.opened[key] = sh
-		return sh, nil
+		t.opened[key] = st
+		return st, nil
 	}
 	// open gives a side of a task what comes after the join, and the
-	// flusher both sides share.
-	open := func(t *task) (push[K, J], *shared, error) {
+	// state both sides share.
+	open := func(t *task) (push[K, J], *joinState, error) {
 		next, err := n.open(t)
 		if err != nil {
 			return nil, nil, err
 		}
-		f, err := flusher(t, next)
-		return next, f, err
+		st, err := shared(t, next)
+		return next, st, err
 	}
 	l.n.then(func(t *task) (push[K, L], error) {
-		next, f, err := open(t)
+		next, st, err := open(t)
 		if err != nil {
 			return nil, err
 		}
-		return streamSide(t, l, r.codec.Value, left, w.Grace, next, f.flush,
+		return streamSide(t, l, r.codec.Value, st, st.left, next,
 			func(k K, lv L, rv R, rok bool) (J, error) { return joiner(k, lv, true, rv, rok) })
 	})
 	r.n.then(func(t *task) (push[K, R], error) {
-		next, f, err := open(t)
+		next, st, err := open(t)
 		if err != nil {
 			return nil, err
 		}
-		return streamSide(t, r, l.codec.Value, right, w.Grace, next, f.flush,
+		return streamSide(t, r, l.codec.Value, st, st.right, next,
 			func(k K, rv R, lv L, lok bool) (J, error) { return joiner(k, lv, lok, rv, true) })
 	})
 	return out
 }
 
-// streamSide is the push of one side of a stream-stream join.
-func streamSide[K, A, B, J any](t *task, this Stream[K, A], otherValues serde.Serde[B], side joinSide, grace time.Duration,
-	next push[K, J], flush func(time.Time, *meta) error, joiner func(k K, a A, b B, bok bool) (J, error)) (push[K, A], error) {
-	mine, err := t.ctx.WindowStore(side.store)
-	if err != nil {
-		return nil, err
-	}
-	theirs, err := t.ctx.WindowStore(side.other)
-	if err != nil {
-		return nil, err
-	}
-	var unmatched, theirUnmatched store.Window
-	if side.unmatched != "" {
-		if unmatched, err = t.ctx.WindowStore(side.unmatched); err != nil {
+// joinState is what both sides of a stream-stream join share in one task:
+// the join's stream time (the largest timestamp of the records of either
+// side, Kafka Streams' shared time tracker), and the stores.
+type joinState struct {
+	left, right *joinSideState
+	// retention is how long a record can still join: Before+After+Grace.
+	retention time.Duration
+	w         JoinWindows
+	// emit hands on, alone, an unmatched record whose window has closed.
+	emit func(u unmatchedRecord, m *meta) error
+}
+
+// joinSideState is one side's stores and stream time in one task.
+type joinSideState struct {
+	joinSide
+	// records keeps the side's records, and under its stream time the
+	// largest timestamp of the records that reached the side.
+	records *stepClock
+	// unmatched keeps the side's records no partner has joined yet, when
+	// the join emits them alone; nil otherwise.
+	unmatched store.Window
+	// lookBack is how long after its time a record of this side can
+	// still be joined: After for the left side, Before for the right.
+	lookBack time.Duration
+	isLeft   bool
+}
+
+func openJoinState(t *task, left, right joinSide, w JoinWindows, emit func(unmatchedRecord, *meta) error) (*joinState, error) {
+	st := &joinState{retention: w.Before + w.After + w.Grace, w: w, emit: emit}
+	for _, x := range []struct {
+		side     joinSide
+		to       **joinSideState
+		lookBack time.Duration
+	}{{left, &st.left, w.After}, {right, &st.right, w.Before}} {
+		ws, err := t.ctx.WindowStore(x.side.store)
+		if err != nil {
 			return nil, err
 		}
-	}
-	if side.otherUnmatched != "" {
-		if theirUnmatched, err = t.ctx.WindowStore(side.otherUnmatched); err != nil {
+		clock, err := openClock(ws)
+		if err != nil {
 			return nil, err
 		}
+		ss := &joinSideState{joinSide: x.side, records: clock, lookBack: x.lookBack, isLeft: x.to == &st.left}
+		if x.side.unmatched != "" {
+			if ss.unmatched, err = t.ctx.WindowStore(x.side.unmatched); err != nil {
+				return nil, err
+			}
+		}
+		*x.to = ss
 	}
+	return st, nil
+}
+
+// now is the join's stream time.
+func (st *joinState) now() time.Time { return maxTime(st.left.records.now, st.right.records.now) }
+
+// other is the side across from s.
+func (st *joinState) other(s *joinSideState) *joinSideState {
+	if s == st.left {
+		return st.right
+	}
+	return st.left
+}
+
+// unmatchedRecord is a record kept until its window closes unjoined.
+type unmatchedRecord struct {
+	left bool
+	kb   []byte
+	at   time.Time
+	v    []byte
+}
+
+// emitClosed hands on, alone, every unmatched record of either side whose
+// window has closed by stream time now, and forgets it. As in Kafka
+// Streams, they come in order of time, a right record before a left one
+// at the same time, then in order of key.
+func (st *joinState) emitClosed(now time.Time, m *meta) error {
+	var closed []unmatchedRecord
+	for _, s := range []*joinSideState{st.right, st.left} {
+		if s.unmatched == nil {
+			continue
+		}
+		// A record is closed once stream time is past its time plus the
+		// look-back plus grace.
+		to := now.Add(-s.lookBack - st.w.Grace - time.Nanosecond)
+		for wk, list := range s.unmatched.FetchAll(epoch, to) {
+			kb := slices.Clone(wk.Key)
+			if err := eachValue(list, func(v []byte) error {
+				closed = append(closed, unmatchedRecord{left: s.isLeft, kb: kb, at: wk.Start, v: slices.Clone(v)})
+				return nil
+			}); err != nil {
+				return fmt.Errorf("%s: %w", s.joinSide.unmatched, err)
+			}
+		}
+	}
+	if len(closed) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(closed, func(a, b unmatchedRecord) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		if a.left != b.left {
+			if a.left {
+				return 1
+			}
+			return -1
+		}
+		return bytes.Compare(a.kb, b.kb)
+	})
+	for _, u := range closed {
+		s := st.right
+		if u.left {
+			s = st.left
+		}
+		if err := s.unmatched.Delete(u.kb, u.at); err != nil {
+			return err
+		}
+	}
+	for _, u := range closed {
+		if err := st.emit(u, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unmatchedEmitter returns what hands on an unmatched record alone, at its
+// own time, joined with the zero value of the other side.
+func unmatchedEmitter[K, L, R, J any](lc operators.Codec[K, L], rc operators.Codec[K, R], next push[K, J],
+	joiner func(K, L, bool, R, bool) (J, error)) func(unmatchedRecord, *meta) error {
+	var alone meta
+	return func(u unmatchedRecord, m *meta) error {
+		k, err := lc.Key.Deserialize(u.kb)
+		if err != nil {
+			return fmt.Errorf("stored key %q: %w", u.kb, err)
+		}
+		var j J
+		if u.left {
+			lv, err := lc.Value.Deserialize(u.v)
+			if err != nil {
+				return fmt.Errorf("stored value of %q: %w", u.kb, err)
+			}
+			j, err = joiner(k, lv, true, *new(R), false)
+			if err != nil {
+				return err
+			}
+		} else {
+			rv, err := rc.Value.Deserialize(u.v)
+			if err != nil {
+				return fmt.Errorf("stored value of %q: %w", u.kb, err)
+			}
+			if j, err = joiner(k, *new(L), false, rv, true); err != nil {
+				return err
+			}
+		}
+		return next(k, j, restamp(&alone, m, u.at))
+	}
+}
+
+// streamSide is the push of one side of a stream-stream join, as Kafka
+// Streams' KStreamKStreamJoin processes a record: the join's stream time
+// moves on; a record at stream time first hands on the unmatched records
+// whose windows have closed; then the record joins every record of the
+// other side within its window that is still kept (however late the
+// record itself is: it is only kept when it is not too late to be
+// joined later); a record that joins nothing waits for a partner in the
+// unmatched store, or, when its window has already passed stream time, is
+// handed on alone at once.
+func streamSide[K, A, B, J any](t *task, this Stream[K, A], otherValues serde.Serde[B], st *joinState, side *joinSideState,
+	next push[K, J], joiner func(k K, a A, b B, bok bool) (J, error)) (push[K, A], error) {
+	other := st.other(side)
+	mine, theirs := side.records.ws, other.records.ws
 	var joined meta
 	return func(k K, a A, m *meta) error {
-		now, ts := t.ctx.StreamTime(), m.rec.Timestamp
-		switch {
-		case m.rec.Value == nil:
-			t.ctx.Report(framework.DropEvent{Reason: "no-value", Record: m.rec, Detail: "a record with no value joins nothing"})
-			return flush(now, m)
-		case ts.Add(side.ahead + grace).Before(now):
-			reportLate(t, m, now, "its join window")
-			return flush(now, m)
+		ts := m.rec.Timestamp
+		if _, err := side.records.observe(ts); err != nil {
+			return err
 		}
-		kb, ab, err := keepRecord(mine, this, k, a, m)
+		now := st.now()
+		if m.rec.Value == nil {
+			t.ctx.Report(framework.DropEvent{Reason: "no-value", Record: m.rec, Detail: "a record with no value joins nothing"})
+			return nil
+		}
+		if ts.Equal(now) {
+			if err := st.emitClosed(now, m); err != nil {
+				return err
+			}
+		}
+		kb, ab, err := keyAndValueBytes(this, k, a, m)
 		if err != nil {
 			return err
 		}
+		// A record too old for any later record to join is not kept.
+		kept := !ts.Before(now.Add(-st.retention))
+		if kept {
+			if err := appendValue(mine, kb, ts, ab); err != nil {
+				return err
+			}
+		}
 		// Read the partners first, then hand results on: what comes after
-		// may write the stores.
+		// may write the stores. The other side keeps records for the
+		// join's retention, measured by its own stream time.
 		type partner struct {
 			at time.Time
 			b  B
 		}
 		var partners []partner
-		for at, list := range theirs.Fetch(kb, ts.Add(-side.behind), ts.Add(side.ahead)) {
+		from := maxTime(ts.Add(-side.behind), other.records.now.Add(-st.retention+time.Millisecond))
+		for at, list := range theirs.Fetch(kb, from, ts.Add(side.ahead)) {
 			if err := eachValue(list, func(v []byte) error {
 				b, err := otherValues.Deserialize(v)
 				if err != nil {
@@ -315,8 +478,8 @@ func streamSide[K, A, B, J any](t *task, this Stream[K, A], otherValues serde.Se
 			}
 		}
 		for _, p := range partners {
-			if theirUnmatched != nil {
-				if err := theirUnmatched.Delete(kb, p.at); err != nil {
+			if other.unmatched != nil {
+				if err := other.unmatched.Delete(kb, p.at); err != nil {
 					return err
 				}
 			}
@@ -324,71 +487,33 @@ func streamSide[K, A, B, J any](t *task, this Stream[K, A], otherValues serde.Se
 			if err != nil {
 				return err
 			}
-			joined = *m
-			joined.rec.Timestamp = maxTime(ts, p.at)
-			if err := next(k, j, &joined); err != nil {
+			if err := next(k, j, restamp(&joined, m, maxTime(ts, p.at))); err != nil {
 				return err
 			}
 		}
-		if len(partners) == 0 && unmatched != nil {
-			if err := appendValue(unmatched, kb, ts, ab); err != nil {
+		if len(partners) == 0 && side.unmatched == nil && !kept {
+			// It joined nothing, and nothing later can join it.
+			reportLate(t, m, now, "its join window")
+		}
+		if len(partners) == 0 && side.unmatched != nil {
+			if ts.Add(side.ahead).Before(now) {
+				// Its window has passed: no partner can come on time.
+				var zero B
+				j, err := joiner(k, a, zero, false)
+				if err != nil {
+					return err
+				}
+				if err := next(k, j, m); err != nil {
+					return err
+				}
+			} else if err := appendValue(side.unmatched, kb, ts, ab); err != nil {
 				return err
 			}
-		}
-		return flush(now, m)
-	}, nil
-}
-
-// unmatchedFlusher returns what a task of a stream-stream join runs after
-// every record: hand on, alone, the unmatched records whose windows have
-// closed since the last record, then drop what no record can join any
-// more.
-func unmatchedFlusher[K, L, R, J any](t *task, lc operators.Codec[K, L], rc operators.Codec[K, R], left, right joinSide, w JoinWindows,
-	next push[K, J], joiner func(K, L, bool, R, bool) (J, error)) (func(time.Time, *meta) error, error) {
-	var stores []store.Window
-	for _, name := range []string{left.store, right.store, left.unmatched, right.unmatched} {
-		if name == "" {
-			stores = append(stores, nil)
-			continue
-		}
-		ws, err := t.ctx.WindowStore(name)
-		if err != nil {
-			return nil, err
-		}
-		stores = append(stores, ws)
-	}
-	leftUnmatched, rightUnmatched := stores[2], stores[3]
-	// A left record at t is closed once stream time passes t+After+Grace:
-	// those before leftClosed were handed on in committed transactions.
-	start := t.ctx.StreamTime()
-	leftClosed, rightClosed := start.Add(-w.After-w.Grace), start.Add(-w.Before-w.Grace)
-	var alone meta
-	return func(now time.Time, m *meta) error {
-		// handOn hands on a record alone, at its own time.
-		handOn := func(k K, at time.Time, j J, err error) error {
-			if err != nil {
-				return err
-			}
-			alone = *m
-			alone.rec.Timestamp = at
-			return next(k, j, &alone)
-		}
-		if err := closeSide(leftUnmatched, lc, &leftClosed, now.Add(-w.After-w.Grace), func(k K, at time.Time, lv L) error {
-			j, err := joiner(k, lv, true, *new(R), false)
-			return handOn(k, at, j, err)
-		}); err != nil {
-			return err
-		}
-		if err := closeSide(rightUnmatched, rc, &rightClosed, now.Add(-w.Before-w.Grace), func(k K, at time.Time, rv R) error {
-			j, err := joiner(k, *new(L), false, rv, true)
-			return handOn(k, at, j, err)
-		}); err != nil {
-			return err
 		}
 		// A record on time from now on is at now-Before-Grace at the
 		// earliest (left) and joins back to After before that.
-		drop := now.Add(-w.Before - w.After - w.Grace)
-		for _, ws := range stores {
+		drop := now.Add(-st.retention)
+		for _, ws := range []store.Window{st.left.records.ws, st.right.records.ws, st.left.unmatched, st.right.unmatched} {
 			if ws == nil {
 				continue
 			}
@@ -400,49 +525,18 @@ func unmatchedFlusher[K, L, R, J any](t *task, lc operators.Codec[K, L], rc oper
 	}, nil
 }
 
-// closeSide hands alone, once, the unmatched records of one side (ws; nil
-// when the join keeps none) whose windows closed since closed, up to
-// closeAt, and moves closed on.
-func closeSide[K, V any](ws store.Window, c operators.Codec[K, V], closed *time.Time, closeAt time.Time, alone func(K, time.Time, V) error) error {
-	if ws == nil || !closeAt.After(*closed) {
-		return nil
+// keyAndValueBytes returns the serialized key and value of a record at s.
+func keyAndValueBytes[K, V any](s Stream[K, V], k K, v V, m *meta) (kb, vb []byte, err error) {
+	if kb, err = keyBytes(s, k, m); err != nil {
+		return nil, nil, err
 	}
-	if err := closeUnmatched(ws, c, *closed, closeAt, alone); err != nil {
-		return err
-	}
-	*closed = closeAt
-	return nil
-}
-
-// closeUnmatched hands emit every record of ws at a time in [from, to),
-// decoded, and deletes them.
-func closeUnmatched[K, V any](ws store.Window, c operators.Codec[K, V], from, to time.Time, emit func(K, time.Time, V) error) error {
-	type rec struct {
-		kb []byte
-		k  K
-		at time.Time
-		v  V
-	}
-	return readThenEmit(ws, from, to.Add(-time.Nanosecond), func(wk store.WindowKey, list []byte, add func(rec)) error {
-		k, err := c.Key.Deserialize(wk.Key)
-		if err != nil {
-			return fmt.Errorf("stored key %q: %w", wk.Key, err)
+	vb = m.rec.Value
+	if !s.rawValue {
+		if vb, err = s.codec.Value.Serialize(v); err != nil {
+			return nil, nil, fmt.Errorf("serialize value: %w", err)
 		}
-		kb := slices.Clone(wk.Key)
-		return eachValue(list, func(b []byte) error {
-			v, err := c.Value.Deserialize(b)
-			if err != nil {
-				return fmt.Errorf("stored value of %q: %w", wk.Key, err)
-			}
-			add(rec{kb, k, wk.Start, v})
-			return nil
-		})
-	}, func(r rec) error {
-		if err := ws.Delete(r.kb, r.at); err != nil {
-			return err
-		}
-		return emit(r.k, r.at, r.v)
-	})
+	}
+	return kb, vb, nil
 }
 
 // appendValue adds v to the values of key at time at: a join keeps every

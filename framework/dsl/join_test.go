@@ -177,8 +177,9 @@ func TestStreamJoinsFollowKafkaStreams(t *testing.T) {
 }
 
 // Stream-stream join results keep the later timestamp of the pair; a
-// record alone keeps its own. A record whose window has closed when it
-// arrives is late.
+// record alone keeps its own. A record that joins nothing and is too old
+// to be kept for a later partner (older than stream time minus the
+// join's retention, Before+After+Grace) is late.
 func TestStreamJoinTimestampsAndLateness(t *testing.T) {
 	b := dsl.NewBuilder("streams")
 	dsl.LeftJoinStreams(dsl.From(b, "left", text), dsl.From(b, "right", text), dsl.JoinWindowsOf(10*time.Millisecond, 0), "j",
@@ -200,7 +201,7 @@ func TestStreamJoinTimestampsAndLateness(t *testing.T) {
 	for _, o := range out {
 		got = append(got, fmt.Sprintf("%s@%d", o.Value, o.Timestamp.UnixMilli()))
 	}
-	assert.Equal(t, []string{"A-a@100"}, got, "B waits for its window to close; the right record at 105 is late (105+10 < 130)")
+	assert.Equal(t, []string{"A-a@100"}, got, "B waits for its window to close; the right record at 105 finds no left record still kept (after 130-20) and is late (105 < 130-20)")
 	require.Len(t, d.Dropped(), 1)
 	assert.Equal(t, "late", d.Dropped()[0].Event.Reason)
 }

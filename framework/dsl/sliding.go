@@ -87,13 +87,20 @@ func slidingFold[K, V, A any](w Sliding[K, V], storeName string, agg serde.Serde
 			if err != nil {
 				return nil, err
 			}
-			// Windows ending at or before closed were emitted (when final)
-			// in transactions already committed.
-			closed := t.ctx.StreamTime().Add(-grace)
+			clock, err := openClock(buf)
+			if err != nil {
+				return nil, err
+			}
+			// Windows ending before closed were emitted (when final) in
+			// transactions already committed.
+			closed := clock.now.Add(-grace)
+			var result meta
 			// fold folds the records of recs in [start, start+d] and hands
-			// the window on; a window with no record is no window.
+			// the window on, stamped with its latest record's time; a
+			// window with no record is no window.
 			fold := func(k K, recs []slidingRecord[V], start time.Time, m *meta) error {
 				var acc A
+				var latest time.Time
 				found := false
 				for _, r := range recs {
 					if r.at.Before(start) || r.at.After(start.Add(d)) {
@@ -103,68 +110,181 @@ func slidingFold[K, V, A any](w Sliding[K, V], storeName string, agg serde.Serde
 					if acc, err = fn(k, r.v, acc, found); err != nil {
 						return err
 					}
-					found = true
+					found, latest = true, maxTime(latest, r.at)
 				}
 				if !found {
 					return nil
 				}
-				return next(operators.Windowed[K]{Key: k, Start: start, End: start.Add(d)}, acc, m)
+				return next(operators.Windowed[K]{Key: k, Start: start, End: start.Add(d)}, acc, restamp(&result, m, latest))
 			}
 			return func(k K, v V, m *meta) error {
-				now, at := t.ctx.StreamTime(), m.rec.Timestamp
-				if at.Add(grace).Before(now) {
-					reportLate(t, m, now, "its window")
-				} else {
-					kb, _, err := keepRecord(buf, s, k, v, m)
-					if err != nil {
+				at := m.rec.Timestamp
+				now, err := clock.observe(at)
+				if err != nil {
+					return err
+				}
+				close := now.Add(-grace)
+				switch {
+				case at.Add(d).Before(close):
+					// Every window that could hold the record has closed.
+					reportLate(t, m, now, "every window of "+at.Format(time.RFC3339Nano))
+				case !w.final:
+					if err := slidingUpdate(buf, s, storeName, d, close, k, v, m, fold); err != nil {
 						return err
 					}
-					if !w.final {
-						// Every record of the key that a window holding the new
-						// one can hold, or that starts such a window just after
-						// it.
-						recs, err := slidingRecords(buf, s.codec.Value, storeName, kb, at.Add(-d-slidingStep), at.Add(d))
-						if err != nil {
-							return err
-						}
-						// The windows holding the new record: its own, the one
-						// just after it, those that end at a record up to a
-						// difference after it, and those just after a record up
-						// to a difference before it.
-						starts := []time.Time{at.Add(-d), at.Add(slidingStep)}
-						for _, r := range recs {
-							if !r.at.Before(at) && !r.at.After(at.Add(d)) {
-								starts = append(starts, r.at.Add(-d))
-							}
-							if r.at.Before(at) && !r.at.Before(at.Add(-d-slidingStep)) {
-								starts = append(starts, r.at.Add(slidingStep))
-							}
-						}
-						for _, start := range sortedStarts(starts) {
-							if start.Add(d + grace).Before(now) {
-								continue // closed
-							}
-							if err := fold(k, recs, start, m); err != nil {
-								return err
-							}
-						}
+				default:
+					if _, _, err := keepRecord(buf, s, k, v, m); err != nil {
+						return err
 					}
 				}
-				if w.final {
-					if close := now.Add(-grace); close.After(closed) {
-						if err := slidingClosed(buf, s.codec, storeName, d, closed, close, func(k K, recs []slidingRecord[V], start time.Time) error {
-							return fold(k, recs, start, m)
-						}); err != nil {
-							return err
-						}
-						closed = close
+				if w.final && close.After(closed) {
+					if err := slidingClosed(buf, s.codec, storeName, d, closed, close, func(k K, recs []slidingRecord[V], start time.Time) error {
+						return fold(k, recs, start, m)
+					}); err != nil {
+						return err
 					}
+					closed = close
 				}
 				// No window still open can hold a record older than this.
-				return buf.DropBefore(now.Add(-grace - d - slidingStep))
+				return buf.DropBefore(close.Add(-d - slidingStep))
 			}, nil
 		})
 	return Table[operators.Windowed[K], A]{s: out, store: storeName}
+}
+
+// slidingStart is where the window ending at a record at `at` starts:
+// at-d, or 0 for a record earlier than d, since no window starts before
+// the epoch (Kafka Streams puts every such record in the window [0, d]).
+func slidingStart(at time.Time, d time.Duration) time.Time {
+	return maxTime(at.Add(-d), epoch)
+}
+
+// slidingUpdate keeps a record on time and hands on every open window it
+// changes, as Kafka Streams' sliding aggregation does: the windows that
+// held records before and now hold this one too, then the windows it
+// makes (the window just after the record before it, its own window, and
+// the window just after it when later records fall in it). A window that
+// already held a record at the same time is not new, so nothing is
+// emitted that did not change.
+func slidingUpdate[K, V any](buf store.Window, s Stream[K, V], storeName string, d time.Duration, close time.Time, k K, v V, m *meta,
+	fold func(K, []slidingRecord[V], time.Time, *meta) error) error {
+	at := m.rec.Timestamp
+	kb, _, err := keepRecord(buf, s, k, v, m)
+	if err != nil {
+		return err
+	}
+	// Every record of the key, this one included, that a window holding
+	// it can hold, or that starts such a window just after it.
+	recs, err := slidingRecords(buf, s.codec.Value, storeName, kb, at.Add(-d-slidingStep), at.Add(d+slidingStep))
+	if err != nil {
+		return err
+	}
+	order := slidingOrder(recs, at, d)
+	for _, start := range order {
+		if start.Add(d).Before(close) {
+			continue // closed
+		}
+		if err := fold(k, recs, start, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// slidingOrder returns the starts of the windows a record at `at` changes,
+// in the order Kafka Streams emits them, given the key's records around
+// it (recs, in time order, the new one among them). Kafka Streams walks
+// the windows it has from the latest start back, updating those that hold
+// the record, then makes the new ones; a record earlier than d (whose
+// windows would start before the epoch) goes to the window [0, d], which
+// comes last.
+func slidingOrder[V any](recs []slidingRecord[V], at time.Time, d time.Duration) []time.Time {
+	holds := func(start, t time.Time) bool { return !t.Before(start) && !t.After(start.Add(d)) }
+	// existed reports whether the window was there before this record:
+	// the window ending at an earlier record, or the one just after an
+	// earlier record that a later one fell in.
+	skipped := false // the new record, once, among recs
+	var before []time.Time
+	for _, r := range recs {
+		if r.at.Equal(at) && !skipped {
+			skipped = true
+			continue
+		}
+		before = append(before, r.at)
+	}
+	existed := func(start time.Time) bool {
+		for _, r := range before {
+			if slidingStart(r, d).Equal(start) {
+				return true
+			}
+			if r.Add(slidingStep).Equal(start) && slices.ContainsFunc(before, func(q time.Time) bool { return q.After(r) && holds(start, q) }) {
+				return true
+			}
+		}
+		return false
+	}
+	own := slidingStart(at, d)
+	candidates := []time.Time{own}
+	twins := 0 // records at the new one's time, itself included
+	var prev *time.Time
+	for i, r := range recs {
+		switch {
+		case r.at.Equal(at):
+			twins++
+		case r.at.After(at) && !r.at.After(at.Add(d)):
+			candidates = append(candidates, slidingStart(r.at, d)) // the window ending at r
+		case r.at.Before(at):
+			candidates = append(candidates, r.at.Add(slidingStep)) // the window just after r
+			prev = &recs[i].at
+		}
+	}
+	early := at.Add(-d).Before(epoch)
+	var updated []time.Time
+	for _, start := range sortedStarts(candidates) {
+		if existed(start) && !(early && start.Equal(own)) {
+			updated = append(updated, start)
+		}
+	}
+	if !early {
+		slices.Reverse(updated)
+	}
+	// The windows the record makes.
+	var made []time.Time
+	prevRight := func() {
+		if prev != nil && holds(prev.Add(slidingStep), at) && !existed(prev.Add(slidingStep)) {
+			made = append(made, prev.Add(slidingStep))
+		}
+	}
+	ownRight := func() {
+		start := at.Add(slidingStep)
+		if twins > 1 {
+			return // a record at the same time made it
+		}
+		for _, r := range recs {
+			if r.at.After(at) && holds(start, r.at) {
+				made = append(made, start)
+				return
+			}
+		}
+	}
+	if early {
+		ownRight()
+		prevRight()
+		made = append(made, own) // made or updated
+	} else {
+		prevRight()
+		if !existed(own) {
+			made = append(made, own)
+		}
+		ownRight()
+	}
+	out := updated
+	for _, start := range made {
+		if !slices.ContainsFunc(out, start.Equal) {
+			out = append(out, start)
+		}
+	}
+	return out
 }
 
 // slidingRecord is one record a sliding aggregation keeps.
@@ -236,11 +356,12 @@ func slidingClosed[K, V any](buf store.Window, c operators.Codec[K, V], storeNam
 		slices.SortStableFunc(x.recs, func(a, b slidingRecord[V]) int { return a.at.Compare(b.at) })
 		var starts []time.Time
 		for _, r := range x.recs {
-			if !r.at.Before(from) {
-				starts = append(starts, r.at.Add(-d)) // the window ending at r
-			}
-			if end := r.at.Add(slidingStep + d); !end.Before(from) && end.Before(to) {
-				starts = append(starts, r.at.Add(slidingStep)) // the window just after r
+			// The window ending at r (at d for a record before d), and the
+			// one just after r.
+			for _, start := range []time.Time{slidingStart(r.at, d), r.at.Add(slidingStep)} {
+				if end := start.Add(d); !end.Before(from) && end.Before(to) {
+					starts = append(starts, start)
+				}
 			}
 		}
 		for _, start := range sortedStarts(starts) {

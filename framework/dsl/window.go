@@ -81,44 +81,55 @@ func windowFold[K, V, A any](w Windowed[K, V], storeName string, agg serde.Serde
 		if err != nil {
 			return nil, err
 		}
+		clock, err := openClock(ws)
+		if err != nil {
+			return nil, err
+		}
+		windows := windowAggregates[A]{ws: ws, agg: agg, name: storeName}
 		// Windows ending at or before closed were emitted (when final) in
 		// transactions already committed.
-		closed := t.ctx.StreamTime().Add(-grace)
+		closed := clock.now.Add(-grace)
+		var result meta
 		return func(k K, v V, m *meta) error {
 			kb, err := keyBytes(s, k, m)
 			if err != nil {
 				return err
 			}
-			now := t.ctx.StreamTime()
+			ts := m.rec.Timestamp
+			now, err := clock.observe(ts)
+			if err != nil {
+				return err
+			}
 			accepted := false
-			for _, start := range w.w.Starts(m.rec.Timestamp) {
+			for _, start := range w.w.Starts(ts) {
 				end := start.Add(size)
 				if !end.Add(grace).After(now) {
 					continue // closed
 				}
 				accepted = true
-				acc, found, err := windowValue(ws, agg, kb, start, storeName)
+				acc, latest, found, err := windows.get(kb, start)
 				if err != nil {
 					return err
 				}
 				if acc, err = fn(k, v, acc, found); err != nil {
 					return err
 				}
-				b, err := agg.Serialize(acc)
-				if err != nil {
-					return fmt.Errorf("serialize aggregate: %w", err)
+				// A window's result carries the timestamp of its latest
+				// record, as Kafka Streams' timestamped window store does.
+				if !found || ts.After(latest) {
+					latest = ts
 				}
-				if err := ws.Put(kb, start, b); err != nil {
+				if err := windows.put(kb, start, latest, acc); err != nil {
 					return err
 				}
 				if !w.final {
-					if err := next(operators.Windowed[K]{Key: k, Start: start, End: end}, acc, m); err != nil {
+					if err := next(operators.Windowed[K]{Key: k, Start: start, End: end}, acc, restamp(&result, m, latest)); err != nil {
 						return err
 					}
 				}
 			}
 			if !accepted {
-				reportLate(t, m, now, "every window of "+m.rec.Timestamp.Format(time.RFC3339Nano))
+				reportLate(t, m, now, "every window of "+ts.Format(time.RFC3339Nano))
 			}
 			if w.final {
 				// Windows that closed since the last record: those ending in
@@ -126,8 +137,8 @@ func windowFold[K, V, A any](w Windowed[K, V], storeName string, agg serde.Serde
 				close := now.Add(-grace)
 				if close.After(closed) {
 					from, to := closed.Add(-size).Add(time.Nanosecond), close.Add(-size)
-					if err := emitClosed(ws, s.codec.Key, agg, storeName, from, to, func(k K, start time.Time, a A) error {
-						return next(operators.Windowed[K]{Key: k, Start: start, End: start.Add(size)}, a, m)
+					if err := windowsStartingIn(windows, s.codec.Key, from, to, func(k K, start, latest time.Time, a A) error {
+						return next(operators.Windowed[K]{Key: k, Start: start, End: start.Add(size)}, a, restamp(&result, m, latest))
 					}); err != nil {
 						return err
 					}
@@ -140,27 +151,75 @@ func windowFold[K, V, A any](w Windowed[K, V], storeName string, agg serde.Serde
 	return Table[operators.Windowed[K], A]{s: out, store: storeName}
 }
 
-// emitClosed hands emit every window of ws starting in [from, to], decoded.
-// The windows are read first and handed on after, since what emit does
-// may write the store.
-func emitClosed[K, A any](ws store.Window, key serde.Serde[K], agg serde.Serde[A], storeName string, from, to time.Time, emit func(K, time.Time, A) error) error {
-	type window struct {
-		key   K
-		start time.Time
-		acc   A
+// windowAggregates reads and writes the aggregates of time windows in a
+// window store: each value is the timestamp of the window's latest record
+// (8 big-endian bytes of Unix nanoseconds), then the aggregate.
+type windowAggregates[A any] struct {
+	ws   store.Window
+	agg  serde.Serde[A]
+	name string
+}
+
+// errBadWindowValue is returned for a stored window too short for its
+// timestamp.
+var errBadWindowValue = errors.New("stored window shorter than its timestamp")
+
+func (w windowAggregates[A]) decode(key, b []byte) (A, time.Time, error) {
+	var a A
+	if len(b) < 8 {
+		return a, time.Time{}, fmt.Errorf("window of %q in %s: %w", key, w.name, errBadWindowValue)
 	}
-	return readThenEmit(ws, from, to, func(wk store.WindowKey, b []byte, add func(window)) error {
-		k, err := key.Deserialize(wk.Key)
+	latest := time.Unix(0, int64(binary.BigEndian.Uint64(b))).UTC()
+	a, err := w.agg.Deserialize(b[8:])
+	if err != nil {
+		return a, latest, fmt.Errorf("stored aggregate of %q in %s: %w", key, w.name, err)
+	}
+	return a, latest, nil
+}
+
+// get returns the aggregate of key's window at start, and the timestamp
+// of its latest record.
+func (w windowAggregates[A]) get(key []byte, start time.Time) (A, time.Time, bool, error) {
+	b, ok, err := w.ws.Get(key, start)
+	if err != nil || !ok {
+		var a A
+		return a, time.Time{}, false, err
+	}
+	a, latest, err := w.decode(key, b)
+	return a, latest, err == nil, err
+}
+
+func (w windowAggregates[A]) put(key []byte, start, latest time.Time, a A) error {
+	b, err := w.agg.Serialize(a)
+	if err != nil {
+		return fmt.Errorf("serialize aggregate: %w", err)
+	}
+	v := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(b)), uint64(latest.UnixNano()))
+	return w.ws.Put(key, start, append(v, b...))
+}
+
+// windowsStartingIn hands emit every window of every key of w starting
+// in [from, to], decoded, with the timestamp of its latest record. The
+// windows are read first and handed on after, since what emit does may
+// write the store.
+func windowsStartingIn[K, A any](w windowAggregates[A], keys serde.Serde[K], from, to time.Time, emit func(k K, start, latest time.Time, a A) error) error {
+	type window struct {
+		key           K
+		start, latest time.Time
+		acc           A
+	}
+	return readThenEmit(w.ws, from, to, func(wk store.WindowKey, b []byte, add func(window)) error {
+		k, err := keys.Deserialize(wk.Key)
 		if err != nil {
-			return fmt.Errorf("stored key %q in %s: %w", wk.Key, storeName, err)
+			return fmt.Errorf("stored key %q in %s: %w", wk.Key, w.name, err)
 		}
-		a, err := agg.Deserialize(b)
+		a, latest, err := w.decode(wk.Key, b)
 		if err != nil {
-			return fmt.Errorf("stored aggregate of %q in %s: %w", wk.Key, storeName, err)
+			return err
 		}
-		add(window{k, wk.Start, a})
+		add(window{k, wk.Start, latest, a})
 		return nil
-	}, func(w window) error { return emit(w.key, w.start, w.acc) })
+	}, func(x window) error { return emit(x.key, x.start, x.latest, x.acc) })
 }
 
 // readThenEmit decodes what ws holds for windows starting in [from, to],
@@ -190,18 +249,6 @@ func declareWindow[K, V any](s Stream[K, V], name string, retention time.Duratio
 	}
 	g := s.g.root()
 	g.stores = append(g.stores, spec)
-}
-
-func windowValue[A any](ws store.Window, s serde.Serde[A], key []byte, start time.Time, storeName string) (A, bool, error) {
-	var a A
-	b, ok, err := ws.Get(key, start)
-	if err != nil || !ok {
-		return a, false, err
-	}
-	if a, err = s.Deserialize(b); err != nil {
-		return a, false, fmt.Errorf("stored aggregate of %q in %s: %w", key, storeName, err)
-	}
-	return a, true, nil
 }
 
 // SessionWindows groups each key's records into sessions: runs of records
@@ -272,14 +319,28 @@ func SessionAggregate[K, V, A any](w Sessioned[K, V], storeName string, init fun
 		if err != nil {
 			return nil, err
 		}
-		closed := t.ctx.StreamTime().Add(-grace - gap)
+		clock, err := openClock(ws)
+		if err != nil {
+			return nil, err
+		}
+		// A session is late, and final, once it ends before stream time
+		// minus grace minus the gap (KAFKA-12718): until then a record on
+		// time can still join it. Sessions ending before closed were
+		// emitted (when final) in transactions already committed.
+		closed := clock.now.Add(-grace - gap)
 		sessions := sessionStore[A]{ws: ws, agg: agg, name: storeName}
+		var result, del meta
 		return func(k K, v V, m *meta) error {
 			kb, err := keyBytes(s, k, m)
 			if err != nil {
 				return err
 			}
-			now, ts := t.ctx.StreamTime(), m.rec.Timestamp
+			ts := m.rec.Timestamp
+			now, err := clock.observe(ts)
+			if err != nil {
+				return err
+			}
+			close := now.Add(-grace - gap)
 			start, end := ts, ts
 			acc := init()
 			var merged []operators.Windowed[K]
@@ -294,49 +355,48 @@ func SessionAggregate[K, V, A any](w Sessioned[K, V], storeName string, init fun
 			if err != nil {
 				return err
 			}
-			if end.Before(now.Add(-grace)) {
+			if end.Before(close) {
 				reportLate(t, m, now, "its session")
-				return nil
-			}
-			if acc, err = fn(k, v, acc); err != nil {
-				return err
-			}
-			for _, old := range merged {
-				if err := ws.Delete(kb, old.End); err != nil {
+			} else {
+				if acc, err = fn(k, v, acc); err != nil {
+					return err
+				}
+				for _, old := range merged {
+					if err := ws.Delete(kb, old.End); err != nil {
+						return err
+					}
+					if !w.final {
+						// A merged-away session's tombstone carries its end.
+						var zero A
+						restamp(&del, m, old.End).tombstone = true
+						if err := next(old, zero, &del); err != nil {
+							return err
+						}
+					}
+				}
+				if err := sessions.put(kb, start, end, acc); err != nil {
 					return err
 				}
 				if !w.final {
-					var zero A
-					del := *m
-					del.tombstone = true
-					if err := next(old, zero, &del); err != nil {
+					// A session's result carries its end, as in Kafka Streams.
+					if err := next(operators.Windowed[K]{Key: k, Start: start, End: end}, acc, restamp(&result, m, end)); err != nil {
 						return err
 					}
 				}
 			}
-			if err := sessions.put(kb, start, end, acc); err != nil {
-				return err
-			}
-			if !w.final {
-				if err := next(operators.Windowed[K]{Key: k, Start: start, End: end}, acc, m); err != nil {
+			if w.final && close.After(closed) {
+				// Sessions that became final since the last record: those
+				// ending in [closed, close).
+				if err := sessionsEndingIn(sessions, closed, close.Add(-time.Nanosecond), s.codec.Key, func(k K, sStart, sEnd time.Time, a A) error {
+					return next(operators.Windowed[K]{Key: k, Start: sStart, End: sEnd}, a, restamp(&result, m, sEnd))
+				}); err != nil {
 					return err
 				}
+				closed = close
 			}
-			if w.final {
-				// Sessions that became final since the last record: those
-				// ending in [closed, now-grace-gap).
-				close := now.Add(-grace - gap)
-				if close.After(closed) {
-					if err := sessionsEndingIn(sessions, closed, close.Add(-time.Nanosecond), s.codec.Key, func(k K, sStart, sEnd time.Time, a A) error {
-						return next(operators.Windowed[K]{Key: k, Start: sStart, End: sEnd}, a, m)
-					}); err != nil {
-						return err
-					}
-					closed = close
-				}
-			}
-			// No record can merge a session that ended before now-grace-gap.
-			return ws.DropBefore(now.Add(-grace - gap))
+			// A record on time (at close or later) joins sessions that end
+			// a gap before it at the earliest.
+			return ws.DropBefore(close.Add(-gap))
 		}, nil
 	})
 	return Table[operators.Windowed[K], A]{s: out, store: storeName}
@@ -448,14 +508,8 @@ func reportLate(t *task, m *meta, now time.Time, what string) {
 // keepRecord adds the record to buf, under its key and its time, and
 // returns its serialized key and value.
 func keepRecord[K, V any](buf store.Window, s Stream[K, V], k K, v V, m *meta) (kb, vb []byte, err error) {
-	if kb, err = keyBytes(s, k, m); err != nil {
+	if kb, vb, err = keyAndValueBytes(s, k, v, m); err != nil {
 		return nil, nil, err
-	}
-	vb = m.rec.Value
-	if !s.rawValue {
-		if vb, err = s.codec.Value.Serialize(v); err != nil {
-			return nil, nil, fmt.Errorf("serialize value: %w", err)
-		}
 	}
 	return kb, vb, appendValue(buf, kb, m.rec.Timestamp, vb)
 }

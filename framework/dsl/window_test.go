@@ -207,16 +207,19 @@ func TestSessionWindowsFollowKafkaStreams(t *testing.T) {
 			want: []string{"A@10-10=1", "B@12-12=1", "A@10-10=nil", "A@10-15=2", "A@21-21=1"},
 		},
 		{
-			name: "grace: a record whose session ended before stream time minus grace is late",
+			// KAFKA-12718: a record is late only when its session would end
+			// before stream time minus grace minus the gap.
+			name: "grace: a record whose session ends before stream time minus grace minus the gap is late",
 			w:    dsl.SessionWindows{Gap: 5 * time.Millisecond, Grace: 10 * time.Millisecond},
 			in: []timed{
 				{"A", 100},
 				{"A", 90}, // on time: a session of its own, ending at stream time minus grace
 				{"B", 120},
 				{"B", 110}, // on time: ends at 110, stream time 120 minus grace
-				{"C", 109}, // late: a session of its own ending at 109
+				{"C", 105}, // on time: ends at 105, stream time 120 minus grace minus the gap
+				{"D", 104}, // late: a session of its own ending at 104
 			},
-			want: []string{"A@100-100=1", "A@90-90=1", "B@120-120=1", "B@110-110=1"},
+			want: []string{"A@100-100=1", "A@90-90=1", "B@120-120=1", "B@110-110=1", "C@105-105=1"},
 			late: 1,
 		},
 		{
@@ -299,18 +302,21 @@ func TestSlidingWindowsFollowKafkaStreams(t *testing.T) {
 			name: "the documentation's example",
 			w:    dsl.SlidingWindows{Difference: 5000 * time.Millisecond, Grace: time.Hour},
 			in:   []timed{{"A", 8000}, {"A", 9200}, {"A", 12400}},
+			// In Kafka Streams' order: the windows that held records before,
+			// latest start first, then the ones the record makes (the window
+			// just after the record before it, then its own).
 			want: []string{
 				"A@3000-8000=1",
-				"A@4200-9200=2", "A@8001-13001=1",
-				"A@7400-12400=3", "A@8001-13001=2", "A@9201-14201=1",
+				"A@8001-13001=1", "A@4200-9200=2",
+				"A@8001-13001=2", "A@9201-14201=1", "A@7400-12400=3",
 			},
-			windows: []string{"A@3000-8000=1", "A@4200-9200=2", "A@8001-13001=2", "A@7400-12400=3", "A@9201-14201=1"},
+			windows: []string{"A@3000-8000=1", "A@8001-13001=2", "A@4200-9200=2", "A@9201-14201=1", "A@7400-12400=3"},
 		},
 		{
 			name:    "out of order: a record lands in windows made before it",
 			w:       dsl.SlidingWindows{Difference: 5000 * time.Millisecond, Grace: time.Hour},
 			in:      []timed{{"A", 8000}, {"A", 12400}, {"A", 9200}},
-			windows: []string{"A@3000-8000=1", "A@7400-12400=3", "A@8001-13001=2", "A@4200-9200=2", "A@9201-14201=1"},
+			windows: []string{"A@3000-8000=1", "A@8001-13001=2", "A@7400-12400=3", "A@4200-9200=2", "A@9201-14201=1"},
 		},
 		{
 			name: "keys apart; a record further than the difference from the last starts afresh",
@@ -319,11 +325,19 @@ func TestSlidingWindowsFollowKafkaStreams(t *testing.T) {
 			want: []string{"A@90-100=1", "B@95-105=1", "A@190-200=1"},
 		},
 		{
-			name: "grace: a record whose own window has closed is late",
+			// Stream time 100 closes the windows ending before 95. 94's own
+			// window [84;94] has closed, but the open windows that hold it
+			// still take it, and it makes [95;105]; 84 has no open window
+			// left (84+10 < 95), so it is late.
+			name: "grace: a record is late only when every window that could hold it has closed",
 			w:    dsl.SlidingWindows{Difference: 10 * time.Millisecond, Grace: 5 * time.Millisecond},
-			in:   []timed{{"A", 100}, {"A", 96}, {"A", 94}},
-			want: []string{"A@90-100=1", "A@86-96=1", "A@90-100=2", "A@97-107=1"},
-			late: 1, // 94+5 < 100
+			in:   []timed{{"A", 100}, {"A", 96}, {"A", 94}, {"A", 84}},
+			want: []string{
+				"A@90-100=1",
+				"A@90-100=2", "A@86-96=1", "A@97-107=1",
+				"A@90-100=3", "A@86-96=2", "A@95-105=2",
+			},
+			late: 1,
 		},
 	}
 	for _, tt := range tests {

@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"iter"
 	"time"
 )
@@ -34,7 +35,21 @@ type Window interface {
 	DropBefore(start time.Time) error
 	// All iterates every window, in (segment, key, start) order.
 	All() iter.Seq2[WindowKey, []byte]
+	// StreamTime returns the stream time last saved with SetStreamTime,
+	// the zero time if none was.
+	StreamTime() (time.Time, error)
+	// SetStreamTime saves the stream time of the operator that owns the
+	// store (the largest timestamp among the records that reached it,
+	// Kafka Streams' observed stream time). It is a write like any other:
+	// committed, changelogged and restored with the windows, so a
+	// restarted operator closes windows exactly where it left off.
+	SetStreamTime(t time.Time) error
 }
+
+// streamTimeKey is where a window store keeps its stream time: one byte,
+// shorter than any window's key (at least 17 bytes) and sorting before
+// every segment, so that no range over segments meets it.
+var streamTimeKey = []byte{0}
 
 // RangeDropper is a store that can drop a range of keys at once, as
 // pending writes the changelog does not record.
@@ -132,6 +147,21 @@ func (w *windowStore) Delete(key []byte, start time.Time) error {
 	return w.kv.Delete(w.windowKey(key, start))
 }
 
+func (w *windowStore) StreamTime() (time.Time, error) {
+	b, ok, err := w.kv.Get(streamTimeKey)
+	if err != nil || !ok {
+		return time.Time{}, err
+	}
+	if len(b) != 8 {
+		return time.Time{}, fmt.Errorf("%w: stream time of %d bytes", ErrBadWindowKey, len(b))
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(b))).UTC(), nil
+}
+
+func (w *windowStore) SetStreamTime(t time.Time) error {
+	return w.kv.Put(streamTimeKey, binary.BigEndian.AppendUint64(make([]byte, 0, 8), uint64(t.UnixNano())))
+}
+
 func (w *windowStore) FetchAll(from, to time.Time) iter.Seq2[WindowKey, []byte] {
 	return func(yield func(WindowKey, []byte) bool) {
 		if to.Before(from) {
@@ -218,7 +248,7 @@ func (w *windowStore) DropBefore(start time.Time) error {
 		// The lowest segment present, found once per store instance.
 		w.started = true
 		w.live = end
-		for k := range w.kv.Range(nil, nil) {
+		for k := range w.kv.Range(segmentPrefix(0), nil) {
 			if len(k) >= 8 {
 				w.live = binary.BigEndian.Uint64(k)
 			}
@@ -250,7 +280,7 @@ func (w *windowStore) DropBefore(start time.Time) error {
 
 func (w *windowStore) All() iter.Seq2[WindowKey, []byte] {
 	return func(yield func(WindowKey, []byte) bool) {
-		for k, v := range w.kv.Range(nil, nil) {
+		for k, v := range w.kv.Range(segmentPrefix(0), nil) {
 			wk, err := ParseWindowKey(k)
 			if err != nil {
 				continue
