@@ -1,6 +1,8 @@
 package dsl
 
 import (
+	"encoding/binary"
+	"errors"
 	"time"
 
 	"github.com/causeway-stream/causeway/framework/store"
@@ -17,22 +19,48 @@ var epoch = time.Unix(0, 0).UTC()
 // reach the step (a table's updates, records of other branches, records
 // sent to the dead-letter topic) do not move it, so they close none of
 // its windows. It is kept in the step's window store: committed, written
-// to the changelog and restored with the windows it closes.
+// to the changelog and restored with the windows it closes. Beside it
+// the clock counts the records the step kept, for a step that needs
+// their order of arrival.
 type stepClock struct {
 	ws  store.Window
 	now time.Time
+	// seq numbers the records the step kept, in order of arrival.
+	seq uint64
 }
+
+// errBadClock is returned for a stored step clock that does not parse.
+var errBadClock = errors.New("stored stream time of a step does not parse")
 
 // openClock reads the stream time ws keeps, or starts at the epoch.
 func openClock(ws store.Window) (*stepClock, error) {
-	now, err := ws.StreamTime()
-	if err != nil {
-		return nil, err
+	c := &stepClock{ws: ws, now: epoch}
+	b, err := ws.Meta()
+	if err != nil || b == nil {
+		return c, err
 	}
-	if now.Before(epoch) {
-		now = epoch
+	if len(b) < 8 {
+		return nil, errBadClock
 	}
-	return &stepClock{ws: ws, now: now}, nil
+	if now := time.Unix(0, int64(binary.BigEndian.Uint64(b))).UTC(); now.After(c.now) {
+		c.now = now
+	}
+	if len(b) > 8 {
+		seq, n := binary.Uvarint(b[8:])
+		if n <= 0 {
+			return nil, errBadClock
+		}
+		c.seq = seq
+	}
+	return c, nil
+}
+
+func (c *stepClock) save() error {
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, 8+binary.MaxVarintLen64), uint64(c.now.UnixNano()))
+	if c.seq > 0 {
+		b = binary.AppendUvarint(b, c.seq)
+	}
+	return c.ws.SetMeta(b)
 }
 
 // observe moves the clock on to ts when ts is later, and returns the
@@ -40,11 +68,17 @@ func openClock(ws store.Window) (*stepClock, error) {
 func (c *stepClock) observe(ts time.Time) (time.Time, error) {
 	if ts.After(c.now) {
 		c.now = ts
-		if err := c.ws.SetStreamTime(ts); err != nil {
+		if err := c.save(); err != nil {
 			return c.now, err
 		}
 	}
 	return c.now, nil
+}
+
+// next returns the number of the next record the step keeps.
+func (c *stepClock) next() (uint64, error) {
+	c.seq++
+	return c.seq, c.save()
 }
 
 // restamp makes *scratch a copy of m whose record carries timestamp ts,

@@ -1,6 +1,8 @@
 package dsl
 
 import (
+	"cmp"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"time"
@@ -98,11 +100,13 @@ func slidingFold[K, V, A any](w Sliding[K, V], storeName string, agg serde.Serde
 			// fold folds the records of recs in [start, start+d] and hands
 			// the window on, stamped with its latest record's time; a
 			// window with no record is no window.
+			// The records are folded in the order they arrived, as Kafka
+			// Streams adds each to the aggregates it keeps.
 			fold := func(k K, recs []slidingRecord[V], start time.Time, m *meta) error {
 				var acc A
 				var latest time.Time
 				found := false
-				for _, r := range recs {
+				for _, r := range inArrivalOrder(recs) {
 					if r.at.Before(start) || r.at.After(start.Add(d)) {
 						continue
 					}
@@ -124,18 +128,18 @@ func slidingFold[K, V, A any](w Sliding[K, V], storeName string, agg serde.Serde
 					return err
 				}
 				close := now.Add(-grace)
-				switch {
-				case at.Add(d).Before(close):
-					// Every window that could hold the record has closed.
+				taken := false
+				if !at.Add(d).Before(close) { // else every window that could hold it has closed
+					emit := fold
+					if w.final {
+						emit = nil
+					}
+					if taken, err = slidingUpdate(buf, clock, s, storeName, d, close, k, v, m, emit); err != nil {
+						return err
+					}
+				}
+				if !taken {
 					reportLate(t, m, now, "every window of "+at.Format(time.RFC3339Nano))
-				case !w.final:
-					if err := slidingUpdate(buf, s, storeName, d, close, k, v, m, fold); err != nil {
-						return err
-					}
-				default:
-					if _, _, err := keepRecord(buf, s, k, v, m); err != nil {
-						return err
-					}
 				}
 				if w.final && close.After(closed) {
 					if err := slidingClosed(buf, s.codec, storeName, d, closed, close, func(k K, recs []slidingRecord[V], start time.Time) error {
@@ -159,36 +163,53 @@ func slidingStart(at time.Time, d time.Duration) time.Time {
 	return maxTime(at.Add(-d), epoch)
 }
 
-// slidingUpdate keeps a record on time and hands on every open window it
-// changes, as Kafka Streams' sliding aggregation does: the windows that
-// held records before and now hold this one too, then the windows it
-// makes (the window just after the record before it, its own window, and
-// the window just after it when later records fall in it). A window that
+// slidingUpdate takes a record into every open window it changes, as
+// Kafka Streams' sliding aggregation does, and hands each on with emit
+// (nil: none, when the windows emit on close): the windows that held
+// records before and now hold this one too, then the windows it makes
+// (the window just after the record before it, its own window, and the
+// window just after it when later records fall in it). A window that
 // already held a record at the same time is not new, so nothing is
-// emitted that did not change.
-func slidingUpdate[K, V any](buf store.Window, s Stream[K, V], storeName string, d time.Duration, close time.Time, k K, v V, m *meta,
-	fold func(K, []slidingRecord[V], time.Time, *meta) error) error {
+// emitted that did not change. A record no open window takes is not kept,
+// as it leaves no trace in Kafka Streams' windows either; it reports
+// whether the record was taken.
+func slidingUpdate[K, V any](buf store.Window, clock *stepClock, s Stream[K, V], storeName string, d time.Duration, close time.Time, k K, v V, m *meta,
+	emit func(K, []slidingRecord[V], time.Time, *meta) error) (bool, error) {
 	at := m.rec.Timestamp
-	kb, _, err := keepRecord(buf, s, k, v, m)
+	kb, err := keyBytes(s, k, m)
 	if err != nil {
-		return err
+		return false, err
 	}
-	// Every record of the key, this one included, that a window holding
-	// it can hold, or that starts such a window just after it.
+	// Every record of the key that a window holding the new one can hold,
+	// or that starts such a window just after it; then the new one, after
+	// those at its time.
 	recs, err := slidingRecords(buf, s.codec.Value, storeName, kb, at.Add(-d-slidingStep), at.Add(d+slidingStep))
 	if err != nil {
-		return err
+		return false, err
 	}
-	order := slidingOrder(recs, at, d)
-	for _, start := range order {
-		if start.Add(d).Before(close) {
-			continue // closed
+	i, _ := slices.BinarySearchFunc(recs, at, func(r slidingRecord[V], t time.Time) int {
+		if r.at.After(t) {
+			return 1
 		}
-		if err := fold(k, recs, start, m); err != nil {
-			return err
+		return -1
+	})
+	recs = slices.Insert(recs, i, slidingRecord[V]{at: at, seq: clock.seq + 1, v: v})
+	open := slices.DeleteFunc(slidingOrder(recs, at, d), func(start time.Time) bool { return start.Add(d).Before(close) })
+	if len(open) == 0 {
+		return false, nil
+	}
+	if _, err := keepSliding(buf, clock, s, k, v, m); err != nil {
+		return true, err
+	}
+	if emit == nil {
+		return true, nil
+	}
+	for _, start := range open {
+		if err := emit(k, recs, start, m); err != nil {
+			return true, err
 		}
 	}
-	return nil
+	return true, nil
 }
 
 // slidingOrder returns the starts of the windows a record at `at` changes,
@@ -287,22 +308,57 @@ func slidingOrder[V any](recs []slidingRecord[V], at time.Time, d time.Duration)
 	return out
 }
 
-// slidingRecord is one record a sliding aggregation keeps.
+// slidingRecord is one record a sliding aggregation keeps: its time, its
+// number in order of arrival, and its value.
 type slidingRecord[V any] struct {
-	at time.Time
-	v  V
+	at  time.Time
+	seq uint64
+	v   V
 }
 
-// slidingRecords reads the records of key kept in buf from from to to.
+// keepSliding adds the record to buf under its key and its time, with its
+// number in order of arrival, and returns its serialized key.
+func keepSliding[K, V any](buf store.Window, clock *stepClock, s Stream[K, V], k K, v V, m *meta) ([]byte, error) {
+	kb, vb, err := keyAndValueBytes(s, k, v, m)
+	if err != nil {
+		return nil, err
+	}
+	seq, err := clock.next()
+	if err != nil {
+		return nil, err
+	}
+	entry := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(vb)), seq)
+	return kb, appendValue(buf, kb, m.rec.Timestamp, append(entry, vb...))
+}
+
+// decodeSliding reads one kept record's number and value.
+func decodeSliding[V any](values serde.Serde[V], at time.Time, b []byte) (slidingRecord[V], error) {
+	seq, n := binary.Uvarint(b)
+	if n <= 0 {
+		return slidingRecord[V]{}, errBadValueList
+	}
+	v, err := values.Deserialize(b[n:])
+	return slidingRecord[V]{at: at, seq: seq, v: v}, err
+}
+
+// inArrivalOrder returns recs sorted by their order of arrival.
+func inArrivalOrder[V any](recs []slidingRecord[V]) []slidingRecord[V] {
+	out := slices.Clone(recs)
+	slices.SortFunc(out, func(a, b slidingRecord[V]) int { return cmp.Compare(a.seq, b.seq) })
+	return out
+}
+
+// slidingRecords reads the records of key kept in buf from from to to, in
+// order of time.
 func slidingRecords[V any](buf store.Window, values serde.Serde[V], storeName string, kb []byte, from, to time.Time) ([]slidingRecord[V], error) {
 	var recs []slidingRecord[V]
 	for ts, list := range buf.Fetch(kb, from, to) {
 		if err := eachValue(list, func(b []byte) error {
-			x, err := values.Deserialize(b)
+			r, err := decodeSliding(values, ts, b)
 			if err != nil {
 				return fmt.Errorf("stored value of %q in %s: %w", kb, storeName, err)
 			}
-			recs = append(recs, slidingRecord[V]{ts, x})
+			recs = append(recs, r)
 			return nil
 		}); err != nil {
 			return nil, err
@@ -341,11 +397,11 @@ func slidingClosed[K, V any](buf store.Window, c operators.Codec[K, V], storeNam
 			order = append(order, string(wk.Key))
 		}
 		if err := eachValue(list, func(b []byte) error {
-			v, err := c.Value.Deserialize(b)
+			r, err := decodeSliding(c.Value, wk.Start, b)
 			if err != nil {
 				return fmt.Errorf("stored value of %q in %s: %w", wk.Key, storeName, err)
 			}
-			x.recs = append(x.recs, slidingRecord[V]{wk.Start, v})
+			x.recs = append(x.recs, r)
 			return nil
 		}); err != nil {
 			return err

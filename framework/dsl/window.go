@@ -504,12 +504,3 @@ func maxTime(a, b time.Time) time.Time {
 func reportLate(t *task, m *meta, now time.Time, what string) {
 	t.ctx.Report(framework.DropEvent{Reason: "late", Record: m.rec, Detail: what + " closed at stream time " + now.Format(time.RFC3339Nano)})
 }
-
-// keepRecord adds the record to buf, under its key and its time, and
-// returns its serialized key and value.
-func keepRecord[K, V any](buf store.Window, s Stream[K, V], k K, v V, m *meta) (kb, vb []byte, err error) {
-	if kb, vb, err = keyAndValueBytes(s, k, v, m); err != nil {
-		return nil, nil, err
-	}
-	return kb, vb, appendValue(buf, kb, m.rec.Timestamp, vb)
-}

@@ -3,7 +3,6 @@ package store
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"iter"
 	"time"
 )
@@ -35,21 +34,21 @@ type Window interface {
 	DropBefore(start time.Time) error
 	// All iterates every window, in (segment, key, start) order.
 	All() iter.Seq2[WindowKey, []byte]
-	// StreamTime returns the stream time last saved with SetStreamTime,
-	// the zero time if none was.
-	StreamTime() (time.Time, error)
-	// SetStreamTime saves the stream time of the operator that owns the
-	// store (the largest timestamp among the records that reached it,
-	// Kafka Streams' observed stream time). It is a write like any other:
-	// committed, changelogged and restored with the windows, so a
-	// restarted operator closes windows exactly where it left off.
-	SetStreamTime(t time.Time) error
+	// Meta returns what the operator that owns the store last saved with
+	// SetMeta, nil if nothing.
+	Meta() ([]byte, error)
+	// SetMeta saves a small value of the operator that owns the store (its
+	// stream time, Kafka Streams' observed stream time, say) beside the
+	// windows. It is a write like any other: committed, changelogged and
+	// restored with the windows, so a restarted operator closes windows
+	// exactly where it left off.
+	SetMeta(b []byte) error
 }
 
-// streamTimeKey is where a window store keeps its stream time: one byte,
+// metaKey is where a window store keeps its operator's value: one byte,
 // shorter than any window's key (at least 17 bytes) and sorting before
 // every segment, so that no range over segments meets it.
-var streamTimeKey = []byte{0}
+var metaKey = []byte{0}
 
 // RangeDropper is a store that can drop a range of keys at once, as
 // pending writes the changelog does not record.
@@ -147,20 +146,15 @@ func (w *windowStore) Delete(key []byte, start time.Time) error {
 	return w.kv.Delete(w.windowKey(key, start))
 }
 
-func (w *windowStore) StreamTime() (time.Time, error) {
-	b, ok, err := w.kv.Get(streamTimeKey)
+func (w *windowStore) Meta() ([]byte, error) {
+	b, ok, err := w.kv.Get(metaKey)
 	if err != nil || !ok {
-		return time.Time{}, err
+		return nil, err
 	}
-	if len(b) != 8 {
-		return time.Time{}, fmt.Errorf("%w: stream time of %d bytes", ErrBadWindowKey, len(b))
-	}
-	return time.Unix(0, int64(binary.BigEndian.Uint64(b))).UTC(), nil
+	return b, nil
 }
 
-func (w *windowStore) SetStreamTime(t time.Time) error {
-	return w.kv.Put(streamTimeKey, binary.BigEndian.AppendUint64(make([]byte, 0, 8), uint64(t.UnixNano())))
-}
+func (w *windowStore) SetMeta(b []byte) error { return w.kv.Put(metaKey, b) }
 
 func (w *windowStore) FetchAll(from, to time.Time) iter.Seq2[WindowKey, []byte] {
 	return func(yield func(WindowKey, []byte) bool) {

@@ -34,7 +34,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("Restore", func(t *testing.T) { restore(t, b) })
 	t.Run("StoresAreSeparate", func(t *testing.T) { storesAreSeparate(t, b) })
 	t.Run("WindowSegments", func(t *testing.T) { windowSegments(t, b) })
-	t.Run("WindowStreamTime", func(t *testing.T) { windowStreamTime(t, b) })
+	t.Run("WindowMeta", func(t *testing.T) { windowMeta(t, b) })
 	if b.Reopen != nil {
 		t.Run("RestartThenRead", func(t *testing.T) { restartThenRead(t, b) })
 	}
@@ -315,32 +315,32 @@ func committedView(t *testing.T, b Backend) {
 	assert.Equal(t, []string{"a=again", "b=2", "c=3"}, Dump(view, "", ""), "the view follows commits")
 }
 
-// windowStreamTime: a window store's stream time is a write like the
+// windowMeta: a window store's operator value is a write like the
 // windows (pending until committed, undone by an abort, in the changes,
 // restored from them), and lives beside the windows without being one:
 // scans do not meet it and dropping segments keeps it.
-func windowStreamTime(t *testing.T, b Backend) {
+func windowMeta(t *testing.T, b Backend) {
 	s, kv := open(t, b, "w")
 	w := store.NewWindow(kv, time.Minute)
 	t0 := time.Unix(0, 0).UTC()
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
-	got, err := w.StreamTime()
+	got, err := w.Meta()
 	require.NoError(t, err)
-	assert.True(t, got.IsZero(), "a new store has no stream time")
+	assert.Nil(t, got, "a new store has no value")
 
-	require.NoError(t, w.SetStreamTime(at(30*time.Second)))
+	require.NoError(t, w.SetMeta([]byte("aborted")))
 	require.NoError(t, s.Abort())
-	got, err = w.StreamTime()
+	got, err = w.Meta()
 	require.NoError(t, err)
-	assert.True(t, got.IsZero(), "an aborted stream time is undone")
+	assert.Nil(t, got, "an aborted value is undone")
 
 	for _, d := range []time.Duration{10 * time.Second, 70 * time.Second, 130 * time.Second} {
 		require.NoError(t, w.Put([]byte("k"), at(d), []byte(d.String())))
 	}
-	require.NoError(t, w.SetStreamTime(at(150*time.Second)))
+	require.NoError(t, w.SetMeta([]byte("kept")))
 	changes := kv.Changes()
 	require.NoError(t, s.Commit(nil))
-	assert.Len(t, changes, 4, "three windows and the stream time")
+	assert.Len(t, changes, 4, "three windows and the value")
 
 	n := 0
 	for range w.All() {
@@ -353,8 +353,8 @@ func windowStreamTime(t *testing.T, b Backend) {
 	}
 	assert.Equal(t, 3, n, "FetchAll lists windows only")
 
-	// The stream time sorts before every segment: a drop that looks for
-	// the lowest segment must not stop at it.
+	// The value sorts before every segment: a drop that looks for the
+	// lowest segment must not stop at it.
 	w = store.NewWindow(kv, time.Minute) // as a rebuilt task would
 	require.NoError(t, w.DropBefore(at(2*time.Minute)))
 	require.NoError(t, s.Commit(nil))
@@ -363,15 +363,15 @@ func windowStreamTime(t *testing.T, b Backend) {
 		left = append(left, wk.Start.Sub(t0).String())
 	}
 	assert.Equal(t, []string{"2m10s"}, left, "the segments before 2m are dropped")
-	got, err = w.StreamTime()
+	got, err = w.Meta()
 	require.NoError(t, err)
-	assert.Equal(t, at(150*time.Second), got, "a drop keeps the stream time")
+	assert.Equal(t, "kept", string(got), "a drop keeps the value")
 
-	// Restored from its changes, a store has the same stream time.
+	// Restored from its changes, a store has the same value.
 	s2, kv2 := open(t, b, "w")
 	require.NoError(t, kv2.Restore(changes))
 	require.NoError(t, s2.Commit(nil))
-	got, err = store.NewWindow(kv2, time.Minute).StreamTime()
+	got, err = store.NewWindow(kv2, time.Minute).Meta()
 	require.NoError(t, err)
-	assert.Equal(t, at(150*time.Second), got, "restored from the changelog")
+	assert.Equal(t, "kept", string(got), "restored from the changelog")
 }
