@@ -99,6 +99,9 @@ type ProcessorInfo struct {
 	// processor returns an error for a record. See OnProcessingError.
 	processingErrors BadInputPolicy
 	processingSet    bool
+	// timestamps holds the timestamp extractor of each input that has one
+	// (see ExtractTimestamp).
+	timestamps map[string]timestampSource
 }
 
 // ProcessingPolicy is what happens when the processor returns err for a
@@ -396,6 +399,14 @@ func (b *Builder) Build() (*Topology, error) {
 			}
 			ins[in] = true
 			used[in] = true
+		}
+		for topic, src := range p.timestamps {
+			switch {
+			case !ins[topic]:
+				bad("processor %q extracts timestamps of %q, which is not one of its inputs", p.Name, topic)
+			case src.extract == nil:
+				bad("processor %q: the timestamp extractor of %q is nil", p.Name, topic)
+			}
 		}
 		outs := map[string]bool{}
 		for _, o := range p.Outputs {

@@ -2,6 +2,7 @@ package dsl
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/serde"
@@ -61,30 +62,68 @@ func codecFor[K, V any](key, value any) operators.Codec[K, V] {
 // From reads a topic as a stream, decoding keys and values with codec.
 // Reading one topic twice gives the same stream. A record whose key or
 // value cannot be decoded is an error matching framework.ErrDeserialize,
-// handled by the topology's bad-input policy.
-func From[K, V any](b *Builder, topic string, codec operators.Codec[K, V]) Stream[K, V] {
+// handled by the topology's bad-input policy. WithTimestamp takes each
+// record's timestamp from its contents.
+func From[K, V any](b *Builder, topic string, codec operators.Codec[K, V], opts ...SourceOpt[K, V]) Stream[K, V] {
+	var o sourceOpts[K, V]
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if have, ok := b.streams[topic]; ok {
+		if len(opts) > 0 {
+			b.fail("topic %q is read twice, the second time with options: give them where it is first read", topic)
+		}
 		if s, ok := have.(Stream[K, V]); ok {
 			return s
 		}
 		b.fail("topic %q is read twice, as %T and as %T", topic, have, Stream[K, V]{})
 		// A stream of its own, which Build does not turn into a processor.
-		return newSource(b, &group{name: topic}, topic, codec)
+		return newSource(b, &group{name: topic}, topic, codec, o)
 	}
-	s := newSource(b, b.newGroup(topic), topic, codec)
+	s := newSource(b, b.newGroup(topic), topic, codec, o)
 	b.streams[topic] = s
 	return s
 }
 
+// SourceOpt configures how From reads a topic.
+type SourceOpt[K, V any] func(*sourceOpts[K, V])
+
+type sourceOpts[K, V any] struct {
+	timestamp func(K, V) time.Time
+	onInvalid framework.InvalidTimestamp
+}
+
+// WithTimestamp gives each record of the topic the timestamp fn takes
+// from its key and value (a time in the value, say), in place of the one
+// Kafka carries: Kafka Streams' timestamp extractor for one source. Every
+// step after it (windows, joins, what is written out) sees that time. A
+// zero time, or one before the Unix epoch, is invalid: onInvalid (first
+// value only; default framework.FailOnInvalidTimestamp) says what becomes
+// of the record. A record that fails goes through the topology's
+// processing-error policy with an error matching
+// framework.ErrInvalidTimestamp; a skipped one is reported as
+// "invalid-timestamp".
+func WithTimestamp[K, V any](fn func(K, V) time.Time, onInvalid ...framework.InvalidTimestamp) SourceOpt[K, V] {
+	return func(o *sourceOpts[K, V]) {
+		o.timestamp = fn
+		if len(onInvalid) > 0 {
+			o.onInvalid = onInvalid[0]
+		}
+	}
+}
+
 // newSource adds topic to g's inputs and returns the stream of its
 // records.
-func newSource[K, V any](b *Builder, g *group, topic string, codec operators.Codec[K, V]) Stream[K, V] {
+func newSource[K, V any](b *Builder, g *group, topic string, codec operators.Codec[K, V], o sourceOpts[K, V]) Stream[K, V] {
 	n := newNode[K, V]()
 	g.sources = append(g.sources, source{topic: topic, open: func(t *task) (func(*meta) error, error) {
 		next, err := n.open(t)
 		if err != nil {
 			return nil, err
 		}
+		// previous is the largest valid timestamp the extractor gave in this
+		// task, for UsePreviousOnInvalidTimestamp.
+		var previous time.Time
 		return func(m *meta) error {
 			k, err := codec.Key.Deserialize(m.rec.Key)
 			if err != nil {
@@ -93,6 +132,18 @@ func newSource[K, V any](b *Builder, g *group, topic string, codec operators.Cod
 			v, err := codec.Value.Deserialize(m.rec.Value)
 			if err != nil {
 				return framework.ValueError(m.rec, err)
+			}
+			if o.timestamp != nil {
+				ts, skip, err := framework.ResolveTimestamp(m.rec, o.timestamp(k, v), nil, previous, o.onInvalid)
+				switch {
+				case err != nil:
+					return err
+				case skip:
+					t.ctx.Report(framework.DropEvent{Reason: "invalid-timestamp", Record: m.rec, Detail: "the timestamp extractor gave no valid timestamp"})
+					return nil
+				}
+				previous = maxTime(previous, ts)
+				m.rec.Timestamp = ts
 			}
 			return next(k, v, m)
 		}, nil
@@ -358,5 +409,5 @@ func repartition[K, V any](s Stream[K, V], name string) Stream[K, V] {
 		like = s.origins[0]
 	}
 	s.b.repartitions = append(s.b.repartitions, repartitionTopic{topic: topic, like: like})
-	return newSource(s.b, s.b.newGroup(topic), topic, s.codec)
+	return newSource(s.b, s.b.newGroup(topic), topic, s.codec, sourceOpts[K, V]{})
 }

@@ -184,6 +184,11 @@ type Task struct {
 	// store name; globalTopics their topics.
 	globals      map[string]store.KeyValue
 	globalTopics map[string]bool
+	// extracts is set when an input of the processor has a timestamp
+	// extractor; lastValid holds the largest valid timestamp each such
+	// input has had, for UsePreviousOnInvalidTimestamp.
+	extracts  bool
+	lastValid map[string]time.Time
 	// logicalIn maps the inputs the topology renamed (see
 	// framework.Topology.ForApplication) to the names the processor knows.
 	logicalIn map[string]string
@@ -282,6 +287,7 @@ func New(cfg Config) (*Task, error) {
 		id:          ID(cfg.Processor, cfg.Partition),
 		cfg:         cfg,
 		info:        info,
+		extracts:    info.ExtractsTimestamps(),
 		policy:      policy,
 		clockPolicy: clockPolicy(info, policy),
 		node:        node,
@@ -692,6 +698,13 @@ func (t *Task) setCurrent(rec framework.Record) {
 }
 
 func (t *Task) process(rec framework.Record) error {
+	if t.extracts {
+		var skip bool
+		var err error
+		if rec, skip, err = t.extractTimestamp(rec); err != nil || skip {
+			return err
+		}
+	}
 	if rec.Timestamp.After(t.stream) {
 		t.stream = rec.Timestamp
 	}
@@ -726,6 +739,39 @@ func (t *Task) process(rec framework.Record) error {
 		return nil // no call per record for a processor that schedules nothing
 	}
 	return t.punctuate(framework.StreamTime, t.stream)
+}
+
+// extractTimestamp gives rec the timestamp its input's extractor makes of
+// it (see framework.ExtractTimestamp). A record the policy skips is
+// reported; one whose timestamp is invalid under FailOnInvalidTimestamp
+// fails as a processing error does, under the processor's policy.
+func (t *Task) extractTimestamp(rec framework.Record) (framework.Record, bool, error) {
+	in := rec // as the topology names its topic
+	if l, ok := t.logicalIn[rec.Topic]; ok {
+		in.Topic = l
+	}
+	ts, skip, err := t.info.Timestamp(in, t.lastValid[rec.Topic])
+	switch {
+	case err != nil:
+		t.setCurrent(rec)
+		defer func() { t.inRecord = false }()
+		policy := t.info.ProcessingPolicy(err, t.policy)
+		if policy == framework.FailTask {
+			return rec, false, &RecordError{Record: entryOf(rec), Stage: framework.StageProcess, Err: err}
+		}
+		return rec, true, t.badInput(policy, rec, rec, framework.StageProcess, err)
+	case skip:
+		t.ctx.Report(framework.DropEvent{Reason: "invalid-timestamp", Record: rec, Detail: "the timestamp extractor gave no valid timestamp"})
+		return rec, true, nil
+	}
+	if t.lastValid == nil {
+		t.lastValid = map[string]time.Time{}
+	}
+	if ts.After(t.lastValid[rec.Topic]) {
+		t.lastValid[rec.Topic] = ts
+	}
+	rec.Timestamp = ts
+	return rec, false, nil
 }
 
 // badInput applies policy (LogAndSkip or DeadLetter) to rec, which failed
