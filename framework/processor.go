@@ -92,6 +92,11 @@ type Context interface {
 	Report(event DropEvent)
 }
 
+// DropNullKey is the reason of a DropEvent for a record without a key
+// that a table, an aggregation or a join skipped, as Kafka Streams skips
+// them. The runtime logs the first of a task and counts them all.
+const DropNullKey = "null-key"
+
 // DropEvent describes a record a processor did not turn into output on
 // purpose, for logs and metrics.
 type DropEvent struct {

@@ -41,7 +41,7 @@ func (w *Worker) newTaskManager(counts map[string]int32, offsets offsetSource, c
 		Clock: w.pumpClock, DeadLetterTopic: w.deadLetter, GateOff: w.cfg.GateOff, CheckClaims: w.cfg.CheckClaims, ClaimEnd: w.claimEnd,
 		AutoOffsetReset: w.cfg.AutoOffsetReset, AllowOffsetReset: w.cfg.AllowOffsetReset, Log: w.log,
 		Observer: func(t *taskmgr.Task) task.Observer {
-			return taskObserver{w: w, deliveries: w.metrics.Deliveries.WithLabelValues(t.ID)}
+			return taskObserver{w: w, deliveries: w.metrics.Deliveries.WithLabelValues(t.ID), nullKeys: new(bool)}
 		},
 		InputCounter: func(topic string) prometheus.Counter { return w.metrics.RecordsIn.WithLabelValues(topic) },
 		OpenStores:   w.openStores,
@@ -83,11 +83,23 @@ func (w *Worker) failTask(rt *taskmgr.Task, err error) {
 type taskObserver struct {
 	w          *Worker
 	deliveries prometheus.Counter // of this task
+	// nullKeys is set once the task has logged a record without a key
+	// skipped: the rest are counted, and logged only at debug level, as a
+	// topic of such records would otherwise flood the log.
+	nullKeys *bool
 }
 
 func (o taskObserver) Dropped(id string, ev framework.DropEvent) {
 	o.w.metrics.Dropped.WithLabelValues(id, ev.Reason).Inc()
-	o.w.log.Warn("record dropped", zap.String("task", id), zap.String("reason", ev.Reason),
+	log := o.w.log.Warn
+	switch {
+	case ev.Reason == framework.DropNullKey && *o.nullKeys:
+		log = o.w.log.Debug
+	case ev.Reason == framework.DropNullKey:
+		*o.nullKeys = true
+		ev.Detail += " (logged once per task; causeway_dropped_records_total counts them all)"
+	}
+	log("record dropped", zap.String("task", id), zap.String("reason", ev.Reason),
 		zap.String("channel", partitionString(ev.Record.Topic, ev.Record.Partition)), zap.Int64("offset", ev.Record.Offset),
 		zap.String("detail", ev.Detail))
 }

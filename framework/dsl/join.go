@@ -436,6 +436,20 @@ func streamSide[K, A, B, J any](t *task, this Stream[K, A], otherValues serde.Se
 			return err
 		}
 		now := st.now()
+		if this.rawKey && m.rec.Key == nil {
+			if side.unmatched != nil && m.rec.Value != nil {
+				// Kafka Streams (KIP-962): a side kept alone hands a
+				// record without a key on alone at once.
+				var zero B
+				j, err := joiner(k, a, zero, false)
+				if err != nil {
+					return err
+				}
+				return next(k, j, m)
+			}
+			nullKey(t, this, m, "stream join")
+			return nil
+		}
 		if m.rec.Value == nil {
 			t.ctx.Report(framework.DropEvent{Reason: "no-value", Record: m.rec, Detail: "a record with no value joins nothing"})
 			return nil

@@ -122,6 +122,9 @@ func slidingFold[K, V, A any](w Sliding[K, V], storeName string, agg serde.Serde
 				return next(operators.Windowed[K]{Key: k, Start: start, End: start.Add(d)}, acc, restamp(&result, m, latest))
 			}
 			return func(k K, v V, m *meta) error {
+				if nullKey(t, s, m, "sliding aggregation "+storeName) {
+					return nil
+				}
 				at := m.rec.Timestamp
 				now, err := clock.observe(at)
 				if err != nil {

@@ -55,6 +55,18 @@ func keyBytes[K, V any](s Stream[K, V], k K, m *meta) ([]byte, error) {
 	return b, nil
 }
 
+// nullKey reports whether the record m at a step of s has no key (a Kafka
+// record whose key is null), and if so reports it dropped ("null-key"):
+// as in Kafka Streams, a table, an aggregation or a join has nowhere to
+// put such a record, and skipping it is not an error.
+func nullKey[K, V any](t *task, s Stream[K, V], m *meta, what string) bool {
+	if !s.rawKey || m.rec.Key != nil {
+		return false
+	}
+	t.ctx.Report(framework.DropEvent{Reason: framework.DropNullKey, Record: m.rec, Detail: what + " takes no record without a key"})
+	return true
+}
+
 // TableFrom reads a topic as a table (a compacted topic, typically),
 // materialized in the named store: each record sets its key's row, and a
 // record with a nil value deletes it.
@@ -87,6 +99,9 @@ func TableFrom[K, V any](b *Builder, topic, storeName string, codec operators.Co
 		// join, the one step that asks.
 		var change meta
 		return func(m *meta) error {
+			if nullKey(t, out, m, "table "+storeName) {
+				return nil
+			}
 			k, err := codec.Key.Deserialize(m.rec.Key)
 			if err != nil {
 				return framework.KeyError(m.rec, err)
@@ -192,6 +207,9 @@ func fold[K, V, A any](g Grouped[K, V], storeName string, agg serde.Serde[A], fn
 		}
 		var change meta
 		return func(k K, v V, m *meta) error {
+			if nullKey(t, s, m, "aggregation "+storeName) {
+				return nil
+			}
 			kb, err := keyBytes(s, k, m)
 			if err != nil {
 				return err
@@ -262,6 +280,19 @@ func join[K, V, T, R any](s Stream[K, V], t Table[K, T], left bool, joiner func(
 			return nil, err
 		}
 		return func(k K, v V, m *meta) error {
+			if left && s.rawKey && m.rec.Key == nil {
+				// Kafka Streams (KIP-962): a left join joins a record
+				// without a key with no row.
+				var row T
+				r, err := joiner(k, v, row, false)
+				if err != nil {
+					return err
+				}
+				return next(k, r, m)
+			}
+			if nullKey(tk, s, m, "join with table "+t.store) {
+				return nil
+			}
 			kb, err := keyBytes(s, k, m)
 			if err != nil {
 				return err

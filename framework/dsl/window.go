@@ -91,6 +91,9 @@ func windowFold[K, V, A any](w Windowed[K, V], storeName string, agg serde.Serde
 		closed := clock.now.Add(-grace)
 		var result meta
 		return func(k K, v V, m *meta) error {
+			if nullKey(t, s, m, "windowed aggregation "+storeName) {
+				return nil
+			}
 			kb, err := keyBytes(s, k, m)
 			if err != nil {
 				return err
@@ -331,6 +334,9 @@ func SessionAggregate[K, V, A any](w Sessioned[K, V], storeName string, init fun
 		sessions := sessionStore[A]{ws: ws, agg: agg, name: storeName}
 		var result, del meta
 		return func(k K, v V, m *meta) error {
+			if nullKey(t, s, m, "session aggregation "+storeName) {
+				return nil
+			}
 			kb, err := keyBytes(s, k, m)
 			if err != nil {
 				return err
