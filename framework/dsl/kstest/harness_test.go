@@ -26,8 +26,12 @@ import (
 	"github.com/causeway-stream/causeway/operators"
 )
 
-// null stands for a missing value (a tombstone) in inputs and outputs.
-const null = "<null>"
+// null stands for a missing value (a tombstone) in inputs and outputs;
+// noKey for a missing key in inputs.
+const (
+	null  = "<null>"
+	noKey = "<no key>"
+)
 
 // text is the codec of string keys and values, Kafka Streams'
 // Serdes.String().
@@ -72,9 +76,9 @@ type kcase struct {
 	// restartAfter restarts every task from its last commit after that
 	// many inputs (0: never), where the Java test makes a new processor.
 	restartAfter int
-	// late, skipped and noValue count the records reported dropped for
-	// each reason, where the Java test meters them.
-	late, skipped, noValue int
+	// late, skipped, noValue and nullKey count the records reported
+	// dropped for each reason, where the Java test meters them.
+	late, skipped, noValue, nullKey int
 }
 
 // run pipes the inputs one by one (each processed before the next, as
@@ -94,6 +98,9 @@ func (c kcase) run(t *testing.T) {
 			}
 		}
 		rec := framework.Record{Key: []byte(r.key), Timestamp: time.UnixMilli(r.ms).UTC()}
+		if r.key == noKey {
+			rec.Key = nil
+		}
 		if r.value != null {
 			rec.Value = []byte(r.value)
 		}
@@ -133,6 +140,7 @@ func (c kcase) run(t *testing.T) {
 	assert.Equal(t, c.late, dropped["late"], "%s: records dropped as late", c.from)
 	assert.Equal(t, c.skipped, dropped["skipped"], "%s: records skipped", c.from)
 	assert.Equal(t, c.noValue, dropped["no-value"], "%s: records without a value", c.from)
+	assert.Equal(t, c.nullKey, dropped[framework.DropNullKey], "%s: records without a key", c.from)
 }
 
 func render(rs []kv) []string {

@@ -152,3 +152,104 @@ func TestTimeWindows(t *testing.T) {
 		require.NoError(t, err)
 	})
 }
+
+// tableTableJoin joins the tables of topic1 and topic2, the result's
+// changes to "out".
+func tableTableJoin(kind joinKind) func(b *dsl.Builder) {
+	return func(b *dsl.Builder) {
+		t1, t2 := dsl.TableFrom(b, "topic1", "table1", text), dsl.TableFrom(b, "topic2", "table2", text)
+		var joined dsl.Table[string, string]
+		switch kind {
+		case inner:
+			joined = dsl.JoinTables(t1, t2, func(_, l, r string) (string, error) { return joinValue(l, true, r, true), nil })
+		case left:
+			joined = dsl.LeftJoinTables(t1, t2, func(_, l, r string, rok bool) (string, error) { return joinValue(l, true, r, rok), nil })
+		default:
+			joined = dsl.OuterJoinTables(t1, t2, func(_, l string, lok bool, r string, rok bool) (string, error) {
+				return joinValue(l, lok, r, rok), nil
+			})
+		}
+		joined.ToStream().To("out")
+	}
+}
+
+// tableJoinInputs is the input of the testJoin methods of
+// KTableKTableInnerJoinTest, LeftJoinTest and OuterJoinTest: two records
+// without a key among them.
+func tableJoinInputs() []in {
+	keyed := func(topic, prefix string, ts func(k int) int64, keys ...int) []in {
+		var out []in
+		for _, k := range keys {
+			v := null
+			if prefix != null {
+				v = fmt.Sprintf("%s%d", prefix, k)
+			}
+			out = append(out, in{topic, fmt.Sprint(k), v, ts(k)})
+		}
+		return out
+	}
+	at := func(ms int64) func(int) int64 { return func(int) int64 { return ms } }
+	unkeyed := func(topic, v string, ms int64) []in { return []in{{topic, noKey, v, ms}} }
+	return seq(
+		keyed("topic1", "X", func(k int) int64 { return 5 + int64(k) }, 0, 1), unkeyed("topic1", "SomeVal", 42),
+		keyed("topic2", "Y", func(k int) int64 { return 10 * int64(k) }, 0, 1), unkeyed("topic2", "AnotherVal", 73),
+		keyed("topic1", "XX", at(7), 0, 1, 2, 3),
+		keyed("topic2", "YY", func(k int) int64 { return 5 * int64(k) }, 0, 1, 2, 3),
+		keyed("topic1", "XXX", at(6), 0, 1, 2, 3),
+		keyed("topic2", null, at(5), 0), keyed("topic2", null, at(7), 1),
+		keyed("topic1", "XXXX", at(13), 0, 1, 2, 3),
+		keyed("topic1", null, at(0), 0), keyed("topic1", null, at(42), 1), keyed("topic1", null, at(5), 2), keyed("topic1", null, at(20), 3),
+	)
+}
+
+func TestTableTableJoin(t *testing.T) {
+	runAll(t, []kcase{
+		{
+			from:  "KTableKTableInnerJoinTest.testJoin",
+			build: tableTableJoin(inner),
+			in:    tableJoinInputs(),
+			want: []kv{
+				{"0", "X0+Y0", 5}, {"1", "X1+Y1", 10},
+				{"0", "XX0+Y0", 7}, {"1", "XX1+Y1", 10},
+				{"0", "XX0+YY0", 7}, {"1", "XX1+YY1", 7}, {"2", "XX2+YY2", 10}, {"3", "XX3+YY3", 15},
+				{"0", "XXX0+YY0", 6}, {"1", "XXX1+YY1", 6}, {"2", "XXX2+YY2", 10}, {"3", "XXX3+YY3", 15},
+				{"0", null, 6}, {"1", null, 7},
+				{"2", "XXXX2+YY2", 13}, {"3", "XXXX3+YY3", 15},
+				{"2", null, 10}, {"3", null, 20},
+			},
+			nullKey: 2,
+		},
+		{
+			from:  "KTableKTableLeftJoinTest.testJoin",
+			build: tableTableJoin(left),
+			in:    tableJoinInputs(),
+			want: []kv{
+				{"0", "X0+null", 5}, {"1", "X1+null", 6},
+				{"0", "X0+Y0", 5}, {"1", "X1+Y1", 10},
+				{"0", "XX0+Y0", 7}, {"1", "XX1+Y1", 10}, {"2", "XX2+null", 7}, {"3", "XX3+null", 7},
+				{"0", "XX0+YY0", 7}, {"1", "XX1+YY1", 7}, {"2", "XX2+YY2", 10}, {"3", "XX3+YY3", 15},
+				{"0", "XXX0+YY0", 6}, {"1", "XXX1+YY1", 6}, {"2", "XXX2+YY2", 10}, {"3", "XXX3+YY3", 15},
+				{"0", "XXX0+null", 6}, {"1", "XXX1+null", 7},
+				{"0", "XXXX0+null", 13}, {"1", "XXXX1+null", 13}, {"2", "XXXX2+YY2", 13}, {"3", "XXXX3+YY3", 15},
+				{"0", null, 0}, {"1", null, 42}, {"2", null, 10}, {"3", null, 20},
+			},
+			nullKey: 2,
+		},
+		{
+			from:  "KTableKTableOuterJoinTest.testJoin",
+			build: tableTableJoin(outer),
+			in:    tableJoinInputs(),
+			want: []kv{
+				{"0", "X0+null", 5}, {"1", "X1+null", 6},
+				{"0", "X0+Y0", 5}, {"1", "X1+Y1", 10},
+				{"0", "XX0+Y0", 7}, {"1", "XX1+Y1", 10}, {"2", "XX2+null", 7}, {"3", "XX3+null", 7},
+				{"0", "XX0+YY0", 7}, {"1", "XX1+YY1", 7}, {"2", "XX2+YY2", 10}, {"3", "XX3+YY3", 15},
+				{"0", "XXX0+YY0", 6}, {"1", "XXX1+YY1", 6}, {"2", "XXX2+YY2", 10}, {"3", "XXX3+YY3", 15},
+				{"0", "XXX0+null", 6}, {"1", "XXX1+null", 7},
+				{"0", "XXXX0+null", 13}, {"1", "XXXX1+null", 13}, {"2", "XXXX2+YY2", 13}, {"3", "XXXX3+YY3", 15},
+				{"0", null, 0}, {"1", null, 42}, {"2", "null+YY2", 10}, {"3", "null+YY3", 20},
+			},
+			nullKey: 2,
+		},
+	})
+}
