@@ -14,7 +14,7 @@ STATE_KEYS ?= 1000000,5000000
 # librdkafka or franz (pure Go).
 CLIENT   ?= librdkafka
 
-.PHONY: help run run-orders test test-purego chromium test-browser test-short lint bench bench-state bench-instructions fuzz tidy
+.PHONY: help run run-orders run-clicks test test-purego chromium test-browser test-short lint bench bench-state bench-instructions fuzz tidy
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -24,6 +24,9 @@ run: ## Count the words of a bundled book on the embedded broker, then print the
 
 run-orders: ## The orders shop with lagging partitions, gate on and gate off, side by side; then a client reading its own writes (CLIENT=franz too).
 	$(GO) run ./examples/orders demo -client $(CLIENT)
+
+run-clicks: ## Page views joined to user profiles, counted per region in one-minute windows by the time in their JSON, each window emitted once when it closes; bad JSON to the dead-letter topic; checked against an independent count (CLIENT=franz too).
+	$(GO) run ./examples/clicks demo -client $(CLIENT)
 
 test: lint chromium ## Lint, then run every test with the race detector (the worker's page in headless Chromium among them), then again built without cgo.
 	CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -timeout 12m $(PKGS)
@@ -50,6 +53,7 @@ lint: ## gofmt and go vet, with cgo and without; the worker examples must build 
 	CGO_ENABLED=0 $(GO) vet $(PKGS)
 	CGO_ENABLED=0 $(GO) build -o /dev/null ./examples/wordcount
 	CGO_ENABLED=0 $(GO) build -o /dev/null ./examples/orders
+	CGO_ENABLED=0 $(GO) build -o /dev/null ./examples/clicks
 
 bench: ## Micro benchmarks of the causal core, then the end-to-end comparison on both clients, stream threads pinned (about 40 minutes); results in bench-results/.
 	@# Whole rounds of every benchmark, not each benchmark $(BENCHCOUNT) times in a row: the
