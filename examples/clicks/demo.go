@@ -248,35 +248,12 @@ func closeWindows(ctx context.Context, addr string, joined int, closing []writte
 		if ctx.Err() != nil {
 			return fmt.Errorf("%d of %d views joined: %w", seen, joined, ctx.Err())
 		}
-		if err := pollOnce(ctx, cl, func(*kgo.Record) error { seen++; return nil }); err != nil {
+		if err := demoworker.PollOnce(ctx, cl, func(*kgo.Record) error { seen++; return nil }); err != nil {
 			return err
 		}
 	}
 	var session causal.Session
 	return writeAfter(ctx, cl, &session, ViewsTopic, closing)
-}
-
-// pollOnce polls cl for up to a tenth of a second and hands each record
-// to f; a fetch error other than the poll's own deadline is returned.
-func pollOnce(ctx context.Context, cl *kgo.Client, f func(*kgo.Record) error) error {
-	poll, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-	defer cancel()
-	fetches := cl.PollFetches(poll)
-	var ferr error
-	fetches.EachError(func(topic string, p int32, err error) {
-		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-			ferr = cmp.Or(ferr, fmt.Errorf("read %s/%d: %w", topic, p, err))
-		}
-	})
-	if ferr != nil {
-		return ferr
-	}
-	for it := fetches.RecordIter(); !it.Done(); {
-		if err := f(it.Next()); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // readWindows reads the committed window counts and the dead letters
@@ -294,7 +271,7 @@ func readWindows(ctx context.Context, addr string, res *demoResult) error {
 			return fmt.Errorf("read %d of %d windows and %d of %d dead letters: %w",
 				len(res.Counts), len(res.Expected), res.DeadLetter, res.Bad, ctx.Err())
 		}
-		err := pollOnce(ctx, cl, func(r *kgo.Record) error {
+		err := demoworker.PollOnce(ctx, cl, func(r *kgo.Record) error {
 			if r.Topic == DeadLetterTopic {
 				res.DeadLetter++
 				return nil

@@ -15,21 +15,6 @@
 //	clicks demo
 package main
 
-import (
-	"fmt"
-	"os"
+import "github.com/causeway-stream/causeway/examples/internal/demoworker"
 
-	"github.com/causeway-stream/causeway/runtime"
-)
-
-func main() {
-	topo, err := Topology()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if len(os.Args) > 1 && os.Args[1] == "demo" {
-		os.Exit(demo(topo, os.Args[2:]))
-	}
-	os.Exit(runtime.Run(topo))
-}
+func main() { demoworker.Main(Topology, demo) }

@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	_ "embed"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,9 +19,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
+	"github.com/causeway-stream/causeway/examples/internal/demoworker"
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/serde"
 	"github.com/causeway-stream/causeway/runtime"
@@ -99,29 +97,15 @@ func runDemo(ctx context.Context, topo *framework.Topology, o demoOptions, out i
 	if err := feed(ctx, b.Addr(), lines, o.partitions); err != nil {
 		return res, err
 	}
-	state, err := os.MkdirTemp("", "causeway-wordcount-")
-	if err != nil {
-		return res, err
-	}
-	defer os.RemoveAll(state)
-	cfg := runtime.DefaultConfig()
-	cfg.Client = cmp.Or(o.client, cfg.Client)
-	cfg.ApplicationID, cfg.BootstrapServers, cfg.StateDir, cfg.HTTPAddr = "wordcount-demo", b.Addr(), state, ""
-	cfg.CreateTopics, cfg.DefaultPartitions = true, o.partitions
-	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(os.Stderr), zap.WarnLevel))
-	w, err := runtime.NewWorker(cfg, topo, log, nil)
-	if err != nil {
-		return res, err
-	}
 	start := time.Now()
-	if err := w.Start(ctx); err != nil {
+	stop, err := demoworker.Start(ctx, topo, demoworker.Options{ApplicationID: "wordcount-demo", BootstrapServers: b.Addr(),
+		Client: o.client, Partitions: o.partitions})
+	if err != nil {
 		return res, err
 	}
 	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := w.Stop(stopCtx); err != nil {
-			fmt.Fprintln(os.Stderr, "stop worker:", err)
+		if err := stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 		}
 	}()
 	err = readCounts(ctx, b.Addr(), res, out, start)
@@ -195,26 +179,17 @@ func readCounts(ctx context.Context, addr string, res demoResult, out io.Writer,
 		if ctx.Err() != nil {
 			return fmt.Errorf("counted %d of %d words: %w", seen, res.Words, ctx.Err())
 		}
-		poll, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-		fetches := cl.PollFetches(poll)
-		cancel()
-		var ferr error
-		fetches.EachError(func(topic string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-				ferr = cmp.Or(ferr, fmt.Errorf("read %s/%d: %w", topic, p, err))
-			}
-		})
-		if ferr != nil {
-			return ferr
-		}
-		for it := fetches.RecordIter(); !it.Done(); {
-			r := it.Next()
+		err := demoworker.PollOnce(ctx, cl, func(r *kgo.Record) error {
 			n, err := serde.Int64().Deserialize(r.Value)
 			if err != nil {
 				return fmt.Errorf("count of %q: %w", r.Key, err)
 			}
 			res.Counts[string(r.Key)] = max(res.Counts[string(r.Key)], n)
 			seen++
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		if time.Since(lastPrint) > 300*time.Millisecond || seen == res.Words {
 			lastPrint = time.Now()

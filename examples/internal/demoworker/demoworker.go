@@ -1,6 +1,7 @@
-// Package demoworker starts a worker for an example's demo: on the
-// embedded broker's address, with a state directory of its own that goes
-// when the worker stops, and warnings logged to stderr.
+// Package demoworker is what the examples' commands share: their main,
+// and for their demos a worker on the embedded broker's address, with a
+// state directory of its own that goes when the worker stops, and a way
+// to poll what it committed.
 package demoworker
 
 import (
@@ -11,12 +12,51 @@ import (
 	"os"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/runtime"
 )
+
+// Main is an example's main: it builds the topology, then runs the demo
+// when the first argument is "demo", else the worker (runtime.Run), and
+// exits with their status.
+func Main(topology func() (*framework.Topology, error), demo func(topo *framework.Topology, args []string) int) {
+	topo, err := topology()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if len(os.Args) > 1 && os.Args[1] == "demo" {
+		os.Exit(demo(topo, os.Args[2:]))
+	}
+	os.Exit(runtime.Run(topo))
+}
+
+// PollOnce polls cl for up to a tenth of a second and hands each record
+// to f; a fetch error other than the poll's own deadline is returned.
+func PollOnce(ctx context.Context, cl *kgo.Client, f func(*kgo.Record) error) error {
+	poll, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	fetches := cl.PollFetches(poll)
+	var ferr error
+	fetches.EachError(func(topic string, p int32, err error) {
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			ferr = cmp.Or(ferr, fmt.Errorf("read %s/%d: %w", topic, p, err))
+		}
+	})
+	if ferr != nil {
+		return ferr
+	}
+	for it := fetches.RecordIter(); !it.Done(); {
+		if err := f(it.Next()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // Options say how the demo's worker runs. Zero values take the worker's
 // defaults.

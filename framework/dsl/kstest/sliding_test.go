@@ -24,6 +24,26 @@ func slidingAggregate(w dsl.SlidingWindows, final bool, init func() string) func
 	}
 }
 
+// earlyUpdates and earlyFinal are what testEarlyRecordsSmallInput and
+// testEarlyNoGracePeriodSmallInput both assert, but for the last record's
+// window, which the first test values 7 and the second 6.
+func earlyUpdates(last string) map[int64][]string {
+	return map[int64][]string{
+		0:  {"0+1@0", "0+1+2@5", "0+1+2+3@6", "0+1+2+3+4@6", "0+1+2+3+4+5@13", "0+1+2+3+4+5+6@13"},
+		1:  {"0+2@5", "0+2+3@6", "0+2+3+4@6", "0+2+3+4+5@13", "0+2+3+4+5+6@13"},
+		4:  {"0+2+3@6", "0+2+3+5@13", "0+2+3+5+6@13"},
+		6:  {"0+3@6", "0+3+5@13", "0+3+5+6@13"},
+		7:  {"0+5@13", "0+5+6@13"},
+		11: {"0+5@13"},
+		20: {last},
+	}
+}
+
+var earlyFinal = map[int64][]string{
+	0: {"0+1+2+3+4+5+6@13"}, 1: {"0+2+3+4+5+6@13"}, 4: {"0+2+3+5+6@13"}, 6: {"0+3+5+6@13"},
+	7: {"0+5+6@13"}, 11: {"0+5@13"},
+}
+
 func TestSlidingWindowAggregation(t *testing.T) {
 	d10g5 := dsl.SlidingWindows{Difference: ms(10), Grace: ms(5)}
 	smallIn := keyed("topic", "A", "1", 10, "A", "2", 10, "A", "3", 14, "A", "4", 15, "A", "5", 20, "A", "6", 22, "A", "7", 30)
@@ -70,23 +90,12 @@ func TestSlidingWindowAggregation(t *testing.T) {
 		{
 			from:  "KStreamSlidingWindowAggregateTest.testEarlyRecordsSmallInput (ON_WINDOW_UPDATE)",
 			build: slidingAggregate(d50, false, stringInit), in: earlyIn, d: ms(50),
-			byStart: map[int64][]string{
-				0:  {"0+1@0", "0+1+2@5", "0+1+2+3@6", "0+1+2+3+4@6", "0+1+2+3+4+5@13", "0+1+2+3+4+5+6@13"},
-				1:  {"0+2@5", "0+2+3@6", "0+2+3+4@6", "0+2+3+4+5@13", "0+2+3+4+5+6@13"},
-				4:  {"0+2+3@6", "0+2+3+5@13", "0+2+3+5+6@13"},
-				6:  {"0+3@6", "0+3+5@13", "0+3+5+6@13"},
-				7:  {"0+5@13", "0+5+6@13"},
-				11: {"0+5@13"},
-				20: {"0+7@70"},
-			},
+			byStart: earlyUpdates("0+7@70"),
 		},
 		{
 			from:  "KStreamSlidingWindowAggregateTest.testEarlyRecordsSmallInput (ON_WINDOW_CLOSE)",
 			build: slidingAggregate(d50, true, stringInit), in: earlyIn, d: ms(50),
-			byStart: map[int64][]string{
-				0: {"0+1+2+3+4+5+6@13"}, 1: {"0+2+3+4+5+6@13"}, 4: {"0+2+3+5+6@13"}, 6: {"0+3+5+6@13"},
-				7: {"0+5+6@13"}, 11: {"0+5@13"},
-			},
+			byStart: earlyFinal,
 		},
 		{
 			from:  "KStreamSlidingWindowAggregateTest.testEarlyRecordsRepeatedInput (ON_WINDOW_UPDATE)",
@@ -107,23 +116,12 @@ func TestSlidingWindowAggregation(t *testing.T) {
 		{
 			from:  "KStreamSlidingWindowAggregateTest.testEarlyNoGracePeriodSmallInput (ON_WINDOW_UPDATE)",
 			build: slidingAggregate(d50, false, stringInit), in: earlyNoGraceIn, d: ms(50),
-			byStart: map[int64][]string{
-				0:  {"0+1@0", "0+1+2@5", "0+1+2+3@6", "0+1+2+3+4@6", "0+1+2+3+4+5@13", "0+1+2+3+4+5+6@13"},
-				1:  {"0+2@5", "0+2+3@6", "0+2+3+4@6", "0+2+3+4+5@13", "0+2+3+4+5+6@13"},
-				4:  {"0+2+3@6", "0+2+3+5@13", "0+2+3+5+6@13"},
-				6:  {"0+3@6", "0+3+5@13", "0+3+5+6@13"},
-				7:  {"0+5@13", "0+5+6@13"},
-				11: {"0+5@13"},
-				20: {"0+6@70"},
-			},
+			byStart: earlyUpdates("0+6@70"),
 		},
 		{
 			from:  "KStreamSlidingWindowAggregateTest.testEarlyNoGracePeriodSmallInput (ON_WINDOW_CLOSE)",
 			build: slidingAggregate(d50, true, stringInit), in: earlyNoGraceIn, d: ms(50),
-			byStart: map[int64][]string{
-				0: {"0+1+2+3+4+5+6@13"}, 1: {"0+2+3+4+5+6@13"}, 4: {"0+2+3+5+6@13"}, 6: {"0+3+5+6@13"},
-				7: {"0+5+6@13"}, 11: {"0+5@13"},
-			},
+			byStart: earlyFinal,
 		},
 		{
 			from:  "KStreamSlidingWindowAggregateTest.testNoGracePeriodSmallInput (ON_WINDOW_UPDATE)",
