@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
@@ -10,8 +11,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -60,10 +63,20 @@ func TestChaosExactlyOnce(t *testing.T) {
 		}
 		var killed []*workerProcess
 		working := 0 // killed workers that had been assigned partitions
+		written, stalled := verdictsWritten(t, b.Addr()), 0
 		for round := range kills {
 			wl.add(produceShop(t, b.Addr(), 3, 2, fmt.Sprintf("r%d", round)))
 			if round%5 == 2 {
 				handles = append(handles, b.Cluster().Fault(faults[(round/5)%len(faults)]))
+			}
+			// Kill at the pace the machine works at: only once the workers
+			// have written verdicts since the last kill (up to a few
+			// seconds), so that kills land on work under way, and the
+			// faults meet requests, however slowly a new incarnation joins
+			// and starts its transactions.
+			var moved bool
+			if written, moved = awaitVerdicts(t, b.Addr(), written, 5*time.Second); !moved {
+				stalled++
 			}
 			time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
 			i := killTarget(rng, workers[:])
@@ -77,7 +90,8 @@ func TestChaosExactlyOnce(t *testing.T) {
 		for _, h := range handles {
 			h.Remove()
 		}
-		t.Logf("%d of %d killed workers had been assigned partitions; broker faults hit %d times", working, kills, hits())
+		t.Logf("%d of %d killed workers had been assigned partitions; broker faults hit %d times; %d rounds saw no new verdicts before their kill",
+			working, kills, hits(), stalled)
 		assert.GreaterOrEqual(t, working, kills/2, "most kills must hit a working worker, or the test proves little")
 		assert.Positive(t, hits(), "no injected fault ever fired")
 		wl.add(produceShop(t, b.Addr(), 3, 2, "last"))
@@ -117,6 +131,36 @@ func continuesSequence(req kmsg.Request) bool {
 		}
 	}
 	return true
+}
+
+// verdictsWritten is how many records (committed, aborted and markers
+// alike) the verdicts topic holds: it grows whenever a worker writes.
+func verdictsWritten(t *testing.T, addr string) int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, "verdicts")
+	require.NoError(t, err)
+	var n int64
+	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
+	return n
+}
+
+// awaitVerdicts waits, up to within, until the verdicts topic holds more
+// than before, and returns what it holds and whether it grew.
+func awaitVerdicts(t *testing.T, addr string, before int64, within time.Duration) (int64, bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		n := verdictsWritten(t, addr)
+		if n > before || time.Now().After(deadline) {
+			return n, n > before
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // killTarget picks the worker to kill: one of those that have been
