@@ -315,6 +315,11 @@ type joinSideState struct {
 	// still be joined: After for the left side, Before for the right.
 	lookBack time.Duration
 	isLeft   bool
+	// emittedTo is where the last look for closed unmatched records
+	// stopped: nothing before it is left, since a record is put in the
+	// unmatched store only while its window is open. It starts at the
+	// epoch in every task instance.
+	emittedTo time.Time
 }
 
 func openJoinState(t *task, left, right joinSide, w JoinWindows, emit func(unmatchedRecord, *meta) error) (*joinState, error) {
@@ -332,7 +337,7 @@ func openJoinState(t *task, left, right joinSide, w JoinWindows, emit func(unmat
 		if err != nil {
 			return nil, err
 		}
-		ss := &joinSideState{joinSide: x.side, records: clock, lookBack: x.lookBack, isLeft: x.to == &st.left}
+		ss := &joinSideState{joinSide: x.side, records: clock, lookBack: x.lookBack, isLeft: x.to == &st.left, emittedTo: epoch}
 		if x.side.unmatched != "" {
 			if ss.unmatched, err = t.ctx.WindowStore(x.side.unmatched); err != nil {
 				return nil, err
@@ -375,7 +380,10 @@ func (st *joinState) emitClosed(now time.Time, m *meta) error {
 		// A record is closed once stream time is past its time plus the
 		// look-back plus grace.
 		to := now.Add(-s.lookBack - st.w.Grace - time.Nanosecond)
-		for wk, list := range s.unmatched.FetchAll(epoch, to) {
+		if to.Before(s.emittedTo) {
+			continue
+		}
+		for wk, list := range s.unmatched.FetchAll(s.emittedTo, to) {
 			kb := slices.Clone(wk.Key)
 			if err := eachValue(list, func(v []byte) error {
 				closed = append(closed, unmatchedRecord{left: s.isLeft, kb: kb, at: wk.Start, v: slices.Clone(v)})
@@ -384,6 +392,9 @@ func (st *joinState) emitClosed(now time.Time, m *meta) error {
 				return fmt.Errorf("%s: %w", s.joinSide.unmatched, err)
 			}
 		}
+	}
+	for _, s := range []*joinSideState{st.right, st.left} {
+		s.emittedTo = maxTime(s.emittedTo, now.Add(-s.lookBack-st.w.Grace))
 	}
 	if len(closed) == 0 {
 		return nil

@@ -312,7 +312,10 @@ func SessionAggregate[K, V, A any](w Sessioned[K, V], storeName string, init fun
 	}
 	s := w.g.prepare(storeName)
 	gap, grace := w.w.Gap, w.w.Grace
-	declareWindow(s, storeName, gap+grace, opts)
+	// A session can still be merged until stream time passes its end plus
+	// grace plus twice the gap (a record on time, at most grace plus a gap
+	// behind, joins sessions ending a gap before it).
+	declareWindow(s, storeName, 2*gap+grace, opts)
 	keyOut := operators.SessionWindowedKey(s.codec.Key)
 	out := step(s, operators.Codec[operators.Windowed[K], A]{Key: keyOut, Value: agg}, func(t *task, next push[operators.Windowed[K], A]) (push[K, V], error) {
 		// Sessions are kept in a window store under their end; the value is
