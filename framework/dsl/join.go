@@ -179,9 +179,12 @@ func JoinWindowsOf(d, grace time.Duration) JoinWindows {
 // "<name>-left" and "<name>-right", and read by one processor, so they
 // must be co-partitioned (a stream whose key may have changed is
 // repartitioned first, "<name>-left-repartition" or
-// "<name>-right-repartition"). A record with no value takes part in
-// nothing and is reported as dropped ("no-value"), as Kafka Streams skips
-// it.
+// "<name>-right-repartition"). The join's stream time is that of both
+// sides' records; a record that arrives late still joins the other side's
+// records kept within the join's retention (Before+After+Grace), and one
+// that joins nothing and is older than that is reported as dropped
+// ("late"). A record with no value takes part in nothing and is reported
+// as dropped ("no-value"), as Kafka Streams skips it.
 func JoinStreams[K, L, R, J any](l Stream[K, L], r Stream[K, R], w JoinWindows, name string, joiner func(k K, l L, r R) (J, error)) Stream[K, J] {
 	return joinStreams(l, r, w, name, innerJoin, func(k K, lv L, _ bool, rv R, _ bool) (J, error) { return joiner(k, lv, rv) })
 }
@@ -191,7 +194,9 @@ func JoinStreams[K, L, R, J any](l Stream[K, L], r Stream[K, R], w JoinWindows, 
 // past t+After+Grace), joiner is called with found false and the zero
 // right value. Like Kafka Streams since 3.1, it emits no such result
 // while a partner may still come; the records waiting for one are kept
-// in "<name>-left-unmatched".
+// in "<name>-left-unmatched". A record at stream time first hands on the
+// records alone whose windows it closed, then its own results; one whose
+// window has already passed when it arrives comes out alone at once.
 func LeftJoinStreams[K, L, R, J any](l Stream[K, L], r Stream[K, R], w JoinWindows, name string, joiner func(k K, l L, r R, found bool) (J, error)) Stream[K, J] {
 	return joinStreams(l, r, w, name, leftJoin, func(k K, lv L, _ bool, rv R, rok bool) (J, error) { return joiner(k, lv, rv, rok) })
 }

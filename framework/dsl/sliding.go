@@ -18,9 +18,11 @@ import (
 // more than Difference apart. A record at t makes the window that ends at
 // t, and, once a later record comes within Difference of it, the window
 // that starts just after it (t plus a millisecond, the unit of Kafka
-// timestamps), which holds the records after it. A window closes once
-// stream time passes its end plus Grace; a record whose own window has
-// closed is reported as dropped ("late").
+// timestamps), which holds the records after it; a record earlier than
+// Difference makes the window [0, Difference], as no window starts before
+// the epoch. A window closes once stream time passes its end plus Grace;
+// a record goes into every open window that holds it, and is reported as
+// dropped ("late") only when no open window takes it.
 type SlidingWindows struct {
 	Difference, Grace time.Duration
 }
@@ -38,8 +40,9 @@ type Sliding[K, V any] struct {
 
 // EmitOnWindowClose makes the aggregation emit one final result per
 // window, when it closes (stream time past its end plus grace), instead
-// of an updated result after every record. A restarted task emits from
-// where its committed stream time left off.
+// of an updated result after every record; it carries the timestamp of
+// the window's latest record. A restarted task emits from where the
+// step's committed stream time left off.
 func (w Sliding[K, V]) EmitOnWindowClose() Sliding[K, V] {
 	w.final = true
 	return w
@@ -68,7 +71,8 @@ func (w Sliding[K, V]) Reduce(storeName string, fn func(acc, v V) (V, error), op
 // an aggregate, starting from init(). The named window store keeps the
 // records themselves, for as long as an open window may need them: every
 // window a record changes is folded again from the records it holds, in
-// timestamp order, and emitted, in order of start. The table's keys are
+// the order they arrived, and emitted in Kafka Streams' order (see
+// slidingOrder). The table's keys are
 // written in the layout of Kafka Streams' TimeWindowedSerializer, with
 // window size Difference. agg serializes the aggregate; nil takes
 // Default[A]().
@@ -97,16 +101,16 @@ func slidingFold[K, V, A any](w Sliding[K, V], storeName string, agg serde.Serde
 			// transactions already committed.
 			closed := clock.now.Add(-grace)
 			var result meta
-			// fold folds the records of recs in [start, start+d] and hands
-			// the window on, stamped with its latest record's time; a
-			// window with no record is no window.
-			// The records are folded in the order they arrived, as Kafka
-			// Streams adds each to the aggregates it keeps.
-			fold := func(k K, recs []slidingRecord[V], start time.Time, m *meta) error {
+			// fold folds the records of byArrival (in the order they
+			// arrived, as Kafka Streams adds each to the aggregates it
+			// keeps) that fall in [start, start+d], and hands the window on,
+			// stamped with its latest record's time; a window with no
+			// record is no window.
+			fold := func(k K, byArrival []slidingRecord[V], start time.Time, m *meta) error {
 				var acc A
 				var latest time.Time
 				found := false
-				for _, r := range inArrivalOrder(recs) {
+				for _, r := range byArrival {
 					if r.at.Before(start) || r.at.After(start.Add(d)) {
 						continue
 					}
@@ -168,7 +172,8 @@ func slidingStart(at time.Time, d time.Duration) time.Time {
 
 // slidingUpdate takes a record into every open window it changes, as
 // Kafka Streams' sliding aggregation does, and hands each on with emit
-// (nil: none, when the windows emit on close): the windows that held
+// (nil: none, when the windows emit on close), given the key's records in
+// the order they arrived: the windows that held
 // records before and now hold this one too, then the windows it makes
 // (the window just after the record before it, its own window, and the
 // window just after it when later records fall in it). A window that
@@ -207,8 +212,9 @@ func slidingUpdate[K, V any](buf store.Window, clock *stepClock, s Stream[K, V],
 	if emit == nil {
 		return true, nil
 	}
+	byArrival := inArrivalOrder(recs)
 	for _, start := range open {
-		if err := emit(k, recs, start, m); err != nil {
+		if err := emit(k, byArrival, start, m); err != nil {
 			return true, err
 		}
 	}
@@ -378,8 +384,9 @@ func sortedStarts(starts []time.Time) []time.Time {
 
 // slidingClosed hands fold every window of every key that ends in
 // [from, to): the window ending at each record, and the one starting just
-// after each record. The keys and their records are read first, since
-// what fold hands on may write the store.
+// after each record, with the key's records in the order they arrived.
+// The keys and their records are read first, since what fold hands on may
+// write the store.
 func slidingClosed[K, V any](buf store.Window, c operators.Codec[K, V], storeName string, d time.Duration, from, to time.Time,
 	fold func(K, []slidingRecord[V], time.Time) error) error {
 	type keyed struct {
@@ -423,8 +430,9 @@ func slidingClosed[K, V any](buf store.Window, c operators.Codec[K, V], storeNam
 				}
 			}
 		}
+		byArrival := inArrivalOrder(x.recs)
 		for _, start := range sortedStarts(starts) {
-			if err := fold(x.k, x.recs, start); err != nil {
+			if err := fold(x.k, byArrival, start); err != nil {
 				return err
 			}
 		}

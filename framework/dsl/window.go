@@ -17,8 +17,10 @@ import (
 // TimeWindowedKStream): tumbling when the windows' Advance equals their
 // Size, hopping when it is smaller. A record belongs to every window whose
 // [start, start+Size) holds its timestamp. A window closes once stream
-// time reaches its end plus the grace period; a record all of whose
-// windows are closed is reported as dropped ("late").
+// time (the step's own: the largest timestamp of the records that reached
+// it) reaches its end plus the grace period; a record all of whose
+// windows are closed is reported as dropped ("late"). An update carries
+// the timestamp of the window's latest record.
 type Windowed[K, V any] struct {
 	g     Grouped[K, V]
 	w     operators.Windows
@@ -39,9 +41,10 @@ func WindowedBy[K, V any](g Grouped[K, V], w operators.Windows) Windowed[K, V] {
 // window, when the window closes (stream time reaches its end plus grace),
 // instead of an updated result after every record: Kafka Streams'
 // EmitStrategy.onWindowClose, or suppress(untilWindowCloses). The result
-// carries the timestamp and headers of the record whose arrival closed
-// the window. A restarted task emits no window twice and misses none: what
-// it emitted is what its committed stream time had closed.
+// carries the timestamp of the window's latest record, as an update
+// would, and the headers of the record whose arrival closed the window. A
+// restarted task emits no window twice and misses none: what it emitted
+// is what the step's committed stream time had closed.
 func (w Windowed[K, V]) EmitOnWindowClose() Windowed[K, V] {
 	w.final = true
 	return w
@@ -257,8 +260,11 @@ func declareWindow[K, V any](s Stream[K, V], name string, retention time.Duratio
 // SessionWindows groups each key's records into sessions: runs of records
 // no more than Gap apart (Kafka Streams' SessionWindows). A record within
 // Gap of one or more sessions merges them into one. A session closes once
-// stream time passes its end plus Grace; a record that would only make or
-// extend a closed session is reported as dropped ("late").
+// stream time passes its end plus Grace plus Gap (KAFKA-12718: until then
+// a record on time could still join it); a record that would only make
+// or extend a closed session is reported as dropped ("late"). A session's
+// result, and the tombstone of one merged away, carries the session's
+// end.
 type SessionWindows struct {
 	Gap, Grace time.Duration
 }
