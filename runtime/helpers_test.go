@@ -248,3 +248,33 @@ func checkVerdicts(wl workload, verdicts []*kgo.Record) []string {
 	}
 	return problems
 }
+
+// verdictsWritten is how many records (committed, aborted and markers
+// alike) the verdicts topic holds: it grows whenever a worker writes.
+func verdictsWritten(t *testing.T, addr string) int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, "verdicts")
+	require.NoError(t, err)
+	var n int64
+	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
+	return n
+}
+
+// awaitVerdicts waits, up to within, until the verdicts topic holds more
+// than before, and returns what it holds and whether it grew.
+func awaitVerdicts(t *testing.T, addr string, before int64, within time.Duration) (int64, bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		n := verdictsWritten(t, addr)
+		if n > before || time.Now().After(deadline) {
+			return n, n > before
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

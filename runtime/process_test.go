@@ -145,8 +145,17 @@ func crashRecovery(t *testing.T, threads int, flags ...string) {
 	const kills = 8
 	working := 0  // incarnations killed after they had partitions and had committed
 	threaded := 0 // incarnations in which every thread had partitions
+	written := verdictsWritten(t, b.Addr())
 	for round := range kills {
 		wl.add(produceShop(t, b.Addr(), 4, 3, fmt.Sprintf("r%d", round)))
+		// Kill at the pace the machine works at: once the incarnation has
+		// written verdicts and all its threads have partitions (up to ten
+		// seconds), however slowly it joined the group.
+		deadline := time.Now().Add(10 * time.Second)
+		written, _ = awaitVerdicts(t, b.Addr(), written, 10*time.Second)
+		for w.threadsAssigned() < threads && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
 		time.Sleep(time.Duration(200+rng.IntN(1300)) * time.Millisecond)
 		w.kill()
 		if strings.Contains(w.logs.String(), "partitions assigned") {
