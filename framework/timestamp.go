@@ -10,6 +10,10 @@ import (
 // timestamp is invalid, under FailOnInvalidTimestamp.
 var ErrInvalidTimestamp = errors.New("invalid timestamp")
 
+// DropInvalidTimestamp is the reason of a DropEvent for a record that
+// SkipOnInvalidTimestamp dropped.
+const DropInvalidTimestamp = "invalid-timestamp"
+
 // InvalidTimestamp says what becomes of a record whose timestamp, as an
 // extractor gives it, is invalid: the zero time, a time before the Unix
 // epoch (Kafka has no such timestamps), or the extractor's error. The

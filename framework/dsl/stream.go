@@ -139,7 +139,7 @@ func newSource[K, V any](b *Builder, g *group, topic string, codec operators.Cod
 				case err != nil:
 					return err
 				case skip:
-					t.ctx.Report(framework.DropEvent{Reason: "invalid-timestamp", Record: m.rec, Detail: "the timestamp extractor gave no valid timestamp"})
+					t.ctx.Report(framework.DropEvent{Reason: framework.DropInvalidTimestamp, Record: m.rec, Detail: "the timestamp extractor gave no valid timestamp"})
 					return nil
 				}
 				previous = maxTime(previous, ts)

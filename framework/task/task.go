@@ -761,7 +761,7 @@ func (t *Task) extractTimestamp(rec framework.Record) (framework.Record, bool, e
 		}
 		return rec, true, t.badInput(policy, rec, rec, framework.StageProcess, err)
 	case skip:
-		t.ctx.Report(framework.DropEvent{Reason: "invalid-timestamp", Record: rec, Detail: "the timestamp extractor gave no valid timestamp"})
+		t.ctx.Report(framework.DropEvent{Reason: framework.DropInvalidTimestamp, Record: rec, Detail: "the timestamp extractor gave no valid timestamp"})
 		return rec, true, nil
 	}
 	if t.lastValid == nil {
