@@ -574,15 +574,19 @@ func streamSide[K, A, B, J any](t *task, this Stream[K, A], otherValues serde.Se
 				return err
 			}
 		}
-		// A record on time from now on is at now-Before-Grace at the
-		// earliest (left) and joins back to After before that.
-		drop := now.Add(-st.retention)
-		for _, ws := range []store.Window{st.left.records.ws, st.right.records.ws, st.left.unmatched, st.right.unmatched} {
-			if ws == nil {
-				continue
-			}
-			if err := ws.DropBefore(drop); err != nil {
+		// Each side forgets what is past the retention by its own stream
+		// time, as a Kafka Streams window store does (the fetch above
+		// reads no further back). Unmatched records that old were handed
+		// on when stream time moved past them.
+		for _, s := range []*joinSideState{st.left, st.right} {
+			drop := s.records.now.Add(-st.retention)
+			if err := s.records.ws.DropBefore(drop); err != nil {
 				return err
+			}
+			if s.unmatched != nil {
+				if err := s.unmatched.DropBefore(drop); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
