@@ -198,7 +198,7 @@ func Load(args []string, env func(string) string) (Config, error) {
 		env = os.Getenv
 	}
 	c := DefaultConfig()
-	createTopics := ""
+	var createTopics optionalBool
 	gate := "on"
 	fs := flag.NewFlagSet("causeway", flag.ContinueOnError)
 	fs.SetOutput(new(strings.Builder))
@@ -214,7 +214,7 @@ func Load(args []string, env func(string) string) (Config, error) {
 	fs.BoolVar(&c.StaticMembership, "static-membership", envOr(env, "CAUSEWAY_STATIC_MEMBERSHIP", "true") == "true", "join the group as a static member (fast restarts)")
 	fs.StringVar(&c.AutoOffsetReset, "auto-offset-reset", envOr(env, "CAUSEWAY_AUTO_OFFSET_RESET", c.AutoOffsetReset), "earliest or latest")
 	fs.BoolVar(&c.AllowOffsetReset, "allow-offset-reset", env("CAUSEWAY_ALLOW_OFFSET_RESET") == "true", "go on when a committed offset is out of range")
-	fs.StringVar(&createTopics, "create-topics", env("CAUSEWAY_CREATE_TOPICS"), "create missing topics (default: only with the embedded broker)")
+	fs.Var(&createTopics, "create-topics", "create missing topics (default: only with the embedded broker)")
 	fs.IntVar(&c.DefaultPartitions, "default-partitions", c.DefaultPartitions, "partitions of topics the worker creates")
 	fs.IntVar(&c.MaxHeldPerChannel, "max-held-per-channel", c.MaxHeldPerChannel, "hold-queue bound per channel before pausing it")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound on a graceful stop")
@@ -232,20 +232,21 @@ func Load(args []string, env func(string) string) (Config, error) {
 		}
 	}
 	fs.Var(kafka, "kafka", "librdkafka property key=value (repeatable)")
+	if err := setFromEnv(fs, env); err != nil {
+		return c, err
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, &helpError{usage: usage(fs)}
 		}
 		return c, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
-	switch createTopics {
-	case "":
-		c.CreateTopics = c.BootstrapServers == ""
-	case "true", "1", "on":
-		c.CreateTopics = true
-	case "false", "0", "off":
-	default:
-		return c, fmt.Errorf("%w: --create-topics %q: want true or false", ErrInvalidConfig, createTopics)
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("%w: unexpected argument %q (a switch takes its value as --flag=value)", ErrInvalidConfig, fs.Arg(0))
+	}
+	c.CreateTopics = c.BootstrapServers == ""
+	if createTopics.set {
+		c.CreateTopics = createTopics.value
 	}
 	n, err := strconv.Atoi(threads)
 	if err != nil {
@@ -261,6 +262,50 @@ func Load(args []string, env func(string) string) (Config, error) {
 	}
 	return c, c.Validate()
 }
+
+// setFromEnv sets every flag of fs whose variable CAUSEWAY_<FLAG> (dashes
+// as underscores) env holds, before the arguments are parsed, so that a
+// flag given wins and every flag has its variable. --kafka takes its
+// properties from CAUSEWAY_KAFKA_<PROPERTY> instead. A value the flag
+// refuses is an error naming the variable.
+func setFromEnv(fs *flag.FlagSet, env func(string) string) error {
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if err != nil || f.Name == "kafka" {
+			return
+		}
+		name := "CAUSEWAY_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := env(name); v != "" {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%w: %s=%q: %w", ErrInvalidConfig, name, v, e)
+			}
+		}
+	})
+	return err
+}
+
+// optionalBool is a switch that may be left unset: --create-topics alone
+// turns it on, --create-topics=false off.
+type optionalBool struct{ set, value bool }
+
+func (b *optionalBool) String() string {
+	if b == nil || !b.set {
+		return ""
+	}
+	return strconv.FormatBool(b.value)
+}
+
+func (b *optionalBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return errors.New("want true or false")
+	}
+	b.set, b.value = true, v
+	return nil
+}
+
+// IsBoolFlag lets the flag be given alone.
+func (b *optionalBool) IsBoolFlag() bool { return true }
 
 // usage describes the flags of fs for --help.
 func usage(fs *flag.FlagSet) string {

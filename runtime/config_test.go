@@ -64,6 +64,7 @@ func TestLoadRejects(t *testing.T) {
 		{"overriding exactly-once settings", []string{"--application-id", "a", "--kafka", "isolation.level=read_uncommitted"}, `"isolation.level" is set by the worker`},
 		{"malformed kafka property", []string{"--application-id", "a", "--kafka", "novalue"}, "want key=value"},
 		{"unknown flag", []string{"--application-id", "a", "--nope"}, "flag provided but not defined"},
+		{"a switch given its value apart", []string{"--application-id", "a", "--create-topics", "false"}, `unexpected argument "false"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,6 +72,59 @@ func TestLoadRejects(t *testing.T) {
 			require.ErrorIs(t, err, runtime.ErrInvalidConfig)
 			assert.ErrorContains(t, err, tt.want)
 		})
+	}
+}
+
+// Every flag takes its value from CAUSEWAY_<FLAG> when it is not given,
+// as --help says; a flag given wins; a value the flag refuses is an error
+// naming the variable. --create-topics is a switch.
+func TestEveryFlagHasItsVariable(t *testing.T) {
+	tests := []struct {
+		name  string
+		args  []string
+		env   map[string]string
+		check func(t *testing.T, c runtime.Config)
+	}{
+		{"default partitions", nil, map[string]string{"CAUSEWAY_DEFAULT_PARTITIONS": "2"},
+			func(t *testing.T, c runtime.Config) { assert.Equal(t, 2, c.DefaultPartitions) }},
+		{"max held per channel", nil, map[string]string{"CAUSEWAY_MAX_HELD_PER_CHANNEL": "77"},
+			func(t *testing.T, c runtime.Config) { assert.Equal(t, 77, c.MaxHeldPerChannel) }},
+		{"shutdown timeout", nil, map[string]string{"CAUSEWAY_SHUTDOWN_TIMEOUT": "3s"},
+			func(t *testing.T, c runtime.Config) { assert.Equal(t, 3*time.Second, c.ShutdownTimeout) }},
+		{"the flag wins", []string{"--default-partitions", "5"}, map[string]string{"CAUSEWAY_DEFAULT_PARTITIONS": "2"},
+			func(t *testing.T, c runtime.Config) { assert.Equal(t, 5, c.DefaultPartitions) }},
+		{"create topics, a switch before another flag", []string{"--create-topics", "--http-addr", ":9001"},
+			map[string]string{"CAUSEWAY_BOOTSTRAP_SERVERS": "k:9092"},
+			func(t *testing.T, c runtime.Config) {
+				assert.True(t, c.CreateTopics)
+				assert.Equal(t, ":9001", c.HTTPAddr)
+			}},
+		{"create topics off with the embedded broker", []string{"--create-topics=false"}, nil,
+			func(t *testing.T, c runtime.Config) { assert.False(t, c.CreateTopics) }},
+		{"create topics from the environment", nil, map[string]string{"CAUSEWAY_BOOTSTRAP_SERVERS": "k:9092", "CAUSEWAY_CREATE_TOPICS": "true"},
+			func(t *testing.T, c runtime.Config) { assert.True(t, c.CreateTopics) }},
+		{"create topics unset: only with the embedded broker", nil, map[string]string{"CAUSEWAY_BOOTSTRAP_SERVERS": "k:9092"},
+			func(t *testing.T, c runtime.Config) { assert.False(t, c.CreateTopics) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := map[string]string{"CAUSEWAY_APPLICATION_ID": "shop"}
+			for k, v := range tt.env {
+				e[k] = v
+			}
+			c, err := runtime.Load(tt.args, env(e))
+			require.NoError(t, err)
+			tt.check(t, c)
+		})
+	}
+	for _, bad := range []struct{ name, value, want string }{
+		{"CAUSEWAY_DEFAULT_PARTITIONS", "two", `CAUSEWAY_DEFAULT_PARTITIONS="two"`},
+		{"CAUSEWAY_COMMIT_INTERVAL", "soon", `CAUSEWAY_COMMIT_INTERVAL="soon"`},
+		{"CAUSEWAY_CREATE_TOPICS", "maybe", `CAUSEWAY_CREATE_TOPICS="maybe": want true or false`},
+	} {
+		_, err := runtime.Load(nil, env(map[string]string{"CAUSEWAY_APPLICATION_ID": "shop", bad.name: bad.value}))
+		require.ErrorIs(t, err, runtime.ErrInvalidConfig, bad.name)
+		assert.ErrorContains(t, err, bad.want)
 	}
 }
 
