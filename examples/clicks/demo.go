@@ -75,8 +75,8 @@ func demo(topo *framework.Topology, args []string) int {
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up after this long")
 	fs.StringVar(&o.client, "client", runtime.DefaultConfig().Client, "the worker's Kafka client library: "+strings.Join(runtime.Clients(), " or "))
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the views' users, pages and jitter")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if status, run := demoworker.ParseFlags(fs, args); !run {
+		return status
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

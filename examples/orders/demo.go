@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/causeway-stream/causeway/examples/internal/demoworker"
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/runtime"
 	"github.com/causeway-stream/causeway/runtime/embedded"
@@ -46,8 +47,8 @@ func demo(topo *framework.Topology, args []string) int {
 	fs.DurationVar(&o.lag, "lag", 3*time.Second, "how long the lagging partitions stay behind")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "give up on a run after this long")
 	fs.StringVar(&o.client, "client", runtime.DefaultConfig().Client, "the workers' Kafka client library: "+strings.Join(runtime.Clients(), " or "))
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if status, run := demoworker.ParseFlags(fs, args); !run {
+		return status
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

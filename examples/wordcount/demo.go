@@ -55,8 +55,8 @@ func demo(topo *framework.Topology, args []string) int {
 	fs.IntVar(&o.partitions, "partitions", 2, "partitions of the demo's topics")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up after this long")
 	fs.StringVar(&o.client, "client", runtime.DefaultConfig().Client, "the worker's Kafka client library: "+strings.Join(runtime.Clients(), " or "))
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if status, run := demoworker.ParseFlags(fs, args); !run {
+		return status
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -175,6 +175,7 @@ func readCounts(ctx context.Context, addr string, res demoResult, out io.Writer,
 	defer cl.Close()
 	seen := 0
 	lastPrint := time.Time{}
+	terminal := demoworker.IsTerminal(out)
 	for seen < res.Words {
 		if ctx.Err() != nil {
 			return fmt.Errorf("counted %d of %d words: %w", seen, res.Words, ctx.Err())
@@ -191,10 +192,16 @@ func readCounts(ctx context.Context, addr string, res demoResult, out io.Writer,
 		if err != nil {
 			return err
 		}
-		if time.Since(lastPrint) > 300*time.Millisecond || seen == res.Words {
+		// On a terminal the progress line is rewritten in place; elsewhere
+		// (a log, a pipe) only the last one is written.
+		if (terminal && time.Since(lastPrint) > 300*time.Millisecond) || seen == res.Words {
 			lastPrint = time.Now()
-			fmt.Fprintf(out, "\rcounted %d of %d words (%3.0f%%), %d distinct, %.1fs ",
-				seen, res.Words, 100*float64(seen)/float64(res.Words), len(res.Counts), time.Since(start).Seconds())
+			prefix := "\r"
+			if !terminal {
+				prefix = ""
+			}
+			fmt.Fprintf(out, "%scounted %d of %d words (%3.0f%%), %d distinct, %.1fs ",
+				prefix, seen, res.Words, 100*float64(seen)/float64(res.Words), len(res.Counts), time.Since(start).Seconds())
 		}
 	}
 	return nil

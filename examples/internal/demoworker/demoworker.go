@@ -8,8 +8,11 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -29,10 +32,50 @@ func Main(topology func() (*framework.Topology, error), demo func(topo *framewor
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if len(os.Args) > 1 && os.Args[1] == "demo" {
-		os.Exit(demo(topo, os.Args[2:]))
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "demo":
+			os.Exit(demo(topo, os.Args[2:]))
+		case "-h", "-help", "--help":
+			name := filepath.Base(os.Args[0])
+			fmt.Printf("Usage: %s demo [flags]: the example's self-contained demo on the embedded broker (demo --help lists its flags)\n", name)
+			fmt.Printf("   or: %s [flags]: a worker of the example's topology\n\n", name)
+		}
 	}
 	os.Exit(runtime.Run(topo))
+}
+
+// ParseFlags parses a demo's flags. It reports false, with the status to
+// exit with, when the demo is not to run: 0 after -h or --help (the flags
+// printed on stdout), 2 after a bad flag (the error and the flags on
+// stderr).
+func ParseFlags(fs *flag.FlagSet, args []string) (status int, run bool) {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(os.Stdout)
+		fmt.Fprintf(os.Stdout, "Usage of %s:\n", fs.Name())
+		fs.PrintDefaults()
+		return 0, false
+	case err != nil:
+		fs.SetOutput(os.Stderr)
+		fmt.Fprintln(os.Stderr, err)
+		fs.PrintDefaults()
+		return 2, false
+	}
+	return 0, true
+}
+
+// IsTerminal reports whether w is a terminal, where a progress line may
+// be rewritten in place with a carriage return.
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // PollOnce polls cl for up to a tenth of a second and hands each record
