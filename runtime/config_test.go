@@ -128,6 +128,56 @@ func TestEveryFlagHasItsVariable(t *testing.T) {
 	}
 }
 
+// flagNames lists the flags --help names.
+func flagNames(t *testing.T) []string {
+	t.Helper()
+	_, err := runtime.Load([]string{"--help"}, env(nil))
+	require.ErrorIs(t, err, runtime.ErrHelp)
+	var names []string
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if f, ok := strings.CutPrefix(line, "  -"); ok {
+			names = append(names, strings.Fields(f)[0])
+		}
+	}
+	require.NotEmpty(t, names)
+	return names
+}
+
+// Every flag --help names, set through its variable, gives the same
+// configuration as the flag itself, and not the default one: a table over
+// every flag, which a new flag without a row fails.
+func TestEveryFlagsVariableActsAsTheFlag(t *testing.T) {
+	values := map[string]string{
+		"application-id": "other", "bootstrap-servers": "k:9092", "commit-interval": "250ms", "state-dir": "elsewhere",
+		"stores": "memory", "http-addr": ":9001", "advertised-http-addr": "h:9001", "instance-id": "inst-7",
+		"static-membership": "false", "auto-offset-reset": "latest", "allow-offset-reset": "true", "create-topics": "false",
+		"default-partitions": "7", "max-held-per-channel": "99", "shutdown-timeout": "3s", "threads": "2",
+		"client": "franz", "gate": "off", "check-claims": "false", "admin-token": "secret", "dev": "true",
+	}
+	base, err := runtime.Load([]string{"--application-id", "shop"}, env(nil))
+	require.NoError(t, err)
+	for _, name := range flagNames(t) {
+		if name == "kafka" {
+			continue // CAUSEWAY_KAFKA_<PROPERTY>, tested with the transports
+		}
+		t.Run(name, func(t *testing.T) {
+			v, ok := values[name]
+			require.True(t, ok, "no value for --%s in this table", name)
+			args := []string{"--application-id", "shop"}
+			if name == "application-id" {
+				args = nil
+			}
+			byFlag, err := runtime.Load(append(args, "--"+name+"="+v), env(nil))
+			require.NoError(t, err)
+			variable := "CAUSEWAY_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+			byEnv, err := runtime.Load(args, env(map[string]string{variable: v}))
+			require.NoError(t, err)
+			assert.Equal(t, byFlag, byEnv, "%s=%s acts as --%s=%s", variable, v, name, v)
+			assert.NotEqual(t, base, byEnv, "%s=%s changes nothing", variable, v)
+		})
+	}
+}
+
 func TestHelpPrintsTheFlagsAndExitsZero(t *testing.T) {
 	for _, arg := range []string{"--help", "-h"} {
 		t.Run(arg, func(t *testing.T) {
