@@ -62,10 +62,6 @@ func ResolveTimestamp(rec Record, ts time.Time, err error, previous time.Time, p
 	if err == nil && !ts.IsZero() && !ts.Before(epoch) {
 		return ts, false, nil
 	}
-	why := fmt.Sprintf("extracted %s", ts.Format(time.RFC3339Nano))
-	if err != nil {
-		why = err.Error()
-	}
 	switch policy {
 	case SkipOnInvalidTimestamp:
 		return time.Time{}, true, nil
@@ -74,6 +70,10 @@ func ResolveTimestamp(rec Record, ts time.Time, err error, previous time.Time, p
 			return rec.Timestamp, false, nil
 		}
 		return previous, false, nil
+	}
+	why := fmt.Sprintf("extracted %s", ts.Format(time.RFC3339Nano))
+	if err != nil {
+		why = err.Error()
 	}
 	return time.Time{}, false, fmt.Errorf("%s/%d@%d: %w: %s", rec.Topic, rec.Partition, rec.Offset, ErrInvalidTimestamp, why)
 }

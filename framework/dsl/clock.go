@@ -27,6 +27,8 @@ type stepClock struct {
 	now time.Time
 	// seq numbers the records the step kept, in order of arrival.
 	seq uint64
+	// buf is reused for what save writes: the store copies it.
+	buf []byte
 }
 
 // errBadClock is returned for a stored step clock that does not parse.
@@ -56,11 +58,11 @@ func openClock(ws store.Window) (*stepClock, error) {
 }
 
 func (c *stepClock) save() error {
-	b := binary.BigEndian.AppendUint64(make([]byte, 0, 8+binary.MaxVarintLen64), uint64(c.now.UnixNano()))
+	c.buf = binary.BigEndian.AppendUint64(c.buf[:0], uint64(c.now.UnixNano()))
 	if c.seq > 0 {
-		b = binary.AppendUvarint(b, c.seq)
+		c.buf = binary.AppendUvarint(c.buf, c.seq)
 	}
-	return c.ws.SetMeta(b)
+	return c.ws.SetMeta(c.buf)
 }
 
 // observe moves the clock on to ts when ts is later, and returns the

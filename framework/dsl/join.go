@@ -112,7 +112,7 @@ func tableSide[K, A, B, J any](t *task, n *node[K, J], this Stream[K, A], sides 
 		return nil, err
 	}
 	var change meta
-	var mine, theirs []byte
+	var mine, theirs, at8 []byte // reused: the store copies keys and values
 	return func(k K, a A, m *meta) error {
 		kb, err := keyBytes(this, k, m)
 		if err != nil {
@@ -127,7 +127,8 @@ func tableSide[K, A, B, J any](t *task, n *node[K, J], this Stream[K, A], sides 
 		if m.tombstone {
 			err = times.Delete(mine)
 		} else {
-			err = times.Put(mine, binary.BigEndian.AppendUint64(nil, uint64(m.rec.Timestamp.UnixNano())))
+			at8 = binary.BigEndian.AppendUint64(at8[:0], uint64(m.rec.Timestamp.UnixNano()))
+			err = times.Put(mine, at8)
 		}
 		if err != nil {
 			return err

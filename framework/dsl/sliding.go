@@ -243,12 +243,18 @@ func slidingOrder[V any](recs []slidingRecord[V], at time.Time, d time.Duration)
 		before = append(before, r.at)
 	}
 	existed := func(start time.Time) bool {
-		for _, r := range before {
+		for i, r := range before {
 			if slidingStart(r, d).Equal(start) {
 				return true
 			}
-			if r.Add(slidingStep).Equal(start) && slices.ContainsFunc(before, func(q time.Time) bool { return q.After(r) && holds(start, q) }) {
-				return true
+			if r.Add(slidingStep).Equal(start) {
+				// before is in time order: the first record at or after
+				// start decides whether any falls in the window.
+				for _, q := range before[i+1:] {
+					if !q.Before(start) {
+						return !q.After(start.Add(d))
+					}
+				}
 			}
 		}
 		return false
