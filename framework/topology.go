@@ -40,6 +40,11 @@ type StoreSpec struct {
 	// on disk: it is restored from its changelog in full whenever its task
 	// starts on a worker. See InMemory.
 	Memory bool
+	// Timestamped, for window stores: each value starts with the time of
+	// the window's latest record (8 bytes, big-endian Unix nanoseconds),
+	// then the value, as in Kafka Streams' timestamped stores. Queries
+	// give the two apart.
+	Timestamped bool
 }
 
 // InMemory returns the spec of the same store kept in memory: for small

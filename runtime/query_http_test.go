@@ -188,7 +188,7 @@ func wordCounter(t *testing.T) *framework.Topology {
 
 // taskOf says which task of the counter holds word, and whether w runs it.
 func taskOf(w *runtime.Worker, word string) (string, bool) {
-	id := fmt.Sprint("words/", framework.PartitionFor([]byte(word), 4))
+	id := fmt.Sprint("aggregate-word-counts/", framework.PartitionFor([]byte(word), 4))
 	for _, ts := range w.Status().Tasks {
 		if ts.ID == id {
 			return id, true

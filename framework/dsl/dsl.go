@@ -82,6 +82,7 @@ func (b *Builder) Build() (*framework.Topology, error) {
 	}
 	b.built = true
 	b.declareRepartitions()
+	b.nameProcessors()
 	for _, g := range b.groups {
 		if g.parent != nil {
 			continue // merged into another
@@ -158,8 +159,13 @@ func (b *Builder) fail(format string, args ...any) {
 // writes and the stores it owns. Streams that must run together (a merge,
 // a join) put their groups together.
 type group struct {
-	parent  *group
-	name    string
+	parent *group
+	// name is the first topic the group read, until Build names it.
+	name string
+	// named is the name Named gave it; roles are what its stateful steps
+	// do, in the order added, for the name Build derives.
+	named   string
+	roles   []role
 	sources []source
 	sinks   []*sink
 	stores  []framework.StoreSpec
@@ -201,6 +207,12 @@ func union(a, c *group) *group {
 		return a
 	}
 	c.parent = a
+	a.roles = append(a.roles, c.roles...)
+	if a.named == "" {
+		a.named = c.named
+	} else if c.named != "" && c.named != a.named {
+		a.roles = append(a.roles, role{rank: roleConflict, label: c.named})
+	}
 	a.sources = append(a.sources, c.sources...)
 	a.stores = append(a.stores, c.stores...)
 	for _, gt := range c.globals {

@@ -84,7 +84,7 @@ func TestNoRepartitionWhileTheKeyStays(t *testing.T) {
 	topo, err := b.Build()
 	require.NoError(t, err)
 	assert.Empty(t, internalTopics(topo))
-	assert.Equal(t, []string{"words"}, processorNames(topo))
+	assert.Equal(t, []string{"aggregate-seen"}, processorNames(topo))
 }
 
 // verdicts returns the values written to "verdicts", in order.

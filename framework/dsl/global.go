@@ -42,6 +42,7 @@ func LeftJoinGlobal[K, V, GK, GV, R any](s Stream[K, V], gt GlobalTable[GK, GV],
 
 func joinGlobal[K, V, GK, GV, R any](s Stream[K, V], gt GlobalTable[GK, GV], keyOf func(K, V) (GK, error), left bool, joiner func(K, V, GV, bool) (R, error)) Stream[K, R] {
 	s.g.root().addGlobal(framework.GlobalTable{Topic: gt.topic, Store: gt.store})
+	plays(s, roleJoin, s.name()+map[bool]string{false: "-join-", true: "-left-join-"}[left]+gt.store)
 	out := step(s, operators.Codec[K, R]{Key: s.codec.Key, Value: Default[R]()}, func(t *task, next push[K, R]) (push[K, V], error) {
 		kv, err := t.ctx.KeyValueStore(gt.store)
 		if err != nil {

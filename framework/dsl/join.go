@@ -24,6 +24,18 @@ const (
 	outerJoin                 // pairs, and either side alone
 )
 
+// String names the mode as processor names do: join, left-join or
+// outer-join.
+func (j joinMode) String() string {
+	switch j {
+	case leftJoin:
+		return "left-join"
+	case outerJoin:
+		return "outer-join"
+	}
+	return "join"
+}
+
 // keeps reports whether a join in this mode has a result when the left
 // and right sides are present as said.
 func (j joinMode) keeps(left, right bool) bool {
@@ -68,6 +80,7 @@ func joinTables[K, L, R, J any](l Table[K, L], r Table[K, R], mode joinMode, joi
 		b.fail("a table joined with another must be materialized in a store: join the tables it came from, or aggregate it first")
 	}
 	g := union(l.s.g, r.s.g)
+	plays(l.s, roleJoin, l.store+"-"+mode.String()+"-"+r.store)
 	l.s.n.wantsPrior, r.s.n.wantsPrior = true, true
 	times := l.store + "-" + r.store + "-join-times"
 	g.root().stores = append(g.root().stores, framework.KeyValueStore(times))
@@ -234,6 +247,7 @@ func joinStreams[K, L, R, J any](l Stream[K, L], r Stream[K, R], w JoinWindows, 
 		r = repartition(r, name+"-right")
 	}
 	g := union(l.g, r.g)
+	plays(l, roleJoin, name)
 	retention := w.Before + w.After + w.Grace
 	left := joinSide{store: name + "-left", other: name + "-right", behind: w.Before, ahead: w.After}
 	right := joinSide{store: name + "-right", other: name + "-left", behind: w.After, ahead: w.Before}

@@ -87,6 +87,7 @@ func slidingFold[K, V, A any](w Sliding[K, V], storeName string, agg serde.Serde
 	s := w.g.prepare(storeName)
 	d, grace := w.w.Difference, w.w.Grace
 	declareWindow(s, storeName, 2*d+slidingStep+grace, opts)
+	plays(s, roleAggregate, "sliding-"+storeName)
 	out := step(s, operators.Codec[operators.Windowed[K], A]{Key: operators.WindowedKey(s.codec.Key, d), Value: agg},
 		func(t *task, next push[operators.Windowed[K], A]) (push[K, V], error) {
 			buf, err := t.ctx.WindowStore(storeName)

@@ -85,6 +85,7 @@ func TableFrom[K, V any](b *Builder, topic, storeName string, codec operators.Co
 	n := newNode[K, V]()
 	out := Stream[K, V]{b: b, g: g, n: n, codec: codec, origins: []string{topic}, rawKey: true, rawValue: true}
 	declare(out, storeName, opts)
+	plays(out, roleTable, topic+"-table")
 	g.sources = append(g.sources, source{topic: topic, open: func(t *task) (func(*meta) error, error) {
 		kv, err := t.ctx.KeyValueStore(storeName)
 		if err != nil {
@@ -200,6 +201,7 @@ func aggregator[K, V, A any](init func() A, fn func(K, V, A) (A, error)) func(K,
 func fold[K, V, A any](g Grouped[K, V], storeName string, agg serde.Serde[A], fn func(k K, v V, acc A, found bool) (A, error), opts []StoreOpt) Table[K, A] {
 	s := g.prepare(storeName)
 	declare(s, storeName, opts)
+	plays(s, roleAggregate, "aggregate-"+storeName)
 	out := step(s, operators.Codec[K, A]{Key: s.codec.Key, Value: agg}, func(t *task, next push[K, A]) (push[K, V], error) {
 		kv, err := t.ctx.KeyValueStore(storeName)
 		if err != nil {
@@ -273,6 +275,7 @@ func join[K, V, T, R any](s Stream[K, V], t Table[K, T], left bool, joiner func(
 		s = repartition(s, t.store+"-join")
 	}
 	s.g = union(t.s.g, s.g)
+	plays(s, roleJoin, s.name()+map[bool]string{false: "-join-", true: "-left-join-"}[left]+t.store)
 	rows := t.s.codec.Value
 	out := step(s, operators.Codec[K, R]{Key: s.codec.Key, Value: Default[R]()}, func(tk *task, next push[K, R]) (push[K, V], error) {
 		kv, err := tk.ctx.KeyValueStore(t.store)

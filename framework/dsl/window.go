@@ -76,7 +76,8 @@ func WindowedAggregate[K, V, A any](w Windowed[K, V], storeName string, init fun
 
 func windowFold[K, V, A any](w Windowed[K, V], storeName string, agg serde.Serde[A], fn func(k K, v V, acc A, found bool) (A, error), opts []StoreOpt) Table[operators.Windowed[K], A] {
 	s := w.g.prepare(storeName)
-	declareWindow(s, storeName, w.w.Size+w.w.Grace, opts)
+	declareWindow(s, storeName, w.w.Size+w.w.Grace, append(opts, timestamped))
+	plays(s, roleAggregate, "window-"+storeName)
 	size, grace := w.w.Size, w.w.Grace
 	keyOut := operators.WindowedKey(s.codec.Key, size)
 	out := step(s, operators.Codec[operators.Windowed[K], A]{Key: keyOut, Value: agg}, func(t *task, next push[operators.Windowed[K], A]) (push[K, V], error) {
@@ -247,6 +248,10 @@ func readThenEmit[T any](ws store.Window, from, to time.Time, decode func(wk sto
 	return nil
 }
 
+// timestamped marks a window store whose values lead with the time of
+// the window's latest record (see windowAggregates).
+func timestamped(s *framework.StoreSpec) { s.Timestamped = true }
+
 // declareWindow adds a window store to the group of s.
 func declareWindow[K, V any](s Stream[K, V], name string, retention time.Duration, opts []StoreOpt) {
 	spec := framework.WindowStore(name, retention)
@@ -322,6 +327,7 @@ func SessionAggregate[K, V, A any](w Sessioned[K, V], storeName string, init fun
 	// grace plus twice the gap (a record on time, at most grace plus a gap
 	// behind, joins sessions ending a gap before it).
 	declareWindow(s, storeName, 2*gap+grace, opts)
+	plays(s, roleAggregate, "sessions-"+storeName)
 	keyOut := operators.SessionWindowedKey(s.codec.Key)
 	out := step(s, operators.Codec[operators.Windowed[K], A]{Key: keyOut, Value: agg}, func(t *task, next push[operators.Windowed[K], A]) (push[K, V], error) {
 		// Sessions are kept in a window store under their end; the value is

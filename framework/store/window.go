@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"iter"
+	"math"
 	"time"
 )
 
@@ -101,6 +102,25 @@ func NewWindow(kv KeyValue, segment time.Duration) Window {
 	return &windowStore{kv: kv, segment: int64(segment)}
 }
 
+// Window starts are kept as Unix nanoseconds, which reach from 1677 to
+// 2262: a bound of a fetch beyond them (a far future "until", say) is
+// taken as the last start there is, not wrapped around.
+var (
+	firstStart = time.Unix(0, math.MinInt64+1)
+	lastStart  = time.Unix(0, math.MaxInt64-1)
+)
+
+// clampStart is t within the starts a window can have.
+func clampStart(t time.Time) time.Time {
+	switch {
+	case t.Before(firstStart):
+		return firstStart
+	case t.After(lastStart):
+		return lastStart
+	}
+	return t
+}
+
 func (w *windowStore) segmentOf(start time.Time) uint64 {
 	ns := start.UnixNano()
 	s := ns / w.segment
@@ -157,6 +177,7 @@ func (w *windowStore) Meta() ([]byte, error) {
 func (w *windowStore) SetMeta(b []byte) error { return w.kv.Put(metaKey, b) }
 
 func (w *windowStore) FetchAll(from, to time.Time) iter.Seq2[WindowKey, []byte] {
+	from, to = clampStart(from), clampStart(to)
 	return func(yield func(WindowKey, []byte) bool) {
 		if to.Before(from) {
 			return
@@ -190,6 +211,7 @@ func (w *windowStore) FetchAll(from, to time.Time) iter.Seq2[WindowKey, []byte] 
 }
 
 func (w *windowStore) Fetch(key []byte, from, to time.Time) iter.Seq2[time.Time, []byte] {
+	from, to = clampStart(from), clampStart(to)
 	return func(yield func(time.Time, []byte) bool) {
 		seg, last := w.segmentOf(from), w.segmentOf(to)
 		for {

@@ -35,6 +35,7 @@ func Run(t *testing.T, b Backend) {
 	t.Run("StoresAreSeparate", func(t *testing.T) { storesAreSeparate(t, b) })
 	t.Run("WindowSegments", func(t *testing.T) { windowSegments(t, b) })
 	t.Run("WindowMeta", func(t *testing.T) { windowMeta(t, b) })
+	t.Run("WindowFarBounds", func(t *testing.T) { windowFarBounds(t, b) })
 	if b.Reopen != nil {
 		t.Run("RestartThenRead", func(t *testing.T) { restartThenRead(t, b) })
 	}
@@ -374,4 +375,25 @@ func windowMeta(t *testing.T, b Backend) {
 	got, err = store.NewWindow(kv2, time.Minute).Meta()
 	require.NoError(t, err)
 	assert.Equal(t, "kept", string(got), "restored from the changelog")
+}
+
+// windowFarBounds: a fetch bounded by times a window start cannot be
+// (before 1677, after 2262: nanoseconds since 1970 overflow) reads every
+// window in between, as an open bound would.
+func windowFarBounds(t *testing.T, b Backend) {
+	_, kv := open(t, b, "w")
+	w := store.NewWindow(kv, time.Minute)
+	start := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	require.NoError(t, w.Put([]byte("k"), start, []byte("v")))
+	farPast, farFuture := time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+	var got []time.Time
+	for s := range w.Fetch([]byte("k"), farPast, farFuture) {
+		got = append(got, s.UTC())
+	}
+	assert.Equal(t, []time.Time{start}, got, "Fetch")
+	n := 0
+	for range w.FetchAll(farPast, farFuture) {
+		n++
+	}
+	assert.Equal(t, 1, n, "FetchAll")
 }
