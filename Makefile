@@ -35,11 +35,14 @@ test: lint chromium ## Lint, then run every test with the race detector (the wor
 test-purego: ## Every test built without cgo (CGO_ENABLED=0): the worker on franz-go alone; no race detector, which needs cgo.
 	CGO_ENABLED=0 CAUSEWAY_SIM_SEEDS=40 $(GO) test -count=1 -timeout 10m $(PKGS)
 
-chromium: ## Install Debian's Chromium, which the page test drives, when it is missing.
-	@command -v chromium >/dev/null || ($(SUDO) apt-get update -q && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
+chromium: ## Install Debian's Chromium, which the page test drives, when it is missing: it and what it depends on, nothing recommended beside.
+	@command -v chromium >/dev/null || ($(SUDO) apt-get update -q && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium)
 
-test-browser: chromium ## Drive the worker's page in headless Chromium alone, and save its screenshot for docs/operations.md.
-	CAUSEWAY_SCREENSHOT=$(CURDIR)/docs/img/worker-page.png $(GO) test -count=1 ./runtime/pagetest/
+# Where make test-browser saves the page's screenshot; empty: nowhere.
+SCREENSHOT ?=
+
+test-browser: chromium ## Drive the worker's page in headless Chromium alone; SCREENSHOT=docs/img/worker-page.png saves its screenshot for docs/operations.md.
+	CAUSEWAY_SCREENSHOT=$(if $(SCREENSHOT),$(abspath $(SCREENSHOT))) $(GO) test -count=1 ./runtime/pagetest/
 
 test-short: ## Run the tests without the race detector and with fewer seeds.
 	CAUSEWAY_SIM_SEEDS=40 $(GO) test -count=1 $(PKGS)

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -100,6 +101,17 @@ type Config struct {
 	// partition is paused until the queue halves. Default 10000. Flag
 	// --max-held-per-channel.
 	MaxHeldPerChannel int
+	// ConnectTimeout bounds how long Start keeps trying to reach the
+	// cluster (with backoff, each failed attempt logged with the address
+	// and the cause) before it gives up with ErrKafkaUnreachable. Default
+	// 30s. Flag --connect-timeout.
+	ConnectTimeout time.Duration
+	// ReadyWithFailedTasks keeps /readyz at 200 while some tasks are
+	// FAILED and the others run: for a deployment whose orchestrator
+	// should not take the whole worker out for one bad task. Off by
+	// default: a FAILED task makes the worker unready. /status and the
+	// page say "degraded" either way. Flag --ready-with-failed-tasks.
+	ReadyWithFailedTasks bool
 	// ShutdownTimeout bounds a graceful stop. Default 10s. Flag
 	// --shutdown-timeout.
 	ShutdownTimeout time.Duration
@@ -130,6 +142,10 @@ type Config struct {
 	// (franz-go, pure Go). Default librdkafka, or franz in a binary built
 	// without cgo (see Clients). Flag --client, env CAUSEWAY_CLIENT.
 	Client string
+	// LogLevel is the least level logged: debug, info (default), warn or
+	// error. The worker's own debug lines (and fx's) show only at debug.
+	// Flag --log-level.
+	LogLevel string
 	// Development switches logs to a human-readable console format.
 	// Flag --dev, env CAUSEWAY_DEV.
 	Development bool
@@ -164,6 +180,8 @@ func DefaultConfig() Config {
 		DefaultPartitions: 4,
 		MaxHeldPerChannel: 10_000,
 		ShutdownTimeout:   10 * time.Second,
+		ConnectTimeout:    30 * time.Second,
+		LogLevel:          "info",
 		Threads:           1,
 		Client:            Clients()[0],
 		Kafka:             map[string]string{},
@@ -217,7 +235,9 @@ func Load(args []string, env func(string) string) (Config, error) {
 	fs.Var(&createTopics, "create-topics", "create missing topics (default: only with the embedded broker)")
 	fs.IntVar(&c.DefaultPartitions, "default-partitions", c.DefaultPartitions, "partitions of topics the worker creates")
 	fs.IntVar(&c.MaxHeldPerChannel, "max-held-per-channel", c.MaxHeldPerChannel, "hold-queue bound per channel before pausing it")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound on a graceful stop")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound on a graceful stop, and on closing the clients after a fatal error")
+	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", c.ConnectTimeout, "how long to keep trying to reach Kafka at start, with backoff, before exiting")
+	fs.BoolVar(&c.ReadyWithFailedTasks, "ready-with-failed-tasks", false, "answer /readyz with 200 while some tasks are FAILED and the others run (/status still says degraded)")
 	threads := envOr(env, "CAUSEWAY_THREADS", strconv.Itoa(c.Threads))
 	fs.StringVar(&threads, "threads", threads, "stream threads: pumps, each with its own consumer and producer, that share the process's tasks")
 	fs.StringVar(&c.Client, "client", envOr(env, "CAUSEWAY_CLIENT", c.Client), "Kafka client library: librdkafka or franz (pure Go)")
@@ -225,6 +245,7 @@ func Load(args []string, env func(string) string) (Config, error) {
 	fs.BoolVar(&c.CheckClaims, "check-claims", envOr(env, "CAUSEWAY_CHECK_CLAIMS", "true") == "true", "check that claims entering the topology name records that exist")
 	fs.StringVar(&c.AdminToken, "admin-token", env("CAUSEWAY_ADMIN_TOKEN"), "bearer token required by the HTTP endpoints that change something (default: none)")
 	fs.BoolVar(&c.Development, "dev", env("CAUSEWAY_DEV") == "true", "console logs")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "least level logged: debug, info, warn or error")
 	kafka := kafkaFlag(c.Kafka)
 	for _, kv := range os.Environ() {
 		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "CAUSEWAY_KAFKA_") && env(k) != "" {
@@ -355,6 +376,10 @@ func (c Config) Validate() error {
 		return bad("default partitions %d must be positive", c.DefaultPartitions)
 	case c.MaxHeldPerChannel <= 0:
 		return bad("max held per channel %d must be positive", c.MaxHeldPerChannel)
+	case !slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel):
+		return bad("log level %q: want debug, info, warn or error", c.LogLevel)
+	case c.ConnectTimeout <= 0:
+		return bad("connect timeout %v must be positive", c.ConnectTimeout)
 	case c.ShutdownTimeout <= 0:
 		return bad("shutdown timeout %v must be positive", c.ShutdownTimeout)
 	case c.StateDir == "":

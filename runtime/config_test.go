@@ -152,6 +152,7 @@ func TestEveryFlagsVariableActsAsTheFlag(t *testing.T) {
 		"stores": "memory", "http-addr": ":9001", "advertised-http-addr": "h:9001", "instance-id": "inst-7",
 		"static-membership": "false", "auto-offset-reset": "latest", "allow-offset-reset": "true", "create-topics": "false",
 		"default-partitions": "7", "max-held-per-channel": "99", "shutdown-timeout": "3s", "threads": "2",
+		"ready-with-failed-tasks": "true", "connect-timeout": "5s", "log-level": "debug",
 		"client": runtime.DefaultConfig().Client, "gate": "off", "check-claims": "false", "admin-token": "secret", "dev": "true",
 	}
 	// The client that is not the default, where the build has two (without

@@ -112,8 +112,13 @@ func TestCorruptHeaderFailsOnlyItsTask(t *testing.T) {
 		assert.Equal(t, runtime.StateRunning, other.State)
 		resp, err := http.Get("http://" + srv.Addr() + "/readyz")
 		require.NoError(t, err)
+		why, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		assert.Equal(t, http.StatusOK, resp.StatusCode, "one failed task does not make the worker unready")
+		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "a FAILED task makes the worker unready")
+		assert.Regexp(t, `not ready: 1 task FAILED: ledger/0 \(.*corrupt clock header on payments/0 at offset`, string(why))
+		st := getStatus(t, srv.Addr())
+		assert.True(t, st.Degraded)
+		assert.False(t, st.Ready)
 
 		// What the task did before the bad record reached the changelog: its
 		// store change for the good payment is there.
@@ -190,6 +195,10 @@ func TestCorruptHeaderFailsOnlyItsTask(t *testing.T) {
 		metrics.Body.Close()
 		assert.Contains(t, string(mb), `causeway_task_state{state="RUNNING",task="ledger/0"} 1`)
 		assert.Contains(t, string(mb), "causeway_transaction_commits_total")
+		// Lag and latency, per task and channel and per processor.
+		assert.Regexp(t, `causeway_committed_lag_records\{channel="payments/1",task="ledger/1"\} \d`, string(mb))
+		assert.Regexp(t, `causeway_delivered_lag_records\{channel="orders/1",task="ledger/1"\} \d`, string(mb))
+		assert.Regexp(t, `causeway_end_to_end_latency_seconds_count\{processor="ledger"\} [1-9]`, string(mb))
 	})
 }
 

@@ -32,9 +32,11 @@ import (
 //	                           clock64= (an encoded causal clock) waits, up to wait= ms, until the key's task
 //	                           has committed what the clock names
 //	GET  /stores/{store}/range keys in [from, to) or with a prefix, of the partitions held here
-//	GET  /stores/{store}/windows  one key's windows starting in [since, until] (Unix ms or RFC 3339)
-//	GET  /healthz              200 while the worker runs
-//	GET  /readyz               200 when every assigned task is running
+//	GET  /stores/{store}/windows  one key's windows starting in [since, until] (Unix ms or RFC 3339;
+//	                           by default those that started in the last hour)
+//	GET  /healthz              200 while the worker runs, 503 once it stops on a fatal error
+//	GET  /readyz               200 when every assigned task is running; 503 with the reason
+//	                           otherwise (see Status.Ready)
 //	GET  /metrics              Prometheus metrics
 //	GET  /status               JSON Status
 //	POST /tasks/{id}/restart   rebuild a failed task, and no other, from its committed state
@@ -60,6 +62,8 @@ type Served interface {
 	Status() Status
 	Ready() bool
 	Done() <-chan struct{}
+	// Err is the fatal error that stops the worker, once there is one.
+	Err() error
 	Query(ctx context.Context, q Query) (Answer, error)
 	RestartTask(ctx context.Context, id string) error
 	SkipRecord(ctx context.Context, id string) (causal.Entry, error)
@@ -138,17 +142,27 @@ func (s *Server) healthz(rw http.ResponseWriter, _ *http.Request) {
 	select {
 	case <-s.w.Done():
 		http.Error(rw, "worker stopped", http.StatusServiceUnavailable)
+		return
 	default:
-		fmt.Fprintln(rw, "ok")
 	}
-}
-
-func (s *Server) readyz(rw http.ResponseWriter, _ *http.Request) {
-	if !s.w.Ready() {
-		http.Error(rw, "not ready", http.StatusServiceUnavailable)
+	if err := s.w.Err(); err != nil {
+		http.Error(rw, "worker stopping on a fatal error: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	fmt.Fprintln(rw, "ready")
+	fmt.Fprintln(rw, "ok")
+}
+
+// readyz answers 200 or 503 as Status.Ready says, with the reason.
+func (s *Server) readyz(rw http.ResponseWriter, _ *http.Request) {
+	st := s.w.Status()
+	switch {
+	case !st.Ready:
+		http.Error(rw, "not ready: "+st.Reason, http.StatusServiceUnavailable)
+	case st.Degraded:
+		fmt.Fprintln(rw, "ready, degraded: "+st.Reason)
+	default:
+		fmt.Fprintln(rw, "ready")
+	}
 }
 
 func (s *Server) statusJSON(rw http.ResponseWriter, _ *http.Request) {
@@ -248,7 +262,9 @@ func (s *Server) query(rw http.ResponseWriter, r *http.Request) {
 	if prefix := bytesOf("prefix"); prefix != nil {
 		q.From, q.To = prefix, store.PrefixEnd(prefix)
 	}
-	q.Since, q.Until = timeOf("since", time.Unix(0, 0).UTC()), timeOf("until", time.Unix(1<<40, 0).UTC())
+	// Windows starting in the last hour, unless the query says otherwise.
+	q.Until = timeOf("until", time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)) // JSON's last time
+	q.Since = timeOf("since", time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond))
 	if l := form.Get("limit"); l != "" {
 		q.Limit, _ = strconv.Atoi(l)
 	}
@@ -284,6 +300,8 @@ func (s *Server) query(rw http.ResponseWriter, r *http.Request) {
 		}
 	case errors.Is(err, ErrUnknownStore):
 		http.Error(rw, err.Error(), http.StatusNotFound)
+	case errors.Is(err, ErrWrongKind):
+		http.Error(rw, err.Error(), http.StatusBadRequest)
 	case errors.Is(err, ErrNotLocal):
 		s.forward(rw, r, err)
 	case errors.Is(err, ErrNotAvailable), errors.Is(err, ErrNotCaughtUp):

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -39,6 +38,9 @@ type Instance struct {
 	// broker is the embedded broker the threads share, when no bootstrap
 	// servers were given.
 	broker *embedded.Broker
+	// lock is held on the state dir, over the threads' own, while
+	// several threads run.
+	lock *stateLock
 	// done is closed when the first thread stops; watchers wait for the
 	// threads' Done, or for quit, which Stop closes.
 	done     chan struct{}
@@ -92,6 +94,7 @@ func (in *Instance) Start(ctx context.Context) error {
 		if err := w.Start(ctx); err != nil {
 			stopErr := in.stopThreads(ctx, in.threads[:i])
 			in.closeBroker()
+			in.releaseStateDir()
 			return errors.Join(fmt.Errorf("thread %d: %w", i, err), stopErr)
 		}
 		in.watchers.Add(1)
@@ -110,11 +113,14 @@ func (in *Instance) Start(ctx context.Context) error {
 // prepareThreads gives each thread its instance id, derived from the
 // process's, and the embedded broker when there is to be one.
 func (in *Instance) prepareThreads() error {
-	if err := os.MkdirAll(in.cfg.StateDir, 0o755); err != nil {
-		return fmt.Errorf("state dir: %w", err)
+	lock, err := lockStateDir(in.cfg.StateDir, "application "+in.cfg.ApplicationID)
+	if err != nil {
+		return err
 	}
+	in.lock = lock
 	base, err := instanceIDOf(in.cfg)
 	if err != nil {
+		in.releaseStateDir()
 		return err
 	}
 	bootstrap := in.cfg.BootstrapServers
@@ -122,6 +128,7 @@ func (in *Instance) prepareThreads() error {
 		dir := filepath.Join(in.cfg.StateDir, "broker")
 		b, err := embedded.Start(embedded.DataDir(dir))
 		if err != nil {
+			in.releaseStateDir()
 			return err
 		}
 		in.broker, bootstrap = b, b.Addr()
@@ -143,7 +150,17 @@ func (in *Instance) Stop(ctx context.Context) error {
 	in.quitOnce.Do(func() { close(in.quit) }) // a thread that did not stop in time is not waited for
 	in.watchers.Wait()
 	in.closeBroker()
+	in.releaseStateDir()
 	return err
+}
+
+// releaseStateDir gives up the lock on the process's state dir (each
+// thread holds its own dir's).
+func (in *Instance) releaseStateDir() {
+	if err := in.lock.release(); err != nil {
+		in.log.Warn("release the state dir's lock", zap.Error(err))
+	}
+	in.lock = nil
 }
 
 func (in *Instance) stopThreads(ctx context.Context, ws []*Worker) error {
@@ -199,7 +216,7 @@ func (in *Instance) Status() Status {
 		return in.threads[0].Status()
 	}
 	st := Status{ApplicationID: in.cfg.ApplicationID, InstanceID: in.base, Tasks: []TaskStatus{}}
-	var errs []string
+	var errs, reasons []string
 	unready := false
 	for i, w := range in.threads {
 		ts := w.Status()
@@ -209,6 +226,10 @@ func (in *Instance) Status() Status {
 		unready = unready || (!ts.Ready && (len(ts.Tasks) > 0 || ts.Error != "" || ts.FailedCommits >= unreadyAfterFailedCommits))
 		if ts.Error != "" {
 			errs = append(errs, fmt.Sprintf("thread %d: %s", i, ts.Error))
+		}
+		st.Degraded = st.Degraded || ts.Degraded
+		if ts.Reason != "" && (len(ts.Tasks) > 0 || ts.Error != "") {
+			reasons = append(reasons, fmt.Sprintf("thread %d: %s", i, ts.Reason))
 		}
 		if ts.FailedCommits > st.FailedCommits {
 			st.FailedCommits, st.LastCommitError = ts.FailedCommits, ts.LastCommitError
@@ -220,6 +241,10 @@ func (in *Instance) Status() Status {
 	}
 	st.Ready = st.Ready && !unready
 	st.Error = strings.Join(errs, "; ")
+	st.Reason = strings.Join(reasons, "; ")
+	if !st.Ready && st.Reason == "" {
+		st.Reason = "no partitions assigned (yet)"
+	}
 	slices.SortFunc(st.Tasks, func(a, b TaskStatus) int { return strings.Compare(a.ID, b.ID) })
 	return st
 }

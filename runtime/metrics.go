@@ -9,19 +9,22 @@ import (
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	RecordsIn       *prometheus.CounterVec // by topic
-	RecordsOut      *prometheus.CounterVec // by topic
-	Deliveries      *prometheus.CounterVec // by task
-	Held            *prometheus.GaugeVec   // by task and channel
-	GateWait        prometheus.Histogram   // receive to delivery, of records that waited
-	Dropped         *prometheus.CounterVec // by task and reason
-	Commits         prometheus.Counter     // committed transactions
-	Aborts          prometheus.Counter     // aborted transactions
-	CommitSeconds   prometheus.Histogram   // BeginTransaction to committed
-	RestoreRecords  *prometheus.CounterVec // changelog records restored, by task
-	RestoreProgress *prometheus.GaugeVec   // 0..1, by task
-	TaskState       *prometheus.GaugeVec   // 1 for the task's current state
-	FailedCommits   *prometheus.GaugeVec   // transactions failed in a row, by stream thread
+	RecordsIn       *prometheus.CounterVec   // by topic
+	RecordsOut      *prometheus.CounterVec   // by topic
+	Deliveries      *prometheus.CounterVec   // by task
+	Held            *prometheus.GaugeVec     // by task and channel
+	GateWait        prometheus.Histogram     // receive to delivery, of records that waited
+	Dropped         *prometheus.CounterVec   // by task and reason
+	Commits         prometheus.Counter       // committed transactions
+	Aborts          prometheus.Counter       // aborted transactions
+	CommitSeconds   prometheus.Histogram     // BeginTransaction to committed
+	RestoreRecords  *prometheus.CounterVec   // changelog records restored, by task
+	RestoreProgress *prometheus.GaugeVec     // 0..1, by task
+	TaskState       *prometheus.GaugeVec     // 1 for the task's current state
+	FailedCommits   *prometheus.GaugeVec     // transactions failed in a row, by stream thread
+	CommittedLag    *prometheus.GaugeVec     // high watermark less committed position, by task and channel
+	DeliveredLag    *prometheus.GaugeVec     // high watermark less delivered position, by task and channel
+	Latency         *prometheus.HistogramVec // record timestamp to output, by processor
 }
 
 // NewMetrics registers the worker's metrics (and Go and process collectors)
@@ -46,9 +49,21 @@ func NewMetrics() *Metrics {
 		TaskState:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "causeway_task_state", Help: "1 for the state each task is in."}, []string{"task", "state"}),
 		FailedCommits: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "causeway_transaction_failures_in_a_row", Help: "Transactions of a stream thread that failed in a row (0 after a commit); at 3 the worker reports itself not ready."},
 			[]string{"thread"}),
+		CommittedLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "causeway_committed_lag_records", Help: "Offsets of a task's input channel past what the task has committed: the channel's end (high watermark) as the consumer last saw it, less the committed position. What a restart would read again, and the lag an outside monitor of the group sees."},
+			[]string{"task", "channel"}),
+		DeliveredLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "causeway_delivered_lag_records", Help: "Offsets of a task's input channel not delivered to its processor yet: the channel's end as the consumer last saw it, less the gate's frontier. It grows when the consumer falls behind or the gate holds records; what it leaves of causeway_committed_lag_records is delivered work not committed yet."},
+			[]string{"task", "channel"}),
+		Latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "causeway_end_to_end_latency_seconds", Help: "From an output record's timestamp (its input's, unless the processor set another) to the moment the worker hands it to the producer, in the transaction that commits it; by processor. Event-time outputs (windows) measure from their window's time.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"processor"}),
 	}
-	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.RecordsIn, m.RecordsOut, m.Deliveries, m.Held, m.GateWait, m.Dropped, m.Commits, m.Aborts, m.CommitSeconds,
-		m.RestoreRecords, m.RestoreProgress, m.TaskState, m.FailedCommits)
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.MustRegister(m.own()...)
 	return m
+}
+
+// own are the worker's own metrics.
+func (m *Metrics) own() []prometheus.Collector {
+	return []prometheus.Collector{m.RecordsIn, m.RecordsOut, m.Deliveries, m.Held, m.GateWait, m.Dropped, m.Commits,
+		m.Aborts, m.CommitSeconds, m.RestoreRecords, m.RestoreProgress, m.TaskState, m.FailedCommits, m.CommittedLag,
+		m.DeliveredLag, m.Latency}
 }

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,12 +41,22 @@ func fxLogger(log *zap.Logger) fxevent.Logger {
 }
 
 // NewLogger returns a JSON logger for production, or a console one when
-// Config.Development is set.
+// Config.Development is set, logging from Config.LogLevel up. Neither adds
+// stack traces below a panic: the worker's errors say where they come
+// from, and a trace through fx and the pump says nothing more.
 func NewLogger(cfg Config) (*zap.Logger, error) {
+	zc := zap.NewProductionConfig()
 	if cfg.Development {
-		return zap.NewDevelopment()
+		zc = zap.NewDevelopmentConfig()
+		zc.Development = false // warnings do not panic, nor carry traces
 	}
-	return zap.NewProduction()
+	level, err := zapcore.ParseLevel(cmp.Or(cfg.LogLevel, "info"))
+	if err != nil {
+		return nil, fmt.Errorf("log level: %w", err)
+	}
+	zc.Level = zap.NewAtomicLevelAt(level)
+	zc.DisableStacktrace = true
+	return zc.Build()
 }
 
 func newServer(cfg Config, w *Instance, log *zap.Logger) *Server {
@@ -126,7 +137,9 @@ func run(topo *framework.Topology, args []string, env func(string) string, stdou
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	startCtx, cancel := context.WithTimeout(context.Background(), fx.DefaultTimeout*4)
+	// Start takes up to the connect timeout to reach the cluster, then
+	// creates topics and joins the group.
+	startCtx, cancel := context.WithTimeout(context.Background(), max(fx.DefaultTimeout*4, cfg.ConnectTimeout+fx.DefaultTimeout*2))
 	defer cancel()
 	if err := app.Start(startCtx); err != nil {
 		fmt.Fprintln(stderr, err)

@@ -122,6 +122,12 @@ func (w *Worker) handle(ev *consumerEvent) {
 		}
 		w.advance(ch, m.Offset)
 	case eventPartitionError:
+		if classify(ev.err) == classFatal {
+			// franz-go hands a group's fatal error (fenced by a newer
+			// instance) over as a partition's.
+			w.fatalErr = fmt.Errorf("consumer: %w", ev.err)
+			return
+		}
 		w.partitionError(m.channel(), ev.err)
 	case eventFatal:
 		w.fatalErr = fmt.Errorf("consumer: %w", ev.err)
@@ -215,8 +221,11 @@ func (w *Worker) sendOutputs(rt *taskmgr.Task) (bool, error) {
 			return true, nil
 		}
 		rt.InTxn = true
+		latency := w.metrics.Latency.WithLabelValues(rt.Processor)
+		now := w.pump.time.UnixMilli()
 		for i := range outs {
 			o := &outs[i]
+			latency.Observe(float64(max(0, now-o.Record.Timestamp.UnixMilli())) / 1000)
 			err := w.producer.send(o)
 			if err == nil {
 				rt.Streamed++

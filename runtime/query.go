@@ -3,6 +3,8 @@ package runtime
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -19,6 +21,9 @@ import (
 var (
 	// ErrUnknownStore: no processor of the topology has the store.
 	ErrUnknownStore = errors.New("no such store")
+	// ErrWrongKind: the query does not suit the store's kind (a get or
+	// range on a window store, a windows query on a key-value store).
+	ErrWrongKind = errors.New("query does not suit the store")
 	// ErrNotLocal: the task that holds the key's partition does not run
 	// on this worker.
 	ErrNotLocal = errors.New("the task holding this key runs on another worker")
@@ -104,9 +109,15 @@ func (q Query) limit() int {
 // QueryEntry is one key of an answer, with the window it belongs to for a
 // windows query.
 type QueryEntry struct {
-	Key       []byte     `json:"key"`
-	Value     []byte     `json:"value"`
+	Key   []byte `json:"key"`
+	Value []byte `json:"value"`
+	// ValueJSON is Value again, when it is a JSON document, to read as
+	// such.
+	ValueJSON json.RawMessage `json:"value_json,omitempty"`
+	// Start is a window's start; Timestamp, in a timestamped window
+	// store, the time of its latest record.
 	Start     *time.Time `json:"start,omitempty"`
+	Timestamp *time.Time `json:"timestamp,omitempty"`
 	Partition int32      `json:"partition"`
 }
 
@@ -121,6 +132,11 @@ type Answer struct {
 	// Found and Value answer a get.
 	Found bool   `json:"found"`
 	Value []byte `json:"value,omitempty"`
+	// ValueJSON is Value again, when it is a JSON document.
+	ValueJSON json.RawMessage `json:"value_json,omitempty"`
+	// Since and Until are the window starts a windows query covered.
+	Since *time.Time `json:"since,omitempty"`
+	Until *time.Time `json:"until,omitempty"`
 	// Entries answer a range or windows query.
 	Entries []QueryEntry `json:"entries,omitempty"`
 	// Truncated: a range query had more than its limit.
@@ -315,20 +331,24 @@ func (w *Worker) answer(q Query) (Answer, error) {
 		}
 		a.Partitions, a.Complete = []int32{p}, true
 		if q.Kind == QueryGet {
+			if spec.Kind == framework.WindowKind {
+				return a, fmt.Errorf("%w: store %q is a window store: ask for one key's windows (windows?key=)", ErrWrongKind, q.Store)
+			}
 			return a, w.get(rt, q, &a)
 		}
 		if spec.Kind != framework.WindowKind {
-			return a, fmt.Errorf("store %q is not a window store", q.Store)
+			return a, fmt.Errorf("%w: store %q is not a window store", ErrWrongKind, q.Store)
 		}
+		since, until := q.Since, q.Until
+		a.Since, a.Until = &since, &until
 		ws, _ := rt.T.CommittedWindowStore(q.Store)
 		for start, v := range ws.Fetch(q.Key, q.Since, q.Until) {
-			s := start
-			a.Entries = append(a.Entries, QueryEntry{Key: slices.Clone(q.Key), Value: slices.Clone(v), Start: &s, Partition: p})
+			a.Entries = append(a.Entries, windowEntry(spec, q.Key, start, v, p))
 		}
 		return a, nil
 	case QueryRange:
 		if spec.Kind != framework.KeyValueKind {
-			return a, fmt.Errorf("store %q is not a key-value store", q.Store)
+			return a, fmt.Errorf("%w: store %q is not a key-value store: ask for one key's windows (windows?key=)", ErrWrongKind, q.Store)
 		}
 		limit := q.limit()
 		a.Complete = true
@@ -365,8 +385,31 @@ func (w *Worker) get(rt *taskmgr.Task, q Query, a *Answer) error {
 	if err != nil {
 		return err
 	}
-	a.Found, a.Value = found, slices.Clone(v)
+	a.Found, a.Value, a.ValueJSON = found, slices.Clone(v), asJSON(v)
 	return nil
+}
+
+// windowEntry is one window of a windows answer: its value split from
+// its latest record's time in a timestamped store.
+func windowEntry(spec framework.StoreSpec, key []byte, start time.Time, v []byte, p int32) QueryEntry {
+	e := QueryEntry{Key: slices.Clone(key), Start: &start, Partition: p}
+	if spec.Timestamped && len(v) >= 8 {
+		ts := time.Unix(0, int64(binary.BigEndian.Uint64(v))).UTC()
+		e.Timestamp, v = &ts, v[8:]
+	}
+	e.Value, e.ValueJSON = slices.Clone(v), asJSON(v)
+	return e
+}
+
+// asJSON is v when it is a JSON object or array, for answers to show as
+// JSON; nil otherwise (a number or string alone is more likely text or a
+// counter that happens to parse).
+func asJSON(v []byte) json.RawMessage {
+	t := bytes.TrimSpace(v)
+	if len(t) == 0 || (t[0] != '{' && t[0] != '[') || !json.Valid(t) {
+		return nil
+	}
+	return slices.Clone(t)
 }
 
 // storeOwner finds the processor that declares a store.

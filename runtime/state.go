@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/causal"
@@ -74,6 +76,17 @@ func (w *Worker) openStores(t *taskmgr.Task) (store.Set, error) {
 	cache := w.sharedCache()
 	set, err := pebblestore.Open(dir, pebblestore.SharedCache(cache))
 	if err != nil {
+		// Stores another process has open are not corrupt: never wipe
+		// those (the state dir's own lock should have kept it away).
+		lock, lockErr := pebble.LockDirectory(dir, vfs.Default)
+		switch {
+		case lockErr == nil:
+			if err := lock.Close(); err != nil {
+				return nil, fmt.Errorf("stores of task %s: %w", t.ID, err)
+			}
+		case !errors.Is(lockErr, fs.ErrNotExist):
+			return nil, fmt.Errorf("%w: the stores of task %s in %s are open elsewhere: %w", ErrStateDirInUse, t.ID, dir, err)
+		}
 		w.log.Warn("local state cannot be opened: wiping it and restoring from the changelog", zap.String("task", t.ID), zap.String("dir", dir), zap.Error(err))
 		if err := os.RemoveAll(dir); err != nil {
 			return nil, fmt.Errorf("wipe %s: %w", dir, err)

@@ -1,7 +1,9 @@
 package runtime
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/causeway-stream/causeway/internal/taskmgr"
@@ -11,8 +13,16 @@ import (
 type Status struct {
 	ApplicationID string `json:"application_id"`
 	InstanceID    string `json:"instance_id"`
-	Ready         bool   `json:"ready"`
-	Error         string `json:"error,omitempty"`
+	// Ready is what /readyz answers: every assigned task restored and
+	// running (or FAILED, with Config.ReadyWithFailedTasks), commits
+	// going through, no fatal error.
+	Ready bool `json:"ready"`
+	// Degraded is set while some tasks are FAILED (the others run).
+	Degraded bool `json:"degraded,omitempty"`
+	// Reason says why the worker is not ready or is degraded.
+	Reason string `json:"reason,omitempty"`
+	// Error is the fatal error the worker stops on.
+	Error string `json:"error,omitempty"`
 	// FailedCommits counts the transactions that failed in a row, and
 	// LastCommitError says why the last one did; a worker whose commits
 	// keep failing is not ready.
@@ -103,8 +113,48 @@ func (w *Worker) restoreProgress(id string, p RestoreStatus, done bool) {
 	w.restoring[id] = p
 }
 
-// Ready reports whether every assigned task is running (a failed task does
-// not make the worker unready: the others go on).
+// health is what readiness is judged on.
+type health struct {
+	fatal         error
+	assigned      int
+	failedCommits int
+	lastCommitErr error
+	restoring     []string
+	failed        []string // "<task> (<error>)"
+	readyIfFailed bool
+}
+
+// judge says whether the worker is ready and degraded, and why not or
+// why degraded, the gravest reason first.
+func (h health) judge() (ready, degraded bool, reason string) {
+	degraded = len(h.failed) > 0
+	var failed string
+	if degraded {
+		failed = fmt.Sprintf("%d %s FAILED: %s", len(h.failed), plural(len(h.failed), "task", "tasks"), strings.Join(h.failed, "; "))
+	}
+	switch {
+	case h.fatal != nil:
+		return false, degraded, "stopping on a fatal error: " + h.fatal.Error()
+	case h.assigned == 0:
+		return false, degraded, "no partitions assigned (yet)"
+	case h.failedCommits >= unreadyAfterFailedCommits:
+		return false, degraded, fmt.Sprintf("%d transactions in a row failed, the last: %v", h.failedCommits, h.lastCommitErr)
+	case len(h.restoring) > 0:
+		return false, degraded, fmt.Sprintf("restoring %d %s: %s", len(h.restoring), plural(len(h.restoring), "task", "tasks"), strings.Join(h.restoring, ", "))
+	case degraded:
+		return h.readyIfFailed, true, failed
+	}
+	return true, false, ""
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// Ready reports whether the worker is ready; see Status.Ready.
 func (w *Worker) Ready() bool {
 	st := w.Status()
 	return st.Ready
@@ -113,9 +163,9 @@ func (w *Worker) Ready() bool {
 // publishStatus snapshots the tasks for readers on other goroutines.
 func (w *Worker) publishStatus() {
 	now := w.now()
-	st := Status{ApplicationID: w.cfg.ApplicationID, InstanceID: w.instanceID,
-		Ready:         w.fatalErr == nil && len(w.pump.assigned) > 0 && w.failedCommits < unreadyAfterFailedCommits,
-		FailedCommits: w.failedCommits}
+	st := Status{ApplicationID: w.cfg.ApplicationID, InstanceID: w.instanceID, FailedCommits: w.failedCommits}
+	h := health{fatal: w.fatalErr, assigned: len(w.pump.assigned), failedCommits: w.failedCommits,
+		lastCommitErr: w.lastCommitErr, readyIfFailed: w.cfg.ReadyWithFailedTasks}
 	if w.fatalErr != nil {
 		st.Error = w.fatalErr.Error()
 	}
@@ -138,8 +188,11 @@ func (w *Worker) publishStatus() {
 		if rt.Err != nil {
 			ts.LastError = rt.Err.Error()
 		}
-		if rt.State == StateRestoring {
-			st.Ready = false
+		switch rt.State {
+		case StateRestoring:
+			h.restoring = append(h.restoring, rt.ID)
+		case StateFailed:
+			h.failed = append(h.failed, fmt.Sprintf("%s (%s)", rt.ID, strings.TrimPrefix(ts.LastError, "task "+rt.ID+": ")))
 		}
 		for _, s := range []TaskState{StateRestoring, StateRunning, StateFailed} {
 			v := 0.0
@@ -157,6 +210,8 @@ func (w *Worker) publishStatus() {
 					if _, high, ok := w.consumer.CachedWatermarks(c.Channel); ok && high >= next {
 						lag := high - next
 						cs.Lag = &lag
+						w.metrics.CommittedLag.WithLabelValues(rt.ID, cs.Channel).Set(float64(lag))
+						w.metrics.DeliveredLag.WithLabelValues(rt.ID, cs.Channel).Set(float64(max(0, high-(c.Frontier+1))))
 					}
 				}
 				w.metrics.Held.WithLabelValues(rt.ID, cs.Channel).Set(float64(c.Held))
@@ -177,6 +232,7 @@ func (w *Worker) publishStatus() {
 		}
 		st.Tasks = append(st.Tasks, ts)
 	}
+	st.Ready, st.Degraded, st.Reason = h.judge()
 	w.mu.Lock()
 	w.status = st
 	w.mu.Unlock()

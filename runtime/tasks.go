@@ -62,6 +62,8 @@ func (w *Worker) closeTasks() {
 	for _, rt := range w.tasks.Tasks() {
 		w.metrics.TaskState.DeletePartialMatch(map[string]string{"task": rt.ID})
 		w.metrics.Held.DeletePartialMatch(map[string]string{"task": rt.ID})
+		w.metrics.CommittedLag.DeletePartialMatch(map[string]string{"task": rt.ID})
+		w.metrics.DeliveredLag.DeletePartialMatch(map[string]string{"task": rt.ID})
 	}
 	w.tasks.CloseAll()
 }

@@ -143,6 +143,17 @@ func rdkChannels(tps []kafka.TopicPartition) []causal.Channel {
 // rdkTimeoutMs is how long the consumer's requests to the broker may take.
 const rdkTimeoutMs = 10000
 
+// timeoutMs is what is left of ctx's deadline, in milliseconds, for the
+// librdkafka calls that take a timeout instead of a context; at most
+// rdkTimeoutMs.
+func timeoutMs(ctx context.Context) int {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return rdkTimeoutMs
+	}
+	return max(1, min(rdkTimeoutMs, int(time.Until(d).Milliseconds())))
+}
+
 // rdkConsumer is the group consumer on librdkafka. Its rebalance callback
 // runs inside Poll, on the pump's goroutine.
 type rdkConsumer struct {
@@ -460,7 +471,7 @@ type rdkAdmin struct {
 }
 
 func (a *rdkAdmin) PartitionCounts(ctx context.Context) (map[string]int32, error) {
-	md, err := a.admin.GetMetadata(nil, true, rdkTimeoutMs)
+	md, err := a.admin.GetMetadata(nil, true, timeoutMs(ctx))
 	if err != nil {
 		return nil, rdkError(err)
 	}

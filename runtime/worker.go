@@ -69,6 +69,9 @@ type Worker struct {
 	tasks    *taskmgr.Manager
 	pump     pump
 	fatalErr error
+	// stateLock is held on the state dir from Start until the clients
+	// and stores are closed.
+	stateLock *stateLock
 	// failedCommits counts transactions failed in a row, for backoff and
 	// readiness; lastCommitErr is the last one's error.
 	failedCommits int
@@ -180,11 +183,14 @@ func (w *Worker) Bootstrap() string { return w.bootstrap }
 // servers are configured), creates internal topics, initialises the
 // transactional producer, subscribes, and starts processing.
 func (w *Worker) Start(ctx context.Context) error {
-	if err := os.MkdirAll(w.cfg.StateDir, 0o755); err != nil {
-		return fmt.Errorf("state dir: %w", err)
+	lock, err := lockStateDir(w.cfg.StateDir, "application "+w.cfg.ApplicationID)
+	if err != nil {
+		return err
 	}
+	w.stateLock = lock
 	id, err := w.loadInstanceID()
 	if err != nil {
+		w.releaseStateDir()
 		return err
 	}
 	w.instanceID = id
@@ -193,6 +199,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		dir := filepath.Join(w.cfg.StateDir, "broker")
 		b, err := embedded.Start(embedded.DataDir(dir))
 		if err != nil {
+			w.releaseStateDir()
 			return err
 		}
 		w.broker, w.bootstrap = b, b.Addr()
@@ -236,6 +243,9 @@ func (w *Worker) connect(ctx context.Context) error {
 	}
 	w.producer = newTxnProducer(p, w.log, w.metrics, w.stop)
 	w.admin = admin
+	if err := reachCluster(ctx, admin, w.bootstrap, w.cfg.Kafka, w.cfg.ConnectTimeout, w.log); err != nil {
+		return err
+	}
 	counts, err := topicManager{admin: w.admin, topo: w.topo, cfg: w.cfg, log: w.log, deadLetter: w.deadLetter}.ensureTopics(ctx)
 	if err != nil {
 		return err
@@ -376,8 +386,7 @@ func (w *Worker) DeadLetterTopic() string { return w.deadLetter }
 // run is the pump's goroutine: the only one that touches the clients and
 // tasks.
 func (w *Worker) run() {
-	defer close(w.done)
-	defer w.closeClients()
+	defer w.closeClientsWithin(w.cfg.ShutdownTimeout)
 	w.pump.time = w.now()
 	nextCommit := w.pump.time.Add(w.cfg.CommitInterval)
 	// Stop and restart requests are looked at when the consumer is idle and
@@ -418,6 +427,8 @@ func (w *Worker) run() {
 			w.mu.Lock()
 			w.err = w.fatalErr
 			w.mu.Unlock()
+			// Unready (and unhealthy) from here on, while the clients close.
+			w.publishStatus()
 			w.log.Error("worker stopping on a fatal error", zap.Error(w.fatalErr))
 			return
 		}
@@ -522,6 +533,26 @@ func (w *Worker) globalBatches() <-chan []*kgo.Record {
 	return w.globalReader.batches
 }
 
+// closeClientsWithin closes the clients and stores, then closes done; a
+// close that takes longer than bound (librdkafka's consumer can wait
+// forever for a group it was fenced from) is left behind, logged, so that
+// the worker's Done and the process's exit are not held up by it.
+func (w *Worker) closeClientsWithin(bound time.Duration) {
+	defer close(w.done)
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		w.closeClients()
+	}()
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case <-closed:
+	case <-t.C:
+		w.log.Error("the Kafka clients did not close in time; leaving them to the process's exit", zap.Duration("waited", bound))
+	}
+}
+
 func (w *Worker) closeClients() {
 	w.mu.Lock()
 	m := w.members
@@ -561,6 +592,16 @@ func (w *Worker) closeClients() {
 	if w.broker != nil {
 		w.broker.Close()
 	}
+	w.releaseStateDir()
+}
+
+// releaseStateDir gives up the state dir's lock, once nothing in it is
+// open any more.
+func (w *Worker) releaseStateDir() {
+	if err := w.stateLock.release(); err != nil {
+		w.log.Warn("release the state dir's lock", zap.Error(err))
+	}
+	w.stateLock = nil
 }
 
 // pumpClock is the tasks' clock: the time of the pump's last poll, which

@@ -1,8 +1,9 @@
 // Package pagetest drives the worker's page in a real browser: headless
 // Chromium from Debian's packages (/usr/bin/chromium), through the
 // DevTools protocol with chromedp. `make test` installs Chromium when it
-// is missing and runs it; `make test-browser` runs it alone and saves the
-// screenshot docs/operations.md shows.
+// is missing and runs it; `make test-browser` runs it alone, and with
+// SCREENSHOT=docs/img/worker-page.png saves the screenshot
+// docs/operations.md shows.
 package pagetest
 
 import (
@@ -20,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/dsl"
 	"github.com/causeway-stream/causeway/framework/serde"
@@ -42,6 +44,7 @@ func shop(t *testing.T) *framework.Topology {
 		return "paid: " + order, nil
 	}).To("verdicts")
 	payments.GroupByKey().Count("payments-per-order").ToStream().To("payment-counts")
+	dsl.WindowedBy(payments.GroupByKey(), operators.Tumbling(time.Minute, time.Hour)).Count("payments-per-minute")
 	topo, err := b.Build()
 	require.NoError(t, err)
 	return topo
@@ -136,6 +139,20 @@ func TestPageShowsTopologyAndTasks(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, answer, "o-1")
 	assert.Contains(t, answer, "2", "the count of the order's payments")
+	// The form offers the window store too, which answers the key's
+	// windows of the last hour.
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.SetValue(chromedp.CSS(`#query-store`), "payments-per-minute"),
+		chromedp.Click(chromedp.CSS(`#query button`)),
+	))
+	var windows string
+	for !strings.Contains(windows, " @ ") { // the get's answer until the windows come
+		require.NoError(t, bctx.Err(), "the page never showed the windows: %q", windows)
+		windows, err = chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#answer tbody`)))
+		require.NoError(t, err)
+		time.Sleep(20 * time.Millisecond)
+	}
+	assert.Regexp(t, `o-1 @ \d{4}-\d\d-\d\dT\d\d:\d\d:00Z\s+2\b`, windows, "the order's minute, with its two payments")
 	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
 	for _, topic := range []string{"payments", "orders", "verdicts", "payment-counts"} {
@@ -154,4 +171,30 @@ func TestPageShowsTopologyAndTasks(t *testing.T) {
 	require.NoError(t, os.WriteFile(out, shot, 0o644))
 	assert.Greater(t, len(shot), 10_000, "a screenshot of a rendered page")
 	assert.False(t, strings.Contains(tasks, "no tasks assigned"))
+	badge, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#ready`)))
+	require.NoError(t, err)
+	assert.Equal(t, "ready", badge)
+
+	// A record with a corrupt clock fails its task: the badge turns to a
+	// red "degraded", and the page says which task and why.
+	p, err = kgo.NewClient(kgo.SeedBrokers(b.Addr()))
+	require.NoError(t, err)
+	defer p.Close()
+	require.NoError(t, p.ProduceSync(ctx, &kgo.Record{Topic: "payments", Key: []byte("o-1"), Value: []byte("5 EUR"),
+		Headers: []kgo.RecordHeader{{Key: causal.HeaderKey, Value: []byte{0xff}}}}).FirstErr())
+	for !w.Status().Degraded {
+		require.NoError(t, ctx.Err(), "no task failed on the corrupt record: %+v", w.Status())
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.NoError(t, chromedp.Do(bctx, chromedp.WaitVisible(chromedp.CSS(`#worker-error`))))
+	badge, err = chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#ready`)))
+	require.NoError(t, err)
+	class, err := chromedp.Run(bctx, chromedp.AttributeValue(chromedp.CSS(`#ready`), "class"))
+	require.NoError(t, err)
+	assert.Equal(t, "degraded", badge)
+	assert.Contains(t, class.Value, "bad", "red")
+	problem, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#worker-error`)))
+	require.NoError(t, err)
+	assert.Contains(t, problem, "1 task FAILED")
+	assert.Contains(t, problem, "corrupt clock header on payments/")
 }

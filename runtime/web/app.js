@@ -64,10 +64,12 @@ function actions(t) {
 function render(st) {
   document.getElementById("app").textContent = st.application_id + " · worker " + st.instance_id;
   const ready = document.getElementById("ready");
-  ready.textContent = st.ready ? "ready" : "not ready";
-  ready.className = "badge " + (st.ready ? "ok" : "bad");
+  // Degraded (some tasks FAILED) is red even when /readyz is relaxed to 200.
+  ready.textContent = st.degraded ? "degraded" : st.ready ? "ready" : "not ready";
+  ready.className = "badge " + (st.ready && !st.degraded ? "ok" : "bad");
+  ready.title = st.reason || "";
   const werr = document.getElementById("worker-error");
-  const problem = st.error || st.last_commit_error || "";
+  const problem = st.error || (st.degraded ? st.reason : "") || st.last_commit_error || "";
   werr.hidden = problem === "";
   werr.textContent = problem;
 
@@ -103,9 +105,10 @@ async function refresh() {
   }
 }
 
-// show renders a value of a store: text when it reads as text, a number
-// when it is 8 bytes (a Kafka long), hex otherwise.
-function show(b64) {
+// show renders a value of a store: JSON as JSON, text when it reads as
+// text, a number when it is 8 bytes (a Kafka long), hex otherwise.
+function show(b64, json) {
+  if (json !== undefined && json !== null) return JSON.stringify(json);
   const bytes = Uint8Array.from(atob(b64 || ""), c => c.charCodeAt(0));
   if (bytes.length === 8) {
     return new DataView(bytes.buffer).getBigInt64(0).toString();
@@ -117,20 +120,29 @@ function show(b64) {
 
 async function ask(ev) {
   ev.preventDefault();
-  const store = document.getElementById("query-store").value;
-  const kind = document.getElementById("query-kind").value;
+  const select = document.getElementById("query-store");
+  const store = select.value;
+  // A window store answers one key's windows (by default those that
+  // started in the last hour); a key-value store a get or a prefix.
+  const windowed = select.selectedOptions[0]?.dataset.kind === "window";
+  const kind = windowed ? "windows" : document.getElementById("query-kind").value;
   const key = document.getElementById("query-key").value;
-  const url = "/stores/" + encodeURIComponent(store) + "/" + (kind === "get" ? "get?key=" : "range?prefix=") + encodeURIComponent(key);
-  const res = await fetch(url);
+  const ask = { get: "get?key=", range: "range?prefix=", windows: "windows?key=" }[kind];
+  const res = await fetch("/stores/" + encodeURIComponent(store) + "/" + ask + encodeURIComponent(key));
   if (!res.ok) {
     fill("answer", [], (await res.text()).trim());
     return;
   }
   const a = await res.json();
-  const rows = kind === "get"
-    ? (a.found ? [row([key, show(a.value), (a.partitions || []).join(", ")])] : [])
-    : (a.entries || []).map(e => row([show(e.key), show(e.value), e.partition]));
-  fill("answer", rows, kind === "get" ? "no such key" : "no keys");
+  let rows;
+  if (kind === "get") {
+    rows = a.found ? [row([key, show(a.value, a.value_json), (a.partitions || []).join(", ")])] : [];
+  } else if (kind === "windows") {
+    rows = (a.entries || []).map(e => row([show(e.key) + " @ " + e.start, show(e.value, e.value_json), e.partition]));
+  } else {
+    rows = (a.entries || []).map(e => row([show(e.key), show(e.value, e.value_json), e.partition]));
+  }
+  fill("answer", rows, { get: "no such key", range: "no keys", windows: "no windows since " + a.since }[kind]);
 }
 
 async function drawTopology() {
@@ -143,9 +155,10 @@ async function drawTopology() {
   target.setAttribute("data-topology", topo.name);
   const select = document.getElementById("query-store");
   for (const st of topo.stores || []) {
-    if (st.kind !== "key-value") continue;
-    const o = el("option", st.name);
+    if (st.kind !== "key-value" && st.kind !== "window") continue;
+    const o = el("option", st.kind === "window" ? st.name + " (windows, last hour)" : st.name);
     o.value = st.name;
+    o.dataset.kind = st.kind;
     select.appendChild(o);
   }
 }

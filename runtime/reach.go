@@ -1,0 +1,132 @@
+package runtime
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// ErrKafkaUnreachable is returned by Start when the cluster did not answer
+// within Config.ConnectTimeout; the error names the bootstrap servers and
+// the last cause.
+var ErrKafkaUnreachable = errors.New("cannot reach Kafka")
+
+// reachBackoff is the first wait between attempts to reach the cluster,
+// doubled after each up to reachBackoffMax.
+const (
+	reachBackoff    = 250 * time.Millisecond
+	reachBackoffMax = 5 * time.Second
+	// reachAttemptMax bounds one attempt, so that a client that waits
+	// long on its own leaves room for the next.
+	reachAttemptMax = 10 * time.Second
+)
+
+// reachCluster asks the cluster for its metadata until it answers, with
+// backoff, for at most bound: both clients then behave alike when the
+// cluster is down or not up yet, or the address is wrong. Each failed
+// attempt is logged with the address and the cause.
+func reachCluster(ctx context.Context, admin clusterAdmin, bootstrap string, settings map[string]string, bound time.Duration, log *zap.Logger) error {
+	start := time.Now()
+	deadline := start.Add(bound)
+	wait := reachBackoff
+	for attempt := 1; ; attempt++ {
+		// Each attempt has a second at least, the last one too.
+		now := time.Now()
+		until := minTime(deadline, now.Add(reachAttemptMax))
+		if until.Before(now.Add(time.Second)) {
+			until = now.Add(time.Second)
+		}
+		err := attemptReach(ctx, admin, bootstrap, settings, until)
+		if err == nil {
+			if attempt > 1 {
+				log.Info("reached Kafka", zap.String("bootstrap_servers", bootstrap), zap.Int("attempts", attempt),
+					zap.Duration("after", time.Since(start).Round(time.Millisecond)))
+			}
+			return nil
+		}
+		cause := err.Error()
+		left := time.Until(deadline)
+		if left <= 0 || ctx.Err() != nil {
+			return fmt.Errorf("%w at %s within %v (%d attempts): %v", ErrKafkaUnreachable, bootstrap, bound, attempt, cause)
+		}
+		wait = min(wait, left)
+		log.Warn("Kafka not reachable yet; retrying", zap.String("bootstrap_servers", bootstrap), zap.Int("attempt", attempt),
+			zap.String("cause", cause), zap.Duration("retry_in", wait), zap.Duration("gives_up_in", left.Round(time.Second)))
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w at %s (%d attempts): %v", ErrKafkaUnreachable, bootstrap, attempt, cause)
+		}
+		wait = min(2*wait, reachBackoffMax)
+	}
+}
+
+// attemptReach is one attempt: a TCP connection to a bootstrap server
+// (and, on a TLS listener, a TLS handshake with the settings' authority),
+// then the client's metadata request. The first steps make a cluster that
+// is not listening, or one whose certificate does not verify, fail at
+// once and alike on both clients, naming the address and the cause
+// (librdkafka would wait out its timeout and then name neither).
+func attemptReach(ctx context.Context, admin clusterAdmin, bootstrap string, settings map[string]string, deadline time.Time) error {
+	var refused []string
+	for _, addr := range strings.Split(bootstrap, ",") {
+		addr = strings.TrimSpace(addr)
+		conn, err := net.DialTimeout("tcp", addr, time.Until(deadline))
+		if err == nil {
+			err = handshake(conn, addr, settings, deadline)
+			conn.Close()
+		}
+		if err == nil {
+			refused = nil
+			break
+		}
+		refused = append(refused, err.Error())
+	}
+	if len(refused) > 0 {
+		return errors.New(strings.Join(refused, "; "))
+	}
+	actx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	_, err := admin.PartitionCounts(actx)
+	return err
+}
+
+// handshake checks, on a connection to a TLS listener (security.protocol
+// SSL or SASL_SSL), that the broker's certificate verifies with the
+// settings' authority, as the clients will check it.
+func handshake(conn net.Conn, addr string, settings map[string]string, deadline time.Time) error {
+	switch strings.ToUpper(settings["security.protocol"]) {
+	case "SSL", "SASL_SSL":
+	default:
+		return nil
+	}
+	cfg, err := franzTLS(settings)
+	if err != nil {
+		return fmt.Errorf("TLS settings: %w", err)
+	}
+	if host, _, err := net.SplitHostPort(addr); err == nil && cfg.ServerName == "" {
+		cfg.ServerName = host
+	}
+	if err := conn.SetDeadline(deadline); err != nil {
+		return err
+	}
+	if err := tls.Client(conn, cfg).Handshake(); err != nil {
+		return fmt.Errorf("TLS handshake with %s: %w", addr, err)
+	}
+	return nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
