@@ -47,13 +47,18 @@ test-browser: chromium ## Drive the worker's page in headless Chromium alone; SC
 test-short: ## Run the tests without the race detector and with fewer seeds.
 	CAUSEWAY_SIM_SEEDS=40 $(GO) test -count=1 $(PKGS)
 
-lint: ## gofmt and go vet, with cgo and without; the worker examples must build without cgo.
+# staticcheck, run from the module proxy at a pinned version.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+lint: ## gofmt, go vet and staticcheck, with cgo and without; the worker examples must build without cgo.
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 	@# Without cgo, the librdkafka transport, the Schema Registry serdes and
 	@# the end-to-end benchmark (all built on confluent-kafka-go) drop out.
 	CGO_ENABLED=0 $(GO) vet $(PKGS)
+	$(GO) run $(STATICCHECK) $(PKGS)
+	CGO_ENABLED=0 $(GO) run $(STATICCHECK) $(PKGS)
 	CGO_ENABLED=0 $(GO) build -o /dev/null ./examples/wordcount
 	CGO_ENABLED=0 $(GO) build -o /dev/null ./examples/orders
 	CGO_ENABLED=0 $(GO) build -o /dev/null ./examples/clicks

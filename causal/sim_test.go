@@ -24,8 +24,6 @@ import (
 // bitset is a set of record ids.
 type bitset []uint64
 
-func (b bitset) has(i int) bool { return i/64 < len(b) && b[i/64]&(1<<(i%64)) != 0 }
-
 func (b *bitset) set(i int) {
 	for i/64 >= len(*b) {
 		*b = append(*b, 0)

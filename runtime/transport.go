@@ -241,24 +241,6 @@ func kindOf(err error) errorKind {
 // tooLarge reports whether err refused a record for its size.
 func tooLarge(err error) bool { return kindOf(err) == kindTooLarge }
 
-// headerSlab carves the header lists of received records from slabs. A
-// carved list is never written again, so records that a gate holds keep
-// theirs.
-type headerSlab struct{ buf []framework.Header }
-
-// headerSlabLen is how many headers one slab holds.
-const headerSlabLen = 1024
-
-// carve returns a list of n headers to fill.
-func (s *headerSlab) carve(n int) []framework.Header {
-	if cap(s.buf)-len(s.buf) < n {
-		s.buf = make([]framework.Header, 0, max(headerSlabLen, n))
-	}
-	at := len(s.buf)
-	s.buf = s.buf[:at+n]
-	return s.buf[at : at+n : at+n]
-}
-
 // transportNamed returns the transport called name.
 func transportNamed(name string) (transport, error) {
 	if t, ok := transports[name]; ok {

@@ -199,7 +199,7 @@ func (c *franzConsumer) Subscribe(topics []string, h rebalanceHandler) error {
 	c.handler = h
 	opts := append([]kgo.Opt{
 		kgo.ConsumerGroup(c.group), kgo.ConsumeTopics(topics...), kgo.Balancers(kgo.RangeBalancer()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(), kgo.RequireStableFetchOffsets(),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.ConsumeResetOffset(c.reset),
 		kgo.SessionTimeout(10 * time.Second), kgo.HeartbeatInterval(time.Second), kgo.FetchMaxWait(10 * time.Millisecond),
 		kgo.OnPartitionsAssigned(c.onAssigned), kgo.OnPartitionsRevoked(c.onRevoked), kgo.OnPartitionsLost(c.onLost),

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/framework"
 )
 
 // The librdkafka transport: confluent-kafka-go's clients, which need cgo.
@@ -624,4 +625,22 @@ func (k *kafkaChangelog) read(stop <-chan struct{}, from map[causal.Channel]int6
 		}
 	}
 	return nil
+}
+
+// headerSlab carves the header lists of received records from slabs. A
+// carved list is never written again, so records that a gate holds keep
+// theirs.
+type headerSlab struct{ buf []framework.Header }
+
+// headerSlabLen is how many headers one slab holds.
+const headerSlabLen = 1024
+
+// carve returns a list of n headers to fill.
+func (s *headerSlab) carve(n int) []framework.Header {
+	if cap(s.buf)-len(s.buf) < n {
+		s.buf = make([]framework.Header, 0, max(headerSlabLen, n))
+	}
+	at := len(s.buf)
+	s.buf = s.buf[:at+n]
+	return s.buf[at : at+n : at+n]
 }

@@ -333,10 +333,9 @@ func (n *node[K, V]) open(t *task) (push[K, V], error) {
 type fused struct {
 	g *group
 	// one is the push of a processor with one input, in.
-	one  func(m *meta) error
-	in   map[string]func(m *meta) error
-	m    meta
-	uses []string
+	one func(m *meta) error
+	in  map[string]func(m *meta) error
+	m   meta
 }
 
 var (

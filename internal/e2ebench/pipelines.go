@@ -253,7 +253,6 @@ func (f *franzLoop) start(context.Context) error {
 		kgo.ConsumeTopics(f.t.in),
 		kgo.TransactionalID(f.t.group+"-tx"),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.RequireStableFetchOffsets(),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerLinger(5*time.Millisecond),
