@@ -20,7 +20,7 @@ import (
 )
 
 var (
-	str    = operators.Codec[string, string]{Key: serde.String(), Value: serde.String()}
+	str    = serde.Codec[string, string]{Key: serde.String(), Value: serde.String()}
 	t0     = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	errBad = errors.New("bad")
 )
@@ -610,7 +610,7 @@ func TestSuiteCatchesStateOutsideTheStore(t *testing.T) {
 
 // Bad input reaches the topology's policy through the operators.
 func TestOperatorsReportUndecodableInput(t *testing.T) {
-	ints := operators.Codec[string, int64]{Key: serde.String(), Value: serde.Int64()}
+	ints := serde.Codec[string, int64]{Key: serde.String(), Value: serde.Int64()}
 	topo, err := framework.NewBuilder("bad").
 		Processor("op", operators.Filter(ints, func(string, int64) bool { return true }), framework.From("in"), framework.To("out")).
 		OnBadInput(framework.LogAndSkip, "").Build()

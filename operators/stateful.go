@@ -15,7 +15,7 @@ import (
 // one aggregate per key in a key-value store and emits the new aggregate
 // after each record, keyed as the input.
 type aggregate[K, V, A any] struct {
-	in    Codec[K, V]
+	in    serde.Codec[K, V]
 	agg   serde.Serde[A]
 	store string
 	init  func() A
@@ -32,21 +32,21 @@ var (
 // key-value store, starting from init(), and emits (key, new aggregate)
 // after every record. Records on one key must reach one task: read a topic
 // partitioned by the key (see GroupBy).
-func Aggregate[K, V, A any](in Codec[K, V], agg serde.Serde[A], storeName string, init func() A, fn func(K, V, A) (A, error)) func() framework.Processor {
+func Aggregate[K, V, A any](in serde.Codec[K, V], agg serde.Serde[A], storeName string, init func() A, fn func(K, V, A) (A, error)) func() framework.Processor {
 	return func() framework.Processor {
 		return &aggregate[K, V, A]{in: in, agg: agg, store: storeName, init: init, fn: fn}
 	}
 }
 
 // Count counts records per key; the count is an int64 (serde.Int64).
-func Count[K, V any](in Codec[K, V], storeName string) func() framework.Processor {
+func Count[K, V any](in serde.Codec[K, V], storeName string) func() framework.Processor {
 	return Aggregate(in, serde.Int64(), storeName, func() int64 { return 0 },
 		func(_ K, _ V, n int64) (int64, error) { return n + 1, nil })
 }
 
 // Reduce combines each key's values with fn; the first value of a key is
 // kept as it is.
-func Reduce[K, V any](in Codec[K, V], storeName string, fn func(acc, v V) (V, error)) func() framework.Processor {
+func Reduce[K, V any](in serde.Codec[K, V], storeName string, fn func(acc, v V) (V, error)) func() framework.Processor {
 	return func() framework.Processor {
 		p := &aggregate[K, V, V]{in: in, agg: in.Value, store: storeName}
 		p.fn = func(_ K, v V, acc V) (V, error) { return fn(acc, v) }
@@ -68,7 +68,7 @@ func (a *aggregate[K, V, A]) Init(ctx framework.Context) error {
 func (a *aggregate[K, V, A]) Close() error { return nil }
 
 func (a *aggregate[K, V, A]) Process(ctx framework.Context, rec framework.Record) error {
-	k, v, err := a.in.decode(rec)
+	k, v, err := decode(a.in, rec)
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func (a *aggregate[K, V, A]) current(key []byte) (A, bool, error) {
 type reduce[K, V any] struct{ *aggregate[K, V, V] }
 
 func (r *reduce[K, V]) Process(ctx framework.Context, rec framework.Record) error {
-	k, v, err := r.in.decode(rec)
+	k, v, err := decode(r.in, rec)
 	if err != nil {
 		return err
 	}
@@ -250,7 +250,7 @@ func (s sessionSerde[K]) Deserialize(b []byte) (Windowed[K], error) {
 }
 
 type windowed[K, V, A any] struct {
-	in     Codec[K, V]
+	in     serde.Codec[K, V]
 	agg    serde.Serde[A]
 	store  string
 	w      Windows
@@ -268,7 +268,7 @@ var _ framework.StoreUser = (*windowed[string, string, int64])(nil)
 // grace at or before stream time) is reported as dropped ("late"). Windows
 // older than their retention are removed from the store as stream time
 // passes.
-func WindowedAggregate[K, V, A any](in Codec[K, V], agg serde.Serde[A], storeName string, w Windows, init func() A, fn func(K, V, A) (A, error)) func() framework.Processor {
+func WindowedAggregate[K, V, A any](in serde.Codec[K, V], agg serde.Serde[A], storeName string, w Windows, init func() A, fn func(K, V, A) (A, error)) func() framework.Processor {
 	return func() framework.Processor {
 		return &windowed[K, V, A]{in: in, agg: agg, store: storeName, w: w, init: init, fn: fn, keyOut: WindowedKey(in.Key, w.Size)}
 	}
@@ -290,7 +290,7 @@ func (p *windowed[K, V, A]) Init(ctx framework.Context) error {
 }
 
 func (p *windowed[K, V, A]) Process(ctx framework.Context, rec framework.Record) error {
-	k, v, err := p.in.decode(rec)
+	k, v, err := decode(p.in, rec)
 	if err != nil {
 		return err
 	}
@@ -337,8 +337,8 @@ func (p *windowed[K, V, A]) Process(ctx framework.Context, rec framework.Record)
 }
 
 type tableJoin[K, V, T, R any] struct {
-	stream Codec[K, V]
-	table  Codec[K, T]
+	stream serde.Codec[K, V]
+	table  serde.Codec[K, T]
 	out    serde.Serde[R]
 	tableT string
 	store  string
@@ -352,8 +352,8 @@ var _ framework.StoreUser = (*tableJoin[string, string, string, string])(nil)
 // Join describes a stream-table join.
 type Join[K, V, T, R any] struct {
 	// Stream and Table are the codecs of the two inputs; the keys must agree.
-	Stream Codec[K, V]
-	Table  Codec[K, T]
+	Stream serde.Codec[K, V]
+	Table  serde.Codec[K, T]
 	// TableTopic is the input that carries table updates (a compacted
 	// topic; a nil value deletes the key). The processor's other input is
 	// the stream.
@@ -405,7 +405,7 @@ func (j *tableJoin[K, V, T, R]) Process(ctx framework.Context, rec framework.Rec
 		}
 		return j.kv.Put(rec.Key, rec.Value)
 	}
-	k, v, err := j.stream.decode(rec)
+	k, v, err := decode(j.stream, rec)
 	if err != nil {
 		return err
 	}

@@ -20,13 +20,13 @@ import (
 )
 
 // Codec pairs the serdes of a record's key and value.
-type Codec[K, V any] struct {
-	Key   serde.Serde[K]
-	Value serde.Serde[V]
-}
+//
+// Deprecated: use serde.Codec, of which it is another name, so that a
+// topology built with the DSL needs no import of operators for it.
+type Codec[K, V any] = serde.Codec[K, V]
 
-// decode reads rec's key and value, naming the record on failure.
-func (c Codec[K, V]) decode(rec framework.Record) (K, V, error) {
+// decode reads rec's key and value with c, naming the record on failure.
+func decode[K, V any](c serde.Codec[K, V], rec framework.Record) (K, V, error) {
 	var v V
 	k, err := c.Key.Deserialize(rec.Key)
 	if err != nil {
@@ -38,8 +38,9 @@ func (c Codec[K, V]) decode(rec framework.Record) (K, V, error) {
 	return k, v, nil
 }
 
-// encode returns rec with key and value replaced by k and v.
-func (c Codec[K, V]) encode(rec framework.Record, k K, v V) (framework.Record, error) {
+// encode returns rec with key and value replaced by k and v, written
+// with c.
+func encode[K, V any](c serde.Codec[K, V], rec framework.Record, k K, v V) (framework.Record, error) {
 	kb, err := c.Key.Serialize(k)
 	if err != nil {
 		return rec, fmt.Errorf("serialize key: %w", err)
@@ -59,10 +60,10 @@ type KV[K, V any] struct {
 }
 
 // Map turns each record into one new record.
-func Map[K, V, K2, V2 any](in Codec[K, V], out Codec[K2, V2], fn func(K, V) (K2, V2, error)) func() framework.Processor {
+func Map[K, V, K2, V2 any](in serde.Codec[K, V], out serde.Codec[K2, V2], fn func(K, V) (K2, V2, error)) func() framework.Processor {
 	return func() framework.Processor {
 		return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
-			k, v, err := in.decode(rec)
+			k, v, err := decode(in, rec)
 			if err != nil {
 				return err
 			}
@@ -70,7 +71,7 @@ func Map[K, V, K2, V2 any](in Codec[K, V], out Codec[K2, V2], fn func(K, V) (K2,
 			if err != nil {
 				return err
 			}
-			o, err := out.encode(rec, k2, v2)
+			o, err := encode(out, rec, k2, v2)
 			if err != nil {
 				return err
 			}
@@ -81,10 +82,10 @@ func Map[K, V, K2, V2 any](in Codec[K, V], out Codec[K2, V2], fn func(K, V) (K2,
 
 // MapValues turns each value into a new one and keeps the key bytes as they
 // are, so the record stays on its partition.
-func MapValues[K, V, V2 any](in Codec[K, V], out serde.Serde[V2], fn func(K, V) (V2, error)) func() framework.Processor {
+func MapValues[K, V, V2 any](in serde.Codec[K, V], out serde.Serde[V2], fn func(K, V) (V2, error)) func() framework.Processor {
 	return func() framework.Processor {
 		return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
-			k, v, err := in.decode(rec)
+			k, v, err := decode(in, rec)
 			if err != nil {
 				return err
 			}
@@ -101,10 +102,10 @@ func MapValues[K, V, V2 any](in Codec[K, V], out serde.Serde[V2], fn func(K, V) 
 }
 
 // Filter forwards the records for which keep returns true, unchanged.
-func Filter[K, V any](in Codec[K, V], keep func(K, V) bool) func() framework.Processor {
+func Filter[K, V any](in serde.Codec[K, V], keep func(K, V) bool) func() framework.Processor {
 	return func() framework.Processor {
 		return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
-			k, v, err := in.decode(rec)
+			k, v, err := decode(in, rec)
 			if err != nil {
 				return err
 			}
@@ -117,10 +118,10 @@ func Filter[K, V any](in Codec[K, V], keep func(K, V) bool) func() framework.Pro
 }
 
 // FlatMap turns each record into any number of records.
-func FlatMap[K, V, K2, V2 any](in Codec[K, V], out Codec[K2, V2], fn func(K, V) ([]KV[K2, V2], error)) func() framework.Processor {
+func FlatMap[K, V, K2, V2 any](in serde.Codec[K, V], out serde.Codec[K2, V2], fn func(K, V) ([]KV[K2, V2], error)) func() framework.Processor {
 	return func() framework.Processor {
 		return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
-			k, v, err := in.decode(rec)
+			k, v, err := decode(in, rec)
 			if err != nil {
 				return err
 			}
@@ -129,7 +130,7 @@ func FlatMap[K, V, K2, V2 any](in Codec[K, V], out Codec[K2, V2], fn func(K, V) 
 				return err
 			}
 			for _, kv := range kvs {
-				o, err := out.encode(rec, kv.Key, kv.Value)
+				o, err := encode(out, rec, kv.Key, kv.Value)
 				if err != nil {
 					return err
 				}
@@ -143,10 +144,10 @@ func FlatMap[K, V, K2, V2 any](in Codec[K, V], out Codec[K2, V2], fn func(K, V) 
 }
 
 // Peek calls fn for each record and forwards it unchanged.
-func Peek[K, V any](in Codec[K, V], fn func(K, V)) func() framework.Processor {
+func Peek[K, V any](in serde.Codec[K, V], fn func(K, V)) func() framework.Processor {
 	return func() framework.Processor {
 		return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
-			k, v, err := in.decode(rec)
+			k, v, err := decode(in, rec)
 			if err != nil {
 				return err
 			}
@@ -170,10 +171,10 @@ func Merge() func() framework.Processor {
 // topic partitioned by the new key (an internal repartition topic), it is
 // Kafka Streams' groupBy: the processor reading that topic sees every record
 // of a key on one task.
-func SelectKey[K, V, K2 any](in Codec[K, V], key serde.Serde[K2], fn func(K, V) (K2, error)) func() framework.Processor {
+func SelectKey[K, V, K2 any](in serde.Codec[K, V], key serde.Serde[K2], fn func(K, V) (K2, error)) func() framework.Processor {
 	return func() framework.Processor {
 		return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
-			k, v, err := in.decode(rec)
+			k, v, err := decode(in, rec)
 			if err != nil {
 				return err
 			}
@@ -192,7 +193,7 @@ func SelectKey[K, V, K2 any](in Codec[K, V], key serde.Serde[K2], fn func(K, V) 
 // GroupBy is SelectKey under the name Kafka Streams users look for. Wire its
 // output to a topic declared framework.Internal(), and the aggregation after
 // it to that topic.
-func GroupBy[K, V, K2 any](in Codec[K, V], key serde.Serde[K2], fn func(K, V) (K2, error)) func() framework.Processor {
+func GroupBy[K, V, K2 any](in serde.Codec[K, V], key serde.Serde[K2], fn func(K, V) (K2, error)) func() framework.Processor {
 	return SelectKey(in, key, fn)
 }
 
@@ -203,14 +204,14 @@ type Case[K, V any] struct {
 }
 
 type branch[K, V any] struct {
-	in    Codec[K, V]
+	in    serde.Codec[K, V]
 	cases []Case[K, V]
 }
 
 // Branch sends each record to the output of the first case that matches.
 // A record no case matches is reported as dropped ("unmatched"); add a last
 // case that matches everything to keep them.
-func Branch[K, V any](in Codec[K, V], cases ...Case[K, V]) func() framework.Processor {
+func Branch[K, V any](in serde.Codec[K, V], cases ...Case[K, V]) func() framework.Processor {
 	return func() framework.Processor { return &branch[K, V]{in: in, cases: cases} }
 }
 
@@ -232,7 +233,7 @@ func (b *branch[K, V]) UsesOutputs() []string {
 }
 
 func (b *branch[K, V]) Process(ctx framework.Context, rec framework.Record) error {
-	k, v, err := b.in.decode(rec)
+	k, v, err := decode(b.in, rec)
 	if err != nil {
 		return err
 	}

@@ -14,14 +14,13 @@ import (
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/dsl"
 	"github.com/causeway-stream/causeway/framework/serde"
-	"github.com/causeway-stream/causeway/operators"
 )
 
 // globalShop joins payments with a global table of orders on the order id
 // each payment carries as its value.
 func globalShop(t *testing.T) *framework.Topology {
 	t.Helper()
-	text := operators.Codec[string, string]{Key: serde.String(), Value: serde.String()}
+	text := serde.Codec[string, string]{Key: serde.String(), Value: serde.String()}
 	b := dsl.NewBuilder("global-shop")
 	orders := dsl.GlobalTableFrom(b, "orders", "orders", text)
 	dsl.LeftJoinGlobal(dsl.From(b, "payments", text), orders,

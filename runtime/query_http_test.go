@@ -21,7 +21,6 @@ import (
 	"github.com/causeway-stream/causeway/framework/dsl"
 	"github.com/causeway-stream/causeway/framework/query"
 	"github.com/causeway-stream/causeway/framework/serde"
-	"github.com/causeway-stream/causeway/operators"
 	"github.com/causeway-stream/causeway/runtime"
 )
 
@@ -178,7 +177,7 @@ func TestQueriesFindTheWorkerHoldingTheKey(t *testing.T) {
 // writes the counts to "counts".
 func wordCounter(t *testing.T) *framework.Topology {
 	t.Helper()
-	text := operators.Codec[string, string]{Key: serde.String(), Value: serde.String()}
+	text := serde.Codec[string, string]{Key: serde.String(), Value: serde.String()}
 	db := dsl.NewBuilder("counter")
 	dsl.From(db, "words", text).GroupByKey().Count("word-counts").ToStream().To("counts")
 	topo, err := db.Build()
@@ -225,7 +224,7 @@ func TestCausalQueriesReadThroughARepartition(t *testing.T) {
 	eachClient(t, func(t *testing.T, client string) {
 		b := startBroker(t)
 		createTopics(t, b.Addr(), 2, "lines")
-		text := operators.Codec[string, string]{Key: serde.String(), Value: serde.String()}
+		text := serde.Codec[string, string]{Key: serde.String(), Value: serde.String()}
 		db := dsl.NewBuilder("wc")
 		words := dsl.FlatMapValues(dsl.From(db, "lines", text), func(_, line string) ([]string, error) { return strings.Fields(line), nil })
 		dsl.GroupBy(words, func(_, w string) (string, error) { return w, nil }).Count("word-counts")

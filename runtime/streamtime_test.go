@@ -20,7 +20,7 @@ import (
 // late after it, instead of reopening a closed window (KAFKA-7994).
 func TestLateRecordAfterRebuildIsDroppedAsLate(t *testing.T) {
 	topo, err := framework.NewBuilder("windows").Processor("count",
-		operators.WindowedAggregate(operators.Codec[string, string]{Key: serde.String(), Value: serde.String()}, serde.Int64(), "counts",
+		operators.WindowedAggregate(serde.Codec[string, string]{Key: serde.String(), Value: serde.String()}, serde.Int64(), "counts",
 			operators.Tumbling(time.Minute, 0), func() int64 { return 0 }, func(string, string, int64) (int64, error) { return 1, nil }),
 		framework.From("clicks"), framework.To("counts"), framework.Stores(framework.WindowStore("counts", time.Hour))).Build()
 	require.NoError(t, err)

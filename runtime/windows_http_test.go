@@ -35,7 +35,7 @@ func TestWindowStoresAnswerOverHTTP(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
 	createTopics(t, b.Addr(), 2, "views", "per-minute")
-	text := operators.Codec[string, string]{Key: serde.String(), Value: serde.String()}
+	text := serde.Codec[string, string]{Key: serde.String(), Value: serde.String()}
 	db := dsl.NewBuilder("views")
 	windowed := dsl.WindowedBy(dsl.From(db, "views", text).GroupByKey(), operators.Tumbling(time.Minute, 4*time.Hour)) // keeps the old window
 	dsl.WindowedAggregate(windowed, "views-per-minute", func() pageViews { return pageViews{} },

@@ -52,9 +52,9 @@ type Profile struct {
 func Topology() (*framework.Topology, error) {
 	b := dsl.NewBuilder("clicks")
 	b.OnBadInput(framework.DeadLetter, DeadLetterTopic)
-	views := dsl.From(b, ViewsTopic, operators.Codec[string, View]{Key: serde.String(), Value: serde.JSON[View]()},
+	views := dsl.From(b, ViewsTopic, serde.Codec[string, View]{Key: serde.String(), Value: serde.JSON[View]()},
 		dsl.WithTimestamp(func(_ string, v View) time.Time { return v.At }, framework.SkipOnInvalidTimestamp))
-	profiles := dsl.TableFrom(b, ProfilesTopic, ProfilesStore, operators.Codec[string, Profile]{Key: serde.String(), Value: serde.JSON[Profile]()})
+	profiles := dsl.TableFrom(b, ProfilesTopic, ProfilesStore, serde.Codec[string, Profile]{Key: serde.String(), Value: serde.JSON[Profile]()})
 	regions := dsl.Join(views, profiles, func(_ string, _ View, p Profile) (string, error) { return p.Region, nil })
 	byRegion := dsl.GroupBy(regions, func(_, region string) (string, error) { return region, nil })
 	dsl.WindowedBy(byRegion, operators.Tumbling(Window, Grace)).EmitOnWindowClose().

@@ -7,7 +7,6 @@ import (
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/dsl"
 	"github.com/causeway-stream/causeway/framework/serde"
-	"github.com/causeway-stream/causeway/operators"
 )
 
 // Topic and store names of the example.
@@ -17,7 +16,7 @@ const (
 	CountsStore = "word-counts"
 )
 
-var text = operators.Codec[string, string]{Key: serde.String(), Value: serde.String()}
+var text = serde.Codec[string, string]{Key: serde.String(), Value: serde.String()}
 
 // Words splits a line into lower-case words: runs of letters and digits,
 // with apostrophes inside a word kept ("newton's"); numbers count as words.

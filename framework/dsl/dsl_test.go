@@ -16,7 +16,7 @@ import (
 	"github.com/causeway-stream/causeway/operators"
 )
 
-var text = operators.Codec[string, string]{Key: serde.String(), Value: serde.String()}
+var text = serde.Codec[string, string]{Key: serde.String(), Value: serde.String()}
 
 // internalTopics lists the topology's internal topics.
 func internalTopics(topo *framework.Topology) []string {
@@ -222,7 +222,7 @@ func TestBuildRefusesMistakes(t *testing.T) {
 	}{
 		{"a topic read with two types", func(b *dsl.Builder) {
 			dsl.From(b, "in", text).To("out")
-			dsl.From(b, "in", operators.Codec[string, int64]{Key: serde.String(), Value: serde.Int64()}).To("out2")
+			dsl.From(b, "in", serde.Codec[string, int64]{Key: serde.String(), Value: serde.Int64()}).To("out2")
 		}, `topic "in" is read twice`},
 		{"a store declared twice", func(b *dsl.Builder) {
 			dsl.From(b, "in", text).GroupByKey().Count("n").ToStream().To("out")

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/causeway-stream/causeway/framework"
-	"github.com/causeway-stream/causeway/operators"
+	"github.com/causeway-stream/causeway/framework/serde"
 )
 
 // GlobalTable is a topic read whole, every partition, by every task that
@@ -14,12 +14,12 @@ import (
 // tasks start and then follows.
 type GlobalTable[K, V any] struct {
 	topic, store string
-	codec        operators.Codec[K, V]
+	codec        serde.Codec[K, V]
 }
 
 // GlobalTableFrom reads topic as a global table, kept in the named store
 // (a record with a nil value deletes its key).
-func GlobalTableFrom[K, V any](b *Builder, topic, storeName string, codec operators.Codec[K, V]) GlobalTable[K, V] {
+func GlobalTableFrom[K, V any](b *Builder, topic, storeName string, codec serde.Codec[K, V]) GlobalTable[K, V] {
 	return GlobalTable[K, V]{topic: topic, store: storeName, codec: codec}
 }
 
@@ -43,7 +43,7 @@ func LeftJoinGlobal[K, V, GK, GV, R any](s Stream[K, V], gt GlobalTable[GK, GV],
 func joinGlobal[K, V, GK, GV, R any](s Stream[K, V], gt GlobalTable[GK, GV], keyOf func(K, V) (GK, error), left bool, joiner func(K, V, GV, bool) (R, error)) Stream[K, R] {
 	s.g.root().addGlobal(framework.GlobalTable{Topic: gt.topic, Store: gt.store})
 	plays(s, roleJoin, s.name()+map[bool]string{false: "-join-", true: "-left-join-"}[left]+gt.store)
-	out := step(s, operators.Codec[K, R]{Key: s.codec.Key, Value: Default[R]()}, func(t *task, next push[K, R]) (push[K, V], error) {
+	out := step(s, serde.Codec[K, R]{Key: s.codec.Key, Value: Default[R]()}, func(t *task, next push[K, R]) (push[K, V], error) {
 		kv, err := t.ctx.KeyValueStore(gt.store)
 		if err != nil {
 			return nil, err

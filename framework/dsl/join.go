@@ -11,7 +11,6 @@ import (
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/serde"
 	"github.com/causeway-stream/causeway/framework/store"
-	"github.com/causeway-stream/causeway/operators"
 )
 
 // joinMode says which rows or records of a join come out without a
@@ -85,7 +84,7 @@ func joinTables[K, L, R, J any](l Table[K, L], r Table[K, R], mode joinMode, joi
 	times := l.store + "-" + r.store + "-join-times"
 	g.root().stores = append(g.root().stores, framework.KeyValueStore(times))
 	n := newNode[K, J]()
-	out := Stream[K, J]{b: b, g: g, n: n, codec: operators.Codec[K, J]{Key: l.s.codec.Key, Value: Default[J]()},
+	out := Stream[K, J]{b: b, g: g, n: n, codec: serde.Codec[K, J]{Key: l.s.codec.Key, Value: Default[J]()},
 		origins: unionOrigins(l.s.origins, r.s.origins)}
 	l.s.n.then(func(t *task) (push[K, L], error) {
 		return tableSide(t, n, l.s, tableSides{r.store, times, 'l', 'r'}, r.s.codec.Value, func(lok, rok bool) bool { return mode.keeps(lok, rok) },
@@ -264,7 +263,7 @@ func joinStreams[K, L, R, J any](l Stream[K, L], r Stream[K, R], w JoinWindows, 
 		g.stores = append(g.stores, framework.WindowStore(s, retention))
 	}
 	n := newNode[K, J]()
-	out := Stream[K, J]{b: b, g: g, n: n, codec: operators.Codec[K, J]{Key: l.codec.Key, Value: Default[J]()},
+	out := Stream[K, J]{b: b, g: g, n: n, codec: serde.Codec[K, J]{Key: l.codec.Key, Value: Default[J]()},
 		origins: unionOrigins(l.origins, r.origins)}
 	// Both sides of a task share the join's stream time and what closes
 	// unmatched records: the task keeps them under a key of this join's
@@ -450,7 +449,7 @@ func (st *joinState) emitClosed(now time.Time, m *meta) error {
 
 // unmatchedEmitter returns what hands on an unmatched record alone, at its
 // own time, joined with the zero value of the other side.
-func unmatchedEmitter[K, L, R, J any](lc operators.Codec[K, L], rc operators.Codec[K, R], next push[K, J],
+func unmatchedEmitter[K, L, R, J any](lc serde.Codec[K, L], rc serde.Codec[K, R], next push[K, J],
 	joiner func(K, L, bool, R, bool) (J, error)) func(unmatchedRecord, *meta) error {
 	var alone meta
 	return func(u unmatchedRecord, m *meta) error {

@@ -88,7 +88,7 @@ func slidingFold[K, V, A any](w Sliding[K, V], storeName string, agg serde.Serde
 	d, grace := w.w.Difference, w.w.Grace
 	declareWindow(s, storeName, 2*d+slidingStep+grace, opts)
 	plays(s, roleAggregate, "sliding-"+storeName)
-	out := step(s, operators.Codec[operators.Windowed[K], A]{Key: operators.WindowedKey(s.codec.Key, d), Value: agg},
+	out := step(s, serde.Codec[operators.Windowed[K], A]{Key: operators.WindowedKey(s.codec.Key, d), Value: agg},
 		func(t *task, next push[operators.Windowed[K], A]) (push[K, V], error) {
 			buf, err := t.ctx.WindowStore(storeName)
 			if err != nil {
@@ -394,7 +394,7 @@ func sortedStarts(starts []time.Time) []time.Time {
 // after each record, with the key's records in the order they arrived.
 // The keys and their records are read first, since what fold hands on may
 // write the store.
-func slidingClosed[K, V any](buf store.Window, c operators.Codec[K, V], storeName string, d time.Duration, from, to time.Time,
+func slidingClosed[K, V any](buf store.Window, c serde.Codec[K, V], storeName string, d time.Duration, from, to time.Time,
 	fold func(K, []slidingRecord[V], time.Time) error) error {
 	type keyed struct {
 		k    K

@@ -17,7 +17,7 @@ type Stream[K, V any] struct {
 	b     *Builder
 	g     *group
 	n     *node[K, V]
-	codec operators.Codec[K, V]
+	codec serde.Codec[K, V]
 	// origins are the input topics whose records reach this stream.
 	origins []string
 	// rekeyed: a step since the last topic read may have changed the
@@ -55,8 +55,8 @@ func serdeFor[T any](have any) serde.Serde[T] {
 	return Default[T]()
 }
 
-func codecFor[K, V any](key, value any) operators.Codec[K, V] {
-	return operators.Codec[K, V]{Key: serdeFor[K](key), Value: serdeFor[V](value)}
+func codecFor[K, V any](key, value any) serde.Codec[K, V] {
+	return serde.Codec[K, V]{Key: serdeFor[K](key), Value: serdeFor[V](value)}
 }
 
 // From reads a topic as a stream, decoding keys and values with codec.
@@ -64,7 +64,7 @@ func codecFor[K, V any](key, value any) operators.Codec[K, V] {
 // value cannot be decoded is an error matching framework.ErrDeserialize,
 // handled by the topology's bad-input policy. WithTimestamp takes each
 // record's timestamp from its contents.
-func From[K, V any](b *Builder, topic string, codec operators.Codec[K, V], opts ...SourceOpt[K, V]) Stream[K, V] {
+func From[K, V any](b *Builder, topic string, codec serde.Codec[K, V], opts ...SourceOpt[K, V]) Stream[K, V] {
 	var o sourceOpts[K, V]
 	for _, opt := range opts {
 		opt(&o)
@@ -114,7 +114,7 @@ func WithTimestamp[K, V any](fn func(K, V) time.Time, onInvalid ...framework.Inv
 
 // newSource adds topic to g's inputs and returns the stream of its
 // records.
-func newSource[K, V any](b *Builder, g *group, topic string, codec operators.Codec[K, V], o sourceOpts[K, V]) Stream[K, V] {
+func newSource[K, V any](b *Builder, g *group, topic string, codec serde.Codec[K, V], o sourceOpts[K, V]) Stream[K, V] {
 	n := newNode[K, V]()
 	g.sources = append(g.sources, source{topic: topic, open: func(t *task) (func(*meta) error, error) {
 		next, err := n.open(t)
@@ -154,7 +154,7 @@ func newSource[K, V any](b *Builder, g *group, topic string, codec operators.Cod
 // step attaches a step after s and returns the stream of what it hands
 // on. open makes the step's push for one task, given the push of what
 // comes after it.
-func step[K, V, K2, V2 any](s Stream[K, V], codec operators.Codec[K2, V2], open func(t *task, next push[K2, V2]) (push[K, V], error)) Stream[K2, V2] {
+func step[K, V, K2, V2 any](s Stream[K, V], codec serde.Codec[K2, V2], open func(t *task, next push[K2, V2]) (push[K, V], error)) Stream[K2, V2] {
 	n := newNode[K2, V2]()
 	s.n.then(func(t *task) (push[K, V], error) {
 		next, err := n.open(t)
@@ -208,7 +208,7 @@ func (s Stream[K, V]) Foreach(fn func(K, V) error) {
 // WithSerdes returns the stream with other serdes for writing it to a
 // topic or a store, or for repartitioning it.
 func (s Stream[K, V]) WithSerdes(key serde.Serde[K], value serde.Serde[V]) Stream[K, V] {
-	s.codec = operators.Codec[K, V]{Key: key, Value: value}
+	s.codec = serde.Codec[K, V]{Key: key, Value: value}
 	s.rawKey, s.rawValue = false, false
 	return s
 }
@@ -316,7 +316,7 @@ func Map[K, V, K2, V2 any](s Stream[K, V], fn func(K, V) (K2, V2, error)) Stream
 // MapValues turns each value into a new one; the key stays, so the record
 // needs no repartitioning.
 func MapValues[K, V, V2 any](s Stream[K, V], fn func(K, V) (V2, error)) Stream[K, V2] {
-	out := step(s, operators.Codec[K, V2]{Key: s.codec.Key, Value: serdeFor[V2](s.codec.Value)}, func(_ *task, next push[K, V2]) (push[K, V], error) {
+	out := step(s, serde.Codec[K, V2]{Key: s.codec.Key, Value: serdeFor[V2](s.codec.Value)}, func(_ *task, next push[K, V2]) (push[K, V], error) {
 		return func(k K, v V, m *meta) error {
 			v2, err := fn(k, v)
 			if err != nil {
@@ -352,7 +352,7 @@ func FlatMap[K, V, K2, V2 any](s Stream[K, V], fn func(K, V) ([]operators.KV[K2,
 // FlatMapValues turns each value into any number of values, each keyed as
 // the record.
 func FlatMapValues[K, V, V2 any](s Stream[K, V], fn func(K, V) ([]V2, error)) Stream[K, V2] {
-	out := step(s, operators.Codec[K, V2]{Key: s.codec.Key, Value: serdeFor[V2](s.codec.Value)}, func(_ *task, next push[K, V2]) (push[K, V], error) {
+	out := step(s, serde.Codec[K, V2]{Key: s.codec.Key, Value: serdeFor[V2](s.codec.Value)}, func(_ *task, next push[K, V2]) (push[K, V], error) {
 		return func(k K, v V, m *meta) error {
 			vs, err := fn(k, v)
 			if err != nil {
@@ -372,7 +372,7 @@ func FlatMapValues[K, V, V2 any](s Stream[K, V], fn func(K, V) ([]V2, error)) St
 
 // SelectKey gives each record a new key and keeps its value.
 func SelectKey[K, V, K2 any](s Stream[K, V], fn func(K, V) (K2, error)) Stream[K2, V] {
-	out := step(s, operators.Codec[K2, V]{Key: serdeFor[K2](s.codec.Key), Value: s.codec.Value}, func(_ *task, next push[K2, V]) (push[K, V], error) {
+	out := step(s, serde.Codec[K2, V]{Key: serdeFor[K2](s.codec.Key), Value: s.codec.Value}, func(_ *task, next push[K2, V]) (push[K, V], error) {
 		return func(k K, v V, m *meta) error {
 			k2, err := fn(k, v)
 			if err != nil {

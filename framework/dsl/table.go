@@ -7,7 +7,6 @@ import (
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/serde"
 	"github.com/causeway-stream/causeway/framework/store"
-	"github.com/causeway-stream/causeway/operators"
 )
 
 // Table is a changelog of typed rows: each record is the new value of its
@@ -70,7 +69,7 @@ func nullKey[K, V any](t *task, s Stream[K, V], m *meta, what string) bool {
 // TableFrom reads a topic as a table (a compacted topic, typically),
 // materialized in the named store: each record sets its key's row, and a
 // record with a nil value deletes it.
-func TableFrom[K, V any](b *Builder, topic, storeName string, codec operators.Codec[K, V], opts ...StoreOpt) Table[K, V] {
+func TableFrom[K, V any](b *Builder, topic, storeName string, codec serde.Codec[K, V], opts ...StoreOpt) Table[K, V] {
 	have, dup := b.streams[topic]
 	if dup {
 		if t, ok := have.(Table[K, V]); ok {
@@ -202,7 +201,7 @@ func fold[K, V, A any](g Grouped[K, V], storeName string, agg serde.Serde[A], fn
 	s := g.prepare(storeName)
 	declare(s, storeName, opts)
 	plays(s, roleAggregate, "aggregate-"+storeName)
-	out := step(s, operators.Codec[K, A]{Key: s.codec.Key, Value: agg}, func(t *task, next push[K, A]) (push[K, V], error) {
+	out := step(s, serde.Codec[K, A]{Key: s.codec.Key, Value: agg}, func(t *task, next push[K, A]) (push[K, V], error) {
 		kv, err := t.ctx.KeyValueStore(storeName)
 		if err != nil {
 			return nil, err
@@ -277,7 +276,7 @@ func join[K, V, T, R any](s Stream[K, V], t Table[K, T], left bool, joiner func(
 	s.g = union(t.s.g, s.g)
 	plays(s, roleJoin, s.name()+map[bool]string{false: "-join-", true: "-left-join-"}[left]+t.store)
 	rows := t.s.codec.Value
-	out := step(s, operators.Codec[K, R]{Key: s.codec.Key, Value: Default[R]()}, func(tk *task, next push[K, R]) (push[K, V], error) {
+	out := step(s, serde.Codec[K, R]{Key: s.codec.Key, Value: Default[R]()}, func(tk *task, next push[K, R]) (push[K, V], error) {
 		kv, err := tk.ctx.KeyValueStore(t.store)
 		if err != nil {
 			return nil, err

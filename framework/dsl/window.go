@@ -80,7 +80,7 @@ func windowFold[K, V, A any](w Windowed[K, V], storeName string, agg serde.Serde
 	plays(s, roleAggregate, "window-"+storeName)
 	size, grace := w.w.Size, w.w.Grace
 	keyOut := operators.WindowedKey(s.codec.Key, size)
-	out := step(s, operators.Codec[operators.Windowed[K], A]{Key: keyOut, Value: agg}, func(t *task, next push[operators.Windowed[K], A]) (push[K, V], error) {
+	out := step(s, serde.Codec[operators.Windowed[K], A]{Key: keyOut, Value: agg}, func(t *task, next push[operators.Windowed[K], A]) (push[K, V], error) {
 		ws, err := t.ctx.WindowStore(storeName)
 		if err != nil {
 			return nil, err
@@ -329,7 +329,7 @@ func SessionAggregate[K, V, A any](w Sessioned[K, V], storeName string, init fun
 	declareWindow(s, storeName, 2*gap+grace, opts)
 	plays(s, roleAggregate, "sessions-"+storeName)
 	keyOut := operators.SessionWindowedKey(s.codec.Key)
-	out := step(s, operators.Codec[operators.Windowed[K], A]{Key: keyOut, Value: agg}, func(t *task, next push[operators.Windowed[K], A]) (push[K, V], error) {
+	out := step(s, serde.Codec[operators.Windowed[K], A]{Key: keyOut, Value: agg}, func(t *task, next push[operators.Windowed[K], A]) (push[K, V], error) {
 		// Sessions are kept in a window store under their end; the value is
 		// the start (8 big-endian bytes of Unix nanoseconds), then the
 		// aggregate.

@@ -10,6 +10,13 @@ import (
 	"fmt"
 )
 
+// Codec pairs the serdes of a record's key and value: what a stream or
+// table is read and written with.
+type Codec[K, V any] struct {
+	Key   Serde[K]
+	Value Serde[V]
+}
+
 // Serde serializes values of T to bytes and back. Implementations must be
 // safe for concurrent use.
 type Serde[T any] interface {

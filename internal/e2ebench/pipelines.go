@@ -339,7 +339,7 @@ func passThrough() framework.Processor {
 }
 
 // raw reads keys and values as bytes.
-var raw = operators.Codec[[]byte, []byte]{Key: serde.Bytes(), Value: serde.Bytes()}
+var raw = serde.Codec[[]byte, []byte]{Key: serde.Bytes(), Value: serde.Bytes()}
 
 // The three stateless steps of the fused and three-processor runs: a
 // value mapping, a filter and a peek, each as cheap as a step can be, so

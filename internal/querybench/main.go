@@ -28,7 +28,6 @@ import (
 	"github.com/causeway-stream/causeway/framework/dsl"
 	"github.com/causeway-stream/causeway/framework/query"
 	"github.com/causeway-stream/causeway/framework/serde"
-	"github.com/causeway-stream/causeway/operators"
 	"github.com/causeway-stream/causeway/runtime"
 	"github.com/causeway-stream/causeway/runtime/embedded"
 )
@@ -64,7 +63,7 @@ func run(perClient, rate int, out string) error {
 		return err
 	}
 	defer b.Close()
-	text := operators.Codec[string, string]{Key: serde.String(), Value: serde.String()}
+	text := serde.Codec[string, string]{Key: serde.String(), Value: serde.String()}
 	db := dsl.NewBuilder("counter")
 	dsl.From(db, "words", text).GroupByKey().Count(store).ToStream().To("counts")
 	topo, err := db.Build()

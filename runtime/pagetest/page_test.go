@@ -34,7 +34,7 @@ import (
 // orders, and payments counted per order.
 func shop(t *testing.T) *framework.Topology {
 	t.Helper()
-	text := operators.Codec[string, string]{Key: serde.String(), Value: serde.String()}
+	text := serde.Codec[string, string]{Key: serde.String(), Value: serde.String()}
 	b := dsl.NewBuilder("shop")
 	payments := dsl.From(b, "payments", text)
 	dsl.LeftJoin(payments, dsl.TableFrom(b, "orders", "orders", text), func(_, pay, order string, found bool) (string, error) {

@@ -35,7 +35,7 @@ const (
 
 // text is the codec of string keys and values, Kafka Streams'
 // Serdes.String().
-var text = operators.Codec[string, string]{Key: serde.String(), Value: serde.String()}
+var text = serde.Codec[string, string]{Key: serde.String(), Value: serde.String()}
 
 // in is one input record: topic, key, value (null for none) and
 // timestamp in milliseconds.

@@ -17,7 +17,6 @@ import (
 	"github.com/causeway-stream/causeway/framework/dsl"
 	"github.com/causeway-stream/causeway/framework/serde"
 	"github.com/causeway-stream/causeway/framework/serde/registry"
-	"github.com/causeway-stream/causeway/operators"
 )
 
 type order struct {
@@ -119,7 +118,7 @@ func TestRegistrySerdeInATopology(t *testing.T) {
 	out, err := registry.Avro[order](c, "doubled", registry.Value, registry.Options{})
 	require.NoError(t, err)
 	b := dsl.NewBuilder("orders")
-	dsl.MapValues(dsl.From(b, "orders", operators.Codec[string, order]{Key: serde.String(), Value: in}),
+	dsl.MapValues(dsl.From(b, "orders", serde.Codec[string, order]{Key: serde.String(), Value: in}),
 		func(_ string, o order) (order, error) { o.Amount *= 2; return o, nil }).
 		WithSerdes(serde.String(), out).To("doubled")
 	b.OnBadInput(framework.LogAndSkip, "")
