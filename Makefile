@@ -29,7 +29,9 @@ run-clicks: ## Page views joined to user profiles, counted per region in one-min
 	$(GO) run ./examples/clicks demo -client $(CLIENT)
 
 test: lint chromium ## Lint, then run every test with the race detector (the worker's page in headless Chromium among them), then again built without cgo.
-	CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -timeout 12m $(PKGS)
+	@# causal_mutants builds the gate's deliberate defects in, for the
+	@# negative controls that show the simulation's checker catches them.
+	CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -tags causal_mutants -count=1 -timeout 12m $(PKGS)
 	$(MAKE) --no-print-directory test-purego
 
 test-purego: ## Every test built without cgo (CGO_ENABLED=0): the worker on franz-go alone; no race detector, which needs cgo.
@@ -54,6 +56,7 @@ lint: ## gofmt, go vet and staticcheck, with cgo and without; the worker example
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags causal_mutants ./causal/
 	@# Without cgo, the librdkafka transport, the Schema Registry serdes and
 	@# the end-to-end benchmark (all built on confluent-kafka-go) drop out.
 	CGO_ENABLED=0 $(GO) vet $(PKGS)

@@ -470,7 +470,7 @@ func (n *Node[P]) receiveHeader(ch Channel, off int64, header []byte, present, m
 	}
 	cs := n.chans[idx]
 	prev := cs // whose last header this one is compared with
-	if n.mutant == mutationReuseAcrossChannels && n.lastHeader != nil {
+	if mutantsBuilt && n.mutant == mutationReuseAcrossChannels && n.lastHeader != nil {
 		prev = n.lastHeader
 	}
 	same := present && !n.topics[cs.tid].checked && len(prev.last) > 0 && string(header) == string(prev.last)
@@ -707,7 +707,7 @@ func (n *Node[P]) absorb(idx, tid int32, parts []partOffset) {
 func (n *Node[P]) hold(idx int32, off int64, payload P, mayDeliver bool) (now bool) {
 	cs := n.chans[idx]
 	cs.lastRecv = off
-	if mayDeliver && (cs.q.len() == 0 || n.mutant == mutationNowPastHeld) {
+	if mayDeliver && (cs.q.len() == 0 || mutantsBuilt && n.mutant == mutationNowPastHeld) {
 		// The bridge the record would get as the head of its queue; with
 		// no other record ready after it and every claim met, the head
 		// would be the next delivery, so it is delivered here, with what
@@ -735,7 +735,7 @@ func (n *Node[P]) hold(idx int32, off int64, payload P, mayDeliver bool) (now bo
 
 // met reports whether the frontiers meet every one of claims.
 func (n *Node[P]) met(claims []claim) bool {
-	if n.mutant == mutationNowIgnoresClaims {
+	if mutantsBuilt && n.mutant == mutationNowIgnoresClaims {
 		return true
 	}
 	i, _ := n.firstUnmet(claims, 0)
@@ -873,7 +873,7 @@ func (n *Node[P]) firstUnmet(claims []claim, from int) (int, int32) {
 		if dep.frontier >= c.off {
 			continue
 		}
-		if n.mutant == mutationRestrictIdle && dep.q.len() == 0 {
+		if mutantsBuilt && n.mutant == mutationRestrictIdle && dep.q.len() == 0 {
 			continue
 		}
 		return i, j
@@ -977,10 +977,10 @@ func (n *Node[P]) encodeStamp(o *outputState) {
 			continue // encoded again below
 		}
 		off := max(n.chans[ci].frontier, sp.off)
-		if n.mutant == mutationPatchFrontierOnly {
+		if mutantsBuilt && n.mutant == mutationPatchFrontierOnly {
 			off = n.chans[ci].frontier
 		}
-		if uvarintLen(uint64(off)) != int(sp.size) && n.mutant != mutationPatchAnyLength {
+		if uvarintLen(uint64(off)) != int(sp.size) && (!mutantsBuilt || n.mutant != mutationPatchAnyLength) {
 			o.staleGroup(tid)
 			continue
 		}
@@ -1084,7 +1084,7 @@ func (n *Node[P]) output(name string) (int, bool) {
 // stampAdvertised returns the advertised entries of topic tid that output
 // o's stamp carries.
 func (n *Node[P]) stampAdvertised(o *outputState, tid int32) []partOffset {
-	if (!o.keepAll && !o.keep[tid]) || n.mutant == mutationStampFrontierOnly {
+	if (!o.keepAll && !o.keep[tid]) || mutantsBuilt && n.mutant == mutationStampFrontierOnly {
 		return nil
 	}
 	return o.adv[tid]

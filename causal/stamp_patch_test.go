@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -98,30 +97,5 @@ func stampPatchRun(seed uint64, m mutation) error {
 func TestAppendStampWritesMovedFrontiersInPlace(t *testing.T) {
 	for seed := uint64(1); seed <= 300; seed++ {
 		require.NoError(t, stampPatchRun(seed, mutationNone), "seed %d", seed)
-	}
-}
-
-// Negative controls: each way of writing a moved frontier in place wrongly
-// must make the stamp differ from its entries' encoding.
-func TestAppendStampPatchNegativeControls(t *testing.T) {
-	tests := []struct {
-		name string
-		give mutation
-	}{
-		{"the frontier written without the advertised entry", mutationPatchFrontierOnly},
-		{"a longer varint written over a shorter one", mutationPatchAnyLength},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			caught := 0
-			const seeds = 100
-			for seed := uint64(1); seed <= seeds; seed++ {
-				if stampPatchRun(seed, tt.give) != nil {
-					caught++
-				}
-			}
-			t.Logf("%d of %d seeds caught the defect", caught, seeds)
-			assert.Positive(t, caught, "the comparison did not notice the defect")
-		})
 	}
 }
