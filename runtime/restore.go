@@ -150,163 +150,209 @@ type restoreResult struct {
 // what it applied until then stays, as the positions the stores keep lag
 // behind it.
 func (r *restorer) restore(stop <-chan struct{}, ts []*taskmgr.Task, emit func(restoreResult)) ([]*taskmgr.Task, error) {
-	out := map[string]*taskmgr.Restored{}
-	from := map[causal.Channel]int64{}
-	targets := map[causal.Channel]*storeTarget{}
-	checkpoints := map[causal.Channel]*taskmgr.Task{}
-	totals := map[string]int64{}
-	for _, t := range ts {
-		if err := r.plan(t, from, targets, checkpoints, totals); err != nil {
-			return ts, err
-		}
+	run, err := r.newRestoreRun(ts, emit)
+	if err != nil {
+		return ts, err
 	}
-	// What is left to read of each task, and what was read to the end.
-	left := map[*taskmgr.Task]map[causal.Channel]bool{}
-	owner := map[causal.Channel]*taskmgr.Task{}
-	for _, t := range ts {
-		left[t] = map[causal.Channel]bool{}
-	}
-	for ch, s := range targets {
-		left[s.t][ch], owner[ch] = true, s.t
-	}
-	for ch, t := range checkpoints {
-		left[t][ch], owner[ch] = true, t
-	}
-	ends := map[causal.Channel]int64{}
-	total := int64(0)
-	for _, n := range totals {
-		total += n
-	}
-	for _, s := range targets {
+	for _, s := range run.targets {
 		s.start()
 	}
 	defer func() {
-		for _, s := range targets {
+		for _, s := range run.targets {
 			_ = s.finish() // the restore stopped early: stop the appliers
 		}
 	}()
-	started := r.now()
-	read := int64(0)
-	lastLog := started
-	var pending []*taskmgr.Task // in ts's order
-	// The target of the last record's channel.
-	var lastCh causal.Channel
-	var last *storeTarget
-	// taskDone hands t back: its stores hold what their changelogs do.
-	taskDone := func(t *taskmgr.Task) error {
-		delete(left, t)
-		var errs []error
-		for ch, s := range targets {
-			if s.t == t {
-				errs = append(errs, s.finish())
-				delete(targets, ch)
-				lastCh, last = causal.Channel{}, nil
+	for _, t := range ts {
+		if len(run.left[t]) == 0 {
+			if err := run.taskDone(t); err != nil {
+				return rest(ts, run.left), err
 			}
 		}
-		if err := errors.Join(errs...); err != nil {
-			return err
-		}
-		pos := r.positions(t, func(ch causal.Channel) int64 {
-			if end, ok := ends[ch]; ok {
-				return end
-			}
-			return from[ch]
-		})
-		if err := t.Stores.Commit(pos.encode()); err != nil {
-			return fmt.Errorf("record the restored positions of %s: %w", t.ID, err)
-		}
-		r.metrics.RestoreProgress.WithLabelValues(t.ID).Set(1)
-		r.progress(t.ID, RestoreStatus{}, true)
-		emit(restoreResult{tasks: []*taskmgr.Task{t}, restored: map[string]*taskmgr.Restored{t.ID: out[t.ID]},
-			positions: map[string]storePositions{t.ID: pos}})
-		return nil
 	}
+	if err := r.src.read(stop, run.from, run.apply, run.channelDone); err != nil {
+		return rest(ts, run.left), err
+	}
+	if len(run.again) > 0 {
+		if err := r.src.read(stop, run.again, run.apply, run.channelDone); err != nil {
+			return rest(ts, run.left), err
+		}
+	}
+	if len(run.left) > 0 {
+		return rest(ts, run.left), fmt.Errorf("changelog read ended with %d tasks not read to the end", len(run.left))
+	}
+	if run.read > 0 {
+		r.log.Info("restored", zap.Int("tasks", len(ts)), zap.Int64("records", run.read), zap.Duration("took", r.now().Sub(run.started)))
+	}
+	return nil, nil
+}
+
+// restoreRun is one restore of a set of tasks: what is read from where,
+// what is left, and what was found.
+type restoreRun struct {
+	r    *restorer
+	ts   []*taskmgr.Task
+	emit func(restoreResult)
+	// from is where each changelog and checkpoint partition is read from;
+	// targets are the stores changelog partitions are applied to, and
+	// checkpoints the task each checkpoint partition is read for.
+	from        map[causal.Channel]int64
+	targets     map[causal.Channel]*storeTarget
+	checkpoints map[causal.Channel]*taskmgr.Task
+	totals      map[string]int64 // records to read, by task
+	total       int64
+	// left is what is left to read of each task not handed back yet, and
+	// owner the task each partition is read for.
+	left  map[*taskmgr.Task]map[causal.Channel]bool
+	owner map[causal.Channel]*taskmgr.Task
+	// ends is where each partition was read to the end.
+	ends map[causal.Channel]int64
+	// out is the checkpoint found for each task.
+	out map[string]*taskmgr.Restored
 	// again holds the checkpoint partitions whose tail held no committed
 	// checkpoint: it came before a run of aborted transactions, so the
 	// whole partition is read.
-	again := map[causal.Channel]int64{}
-	done := func(ch causal.Channel, end int64) error {
-		t := owner[ch]
-		if t == nil || left[t] == nil {
-			return nil
+	again map[causal.Channel]int64
+	// read counts the records applied; started and lastLog time the
+	// progress reports.
+	read             int64
+	started, lastLog time.Time
+	pending          []*taskmgr.Task // in ts's order
+	// lastCh and last are the channel of the last record, and its target.
+	lastCh causal.Channel
+	last   *storeTarget
+}
+
+// newRestoreRun plans the restore of ts: where each of their stores'
+// changelogs and checkpoints is read from.
+func (r *restorer) newRestoreRun(ts []*taskmgr.Task, emit func(restoreResult)) (*restoreRun, error) {
+	run := &restoreRun{r: r, ts: ts, emit: emit, out: map[string]*taskmgr.Restored{}, from: map[causal.Channel]int64{},
+		targets: map[causal.Channel]*storeTarget{}, checkpoints: map[causal.Channel]*taskmgr.Task{}, totals: map[string]int64{},
+		left: map[*taskmgr.Task]map[causal.Channel]bool{}, owner: map[causal.Channel]*taskmgr.Task{},
+		ends: map[causal.Channel]int64{}, again: map[causal.Channel]int64{}}
+	for _, t := range ts {
+		if err := r.plan(t, run.from, run.targets, run.checkpoints, run.totals); err != nil {
+			return nil, err
 		}
-		ends[ch] = end
-		delete(left[t], ch)
-		if len(left[t]) > 0 {
-			return nil
-		}
-		cp := causal.Channel{Topic: checkpointTopic(r.app, t.Processor), Partition: t.Partition}
-		if checkpoints[cp] == t && out[t.ID] == nil {
-			if low, _, err := r.src.bounds(cp); err == nil && low < from[cp] {
-				if _, twice := again[cp]; !twice {
-					again[cp] = low
-					left[t][cp] = true
-					return nil
-				}
-			}
-		}
-		return taskDone(t)
 	}
-	apply := func(ch causal.Channel, key, value []byte) error {
-		if read++; read%restoreBatch == 0 {
-			pending = pending[:0]
-			for _, t := range ts {
-				if left[t] != nil {
-					pending = append(pending, t)
-				}
-			}
-			r.report(pending, targets, totals, started)
-			if now := r.now(); now.Sub(lastLog) > 2*time.Second {
-				lastLog = now
-				rate := float64(read) / now.Sub(started).Seconds()
-				r.log.Info("restoring", zap.Int64("records", read), zap.Int64("of", total), zap.Duration("elapsed", now.Sub(started)),
-					zap.Float64("records_per_second", rate), zap.Duration("remaining", remaining(total-read, rate)))
+	for _, t := range ts {
+		run.left[t] = map[causal.Channel]bool{}
+	}
+	for ch, s := range run.targets {
+		run.left[s.t][ch], run.owner[ch] = true, s.t
+	}
+	for ch, t := range run.checkpoints {
+		run.left[t][ch], run.owner[ch] = true, t
+	}
+	for _, n := range run.totals {
+		run.total += n
+	}
+	run.started = r.now()
+	run.lastLog = run.started
+	return run, nil
+}
+
+// taskDone hands t back: its stores hold what their changelogs do.
+func (run *restoreRun) taskDone(t *taskmgr.Task) error {
+	r := run.r
+	delete(run.left, t)
+	var errs []error
+	for ch, s := range run.targets {
+		if s.t == t {
+			errs = append(errs, s.finish())
+			delete(run.targets, ch)
+			run.lastCh, run.last = causal.Channel{}, nil
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	pos := r.positions(t, func(ch causal.Channel) int64 {
+		if end, ok := run.ends[ch]; ok {
+			return end
+		}
+		return run.from[ch]
+	})
+	if err := t.Stores.Commit(pos.encode()); err != nil {
+		return fmt.Errorf("record the restored positions of %s: %w", t.ID, err)
+	}
+	r.metrics.RestoreProgress.WithLabelValues(t.ID).Set(1)
+	r.progress(t.ID, RestoreStatus{}, true)
+	run.emit(restoreResult{tasks: []*taskmgr.Task{t}, restored: map[string]*taskmgr.Restored{t.ID: run.out[t.ID]},
+		positions: map[string]storePositions{t.ID: pos}})
+	return nil
+}
+
+// channelDone notes that ch was read to end; a task whose partitions are
+// all read is handed back, unless its checkpoint partition must be read
+// again from its start.
+func (run *restoreRun) channelDone(ch causal.Channel, end int64) error {
+	t := run.owner[ch]
+	if t == nil || run.left[t] == nil {
+		return nil
+	}
+	run.ends[ch] = end
+	delete(run.left[t], ch)
+	if len(run.left[t]) > 0 {
+		return nil
+	}
+	cp := causal.Channel{Topic: checkpointTopic(run.r.app, t.Processor), Partition: t.Partition}
+	if run.checkpoints[cp] == t && run.out[t.ID] == nil {
+		if low, _, err := run.r.src.bounds(cp); err == nil && low < run.from[cp] {
+			if _, twice := run.again[cp]; !twice {
+				run.again[cp] = low
+				run.left[t][cp] = true
+				return nil
 			}
 		}
-		// Records come in runs of one channel: look its target up once a
-		// run.
-		if ch != lastCh {
-			lastCh, last = ch, targets[ch]
-		}
-		s := last
-		if s == nil {
-			if t, ok := checkpoints[ch]; ok {
-				cp, err := decodeTaskCheckpoint(value)
-				if err != nil {
-					return fmt.Errorf("checkpoint of %s at %s: %w", t.ID, ch, err)
-				}
-				out[t.ID] = &taskmgr.Restored{Checkpointed: true, Next: cp.next, Gate: cp.gate, StreamTime: cp.stream}
+	}
+	return run.taskDone(t)
+}
+
+// apply takes one record read: a store change for its target, or a
+// task's checkpoint.
+func (run *restoreRun) apply(ch causal.Channel, key, value []byte) error {
+	if run.read++; run.read%restoreBatch == 0 {
+		run.reportProgress()
+	}
+	// Records come in runs of one channel: look its target up once a run.
+	if ch != run.lastCh {
+		run.lastCh, run.last = ch, run.targets[ch]
+	}
+	s := run.last
+	if s == nil {
+		if t, ok := run.checkpoints[ch]; ok {
+			cp, err := decodeTaskCheckpoint(value)
+			if err != nil {
+				return fmt.Errorf("checkpoint of %s at %s: %w", t.ID, ch, err)
 			}
-			return nil
-		}
-		s.buf = append(s.buf, store.Change{Key: key, Value: value})
-		if len(s.buf) >= restoreBatch {
-			s.flush()
+			run.out[t.ID] = &taskmgr.Restored{Checkpointed: true, Next: cp.next, Gate: cp.gate, StreamTime: cp.stream}
 		}
 		return nil
 	}
-	for _, t := range ts {
-		if len(left[t]) == 0 {
-			if err := taskDone(t); err != nil {
-				return rest(ts, left), err
-			}
+	s.buf = append(s.buf, store.Change{Key: key, Value: value})
+	if len(s.buf) >= restoreBatch {
+		s.flush()
+	}
+	return nil
+}
+
+// reportProgress tells the status of the tasks still restoring, and logs
+// the whole restore's progress every two seconds.
+func (run *restoreRun) reportProgress() {
+	r := run.r
+	run.pending = run.pending[:0]
+	for _, t := range run.ts {
+		if run.left[t] != nil {
+			run.pending = append(run.pending, t)
 		}
 	}
-	if err := r.src.read(stop, from, apply, done); err != nil {
-		return rest(ts, left), err
+	r.report(run.pending, run.targets, run.totals, run.started)
+	if now := r.now(); now.Sub(run.lastLog) > 2*time.Second {
+		run.lastLog = now
+		rate := float64(run.read) / now.Sub(run.started).Seconds()
+		r.log.Info("restoring", zap.Int64("records", run.read), zap.Int64("of", run.total), zap.Duration("elapsed", now.Sub(run.started)),
+			zap.Float64("records_per_second", rate), zap.Duration("remaining", remaining(run.total-run.read, rate)))
 	}
-	if len(again) > 0 {
-		if err := r.src.read(stop, again, apply, done); err != nil {
-			return rest(ts, left), err
-		}
-	}
-	if len(left) > 0 {
-		return rest(ts, left), fmt.Errorf("changelog read ended with %d tasks not read to the end", len(left))
-	}
-	if read > 0 {
-		r.log.Info("restored", zap.Int("tasks", len(ts)), zap.Int64("records", read), zap.Duration("took", r.now().Sub(started)))
-	}
-	return nil, nil
 }
 
 // rest is the tasks of ts not handed back yet, in ts's order.
