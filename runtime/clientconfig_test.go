@@ -26,9 +26,9 @@ func TestKafkaSettingsReachTheClientsThatReadThem(t *testing.T) {
 		get        func() kafka.ConfigMap
 		has, hasNo []string
 	}{
-		{"consumer", func() kafka.ConfigMap { return w.consumerConfig() }, []string{"fetch.max.bytes", "socket.keepalive.enable"}, []string{"linger.ms"}},
-		{"restore consumer", func() kafka.ConfigMap { return w.restoreConsumerConfig() }, []string{"fetch.max.bytes", "socket.keepalive.enable"}, []string{"linger.ms"}},
-		{"producer", func() kafka.ConfigMap { return w.producerConfig() }, []string{"linger.ms", "socket.keepalive.enable"}, []string{"fetch.max.bytes"}},
+		{"consumer", func() kafka.ConfigMap { return w.clientSettings().consumerConfig() }, []string{"fetch.max.bytes", "socket.keepalive.enable"}, []string{"linger.ms"}},
+		{"restore consumer", func() kafka.ConfigMap { return w.clientSettings().restoreConsumerConfig() }, []string{"fetch.max.bytes", "socket.keepalive.enable"}, []string{"linger.ms"}},
+		{"producer", func() kafka.ConfigMap { return w.clientSettings().producerConfig() }, []string{"linger.ms", "socket.keepalive.enable"}, []string{"fetch.max.bytes"}},
 	} {
 		t.Run(tc.client, func(t *testing.T) {
 			cm := tc.get()

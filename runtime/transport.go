@@ -9,6 +9,7 @@ import (
 
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
+	"go.uber.org/zap"
 )
 
 // The worker talks to Kafka through the interfaces in this file, each
@@ -182,12 +183,22 @@ const (
 )
 
 // transport makes a worker's Kafka clients with one client library.
+// clientSettings is what a transport makes its clients from: the
+// worker's configuration, the bootstrap servers it connects to (the
+// embedded broker's when none were given) and its instance id.
+type clientSettings struct {
+	cfg        Config
+	bootstrap  string
+	instanceID string
+	log        *zap.Logger
+}
+
 type transport interface {
 	// producer returns the worker's transactional producer (transactions
 	// not yet initialised) and an admin client.
-	producer(w *Worker) (producerClient, clusterAdmin, error)
+	producer(s clientSettings) (producerClient, clusterAdmin, error)
 	// consumer returns the worker's group consumer.
-	consumer(w *Worker) (groupConsumer, error)
+	consumer(s clientSettings) (groupConsumer, error)
 	// pollBatch is the most events the pump takes from the consumer
 	// before it handles them.
 	pollBatch() int

@@ -71,16 +71,16 @@ const franzRequestTimeout = 10 * time.Second
 
 // franzBase is the options every franz client of w starts from: the
 // brokers and what --kafka says about connecting and tuning.
-func (w *Worker) franzBase(role clientRole) ([]kgo.Opt, error) {
-	conn, err := franzConnection(w.cfg.Kafka)
+func (s clientSettings) franzBase(role clientRole) ([]kgo.Opt, error) {
+	conn, err := franzConnection(s.cfg.Kafka)
 	if err != nil {
 		return nil, err
 	}
-	tuning, err := franzTuning(w.cfg.Kafka, role)
+	tuning, err := franzTuning(s.cfg.Kafka, role)
 	if err != nil {
 		return nil, err
 	}
-	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(w.bootstrap, ",")...), kgo.ClientID(w.cfg.ApplicationID + "-" + w.instanceID),
+	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(s.bootstrap, ",")...), kgo.ClientID(s.cfg.ApplicationID + "-" + s.instanceID),
 		kgo.RetryBackoffFn(franzBackoff)}
 	return append(append(opts, conn...), tuning...), nil
 }
@@ -94,12 +94,12 @@ func franzBackoff(tries int) time.Duration {
 	return min(100*time.Millisecond<<min(max(tries-1, 0), 4), time.Second)
 }
 
-func (franzTransport) producer(w *Worker) (producerClient, clusterAdmin, error) {
-	base, err := w.franzBase(producerRole)
+func (franzTransport) producer(s clientSettings) (producerClient, clusterAdmin, error) {
+	base, err := s.franzBase(producerRole)
 	if err != nil {
 		return nil, nil, fmt.Errorf("producer: %w", err)
 	}
-	txnID := w.cfg.ApplicationID + "-" + w.instanceID
+	txnID := s.cfg.ApplicationID + "-" + s.instanceID
 	opts := append([]kgo.Opt{
 		kgo.TransactionalID(txnID), kgo.TransactionTimeout(10 * time.Second),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5 * time.Millisecond),
@@ -117,13 +117,13 @@ func (franzTransport) producer(w *Worker) (producerClient, clusterAdmin, error) 
 	if err != nil {
 		return nil, nil, fmt.Errorf("producer: %w", err)
 	}
-	p := &franzProducer{cl: cl, txnID: txnID, group: w.cfg.ApplicationID}
+	p := &franzProducer{cl: cl, txnID: txnID, group: s.cfg.ApplicationID}
 	p.promise = p.delivered
-	return p, &franzAdmin{adm: kadm.NewClient(cl), group: w.cfg.ApplicationID}, nil
+	return p, &franzAdmin{adm: kadm.NewClient(cl), group: s.cfg.ApplicationID}, nil
 }
 
-func (franzTransport) consumer(w *Worker) (groupConsumer, error) {
-	base, err := w.franzBase(consumerRole)
+func (franzTransport) consumer(s clientSettings) (groupConsumer, error) {
+	base, err := s.franzBase(consumerRole)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
@@ -132,18 +132,18 @@ func (franzTransport) consumer(w *Worker) (groupConsumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	c := &franzConsumer{base: base, adm: kadm.NewClient(admin), group: w.cfg.ApplicationID,
+	c := &franzConsumer{base: base, adm: kadm.NewClient(admin), group: s.cfg.ApplicationID,
 		positions: map[causal.Channel]int64{}, highs: map[causal.Channel]int64{}, paused: map[causal.Channel]bool{}}
-	if w.cfg.StaticMembership {
-		c.instanceID = w.cfg.ApplicationID + "-" + w.instanceID
+	if s.cfg.StaticMembership {
+		c.instanceID = s.cfg.ApplicationID + "-" + s.instanceID
 	}
 	// Every assigned partition starts at an explicit offset; a fetch that
 	// falls out of range is an error on that partition unless the
 	// application opted into resets.
 	c.reset = kgo.NoResetOffset()
-	if w.cfg.AllowOffsetReset {
+	if s.cfg.AllowOffsetReset {
 		c.reset = kgo.NewOffset().AtStart()
-		if w.cfg.AutoOffsetReset == "latest" {
+		if s.cfg.AutoOffsetReset == "latest" {
 			c.reset = kgo.NewOffset().AtEnd()
 		}
 	}

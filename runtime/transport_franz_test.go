@@ -58,7 +58,7 @@ func franzTestWorker(t *testing.T, addr, app string) *Worker {
 
 // franzTestConsumer is w's franz consumer, closed when the test ends.
 func franzTestConsumer(t *testing.T, w *Worker) *franzConsumer {
-	gc, err := franzTransport{}.consumer(w)
+	gc, err := franzTransport{}.consumer(w.clientSettings())
 	require.NoError(t, err)
 	c := gc.(*franzConsumer)
 	t.Cleanup(func() { assert.NoError(t, c.Close()) })
@@ -360,7 +360,7 @@ func franzProducerOn(t *testing.T, w *Worker) (context.Context, *franzProducer, 
 	_, err = kadm.NewClient(rd).CreateTopic(ctx, 1, -1, nil, "out")
 	require.NoError(t, err)
 
-	pc, _, err := franzTransport{}.producer(w)
+	pc, _, err := franzTransport{}.producer(w.clientSettings())
 	require.NoError(t, err)
 	p := pc.(*franzProducer)
 	t.Cleanup(func() { assert.NoError(t, p.Close()) })

@@ -28,8 +28,8 @@ type rdkafkaTransport struct{}
 // data of each step in the processor's caches across a batch.
 func (rdkafkaTransport) pollBatch() int { return 64 }
 
-func (rdkafkaTransport) producer(w *Worker) (producerClient, clusterAdmin, error) {
-	p, err := kafka.NewProducer(ptr(w.producerConfigWithoutReports()))
+func (rdkafkaTransport) producer(s clientSettings) (producerClient, clusterAdmin, error) {
+	p, err := kafka.NewProducer(ptr(s.producerConfigWithoutReports()))
 	if err != nil {
 		return nil, nil, fmt.Errorf("producer: %w", err)
 	}
@@ -38,11 +38,11 @@ func (rdkafkaTransport) producer(w *Worker) (producerClient, clusterAdmin, error
 		p.Close()
 		return nil, nil, fmt.Errorf("admin client: %w", err)
 	}
-	return newRdkProducer(p, w.log), &rdkAdmin{admin: a, group: w.cfg.ApplicationID}, nil
+	return newRdkProducer(p, s.log), &rdkAdmin{admin: a, group: s.cfg.ApplicationID}, nil
 }
 
-func (rdkafkaTransport) consumer(w *Worker) (groupConsumer, error) {
-	c, err := kafka.NewConsumer(ptr(w.consumerConfig()))
+func (rdkafkaTransport) consumer(s clientSettings) (groupConsumer, error) {
+	c, err := kafka.NewConsumer(ptr(s.consumerConfig()))
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
@@ -51,12 +51,12 @@ func (rdkafkaTransport) consumer(w *Worker) (groupConsumer, error) {
 
 // changelogFallback reads changelogs through librdkafka when franz-go
 // cannot follow the connection settings.
-func (rdkafkaTransport) changelogFallback(w *Worker, offsets offsetSource) changelogSource {
-	return &kafkaChangelog{watermarks: watermarks{offsets}, config: w.restoreConsumerConfig(), log: w.log}
+func (rdkafkaTransport) changelogFallback(s clientSettings, offsets offsetSource) changelogSource {
+	return &kafkaChangelog{watermarks: watermarks{offsets}, config: s.restoreConsumerConfig(), log: s.log}
 }
 
-func (w *Worker) producerConfigWithoutReports() kafka.ConfigMap {
-	cm := w.producerConfig()
+func (s clientSettings) producerConfigWithoutReports() kafka.ConfigMap {
+	cm := s.producerConfig()
 	// Delivery failures surface through CommitTransaction; no report channel
 	// to drain.
 	cm["go.delivery.reports"] = false

@@ -76,10 +76,10 @@ func setOf(keys ...string) map[string]bool {
 
 // clientConfig is the configuration of one of the worker's clients: its
 // defaults, then the --kafka settings that apply to its kind of client.
-func (w *Worker) clientConfig(defaults kafka.ConfigMap, role clientRole) kafka.ConfigMap {
-	cm := kafka.ConfigMap{"bootstrap.servers": w.bootstrap, "client.id": w.cfg.ApplicationID + "-" + w.instanceID}
+func (s clientSettings) clientConfig(defaults kafka.ConfigMap, role clientRole) kafka.ConfigMap {
+	cm := kafka.ConfigMap{"bootstrap.servers": s.bootstrap, "client.id": s.cfg.ApplicationID + "-" + s.instanceID}
 	maps.Copy(cm, defaults)
-	for k, v := range w.cfg.Kafka {
+	for k, v := range s.cfg.Kafka {
 		if (role == consumerRole && producerOnly[k]) || (role == producerRole && consumerOnly[k]) {
 			continue
 		}
@@ -88,11 +88,11 @@ func (w *Worker) clientConfig(defaults kafka.ConfigMap, role clientRole) kafka.C
 	return cm
 }
 
-func (w *Worker) consumerConfig() kafka.ConfigMap {
-	cm := w.clientConfig(consumerDefaults, consumerRole)
-	cm["group.id"] = w.cfg.ApplicationID
-	if w.cfg.StaticMembership {
-		cm["group.instance.id"] = w.cfg.ApplicationID + "-" + w.instanceID
+func (s clientSettings) consumerConfig() kafka.ConfigMap {
+	cm := s.clientConfig(consumerDefaults, consumerRole)
+	cm["group.id"] = s.cfg.ApplicationID
+	if s.cfg.StaticMembership {
+		cm["group.instance.id"] = s.cfg.ApplicationID + "-" + s.instanceID
 	}
 	cm["isolation.level"] = "read_committed"
 	cm["enable.auto.commit"] = false
@@ -101,24 +101,24 @@ func (w *Worker) consumerConfig() kafka.ConfigMap {
 	// falls out of range is an error on that partition unless the
 	// application opted into resets.
 	cm["auto.offset.reset"] = "error"
-	if w.cfg.AllowOffsetReset {
-		cm["auto.offset.reset"] = w.cfg.AutoOffsetReset
+	if s.cfg.AllowOffsetReset {
+		cm["auto.offset.reset"] = s.cfg.AutoOffsetReset
 	}
 	return cm
 }
 
-func (w *Worker) producerConfig() kafka.ConfigMap {
-	cm := w.clientConfig(producerDefaults, producerRole)
-	cm["transactional.id"] = w.cfg.ApplicationID + "-" + w.instanceID
+func (s clientSettings) producerConfig() kafka.ConfigMap {
+	cm := s.clientConfig(producerDefaults, producerRole)
+	cm["transactional.id"] = s.cfg.ApplicationID + "-" + s.instanceID
 	return cm
 }
 
 // restoreConsumerConfig reads changelog partitions by assignment, outside the
 // group.
-func (w *Worker) restoreConsumerConfig() kafka.ConfigMap {
-	cm := w.clientConfig(consumerDefaults, consumerRole)
+func (s clientSettings) restoreConsumerConfig() kafka.ConfigMap {
+	cm := s.clientConfig(consumerDefaults, consumerRole)
 	delete(cm, "partition.assignment.strategy")
-	cm["group.id"] = w.cfg.ApplicationID + "-restore"
+	cm["group.id"] = s.cfg.ApplicationID + "-restore"
 	cm["isolation.level"] = "read_committed"
 	cm["enable.auto.commit"] = false
 	cm["enable.partition.eof"] = true

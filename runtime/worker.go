@@ -236,8 +236,13 @@ func instanceIDOf(cfg Config) (string, error) {
 	return id, nil
 }
 
+// clientSettings is what the transport makes the worker's clients from.
+func (w *Worker) clientSettings() clientSettings {
+	return clientSettings{cfg: w.cfg, bootstrap: w.bootstrap, instanceID: w.instanceID, log: w.log}
+}
+
 func (w *Worker) connect(ctx context.Context) error {
-	p, admin, err := w.transport.producer(w)
+	p, admin, err := w.transport.producer(w.clientSettings())
 	if err != nil {
 		return err
 	}
@@ -253,7 +258,7 @@ func (w *Worker) connect(ctx context.Context) error {
 	if err := p.InitTransactions(ctx); err != nil {
 		return fmt.Errorf("init transactions (transactional id %s-%s): %w", w.cfg.ApplicationID, w.instanceID, err)
 	}
-	consumer, err := w.transport.consumer(w)
+	consumer, err := w.transport.consumer(w.clientSettings())
 	if err != nil {
 		return err
 	}
@@ -265,12 +270,12 @@ func (w *Worker) connect(ctx context.Context) error {
 	var src changelogSource = &franzChangelog{watermarks: watermarks{consumer}, connect: connect}
 	if franzErr != nil {
 		fallback, ok := w.transport.(interface {
-			changelogFallback(w *Worker, offsets offsetSource) changelogSource
+			changelogFallback(s clientSettings, offsets offsetSource) changelogSource
 		})
 		if !ok {
 			return fmt.Errorf("kafka settings: %w", franzErr)
 		}
-		src = fallback.changelogFallback(w, consumer)
+		src = fallback.changelogFallback(w.clientSettings(), consumer)
 		w.log.Warn("restores read through librdkafka, and queries are not forwarded to other workers", zap.Error(franzErr))
 	}
 	if franzErr == nil {
