@@ -51,6 +51,11 @@ func reachCluster(ctx context.Context, admin clusterAdmin, bootstrap string, set
 			return nil
 		}
 		cause := err.Error()
+		if classify(err) == classFatal {
+			// Refused credentials or authorization: asking again will not
+			// change the answer.
+			return fmt.Errorf("%w at %s: %w", ErrKafkaUnreachable, bootstrap, err)
+		}
 		left := time.Until(deadline)
 		if left <= 0 || ctx.Err() != nil {
 			return fmt.Errorf("%w at %s within %v (%d attempts): %v", ErrKafkaUnreachable, bootstrap, bound, attempt, cause)
