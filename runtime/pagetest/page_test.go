@@ -143,8 +143,13 @@ func TestPageShowsTopologyAndTasks(t *testing.T) {
 	// windows of the last hour.
 	require.NoError(t, chromedp.Do(bctx,
 		chromedp.SetValue(chromedp.CSS(`#query-store`), "payments-per-minute"),
-		chromedp.Click(chromedp.CSS(`#query button`)),
 	))
+	// As a person's choice would, the choice of store tells the form.
+	kindDisabled, err := chromedp.Run(bctx, chromedp.Evaluate[bool](
+		`document.getElementById("query-store").dispatchEvent(new Event("change")), document.getElementById("query-kind").disabled`))
+	require.NoError(t, err)
+	assert.True(t, kindDisabled, "a window store has no get or prefix to choose")
+	require.NoError(t, chromedp.Do(bctx, chromedp.Click(chromedp.CSS(`#query button`))))
 	var windows string
 	for !strings.Contains(windows, " @ ") { // the get's answer until the windows come
 		require.NoError(t, bctx.Err(), "the page never showed the windows: %q", windows)

@@ -164,6 +164,11 @@ async function drawTopology() {
 }
 
 document.getElementById("query").addEventListener("submit", e => ask(e).catch(err => fill("answer", [], String(err))));
+// A window store is asked for one key's windows: the get/prefix choice
+// does not apply to it.
+document.getElementById("query-store").addEventListener("change", e => {
+  document.getElementById("query-kind").disabled = e.target.selectedOptions[0]?.dataset.kind === "window";
+});
 
 drawTopology().catch(e => { document.getElementById("diagram").textContent = "could not draw the topology: " + e; });
 refresh();
