@@ -113,6 +113,11 @@ func handshake(conn net.Conn, addr string, settings map[string]string, deadline 
 	default:
 		return nil
 	}
+	if _, err := franzConnection(settings); err != nil {
+		// Settings only librdkafka follows (an inline PEM, a keystore):
+		// its own request decides.
+		return nil
+	}
 	cfg, err := franzTLS(settings)
 	if err != nil {
 		return fmt.Errorf("TLS settings: %w", err)
