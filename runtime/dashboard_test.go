@@ -20,8 +20,8 @@ const dashboardFile = "../docs/grafana/causeway-dashboard.json"
 // export: each family's name, and a histogram's _bucket, _sum and _count.
 func registeredNames(t *testing.T) map[string]bool {
 	t.Helper()
-	reg := NewMetrics().Registry
-	mfs, err := reg.Gather()
+	m := NewMetrics()
+	mfs, err := m.Registry.Gather()
 	require.NoError(t, err)
 	names := map[string]bool{}
 	for _, mf := range mfs {
@@ -32,7 +32,7 @@ func registeredNames(t *testing.T) map[string]bool {
 	descs := make(chan *prometheus.Desc, 64)
 	go func() {
 		defer close(descs)
-		for _, c := range NewMetrics().own() {
+		for _, c := range m.own() {
 			c.Describe(descs)
 		}
 	}()

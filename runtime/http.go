@@ -60,7 +60,6 @@ type Server struct {
 // stream threads. Only this package's types implement it.
 type Served interface {
 	Status() Status
-	Ready() bool
 	Done() <-chan struct{}
 	// Err is the fatal error that stops the worker, once there is one.
 	Err() error

@@ -100,9 +100,10 @@ func (b *Builder) nameProcessors() {
 			g.name = g.named
 			continue
 		}
-		name := g.derivedName()
+		derived := g.derivedName()
+		name := derived
 		for i := 2; taken[name]; i++ {
-			name = fmt.Sprint(g.derivedName(), "-", i)
+			name = fmt.Sprint(derived, "-", i)
 		}
 		taken[name] = true
 		g.name = name
