@@ -14,7 +14,7 @@ STATE_KEYS ?= 1000000,5000000
 # librdkafka or franz (pure Go).
 CLIENT   ?= librdkafka
 
-.PHONY: help run run-orders run-clicks test test-purego chromium test-browser test-short lint bench bench-state bench-instructions fuzz tidy
+.PHONY: help run run-orders run-clicks test test-all test-purego chromium test-browser test-short lint bench bench-state bench-instructions fuzz tidy
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -40,15 +40,36 @@ PUREGO_PKGS = $(shell CGO_ENABLED=0 $(GO) list -test -f '{{.ImportPath}} {{join 
 	awk '$$1 ~ /causeway\/runtime(_test)?$$/ { print $$1; next } { for (i = 2; i <= NF; i++) if ($$i ~ /causeway\/runtime$$/) { print $$1; next } }' | \
 	sed -e 's/\.test$$//' -e 's/_test$$//' | sort -u)
 
-test: lint chromium ## Lint, then run every test (the worker's page in headless Chromium among them) with the race detector where there are goroutines, then those a build without cgo changes again without cgo.
+# The worker processes the runtime's crash and rebalance tests spawn: its
+# test binary built without the race detector (see workerBinary in
+# runtime/process_test.go).
+WORKER_BIN = $(CURDIR)/.build/runtime-worker.test
+# Tests sharing a broker wait on it more than they compute: more of them at
+# once than there are cores.
+PARALLEL ?= 8
+
+test: lint chromium ## Lint, then run every test (the worker's page in headless Chromium among them) with the race detector where there are goroutines, then the runtime's without cgo; about 3 minutes on 2 cores.
 	@# causal_mutants builds the gate's deliberate defects in, for the
 	@# negative controls that show the simulation's checker catches them.
 	$(if $(CAUSAL_PKGS),CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -tags causal_mutants -count=1 -timeout 5m $(CAUSAL_PKGS))
-	CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -timeout 12m $(RACE_PKGS)
+	$(GO) test -c -o $(WORKER_BIN) ./runtime/
+	CAUSEWAY_WORKER_BINARY=$(WORKER_BIN) CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -parallel $(PARALLEL) -timeout 12m $(RACE_PKGS)
+	$(MAKE) --no-print-directory test-purego PUREGO_RUN='$(PUREGO_SMOKE)'
+
+# What make test runs again without cgo: the tests of the code only such a
+# build has or lacks (the client list, the refusal of librdkafka), one
+# exactly-once run through kill -9 on franz-go alone, and the examples.
+# make test-all runs every test of those packages so.
+PUREGO_SMOKE = Client|Flag|TestCrashRecoveryExactlyOnce|TestDemoEndToEnd
+PUREGO_RUN ?=
+
+test-all: lint chromium ## make test with race-built worker processes and every test of the packages a build without cgo changes run again so (about 8 minutes on 2 cores).
+	$(if $(CAUSAL_PKGS),CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -tags causal_mutants -count=1 -timeout 5m $(CAUSAL_PKGS))
+	CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -parallel $(PARALLEL) -timeout 20m $(RACE_PKGS)
 	$(MAKE) --no-print-directory test-purego
 
-test-purego: ## The tests of the packages a build without cgo changes (the runtime and what runs it), built so: the worker on franz-go alone; no race detector, which needs cgo.
-	CGO_ENABLED=0 CAUSEWAY_SIM_SEEDS=40 $(GO) test -count=1 -timeout 10m $(PUREGO_PKGS)
+test-purego: ## The tests of the packages a build without cgo changes (the runtime and what runs it), built so: the worker on franz-go alone; no race detector, which needs cgo. PUREGO_RUN narrows them with -run.
+	CGO_ENABLED=0 CAUSEWAY_SIM_SEEDS=40 $(GO) test -count=1 -parallel $(PARALLEL) -timeout 10m $(if $(PUREGO_RUN),-run '$(PUREGO_RUN)') $(PUREGO_PKGS)
 
 chromium: ## Install Debian's Chromium, which the page test drives, when it is missing: it and what it depends on, nothing recommended beside.
 	@command -v chromium >/dev/null || ($(SUDO) apt-get update -q && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium)

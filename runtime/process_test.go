@@ -43,11 +43,26 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// workerBinary is the program spawnWorker runs: this test binary, unless
+// CAUSEWAY_WORKER_BINARY names another build of the runtime's tests. make
+// test names one built without the race detector: the processes' job is to
+// be killed and restarted, and the detector made each of them several times
+// slower while it watched code the in-process tests already run under it
+// (a chaos run cost 83 s of CPU with race-built workers, 37 s without).
+// Without the variable, as under make test-all, the workers are built as
+// the tests are.
+func workerBinary() string {
+	if b := os.Getenv("CAUSEWAY_WORKER_BINARY"); b != "" {
+		return b
+	}
+	return os.Args[0]
+}
+
 func spawnWorker(t *testing.T, addr, app, stateDir string, extra ...string) *workerProcess {
 	t.Helper()
 	args := append([]string{"--application-id", app, "--bootstrap-servers", addr, "--state-dir", stateDir,
 		"--http-addr", "", "--commit-interval", "50ms"}, extra...)
-	cmd := exec.Command(os.Args[0], args...)
+	cmd := exec.Command(workerBinary(), args...)
 	cmd.Env = append(os.Environ(), "CAUSEWAY_TEST_WORKER=1")
 	logs := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
