@@ -55,6 +55,16 @@ type way struct {
 	ask  func(ctx context.Context, word string) error
 }
 
+// bench is the two workers and a query client of each.
+type bench struct {
+	workers []*runtime.Worker
+	clients []*query.Client
+	// processor is the name of the processor that counts (the DSL names
+	// it after its aggregation), whose tasks hold the counts.
+	processor string
+	stops   []func()
+}
+
 func run(perClient, rate int, out string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -63,6 +73,53 @@ func run(perClient, rate int, out string) error {
 		return err
 	}
 	defer b.Close()
+	bn := &bench{}
+	defer bn.stop()
+	if err := bn.start(ctx, b.Addr()); err != nil {
+		return err
+	}
+	if err := bn.awaitShared(ctx); err != nil {
+		return err
+	}
+	p, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.ProducerLinger(5*time.Millisecond)) // murmur2, as queries find keys
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	clocks, err := writeEveryWord(ctx, p)
+	if err != nil {
+		return err
+	}
+	if err := bn.awaitReadable(ctx, clocks); err != nil {
+		return err
+	}
+	// The pipeline keeps running while the queries do.
+	l := startLoad(ctx, p, rate)
+	defer l.stop()
+	var report strings.Builder
+	fmt.Fprintf(&report, "Store queries on two workers counting words while %d words/s are written; %d clients, %d queries each per way.\n\n",
+		rate, clients, perClient)
+	fmt.Fprintf(&report, "| way | p50 ms | p99 ms | queries/s | pipeline words/s meanwhile |\n|---|---:|---:|---:|---:|\n")
+	for _, wy := range bn.ways(clocks) {
+		line, err := measureWay(ctx, wy, perClient, &l.written)
+		if err != nil {
+			return err
+		}
+		report.WriteString(line)
+		fmt.Print(line)
+	}
+	l.stop()
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	fmt.Println()
+	fmt.Print(report.String())
+	return os.WriteFile(filepath.Join(out, "query.md"), []byte(report.String()), 0o644)
+}
+
+// start starts two workers counting words on the broker at addr, each
+// with an HTTP server to query.
+func (bn *bench) start(ctx context.Context, addr string) error {
 	text := serde.Codec[string, string]{Key: serde.String(), Value: serde.String()}
 	db := dsl.NewBuilder("counter")
 	dsl.From(db, "words", text).GroupByKey().Count(store).ToStream().To("counts")
@@ -70,16 +127,18 @@ func run(perClient, rate int, out string) error {
 	if err != nil {
 		return err
 	}
-	var workers []*runtime.Worker
-	var clientsOf []*query.Client
+	if ps := topo.Processors(); len(ps) != 1 {
+		return fmt.Errorf("want one processor, the topology has %d", len(ps))
+	}
+	bn.processor = topo.Processors()[0].Name
 	for i := range 2 {
 		dir, err := os.MkdirTemp("", "querybench-")
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(dir)
+		bn.stops = append(bn.stops, func() { os.RemoveAll(dir) })
 		cfg := runtime.DefaultConfig()
-		cfg.ApplicationID, cfg.BootstrapServers, cfg.StateDir, cfg.HTTPAddr = "counter", b.Addr(), dir, ""
+		cfg.ApplicationID, cfg.BootstrapServers, cfg.StateDir, cfg.HTTPAddr = "counter", addr, dir, ""
 		cfg.InstanceID, cfg.CreateTopics, cfg.DefaultPartitions = fmt.Sprint("worker-", i), true, partitions
 		w, err := runtime.NewWorker(cfg, topo, zap.NewNop(), nil)
 		if err != nil {
@@ -88,59 +147,76 @@ func run(perClient, rate int, out string) error {
 		if err := w.Start(ctx); err != nil {
 			return err
 		}
-		defer w.Stop(context.Background()) //nolint:errcheck // the bench is over
+		bn.stops = append(bn.stops, func() { w.Stop(context.Background()) }) //nolint:errcheck // the bench is over
 		srv := runtime.NewServer("127.0.0.1:0", w, zap.NewNop())
 		if err := srv.Start(ctx); err != nil {
 			return err
 		}
-		defer srv.Stop(context.Background()) //nolint:errcheck // the bench is over
-		workers = append(workers, w)
-		clientsOf = append(clientsOf, query.NewClient("http://"+srv.Addr()))
+		bn.stops = append(bn.stops, func() { srv.Stop(context.Background()) }) //nolint:errcheck // the bench is over
+		bn.workers = append(bn.workers, w)
+		bn.clients = append(bn.clients, query.NewClient("http://"+srv.Addr()))
 	}
-	owner := func(word string) int {
-		id := fmt.Sprint("words/", framework.PartitionFor([]byte(word), partitions))
-		for i, w := range workers {
-			for _, ts := range w.Status().Tasks {
-				if ts.ID == id {
-					return i
-				}
+	return nil
+}
+
+// stop stops what start started, the last first.
+func (bn *bench) stop() {
+	for i := len(bn.stops) - 1; i >= 0; i-- {
+		bn.stops[i]()
+	}
+	bn.stops = nil
+}
+
+// owner returns the index of the worker holding word's task, or -1.
+func (bn *bench) owner(word string) int {
+	id := fmt.Sprint(bn.processor, "/", framework.PartitionFor([]byte(word), partitions))
+	for i, w := range bn.workers {
+		for _, ts := range w.Status().Tasks {
+			if ts.ID == id {
+				return i
 			}
 		}
-		return -1
 	}
+	return -1
+}
+
+// awaitShared waits until both workers hold tasks and are ready.
+func (bn *bench) awaitShared(ctx context.Context) error {
 	for {
-		if owner("w0") >= 0 && len(workers[0].Status().Tasks) > 0 && len(workers[1].Status().Tasks) > 0 &&
-			workers[0].Ready() && workers[1].Ready() {
-			break
+		w := bn.workers
+		if bn.owner("w0") >= 0 && len(w[0].Status().Tasks) > 0 && len(w[1].Status().Tasks) > 0 && w[0].Ready() && w[1].Ready() {
+			return nil
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("the workers never shared the tasks: %w", ctx.Err())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
 
-	p, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.ProducerLinger(5*time.Millisecond)) // murmur2, as queries find keys
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	topic := "words"
-	// One record of every word first, with a clock for each that the
-	// causal queries carry once it is committed.
+// writeEveryWord writes one record of every word, and returns for each a
+// clock that the causal queries carry once it is committed.
+func writeEveryWord(ctx context.Context, p *kgo.Client) (map[string]causal.Clock, error) {
 	clocks := map[string]causal.Clock{}
 	for i := range words {
 		word := fmt.Sprint("w", i)
-		r := &kgo.Record{Topic: topic, Key: []byte(word), Value: []byte(word)}
+		r := &kgo.Record{Topic: "words", Key: []byte(word), Value: []byte(word)}
 		if err := p.ProduceSync(ctx, r).FirstErr(); err != nil {
-			return err
+			return nil, err
 		}
-		if clocks[word], err = causal.NewClock(causal.Entry{Channel: causal.Channel{Topic: topic, Partition: r.Partition},
+		var err error
+		if clocks[word], err = causal.NewClock(causal.Entry{Channel: causal.Channel{Topic: r.Topic, Partition: r.Partition},
 			Offset: r.Offset}); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	// Every word counted and its owner known to both workers.
-	for _, c := range clientsOf {
+	return clocks, nil
+}
+
+// awaitReadable waits until every word is counted and its owner known to
+// both workers.
+func (bn *bench) awaitReadable(ctx context.Context, clocks map[string]causal.Clock) error {
+	for _, c := range bn.clients {
 		for word, clock := range clocks {
 			for {
 				_, found, err := query.Get(ctx, c, store, word, serde.String(), serde.Int64(), query.After(clock, time.Minute))
@@ -154,94 +230,100 @@ func run(perClient, rate int, out string) error {
 			}
 		}
 	}
+	return nil
+}
 
-	// The pipeline keeps running while the queries do.
-	stop := make(chan struct{})
-	var written atomic.Int64
-	var loadDone sync.WaitGroup
-	loadDone.Add(1)
+// load writes words at a steady rate until stopped.
+type load struct {
+	written atomic.Int64
+	done    chan struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
+}
+
+func startLoad(ctx context.Context, p *kgo.Client, rate int) *load {
+	l := &load{done: make(chan struct{})}
+	l.wg.Add(1)
 	go func() {
-		defer loadDone.Done()
+		defer l.wg.Done()
 		tick := time.NewTicker(time.Second / time.Duration(max(rate/100, 1)))
 		defer tick.Stop()
 		for i := 0; ; {
 			select {
-			case <-stop:
+			case <-l.done:
 				return
 			case <-tick.C:
 			}
 			for range 100 {
 				word := fmt.Sprint("w", i%words)
 				i++
-				p.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte(word), Value: []byte(word)}, func(_ *kgo.Record, err error) {
+				p.Produce(ctx, &kgo.Record{Topic: "words", Key: []byte(word), Value: []byte(word)}, func(_ *kgo.Record, err error) {
 					if err == nil {
-						written.Add(1)
+						l.written.Add(1)
 					}
 				})
 			}
 		}
 	}()
+	return l
+}
 
-	ways := []way{
+func (l *load) stop() {
+	l.once.Do(func() { close(l.done) })
+	l.wg.Wait()
+}
+
+// ways are the three ways of asking that the bench compares.
+func (bn *bench) ways(clocks map[string]causal.Clock) []way {
+	return []way{
 		{"get, asked of the worker holding the key", func(ctx context.Context, word string) error {
-			_, _, err := query.Get(ctx, clientsOf[owner(word)], store, word, serde.String(), serde.Int64())
+			_, _, err := query.Get(ctx, bn.clients[bn.owner(word)], store, word, serde.String(), serde.Int64())
 			return err
 		}},
 		{"get, asked of the other worker (forwarded)", func(ctx context.Context, word string) error {
-			_, _, err := query.Get(ctx, clientsOf[1-owner(word)], store, word, serde.String(), serde.Int64())
+			_, _, err := query.Get(ctx, bn.clients[1-bn.owner(word)], store, word, serde.String(), serde.Int64())
 			return err
 		}},
 		{"causal get, clock already caught up with", func(ctx context.Context, word string) error {
-			_, _, err := query.Get(ctx, clientsOf[owner(word)], store, word, serde.String(), serde.Int64(), query.After(clocks[word], time.Minute))
+			_, _, err := query.Get(ctx, bn.clients[bn.owner(word)], store, word, serde.String(), serde.Int64(), query.After(clocks[word], time.Minute))
 			return err
 		}},
 	}
-	var report strings.Builder
-	fmt.Fprintf(&report, "Store queries on two workers counting words while %d words/s are written; %d clients, %d queries each per way.\n\n",
-		rate, clients, perClient)
-	fmt.Fprintf(&report, "| way | p50 ms | p99 ms | queries/s | pipeline words/s meanwhile |\n|---|---:|---:|---:|---:|\n")
-	for _, wy := range ways {
-		var mu sync.Mutex
-		var lat []time.Duration
-		var failed atomic.Int64
-		before, began := written.Load(), time.Now()
-		var wg sync.WaitGroup
-		for c := range clients {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for q := range perClient {
-					word := fmt.Sprint("w", (c*perClient+q)%words)
-					t0 := time.Now()
-					if err := wy.ask(ctx, word); err != nil {
-						failed.Add(1)
-						continue
-					}
-					d := time.Since(t0)
-					mu.Lock()
-					lat = append(lat, d)
-					mu.Unlock()
+}
+
+// measureWay runs perClient queries from each client the way wy asks, and
+// returns the report's line for it.
+func measureWay(ctx context.Context, wy way, perClient int, written *atomic.Int64) (string, error) {
+	var mu sync.Mutex
+	var lat []time.Duration
+	var failed atomic.Int64
+	before, began := written.Load(), time.Now()
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for q := range perClient {
+				word := fmt.Sprint("w", (c*perClient+q)%words)
+				t0 := time.Now()
+				if err := wy.ask(ctx, word); err != nil {
+					failed.Add(1)
+					continue
 				}
-			}()
-		}
-		wg.Wait()
-		took := time.Since(began)
-		if f := failed.Load(); f > 0 {
-			return fmt.Errorf("%s: %d queries failed", wy.name, f)
-		}
-		slices.Sort(lat)
-		pct := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Microseconds()) / 1000 }
-		line := fmt.Sprintf("| %s | %.1f | %.1f | %.0f | %.0f |\n", wy.name, pct(0.50), pct(0.99),
-			float64(len(lat))/took.Seconds(), float64(written.Load()-before)/took.Seconds())
-		report.WriteString(line)
-		fmt.Print(line)
+				d := time.Since(t0)
+				mu.Lock()
+				lat = append(lat, d)
+				mu.Unlock()
+			}
+		}()
 	}
-	close(stop)
-	loadDone.Wait()
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return err
+	wg.Wait()
+	took := time.Since(began)
+	if f := failed.Load(); f > 0 {
+		return "", fmt.Errorf("%s: %d queries failed", wy.name, f)
 	}
-	fmt.Println()
-	fmt.Print(report.String())
-	return os.WriteFile(filepath.Join(out, "query.md"), []byte(report.String()), 0o644)
+	slices.Sort(lat)
+	pct := func(q float64) float64 { return float64(lat[int(q*float64(len(lat)-1))].Microseconds()) / 1000 }
+	return fmt.Sprintf("| %s | %.1f | %.1f | %.0f | %.0f |\n", wy.name, pct(0.50), pct(0.99),
+		float64(len(lat))/took.Seconds(), float64(written.Load()-before)/took.Seconds()), nil
 }

@@ -1,0 +1,451 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/framework"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// franzConsumer is the group consumer on kgo.
+type franzConsumer struct {
+	base       []kgo.Opt
+	cl         *kgo.Client // the group member, made by Subscribe
+	adm        *kadm.Client
+	group      string
+	instanceID string
+	reset      kgo.Offset
+	handler    rebalanceHandler
+
+	// turn is held by the pump, except while it waits inside kgo's poll,
+	// and by a rebalance callback while it runs the handler.
+	turn sync.Mutex
+	// mu guards starts, which Assign sets in the assigned handler for
+	// adjustOffsets to hand to kgo, and closing.
+	mu      sync.Mutex
+	starts  map[causal.Channel]int64
+	closing bool
+
+	// Owned by the pump: where each partition is read to, and its high
+	// watermark as the last fetch of it said.
+	positions map[causal.Channel]int64
+	highs     map[causal.Channel]int64
+	// ahead is what the consumer took from kgo and has not handed out
+	// yet, partition by partition in the order fetched; paused is what
+	// Pause holds back of it (and of kgo's fetches). See Poll.
+	ahead  []franzAhead
+	paused map[causal.Channel]bool
+}
+
+// franzGroup is the consumer's membership, for TxnOffsetCommit.
+type franzGroup struct {
+	memberID   string
+	generation int32
+	instanceID string
+}
+
+// franzAhead is what one partition of a fetch has left to hand out: an
+// error first, then records.
+type franzAhead struct {
+	ch   causal.Channel
+	err  error
+	recs []*kgo.Record
+}
+
+func (c *franzConsumer) Subscribe(topics []string, h rebalanceHandler) error {
+	c.handler = h
+	opts := append([]kgo.Opt{
+		kgo.ConsumerGroup(c.group), kgo.ConsumeTopics(topics...), kgo.Balancers(kgo.RangeBalancer()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.ConsumeResetOffset(c.reset),
+		kgo.SessionTimeout(10 * time.Second), kgo.HeartbeatInterval(time.Second), kgo.FetchMaxWait(10 * time.Millisecond),
+		kgo.OnPartitionsAssigned(c.onAssigned), kgo.OnPartitionsRevoked(c.onRevoked), kgo.OnPartitionsLost(c.onLost),
+		kgo.AdjustFetchOffsetsFn(c.adjustOffsets),
+	}, c.base...)
+	if c.instanceID != "" {
+		opts = append(opts, kgo.InstanceID(c.instanceID))
+	}
+	// From here on the pump holds the turn, but inside kgo's poll.
+	c.turn.Lock()
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		c.turn.Unlock()
+		return fmt.Errorf("consumer: %w", err)
+	}
+	c.cl = cl
+	return nil
+}
+
+func franzChannels(m map[string][]int32) []causal.Channel {
+	var chs []causal.Channel
+	for topic, ps := range m {
+		for _, p := range ps {
+			chs = append(chs, causal.Channel{Topic: topic, Partition: p})
+		}
+	}
+	return chs
+}
+
+func (c *franzConsumer) isClosing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closing
+}
+
+// inTurn runs f on the callback's goroutine once the pump waits inside
+// kgo's poll, unless the consumer is closing.
+func (c *franzConsumer) inTurn(m map[string][]int32, f func(chs []causal.Channel)) {
+	if len(m) == 0 {
+		return
+	}
+	c.turn.Lock()
+	defer c.turn.Unlock()
+	if !c.isClosing() {
+		f(franzChannels(m))
+	}
+}
+
+func (c *franzConsumer) onAssigned(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	c.inTurn(m, func(chs []causal.Channel) {
+		// A failed assignment stops the worker (its fatal error), so
+		// there is nothing more to do with the error here.
+		_ = c.handler.assigned(chs)
+	})
+}
+
+func (c *franzConsumer) onRevoked(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	c.inTurn(m, func(chs []causal.Channel) {
+		c.handler.revoked(chs, false)
+		c.forget(chs)
+	})
+}
+
+func (c *franzConsumer) onLost(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+	c.inTurn(m, func(chs []causal.Channel) {
+		c.handler.revoked(chs, true)
+		c.forget(chs)
+	})
+}
+
+func (c *franzConsumer) forget(chs []causal.Channel) {
+	for _, ch := range chs {
+		delete(c.positions, ch)
+		delete(c.highs, ch)
+	}
+	c.dropAhead(chs...)
+}
+
+// dropAhead forgets what the consumer read ahead of chs.
+func (c *franzConsumer) dropAhead(chs ...causal.Channel) {
+	c.ahead = slices.DeleteFunc(c.ahead, func(a franzAhead) bool { return slices.Contains(chs, a.ch) })
+}
+
+// adjustOffsets starts each assigned partition where the worker said.
+func (c *franzConsumer) adjustOffsets(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for topic, ps := range offsets {
+		for p := range ps {
+			if off, ok := c.starts[causal.Channel{Topic: topic, Partition: p}]; ok {
+				ps[p] = kgo.NewOffset().At(off).WithEpoch(-1)
+			}
+		}
+	}
+	return offsets, nil
+}
+
+// Assign keeps starts for adjustOffsets, and as the partitions' positions
+// until records move them: a partition with nothing new to read has its
+// start as its position, as librdkafka's consumer reports it.
+func (c *franzConsumer) Assign(starts map[causal.Channel]int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.starts = starts
+	for ch, off := range starts {
+		c.positions[ch] = off
+		c.dropAhead(ch)
+	}
+	return nil
+}
+
+// Poll hands out up to max events the consumer read ahead; with none
+// left to hand out, it lets a waiting rebalance run, then takes everything
+// kgo has fetched. A control record (a transaction marker) becomes a
+// position advance. The pump gives up its turn only while it waits inside
+// kgo's poll.
+//
+// Taking all of kgo's buffered fetch at once is what lets kgo fetch again
+// while the pump works: kgo sends a partition's next fetch only once the
+// last one is taken in full, so polling it max records at a time would
+// leave the broker idle while the pump handles a fetch, and the pump idle
+// while the next one comes. A rebalance waits until what was read ahead
+// is handed out, which is one fetch.
+func (c *franzConsumer) Poll(timeout time.Duration, max int, batch *[]consumerEvent) int {
+	if n := c.handOut(max, batch); n > 0 {
+		return n
+	}
+	c.cl.AllowRebalance()
+	ctx, cancel := context.WithTimeout(context.Background(), max1ms(timeout))
+	c.turn.Unlock() // a rebalance callback may run the handler now
+	fetches := c.cl.PollFetches(ctx)
+	c.turn.Lock()
+	cancel()
+	for i := range fetches {
+		for j := range fetches[i].Topics {
+			t := &fetches[i].Topics[j]
+			for k := range t.Partitions {
+				c.readAhead(t.Topic, &t.Partitions[k])
+			}
+		}
+	}
+	return c.handOut(max, batch)
+}
+
+// max1ms is timeout, or a millisecond for none: kgo takes what it has
+// buffered only with a context that is not done yet.
+func max1ms(timeout time.Duration) time.Duration { return max(timeout, time.Millisecond) }
+
+// readAhead keeps what kgo fetched of one partition to hand out.
+func (c *franzConsumer) readAhead(topic string, p *kgo.FetchPartition) {
+	ch := causal.Channel{Topic: topic, Partition: p.Partition}
+	err := p.Err
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) {
+		err = nil
+	}
+	if p.HighWatermark > 0 {
+		c.highs[ch] = p.HighWatermark
+	}
+	if err != nil || len(p.Records) > 0 {
+		c.ahead = append(c.ahead, franzAhead{ch: ch, err: err, recs: p.Records})
+	}
+}
+
+// handOut turns up to max of the events read ahead into batch, skipping
+// paused partitions, and returns how many.
+func (c *franzConsumer) handOut(max int, batch *[]consumerEvent) int {
+	n := 0
+	for i := range c.ahead {
+		if n == max {
+			break
+		}
+		if a := &c.ahead[i]; !c.paused[a.ch] {
+			n += c.take(a, max-n, batch)
+		}
+	}
+	c.ahead = slices.DeleteFunc(c.ahead, func(a franzAhead) bool { return a.err == nil && len(a.recs) == 0 })
+	return n
+}
+
+// take turns up to max events of a into batch and returns how many.
+func (c *franzConsumer) take(a *franzAhead, max int, batch *[]consumerEvent) int {
+	topic, partition := a.ch.Topic, a.ch.Partition
+	n := 0
+	if a.err != nil {
+		*batch = append(*batch, consumerEvent{kind: eventPartitionError, msg: message{Topic: topic, Partition: partition}, err: franzError(a.err)})
+		a.err = nil
+		n++
+	}
+	recs := a.recs[:min(len(a.recs), max-n)]
+	a.recs = a.recs[len(recs):]
+	if len(recs) > 0 {
+		c.positions[a.ch] = recs[len(recs)-1].Offset + 1
+	}
+	for _, r := range recs {
+		if r.Attrs.IsControl() {
+			*batch = append(*batch, consumerEvent{kind: eventPosition, msg: message{Topic: topic, Partition: partition, Offset: r.Offset + 1}})
+		} else {
+			setRecordEvent(nextEvent(batch), topic, partition, r)
+		}
+	}
+	return n + len(recs)
+}
+
+// nextEvent extends batch by one event and returns it. The event may hold
+// one the pump handled before: set all of it.
+func nextEvent(batch *[]consumerEvent) *consumerEvent {
+	b := *batch
+	if len(b) < cap(b) {
+		b = b[:len(b)+1]
+	} else {
+		b = append(b, consumerEvent{})
+	}
+	*batch = b
+	return &b[len(b)-1]
+}
+
+// setRecordEvent makes e the event of record r, fetched from topic and
+// partition. Its fields are written one at a time, and those holding
+// pointers only when they change (see franzProducer.Produce).
+func setRecordEvent(e *consumerEvent, topic string, partition int32, r *kgo.Record) {
+	e.kind = eventRecord
+	if e.err != nil {
+		e.err = nil
+	}
+	m := &e.msg
+	if m.Topic != topic {
+		m.Topic = topic
+	}
+	m.Partition, m.Offset, m.Key, m.Value = partition, r.Offset, r.Key, r.Value
+	if m.Timestamp != r.Timestamp {
+		m.Timestamp = r.Timestamp
+	}
+	var hs []framework.Header
+	if len(r.Headers) > 0 {
+		hs = frameworkHeaders(r.Headers)
+	}
+	m.Headers = hs
+}
+
+func franzOffsets(at map[causal.Channel]int64) map[string]map[int32]kgo.EpochOffset {
+	out := map[string]map[int32]kgo.EpochOffset{}
+	for ch, off := range at {
+		if out[ch.Topic] == nil {
+			out[ch.Topic] = map[int32]kgo.EpochOffset{}
+		}
+		out[ch.Topic][ch.Partition] = kgo.EpochOffset{Epoch: -1, Offset: off}
+	}
+	return out
+}
+
+func franzPartitions(chs []causal.Channel) map[string][]int32 {
+	out := map[string][]int32{}
+	for _, ch := range chs {
+		out[ch.Topic] = append(out[ch.Topic], ch.Partition)
+	}
+	return out
+}
+
+func (c *franzConsumer) Seek(ch causal.Channel, offset int64) error {
+	c.cl.SetOffsets(franzOffsets(map[causal.Channel]int64{ch: offset}))
+	c.positions[ch] = offset
+	c.dropAhead(ch)
+	return nil
+}
+
+// Pause stops kgo fetching chs and holds back what was read ahead of
+// them, to be handed out after Resume.
+func (c *franzConsumer) Pause(chs []causal.Channel) error {
+	c.cl.PauseFetchPartitions(franzPartitions(chs))
+	for _, ch := range chs {
+		c.paused[ch] = true
+	}
+	return nil
+}
+
+func (c *franzConsumer) Resume(chs []causal.Channel) error {
+	c.cl.ResumeFetchPartitions(franzPartitions(chs))
+	for _, ch := range chs {
+		delete(c.paused, ch)
+	}
+	return nil
+}
+
+func (c *franzConsumer) Position(chs []causal.Channel) (map[causal.Channel]int64, error) {
+	out := make(map[causal.Channel]int64, len(chs))
+	for _, ch := range chs {
+		if off, ok := c.positions[ch]; ok {
+			out[ch] = off
+		}
+	}
+	return out, nil
+}
+
+func (c *franzConsumer) CachedWatermarks(ch causal.Channel) (low, high int64, ok bool) {
+	high, ok = c.highs[ch]
+	return 0, high, ok
+}
+
+func (c *franzConsumer) GroupMetadata() (groupMetadata, error) {
+	member, gen := c.cl.GroupMetadata()
+	return franzGroup{memberID: member, generation: gen, instanceID: c.instanceID}, nil
+}
+
+func (c *franzConsumer) Committed(chs []causal.Channel) (map[causal.Channel]int64, error) {
+	// Long enough for a transaction that a worker left open when it died
+	// to time out (10 s, see the producer), which settles its offsets.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*franzRequestTimeout)
+	defer cancel()
+	return franzGroupOffsets(kadm.RequireStable(ctx), c.adm, c.group, chs)
+}
+
+// franzGroupOffsets returns group's committed offsets of chs. Offsets a
+// transaction still holds open are waited for (UNSTABLE_OFFSET_COMMIT, the
+// answer to a stable fetch while they are), as librdkafka does, within
+// ctx.
+func franzGroupOffsets(ctx context.Context, adm *kadm.Client, group string, chs []causal.Channel) (map[causal.Channel]int64, error) {
+	var res kadm.OffsetResponses
+	err := retryWhile(ctx, franzBackoff(1), time.Second, func() error {
+		var err error
+		if res, err = adm.FetchOffsets(ctx, group); err != nil {
+			return err
+		}
+		return res.Error()
+	}, kerr.UnstableOffsetCommit, kerr.CoordinatorLoadInProgress)
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return map[causal.Channel]int64{}, nil // nothing committed yet
+	}
+	if err != nil {
+		return nil, fmt.Errorf("committed offsets of group %s: %w", group, franzError(err))
+	}
+	out := make(map[causal.Channel]int64, len(chs))
+	for _, ch := range chs {
+		if o, ok := res.Lookup(ch.Topic, ch.Partition); ok && o.At >= 0 {
+			out[ch] = o.At
+		}
+	}
+	return out, nil
+}
+
+func (c *franzConsumer) Watermarks(ch causal.Channel) (low, high int64, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), franzRequestTimeout)
+	defer cancel()
+	starts, err := c.adm.ListStartOffsets(ctx, ch.Topic)
+	if err != nil {
+		return 0, 0, franzError(err)
+	}
+	ends, err := c.adm.ListEndOffsets(ctx, ch.Topic)
+	if err != nil {
+		return 0, 0, franzError(err)
+	}
+	if low, err = franzListed(starts, ch); err != nil {
+		return 0, 0, fmt.Errorf("start offset of %s: %w", ch, err)
+	}
+	if high, err = franzListed(ends, ch); err != nil {
+		return 0, 0, fmt.Errorf("end offset of %s: %w", ch, err)
+	}
+	return low, high, nil
+}
+
+// franzListed is ch's offset in a listing of start or end offsets.
+func franzListed(l kadm.ListedOffsets, ch causal.Channel) (int64, error) {
+	o, ok := l.Lookup(ch.Topic, ch.Partition)
+	switch {
+	case !ok:
+		return 0, franzError(kerr.UnknownTopicOrPartition)
+	case o.Err != nil:
+		return 0, franzError(o.Err)
+	}
+	return o.Offset, nil
+}
+
+func (c *franzConsumer) Close() error {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
+	if c.cl != nil {
+		// A callback waiting for the turn must get it, see closing and
+		// return: closing waits for the callbacks.
+		c.turn.Unlock()
+		c.cl.CloseAllowingRebalance()
+	}
+	c.adm.Close()
+	return nil
+}
