@@ -83,12 +83,21 @@ test-browser: chromium ## Drive the worker's page in headless Chromium alone; SC
 test-short: ## Run the tests without the race detector and with fewer seeds.
 	CAUSEWAY_SIM_SEEDS=40 $(GO) test -count=1 $(PKGS)
 
-# staticcheck, run from the module proxy at a pinned version.
+# staticcheck and gocyclo, run from the module proxy at pinned versions.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+GOCYCLO ?= github.com/fzipp/gocyclo/cmd/gocyclo@v0.6.0
+# The most a function's cyclomatic complexity and a file's lines may be,
+# tests and generated code aside.
+MAX_CYCLO ?= 25
+MAX_LINES ?= 700
 
-lint: ## gofmt, go vet and staticcheck, with cgo and without; the worker examples must build without cgo.
+lint: ## gofmt, go vet and staticcheck, with cgo and without; no function over cyclomatic $(MAX_CYCLO) nor file over $(MAX_LINES) lines outside tests; the worker examples must build without cgo.
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	@long=$$(grep -L '^// Code generated .* DO NOT EDIT\.$$' $$(git ls-files '*.go' ':!:*_test.go' 2>/dev/null || find . -name '*.go' ! -name '*_test.go') | \
+		xargs wc -l | awk '$$2 != "total" && $$1 > $(MAX_LINES)'); \
+	if [ -n "$$long" ]; then echo "files over $(MAX_LINES) lines (split them by concern):"; echo "$$long"; exit 1; fi
+	$(GO) run $(GOCYCLO) -over $(MAX_CYCLO) -ignore '_test\.go$$' .
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags causal_mutants ./causal/
 	@# Without cgo, the librdkafka transport, the Schema Registry serdes and

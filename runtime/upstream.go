@@ -128,42 +128,24 @@ func (w *Worker) throughUpstream(ctx context.Context, q Query, until time.Time) 
 	if !ok {
 		return causal.Clock{}, fmt.Errorf("%w: %q", ErrUnknownStore, q.Store)
 	}
-	plan := planUpstream(w.topo, pi.Name)
-	direct := map[causal.Channel]int64{}
-	pending := map[causal.Channel]int64{}
-	claim := func(ch causal.Channel, off int64) {
-		if plan.inputs[ch.Topic] {
-			direct[ch] = max(direct[ch], off)
-		}
-		if _, through := plan.via[ch.Topic]; through {
-			if cur, ok := pending[ch]; !ok || off > cur {
-				pending[ch] = off
-			}
-		}
-	}
+	walk := &upstreamWalk{plan: planUpstream(w.topo, pi.Name), direct: map[causal.Channel]int64{}, pending: map[causal.Channel]int64{}}
 	for ch, off := range q.After.All() {
-		claim(ch, off)
+		walk.claim(ch, off)
 	}
-	if len(pending) > 0 && plan.cyclic {
+	if len(walk.pending) > 0 && walk.plan.cyclic {
 		return causal.Clock{}, fmt.Errorf("%w: the processors before %s form a cycle", ErrClockNotCheckable, pi.Name)
 	}
 	w.mu.Lock()
 	view := w.upstream
 	w.mu.Unlock()
-	if len(pending) > 0 && view == nil {
+	if len(walk.pending) > 0 && view == nil {
 		return causal.Clock{}, fmt.Errorf("%w: this worker cannot read the group's offsets", ErrClockNotCheckable)
 	}
 	backoff := 5 * time.Millisecond
-	for len(pending) > 0 {
-		committed, err := view.cluster.GroupCommitted(ctx, slices.Collect(maps.Keys(pending)))
+	for len(walk.pending) > 0 {
+		passed, err := walk.passed(ctx, view)
 		if err != nil {
-			return causal.Clock{}, fmt.Errorf("%w: %w", ErrNotAvailable, err)
-		}
-		var passed []causal.Channel
-		for ch, off := range pending {
-			if next, ok := committed[ch]; ok && next > off {
-				passed = append(passed, ch)
-			}
+			return causal.Clock{}, err
 		}
 		if len(passed) == 0 {
 			if !time.Now().Add(backoff).Before(until) {
@@ -175,34 +157,81 @@ func (w *Worker) throughUpstream(ctx context.Context, q Query, until time.Time) 
 			backoff = min(2*backoff, 100*time.Millisecond)
 			continue
 		}
-		outs := map[causal.Channel]bool{} // each once: the admin client refuses duplicates
-		for _, ch := range passed {
-			delete(pending, ch)
-			for _, topic := range plan.via[ch.Topic] {
-				n := view.partitions[topic]
-				if n <= 0 {
-					return causal.Clock{}, fmt.Errorf("%w: the partitions of %s are not known yet", ErrNotAvailable, topic)
-				}
-				for p := range n {
-					outs[causal.Channel{Topic: topic, Partition: p}] = true
-				}
-			}
-		}
-		ends, err := view.cluster.Ends(ctx, slices.Collect(maps.Keys(outs)))
-		if err != nil {
-			return causal.Clock{}, fmt.Errorf("%w: %w", ErrNotAvailable, err)
-		}
-		for ch, end := range ends {
-			if end > 0 {
-				claim(ch, end-1)
-			}
+		if err := walk.follow(ctx, view, passed); err != nil {
+			return causal.Clock{}, err
 		}
 	}
-	entries := make([]causal.Entry, 0, len(direct))
-	for ch, off := range direct {
+	entries := make([]causal.Entry, 0, len(walk.direct))
+	for ch, off := range walk.direct {
 		entries = append(entries, causal.Entry{Channel: ch, Offset: off})
 	}
 	return causal.NewClock(entries...)
+}
+
+// upstreamWalk follows the claims of one query's clock through the
+// processors before a store: direct holds the claims on the store's own
+// inputs, pending those on topics further up whose records have yet to be
+// committed through the processors in between.
+type upstreamWalk struct {
+	plan            upstreamPlan
+	direct, pending map[causal.Channel]int64
+}
+
+// claim takes in a claim on ch up to off: kept where ch is an input of the
+// store's processor, pending where ch reaches it through others.
+func (u *upstreamWalk) claim(ch causal.Channel, off int64) {
+	if u.plan.inputs[ch.Topic] {
+		u.direct[ch] = max(u.direct[ch], off)
+	}
+	if _, through := u.plan.via[ch.Topic]; through {
+		if cur, ok := u.pending[ch]; !ok || off > cur {
+			u.pending[ch] = off
+		}
+	}
+}
+
+// passed returns the pending channels whose claims the group has committed
+// past.
+func (u *upstreamWalk) passed(ctx context.Context, view *upstreamView) ([]causal.Channel, error) {
+	committed, err := view.cluster.GroupCommitted(ctx, slices.Collect(maps.Keys(u.pending)))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotAvailable, err)
+	}
+	var passed []causal.Channel
+	for ch, off := range u.pending {
+		if next, ok := committed[ch]; ok && next > off {
+			passed = append(passed, ch)
+		}
+	}
+	return passed, nil
+}
+
+// follow settles the claims on passed: each becomes a claim on the ends of
+// the outputs it reaches the store through, as they are now.
+func (u *upstreamWalk) follow(ctx context.Context, view *upstreamView, passed []causal.Channel) error {
+	outs := map[causal.Channel]bool{} // each once: the admin client refuses duplicates
+	for _, ch := range passed {
+		delete(u.pending, ch)
+		for _, topic := range u.plan.via[ch.Topic] {
+			n := view.partitions[topic]
+			if n <= 0 {
+				return fmt.Errorf("%w: the partitions of %s are not known yet", ErrNotAvailable, topic)
+			}
+			for p := range n {
+				outs[causal.Channel{Topic: topic, Partition: p}] = true
+			}
+		}
+	}
+	ends, err := view.cluster.Ends(ctx, slices.Collect(maps.Keys(outs)))
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNotAvailable, err)
+	}
+	for ch, end := range ends {
+		if end > 0 {
+			u.claim(ch, end-1)
+		}
+	}
+	return nil
 }
 
 // sleep waits d, or less if ctx ends or the worker stops.

@@ -69,48 +69,10 @@ func readYourWrites(ctx context.Context, topo *framework.Topology, o demoOptions
 		return ReadReport{}, err
 	}
 	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(os.Stderr), zap.ErrorLevel))
-	var (
-		workers []worker
-		states  []string
-	)
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		for _, wk := range workers {
-			if err := wk.srv.Stop(stopCtx); err != nil {
-				fmt.Fprintln(os.Stderr, "stop server:", err)
-			}
-			if err := wk.w.Stop(stopCtx); err != nil {
-				fmt.Fprintln(os.Stderr, "stop worker:", err)
-			}
-		}
-		for _, dir := range states { // once no worker writes there
-			os.RemoveAll(dir)
-		}
-	}()
-	for i := range 2 {
-		state, err := os.MkdirTemp("", "causeway-orders-")
-		if err != nil {
-			return ReadReport{}, err
-		}
-		states = append(states, state)
-		cfg := runtime.DefaultConfig()
-		cfg.Client = cmp.Or(o.client, cfg.Client)
-		cfg.ApplicationID, cfg.BootstrapServers, cfg.StateDir, cfg.HTTPAddr = "shop", b.Addr(), state, ""
-		cfg.InstanceID = "shop-" + strconv.Itoa(i)
-		w, err := runtime.NewWorker(cfg, topo, log, nil)
-		if err != nil {
-			return ReadReport{}, err
-		}
-		if err := w.Start(ctx); err != nil {
-			return ReadReport{}, err
-		}
-		srv := runtime.NewServer("127.0.0.1:0", w, log)
-		if err := srv.Start(ctx); err != nil {
-			_ = w.Stop(ctx)
-			return ReadReport{}, err
-		}
-		workers = append(workers, worker{w: w, srv: srv, q: query.NewClient("http://" + srv.Addr())})
+	workers, stop, err := startWorkers(ctx, b.Addr(), topo, o, log)
+	defer stop()
+	if err != nil {
+		return ReadReport{}, err
 	}
 	fmt.Fprintf(out, "  two workers share the shop's tasks...")
 	if err := shareTasks(ctx, topo, workers); err != nil {
@@ -129,29 +91,71 @@ func readYourWrites(ctx context.Context, topo *framework.Topology, o demoOptions
 		return ReadReport{}, err
 	}
 	defer client.Close()
+	r, err := payAndRead(ctx, client, workers, o)
+	if err != nil {
+		return r, err
+	}
+	fmt.Fprintf(out, " done\n")
+	return r, nil
+}
 
+// startWorkers starts two workers of topo on the broker at addr, each
+// with an HTTP server and a query client of it. stop stops them and
+// removes their state, whatever the error.
+func startWorkers(ctx context.Context, addr string, topo *framework.Topology, o demoOptions, log *zap.Logger) (workers []worker, stop func(), err error) {
+	var states []string
+	stop = func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, wk := range workers {
+			if err := wk.srv.Stop(stopCtx); err != nil {
+				fmt.Fprintln(os.Stderr, "stop server:", err)
+			}
+			if err := wk.w.Stop(stopCtx); err != nil {
+				fmt.Fprintln(os.Stderr, "stop worker:", err)
+			}
+		}
+		for _, dir := range states { // once no worker writes there
+			os.RemoveAll(dir)
+		}
+	}
+	for i := range 2 {
+		state, err := os.MkdirTemp("", "causeway-orders-")
+		if err != nil {
+			return workers, stop, err
+		}
+		states = append(states, state)
+		cfg := runtime.DefaultConfig()
+		cfg.Client = cmp.Or(o.client, cfg.Client)
+		cfg.ApplicationID, cfg.BootstrapServers, cfg.StateDir, cfg.HTTPAddr = "shop", addr, state, ""
+		cfg.InstanceID = "shop-" + strconv.Itoa(i)
+		w, err := runtime.NewWorker(cfg, topo, log, nil)
+		if err != nil {
+			return workers, stop, err
+		}
+		if err := w.Start(ctx); err != nil {
+			return workers, stop, err
+		}
+		srv := runtime.NewServer("127.0.0.1:0", w, log)
+		if err := srv.Start(ctx); err != nil {
+			_ = w.Stop(ctx)
+			return workers, stop, err
+		}
+		workers = append(workers, worker{w: w, srv: srv, q: query.NewClient("http://" + srv.Addr())})
+	}
+	return workers, stop, nil
+}
+
+// payAndRead writes each order and its payment, then at once asks the
+// worker that does not hold the order for its status, without a clock and
+// (on a goroutine of its own, as the wait may be long) with the session's.
+func payAndRead(ctx context.Context, client *Client, workers []worker, o demoOptions) (ReadReport, error) {
 	r := ReadReport{Orders: o.orders}
 	var (
 		mu    sync.Mutex
 		wg    sync.WaitGroup
 		fails []error
 	)
-	// statusOf asks wk for order's status, again while the answer is
-	// one to retry (the worker has not read where the others are yet).
-	statusOf := func(wk worker, order string, opts ...query.Option) (string, error) {
-		for {
-			v, found, err := query.Get(ctx, wk.q, StatusStore, order, serde.String(), serde.String(), opts...)
-			var qe *query.Error
-			if errors.As(err, &qe) && qe.Retryable && ctx.Err() == nil && len(opts) == 0 {
-				time.Sleep(20 * time.Millisecond)
-				continue
-			}
-			if err != nil || !found {
-				return "", err
-			}
-			return v, nil
-		}
-	}
 	for i := range o.orders {
 		order := fmt.Sprintf("rw-order-%04d", i)
 		if err := client.Write(ctx, OrdersTopic, order, "created "+order); err != nil {
@@ -165,7 +169,7 @@ func readYourWrites(ctx context.Context, topo *framework.Topology, o demoOptions
 		if elsewhere {
 			r.Forwarded++
 		}
-		plain, err := statusOf(other, order)
+		plain, err := statusOf(ctx, other, order)
 		if err != nil {
 			return r, fmt.Errorf("status of %s without a clock: %w", order, err)
 		}
@@ -176,7 +180,7 @@ func readYourWrites(ctx context.Context, topo *framework.Topology, o demoOptions
 		go func() {
 			defer wg.Done()
 			began := time.Now()
-			v, err := statusOf(other, order, query.After(clock, o.timeout/2))
+			v, err := statusOf(ctx, other, order, query.After(clock, o.timeout/2))
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -190,11 +194,25 @@ func readYourWrites(ctx context.Context, topo *framework.Topology, o demoOptions
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(fails...); err != nil {
-		return r, err
+	return r, errors.Join(fails...)
+}
+
+// statusOf asks wk for order's status, again while the answer is one to
+// retry (the worker has not read where the others are yet) and no clock
+// was given.
+func statusOf(ctx context.Context, wk worker, order string, opts ...query.Option) (string, error) {
+	for {
+		v, found, err := query.Get(ctx, wk.q, StatusStore, order, serde.String(), serde.String(), opts...)
+		var qe *query.Error
+		if errors.As(err, &qe) && qe.Retryable && ctx.Err() == nil && len(opts) == 0 {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		if err != nil || !found {
+			return "", err
+		}
+		return v, nil
 	}
-	fmt.Fprintf(out, " done\n")
-	return r, nil
 }
 
 // shareTasks waits until the workers are ready and run every task

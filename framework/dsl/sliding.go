@@ -230,98 +230,138 @@ func slidingUpdate[K, V any](buf store.Window, clock *stepClock, s Stream[K, V],
 // windows would start before the epoch) goes to the window [0, d], which
 // comes last.
 func slidingOrder[V any](recs []slidingRecord[V], at time.Time, d time.Duration) []time.Time {
-	holds := func(start, t time.Time) bool { return !t.Before(start) && !t.After(start.Add(d)) }
-	// existed reports whether the window was there before this record:
-	// the window ending at an earlier record, or the one just after an
-	// earlier record that a later one fell in.
-	skipped := false // the new record, once, among recs
-	var before []time.Time
-	for _, r := range recs {
-		if r.at.Equal(at) && !skipped {
-			skipped = true
-			continue
-		}
-		before = append(before, r.at)
-	}
-	existed := func(start time.Time) bool {
-		for i, r := range before {
-			if slidingStart(r, d).Equal(start) {
-				return true
-			}
-			if r.Add(slidingStep).Equal(start) {
-				// before is in time order: the first record at or after
-				// start decides whether any falls in the window.
-				for _, q := range before[i+1:] {
-					if !q.Before(start) {
-						return !q.After(start.Add(d))
-					}
-				}
-			}
-		}
-		return false
-	}
-	own := slidingStart(at, d)
-	candidates := []time.Time{own}
-	twins := 0 // records at the new one's time, itself included
-	var prev *time.Time
-	for i, r := range recs {
-		switch {
-		case r.at.Equal(at):
-			twins++
-		case r.at.After(at) && !r.at.After(at.Add(d)):
-			candidates = append(candidates, slidingStart(r.at, d)) // the window ending at r
-		case r.at.Before(at):
-			candidates = append(candidates, r.at.Add(slidingStep)) // the window just after r
-			prev = &recs[i].at
-		}
-	}
-	early := at.Add(-d).Before(epoch)
-	var updated []time.Time
-	for _, start := range sortedStarts(candidates) {
-		if existed(start) && !(early && start.Equal(own)) {
-			updated = append(updated, start)
-		}
-	}
-	if !early {
-		slices.Reverse(updated)
-	}
-	// The windows the record makes.
-	var made []time.Time
-	prevRight := func() {
-		if prev != nil && holds(prev.Add(slidingStep), at) && !existed(prev.Add(slidingStep)) {
-			made = append(made, prev.Add(slidingStep))
-		}
-	}
-	ownRight := func() {
-		start := at.Add(slidingStep)
-		if twins > 1 {
-			return // a record at the same time made it
-		}
-		for _, r := range recs {
-			if r.at.After(at) && holds(start, r.at) {
-				made = append(made, start)
-				return
-			}
-		}
-	}
-	if early {
-		ownRight()
-		prevRight()
-		made = append(made, own) // made or updated
-	} else {
-		prevRight()
-		if !existed(own) {
-			made = append(made, own)
-		}
-		ownRight()
-	}
-	out := updated
-	for _, start := range made {
+	c := newSlidingChange(recs, at, d)
+	out := c.updated()
+	for _, start := range c.made() {
 		if !slices.ContainsFunc(out, start.Equal) {
 			out = append(out, start)
 		}
 	}
 	return out
+}
+
+// slidingChange is what slidingOrder knows of the key's windows around a
+// new record at `at`.
+type slidingChange[V any] struct {
+	recs  []slidingRecord[V]
+	at    time.Time
+	d     time.Duration
+	own   time.Time // the start of the window ending at the new record
+	early bool      // the record is earlier than d: its window is [0, d]
+	// before is the times of the key's records but the new one, in order.
+	before []time.Time
+	// candidates are the starts of the windows that may hold the record.
+	candidates []time.Time
+	// twins counts the records at the new one's time, itself included.
+	twins int
+	// prev is the latest record before the new one, if any.
+	prev *time.Time
+}
+
+func newSlidingChange[V any](recs []slidingRecord[V], at time.Time, d time.Duration) *slidingChange[V] {
+	c := &slidingChange[V]{recs: recs, at: at, d: d, own: slidingStart(at, d), early: at.Add(-d).Before(epoch)}
+	skipped := false // the new record, once, among recs
+	for _, r := range recs {
+		if r.at.Equal(at) && !skipped {
+			skipped = true
+			continue
+		}
+		c.before = append(c.before, r.at)
+	}
+	c.candidates = []time.Time{c.own}
+	for i, r := range recs {
+		switch {
+		case r.at.Equal(at):
+			c.twins++
+		case r.at.After(at) && !r.at.After(at.Add(d)):
+			c.candidates = append(c.candidates, slidingStart(r.at, d)) // the window ending at r
+		case r.at.Before(at):
+			c.candidates = append(c.candidates, r.at.Add(slidingStep)) // the window just after r
+			c.prev = &recs[i].at
+		}
+	}
+	return c
+}
+
+// holds reports whether the window starting at start holds time t.
+func (c *slidingChange[V]) holds(start, t time.Time) bool {
+	return !t.Before(start) && !t.After(start.Add(c.d))
+}
+
+// existed reports whether the window starting at start was there before
+// the new record: the window ending at an earlier record, or the one just
+// after an earlier record that a later one fell in.
+func (c *slidingChange[V]) existed(start time.Time) bool {
+	for i, r := range c.before {
+		if slidingStart(r, c.d).Equal(start) {
+			return true
+		}
+		if r.Add(slidingStep).Equal(start) {
+			// before is in time order: the first record at or after
+			// start decides whether any falls in the window.
+			for _, q := range c.before[i+1:] {
+				if !q.Before(start) {
+					return !q.After(start.Add(c.d))
+				}
+			}
+		}
+	}
+	return false
+}
+
+// updated returns the windows that existed and now take the record in, in
+// the order Kafka Streams updates them.
+func (c *slidingChange[V]) updated() []time.Time {
+	var updated []time.Time
+	for _, start := range sortedStarts(c.candidates) {
+		if c.existed(start) && !(c.early && start.Equal(c.own)) {
+			updated = append(updated, start)
+		}
+	}
+	if !c.early {
+		slices.Reverse(updated)
+	}
+	return updated
+}
+
+// made returns the windows the record makes, in the order Kafka Streams
+// makes them.
+func (c *slidingChange[V]) made() []time.Time {
+	var made []time.Time
+	if c.early {
+		made = c.ownRight(made)
+		made = c.prevRight(made)
+		return append(made, c.own) // made or updated
+	}
+	made = c.prevRight(made)
+	if !c.existed(c.own) {
+		made = append(made, c.own)
+	}
+	return c.ownRight(made)
+}
+
+// prevRight appends the window just after the previous record, when it
+// holds the new record and did not exist.
+func (c *slidingChange[V]) prevRight(made []time.Time) []time.Time {
+	if c.prev != nil && c.holds(c.prev.Add(slidingStep), c.at) && !c.existed(c.prev.Add(slidingStep)) {
+		made = append(made, c.prev.Add(slidingStep))
+	}
+	return made
+}
+
+// ownRight appends the window just after the new record, when a later
+// record falls in it and no record at the same time made it.
+func (c *slidingChange[V]) ownRight(made []time.Time) []time.Time {
+	if c.twins > 1 {
+		return made // a record at the same time made it
+	}
+	start := c.at.Add(slidingStep)
+	for _, r := range c.recs {
+		if r.at.After(c.at) && c.holds(start, r.at) {
+			return append(made, start)
+		}
+	}
+	return made
 }
 
 // slidingRecord is one record a sliding aggregation keeps: its time, its

@@ -62,7 +62,7 @@ type bench struct {
 	// processor is the name of the processor that counts (the DSL names
 	// it after its aggregation), whose tasks hold the counts.
 	processor string
-	stops   []func()
+	stops     []func()
 }
 
 func run(perClient, rate int, out string) error {
