@@ -73,8 +73,8 @@ func (w *Worker) releaseOutputs() {
 		return
 	}
 	for _, rt := range w.tasks.Tasks() {
-		if rt.T != nil {
-			rt.T.ReleaseOutputs()
+		if rt.Task() != nil {
+			rt.Task().ReleaseOutputs()
 		}
 	}
 }
@@ -85,7 +85,7 @@ func (w *Worker) writeChangelog(p taskmgr.Pending) error {
 	for name, changes := range p.Snap.Changes {
 		cl := storeChangelogTopic(w.cfg.ApplicationID, name)
 		for _, c := range changes {
-			if err := w.producer.produce(changelogMessage(cl, p.Task.Partition, c.Key, c.Value)); err != nil {
+			if err := w.producer.produce(changelogMessage(cl, p.Task.Partition(), c.Key, c.Value)); err != nil {
 				return err
 			}
 		}
@@ -95,8 +95,8 @@ func (w *Worker) writeChangelog(p taskmgr.Pending) error {
 		next[e.Channel.Topic] = e.Offset
 	}
 	cp := taskCheckpoint{next: next, stream: p.Snap.StreamTime, gate: p.Snap.Checkpoint}
-	topic := checkpointTopic(w.cfg.ApplicationID, p.Task.Processor)
-	return w.producer.produce(changelogMessage(topic, p.Task.Partition, checkpointRecordKey, cp.encode()))
+	topic := checkpointTopic(w.cfg.ApplicationID, p.Task.Processor())
+	return w.producer.produce(changelogMessage(topic, p.Task.Partition(), checkpointRecordKey, cp.encode()))
 }
 
 // onCommitError aborts and rebuilds the tasks that had effects in the
@@ -126,7 +126,7 @@ func (w *Worker) onCommitError(err error) {
 func (w *Worker) abort() {
 	w.mustAbort = false
 	for _, rt := range w.tasks.Tasks() {
-		rt.Streamed = 0
+		rt.StreamedAborted()
 	}
 	if err := w.producer.abort(); err != nil {
 		w.fatalErr = err

@@ -38,7 +38,7 @@ func (w *Worker) rebuild(rts []*taskmgr.Task) {
 	}
 	ids := make([]string, len(rts))
 	for i, rt := range rts {
-		ids[i] = rt.ID
+		ids[i] = rt.ID()
 	}
 	w.log.Info("rebuilding tasks from committed state", zap.Strings("tasks", ids))
 	cold, err := w.tasks.Prepare(rts)
@@ -77,7 +77,7 @@ func (w *Worker) serve(req taskRequest) taskReply {
 		return taskReply{err: err}
 	}
 	if req.skip {
-		rt.Skips = append(rt.Skips, skip)
+		rt.AddSkip(skip)
 		w.log.Warn("moving task past the record it failed on; the record goes to the dead-letter topic",
 			zap.String("task", req.id), zap.Stringer("channel", skip.Record.Channel), zap.Int64("offset", skip.Record.Offset),
 			zap.String("dead_letter_topic", w.deadLetter))

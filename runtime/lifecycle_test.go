@@ -98,20 +98,20 @@ func TestRestartRebuildsOnlyTheFailedTask(t *testing.T) {
 	fake.send(in1, "y")
 	w.drainAndCommit(t)
 	failed := w.taskObject(t, "a/0")
-	require.Equal(t, StateFailed, failed.State)
+	require.Equal(t, StateFailed, failed.State())
 	before := map[string]*task.Task{}
 	for _, id := range []string{"b/0", "a/1", "b/1"} {
-		before[id] = w.taskObject(t, id).T
-		require.Equal(t, StateRunning, w.taskObject(t, id).State, id)
+		before[id] = w.taskObject(t, id).Task()
+		require.Equal(t, StateRunning, w.taskObject(t, id).State(), id)
 	}
-	held := w.taskObject(t, "b/0").T.Status().Held
+	held := w.taskObject(t, "b/0").Task().Status().Held
 	require.Equal(t, 2, held, "b/0 holds both records of in/0")
 
 	poisoned.Store(false)
 	require.NoError(t, w.restart("a/0"))
-	assert.Equal(t, StateRunning, failed.State)
+	assert.Equal(t, StateRunning, failed.State())
 	for id, tk := range before {
-		assert.Same(t, tk, w.taskObject(t, id).T, "%s was rebuilt by a restart of a/0", id)
+		assert.Same(t, tk, w.taskObject(t, id).Task(), "%s was rebuilt by a restart of a/0", id)
 	}
 	require.NotEmpty(t, fake.seeks)
 	assert.Equal(t, int64(0), fake.seeks[len(fake.seeks)-1].Offset, "in/0 rewinds to a/0's committed offset")
@@ -121,7 +121,7 @@ func TestRestartRebuildsOnlyTheFailedTask(t *testing.T) {
 	fake.catchUp(side0)
 	w.drainAndCommit(t)
 	for _, id := range []string{"a/0", "b/0"} {
-		assert.Equal(t, StateRunning, w.taskObject(t, id).State, "%s: %v", id, w.taskObject(t, id).Err)
+		assert.Equal(t, StateRunning, w.taskObject(t, id).State(), "%s: %v", id, w.taskObject(t, id).Err())
 	}
 	assert.ElementsMatch(t, []string{"x", "poison", "y"}, values(fake.outputs("out-a")))
 	assert.ElementsMatch(t, []string{"x", "poison", "y", "s"}, values(fake.outputs("out-b")))
@@ -137,18 +137,18 @@ func TestAbortRebuildsOnlyTheTasksWithWorkInIt(t *testing.T) {
 
 	fake.send(in0, "x")
 	w.drainAndCommit(t)
-	idle := map[string]*task.Task{"a/0": w.taskObject(t, "a/0").T, "b/0": w.taskObject(t, "b/0").T}
-	busy := map[string]*task.Task{"a/1": w.taskObject(t, "a/1").T, "b/1": w.taskObject(t, "b/1").T}
+	idle := map[string]*task.Task{"a/0": w.taskObject(t, "a/0").Task(), "b/0": w.taskObject(t, "b/0").Task()}
+	busy := map[string]*task.Task{"a/1": w.taskObject(t, "a/1").Task(), "b/1": w.taskObject(t, "b/1").Task()}
 
 	fake.send(in1, "y")
 	fake.commitErr = errors.New("injected")
 	w.drainAndCommit(t)
 	require.Equal(t, 1, fake.aborts)
 	for id, tk := range idle {
-		assert.Same(t, tk, w.taskObject(t, id).T, "%s had no work in the aborted transaction but was rebuilt", id)
+		assert.Same(t, tk, w.taskObject(t, id).Task(), "%s had no work in the aborted transaction but was rebuilt", id)
 	}
 	for id, tk := range busy {
-		assert.NotSame(t, tk, w.taskObject(t, id).T, "%s had work in the aborted transaction and was not rebuilt", id)
+		assert.NotSame(t, tk, w.taskObject(t, id).Task(), "%s had work in the aborted transaction and was not rebuilt", id)
 	}
 	w.drainAndCommit(t)
 	assert.ElementsMatch(t, []string{"x", "y"}, values(fake.outputs("out-a")), "exactly once after the abort")
@@ -187,15 +187,15 @@ func TestProductionErrorStaysWithItsTask(t *testing.T) {
 				w.drainAndCommit(t)
 			}
 			a0 := w.taskObject(t, "a/0")
-			require.Equal(t, tt.wantA0, a0.State, "a/0: %v", a0.Err)
+			require.Equal(t, tt.wantA0, a0.State(), "a/0: %v", a0.Err())
 			if tt.wantA0 == StateFailed {
-				assert.ErrorContains(t, a0.Err, "output to out-a emitted for input in/0@1 was refused")
+				assert.ErrorContains(t, a0.Err(), "output to out-a emitted for input in/0@1 was refused")
 				assert.Equal(t, 1, fake.aborts, "one abort for the outputs a/0 had sent, then no more")
 			} else {
 				assert.Zero(t, fake.aborts)
 			}
 			for _, id := range []string{"b/0", "a/1", "b/1"} {
-				assert.Equal(t, StateRunning, w.taskObject(t, id).State, id)
+				assert.Equal(t, StateRunning, w.taskObject(t, id).State(), id)
 			}
 			assert.ElementsMatch(t, tt.wantOutA, values(fake.outputs("out-a")))
 			assert.ElementsMatch(t, []string{"x", "big", "y", "z", "w"}, values(fake.outputs("out-b")), "b is untouched by a's error")
@@ -217,15 +217,15 @@ func TestProductionErrorStaysWithItsTask(t *testing.T) {
 func TestSkipMovesAFailedTaskPastItsRecord(t *testing.T) {
 	w, fake := poisonedWorker(t) // and never fixed
 	a0 := w.taskObject(t, "a/0")
-	require.Equal(t, StateFailed, a0.State)
-	b0 := w.taskObject(t, "b/0").T
+	require.Equal(t, StateFailed, a0.State())
+	b0 := w.taskObject(t, "b/0").Task()
 
 	_, err := w.skipRecord("b/0")
 	assert.ErrorIs(t, err, ErrNotFailed)
 	rec, err := w.skipRecord("a/0")
 	require.NoError(t, err)
 	assert.Equal(t, causal.Entry{Channel: in0, Offset: 1}, rec)
-	assert.Same(t, b0, w.taskObject(t, "b/0").T, "skipping a/0 rebuilt b/0")
+	assert.Same(t, b0, w.taskObject(t, "b/0").Task(), "skipping a/0 rebuilt b/0")
 
 	// The first transaction after the skip aborts: the rebuilt task still
 	// knows to skip.
@@ -233,7 +233,7 @@ func TestSkipMovesAFailedTaskPastItsRecord(t *testing.T) {
 	w.drainAndCommit(t)
 	require.Equal(t, 1, fake.aborts)
 	w.drainAndCommit(t)
-	require.Equal(t, StateRunning, a0.State, "a/0: %v", a0.Err)
+	require.Equal(t, StateRunning, a0.State(), "a/0: %v", a0.Err())
 	assert.Equal(t, []string{"x", "after"}, values(fake.outputs("out-a")))
 	assert.Equal(t, []string{"x", "poison", "after"}, values(fake.outputs("out-b")))
 	dead := fake.outputs("dead")
@@ -307,7 +307,7 @@ func TestFailedCommitsAreCountedPerThread(t *testing.T) {
 // transaction as the offsets past it, and the task goes on.
 func TestProcessingErrorUnderDeadLetterReachesTheDeadLetterTopic(t *testing.T) {
 	w, fake := poisonedWorker(t, framework.OnProcessingError(framework.DeadLetter))
-	require.Equal(t, StateRunning, w.taskObject(t, "a/0").State)
+	require.Equal(t, StateRunning, w.taskObject(t, "a/0").State())
 	assert.Equal(t, []string{"x", "after"}, values(fake.outputs("out-a")))
 	dead := fake.outputs("dead")
 	require.Len(t, dead, 1)
@@ -339,8 +339,8 @@ func TestTaskFailingDuringCommitKeepsItsCommittedOffsets(t *testing.T) {
 	}
 	require.NoError(t, w.commit())
 	a0 := w.taskObject(t, "a/0")
-	require.Equal(t, StateFailed, a0.State)
-	assert.Equal(t, int64(0), a0.Committed["in"], "a/0 committed nothing")
+	require.Equal(t, StateFailed, a0.State())
+	assert.Equal(t, int64(0), a0.Committed()["in"], "a/0 committed nothing")
 	fake.send(in1, "z")
 	w.drainAndCommit(t)
 	assert.Equal(t, int64(0), fake.groupOffs[in0], "the group's offset of in/0 waits for a/0")
@@ -375,7 +375,7 @@ func counting(t *testing.T) (*framework.Topology, map[string]int32) {
 
 func countOf(t *testing.T, w *Worker, id, key string) int {
 	t.Helper()
-	kv, ok := w.taskObject(t, id).T.KeyValueStore("counts")
+	kv, ok := w.taskObject(t, id).Task().KeyValueStore("counts")
 	require.True(t, ok)
 	v, _, err := kv.Get([]byte(key))
 	require.NoError(t, err)
@@ -395,13 +395,13 @@ func TestAbortDiscardsStoreWritesWithoutReadingTheChangelog(t *testing.T) {
 	fake.send(in0, "k")
 	w.drainAndCommit(t)
 	require.Equal(t, 2, countOf(t, w, "count/0", "k"))
-	before := w.taskObject(t, "count/0").T
+	before := w.taskObject(t, "count/0").Task()
 
 	fake.send(in0, "k")
 	fake.commitErr = errors.New("injected")
 	w.drainAndCommit(t)
 	require.Equal(t, 1, fake.aborts)
-	require.NotSame(t, before, w.taskObject(t, "count/0").T, "the task with work in the aborted transaction was not rebuilt")
+	require.NotSame(t, before, w.taskObject(t, "count/0").Task(), "the task with work in the aborted transaction was not rebuilt")
 	assert.Equal(t, 2, countOf(t, w, "count/0", "k"), "the aborted write stayed in the store")
 	assert.Zero(t, restored(), "the abort read the changelog back")
 

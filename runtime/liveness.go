@@ -16,10 +16,10 @@ import (
 func (w *Worker) advanceIdle() {
 	waited := map[causal.Channel]bool{}
 	for _, rt := range w.tasks.Tasks() {
-		if rt.State != StateRunning {
+		if rt.State() != StateRunning {
 			continue
 		}
-		for _, st := range rt.T.Status().Channels {
+		for _, st := range rt.Task().Status().Channels {
 			if st.Blocked {
 				waited[st.WaitingFor] = true
 			}
@@ -60,17 +60,17 @@ const unsatisfiableAfter = 3 * time.Second
 func (w *Worker) checkUnsatisfiable(position map[causal.Channel]int64) {
 	now := w.now()
 	for _, rt := range w.tasks.Tasks() {
-		if rt.State != StateRunning || rt.T == nil {
+		if rt.State() != StateRunning || rt.Task() == nil {
 			continue
 		}
-		for ch, b := range rt.Blocked {
+		for ch, b := range rt.BlockedChannels() {
 			pos, ok := position[b.On]
 			// At most one broker query per claim per unsatisfiableAfter.
 			if !ok || now.Sub(b.Since) < unsatisfiableAfter || now.Sub(b.Checked) < unsatisfiableAfter {
 				continue
 			}
 			b.Checked = now
-			rt.Blocked[ch] = b
+			rt.SetBlocked(ch, b)
 			_, high, err := w.consumer.Watermarks(b.On)
 			if err != nil || pos < high || b.Off < high {
 				continue
@@ -94,11 +94,11 @@ func (w *Worker) backpressure() {
 	for ch, r := range w.tasks.Routes() {
 		held, running := 0, false
 		for _, rt := range r.Tasks {
-			if rt.State != StateRunning {
+			if rt.State() != StateRunning {
 				continue
 			}
 			running = true
-			for _, st := range rt.T.Status().Channels {
+			for _, st := range rt.Task().Status().Channels {
 				if st.Channel == ch {
 					held = max(held, st.Held)
 				}

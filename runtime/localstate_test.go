@@ -120,18 +120,23 @@ func TestRestoreProgressShowsInStatus(t *testing.T) {
 	targets := map[causal.Channel]*storeTarget{{Topic: "c"}: s}
 	started := clock
 	clock = clock.Add(2 * time.Second)
-	r.report([]*taskmgr.Task{task}, targets, map[string]int64{task.ID: 10_000}, started)
+	r.report([]*taskmgr.Task{task}, targets, map[string]int64{task.ID(): 10_000}, started)
 
-	task.State = StateRestoring
+	// The task restores again from nothing: its stores let go, then
+	// opened empty for a restore, as after a move.
+	w.tasks.DropStores(task)
+	_, err := w.tasks.Prepare([]*taskmgr.Task{task})
+	require.NoError(t, err)
+	require.Equal(t, StateRestoring, task.State())
 	w.publishStatus()
-	st, ok := statusOf(w.Status(), task.ID)
+	st, ok := statusOf(w.Status(), task.ID())
 	require.True(t, ok)
 	require.NotNil(t, st.Restore)
 	assert.Equal(t, RestoreStatus{Records: 2500, Total: 10_000, Bytes: 40_000, PerSecond: 1250, Remaining: 6 * time.Second}, *st.Restore)
-	assert.InDelta(t, 0.25, testutil.ToFloat64(w.metrics.RestoreProgress.WithLabelValues(task.ID)), 1e-9)
+	assert.InDelta(t, 0.25, testutil.ToFloat64(w.metrics.RestoreProgress.WithLabelValues(task.ID())), 1e-9)
 
-	w.restoreProgress(task.ID, RestoreStatus{}, true)
-	st, _ = statusOf(w.Status(), task.ID)
+	w.restoreProgress(task.ID(), RestoreStatus{}, true)
+	st, _ = statusOf(w.Status(), task.ID())
 	assert.Nil(t, st.Restore, "a finished restore still shows")
 }
 

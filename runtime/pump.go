@@ -90,8 +90,7 @@ func (w *Worker) handlePolled() {
 // touch puts the tasks rts on the list of tasks to stream outputs from.
 func (w *Worker) touch(rts []*taskmgr.Task) {
 	for _, rt := range rts {
-		if !rt.Touched {
-			rt.Touched = true
+		if rt.Touch() {
 			w.pump.touched = append(w.pump.touched, rt)
 		}
 	}
@@ -182,7 +181,7 @@ func (w *Worker) partitionError(ch causal.Channel, err error) {
 func (w *Worker) stream() {
 	touched := w.pump.touched
 	for _, rt := range touched {
-		rt.Touched = false
+		rt.Untouch()
 	}
 	w.streamFrom(touched)
 	clear(touched)
@@ -195,7 +194,7 @@ func (w *Worker) stream() {
 // (task.Task.ReuseCarved).
 func (w *Worker) streamFrom(touched []*taskmgr.Task) {
 	for _, rt := range touched {
-		if rt.State != StateRunning || rt.T == nil {
+		if rt.State() != StateRunning || rt.Task() == nil {
 			continue
 		}
 		sound, err := w.sendOutputs(rt)
@@ -204,7 +203,7 @@ func (w *Worker) streamFrom(touched []*taskmgr.Task) {
 			return
 		}
 		if sound && w.producer.client.Released() {
-			rt.T.ReuseCarved()
+			rt.Task().ReuseCarved()
 		}
 	}
 }
@@ -216,25 +215,25 @@ func (w *Worker) streamFrom(touched []*taskmgr.Task) {
 // whether the task is still sound; the error is the transaction's.
 func (w *Worker) sendOutputs(rt *taskmgr.Task) (bool, error) {
 	for {
-		outs := rt.T.TakeOutputs()
+		outs := rt.Task().TakeOutputs()
 		if len(outs) == 0 {
 			return true, nil
 		}
-		rt.InTxn = true
-		latency := w.metrics.Latency.WithLabelValues(rt.Processor)
+		rt.Sending()
+		latency := w.metrics.Latency.WithLabelValues(rt.Processor())
 		now := w.pump.time.UnixMilli()
 		for i := range outs {
 			o := &outs[i]
 			latency.Observe(float64(max(0, now-o.Record.Timestamp.UnixMilli())) / 1000)
 			err := w.producer.send(o)
 			if err == nil {
-				rt.Streamed++
+				rt.CountStreamed()
 				continue
 			}
 			if classify(err) != classRecord {
 				return false, err
 			}
-			if err := rt.T.ProductionError(*o, err, !tooLarge(err)); err != nil {
+			if err := rt.Task().ProductionError(*o, err, !tooLarge(err)); err != nil {
 				w.failTask(rt, err)
 				return false, nil
 			}

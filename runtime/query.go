@@ -287,7 +287,7 @@ func (w *Worker) caughtUp(q Query) (bool, error) {
 		if ch.Partition != p || !slices.Contains(pi.Inputs, ch.Topic) {
 			continue // never reaches this task (throughUpstream left only the store's inputs)
 		}
-		if rt.Committed[ch.Topic] <= off {
+		if rt.Committed()[ch.Topic] <= off {
 			return false, nil
 		}
 	}
@@ -341,7 +341,7 @@ func (w *Worker) answer(q Query) (Answer, error) {
 		}
 		since, until := q.Since, q.Until
 		a.Since, a.Until = &since, &until
-		ws, _ := rt.T.CommittedWindowStore(q.Store)
+		ws, _ := rt.Task().CommittedWindowStore(q.Store)
 		for start, v := range ws.Fetch(q.Key, q.Since, q.Until) {
 			a.Entries = append(a.Entries, windowEntry(spec, q.Key, start, v, p))
 		}
@@ -359,7 +359,7 @@ func (w *Worker) answer(q Query) (Answer, error) {
 				continue
 			}
 			a.Partitions = append(a.Partitions, p)
-			kv, _ := rt.T.CommittedStore(q.Store)
+			kv, _ := rt.Task().CommittedStore(q.Store)
 			read := 0
 			for k, v := range kv.Range(q.From, q.To) {
 				if read == limit {
@@ -377,7 +377,7 @@ func (w *Worker) answer(q Query) (Answer, error) {
 }
 
 func (w *Worker) get(rt *taskmgr.Task, q Query, a *Answer) error {
-	kv, ok := rt.T.CommittedStore(q.Store)
+	kv, ok := rt.Task().CommittedStore(q.Store)
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownStore, q.Store)
 	}
@@ -432,10 +432,10 @@ func (w *Worker) queryTask(processor string, p int32) (*taskmgr.Task, error) {
 	switch {
 	case !ok:
 		return nil, &NotLocalError{Task: id}
-	case rt.State == StateRestoring:
+	case rt.State() == StateRestoring:
 		return nil, fmt.Errorf("%w: %w", ErrNotAvailable, &restoringError{task: id})
-	case rt.State != StateRunning || rt.T == nil:
-		return nil, fmt.Errorf("%w: %s is %s", ErrNotAvailable, id, rt.State)
+	case rt.State() != StateRunning || rt.Task() == nil:
+		return nil, fmt.Errorf("%w: %s is %s", ErrNotAvailable, id, rt.State())
 	}
 	return rt, nil
 }

@@ -315,7 +315,7 @@ func (w *Worker) readCount(t *testing.T, key string) []byte {
 	t.Helper()
 	rt, err := w.queryTask("count", framework.PartitionFor([]byte(key), 2))
 	require.NoError(t, err)
-	kv, ok := rt.T.CommittedStore("counts")
+	kv, ok := rt.Task().CommittedStore("counts")
 	require.True(t, ok)
 	v, _, err := kv.Get([]byte(key))
 	require.NoError(t, err)

@@ -125,7 +125,7 @@ func (s *storeTarget) finish() error {
 	s.flush()
 	close(s.batches)
 	if err := <-s.done; err != nil {
-		return fmt.Errorf("restore %s of %s: %w", s.name, s.t.ID, err)
+		return fmt.Errorf("restore %s of %s: %w", s.name, s.t.ID(), err)
 	}
 	return nil
 }
@@ -272,13 +272,13 @@ func (run *restoreRun) taskDone(t *taskmgr.Task) error {
 		}
 		return run.from[ch]
 	})
-	if err := t.Stores.Commit(pos.encode()); err != nil {
-		return fmt.Errorf("record the restored positions of %s: %w", t.ID, err)
+	if err := t.Stores().Commit(pos.encode()); err != nil {
+		return fmt.Errorf("record the restored positions of %s: %w", t.ID(), err)
 	}
-	r.metrics.RestoreProgress.WithLabelValues(t.ID).Set(1)
-	r.progress(t.ID, RestoreStatus{}, true)
-	run.emit(restoreResult{tasks: []*taskmgr.Task{t}, restored: map[string]*taskmgr.Restored{t.ID: run.out[t.ID]},
-		positions: map[string]storePositions{t.ID: pos}})
+	r.metrics.RestoreProgress.WithLabelValues(t.ID()).Set(1)
+	r.progress(t.ID(), RestoreStatus{}, true)
+	run.emit(restoreResult{tasks: []*taskmgr.Task{t}, restored: map[string]*taskmgr.Restored{t.ID(): run.out[t.ID()]},
+		positions: map[string]storePositions{t.ID(): pos}})
 	return nil
 }
 
@@ -295,8 +295,8 @@ func (run *restoreRun) channelDone(ch causal.Channel, end int64) error {
 	if len(run.left[t]) > 0 {
 		return nil
 	}
-	cp := causal.Channel{Topic: checkpointTopic(run.r.app, t.Processor), Partition: t.Partition}
-	if run.checkpoints[cp] == t && run.out[t.ID] == nil {
+	cp := causal.Channel{Topic: checkpointTopic(run.r.app, t.Processor()), Partition: t.Partition()}
+	if run.checkpoints[cp] == t && run.out[t.ID()] == nil {
 		if low, _, err := run.r.src.bounds(cp); err == nil && low < run.from[cp] {
 			if _, twice := run.again[cp]; !twice {
 				run.again[cp] = low
@@ -323,9 +323,9 @@ func (run *restoreRun) apply(ch causal.Channel, key, value []byte) error {
 		if t, ok := run.checkpoints[ch]; ok {
 			cp, err := decodeTaskCheckpoint(value)
 			if err != nil {
-				return fmt.Errorf("checkpoint of %s at %s: %w", t.ID, ch, err)
+				return fmt.Errorf("checkpoint of %s at %s: %w", t.ID(), ch, err)
 			}
-			run.out[t.ID] = &taskmgr.Restored{Checkpointed: true, Next: cp.next, Gate: cp.gate, StreamTime: cp.stream}
+			run.out[t.ID()] = &taskmgr.Restored{Checkpointed: true, Next: cp.next, Gate: cp.gate, StreamTime: cp.stream}
 		}
 		return nil
 	}
@@ -378,7 +378,7 @@ func remaining(n int64, rate float64) time.Duration {
 func (r *restorer) report(ts []*taskmgr.Task, targets map[causal.Channel]*storeTarget, totals map[string]int64, started time.Time) {
 	elapsed := r.now().Sub(started).Seconds()
 	for _, t := range ts {
-		p := RestoreStatus{Total: totals[t.ID]}
+		p := RestoreStatus{Total: totals[t.ID()]}
 		for _, s := range targets {
 			if s.t == t {
 				p.Records += s.records.Load()
@@ -389,9 +389,9 @@ func (r *restorer) report(ts []*taskmgr.Task, targets map[causal.Channel]*storeT
 			p.PerSecond = float64(p.Records) / elapsed
 		}
 		p.Remaining = remaining(p.Total-p.Records, p.PerSecond)
-		r.progress(t.ID, p, false)
+		r.progress(t.ID(), p, false)
 		if p.Total > 0 {
-			r.metrics.RestoreProgress.WithLabelValues(t.ID).Set(float64(p.Records) / float64(p.Total))
+			r.metrics.RestoreProgress.WithLabelValues(t.ID()).Set(float64(p.Records) / float64(p.Total))
 		}
 	}
 }
@@ -402,7 +402,7 @@ func (r *restorer) report(ts []*taskmgr.Task, targets map[causal.Channel]*storeT
 // topic was recreated, or records it lacks were deleted) is wiped first.
 func (r *restorer) plan(t *taskmgr.Task, from map[causal.Channel]int64, targets map[causal.Channel]*storeTarget,
 	checkpoints map[causal.Channel]*taskmgr.Task, totals map[string]int64) error {
-	cp := causal.Channel{Topic: checkpointTopic(r.app, t.Processor), Partition: t.Partition}
+	cp := causal.Channel{Topic: checkpointTopic(r.app, t.Processor()), Partition: t.Partition()}
 	low, high, err := r.src.bounds(cp)
 	if err != nil {
 		return fmt.Errorf("bounds of %s: %w", cp, err)
@@ -411,7 +411,7 @@ func (r *restorer) plan(t *taskmgr.Task, from map[causal.Channel]int64, targets 
 		from[cp] = max(low, high-checkpointTail)
 		checkpoints[cp] = t
 	}
-	info, _ := r.topo.Processor(t.Processor)
+	info, _ := r.topo.Processor(t.Processor())
 	for attempt := 0; ; attempt++ {
 		pos, err := r.localPositions(t)
 		if err == nil {
@@ -423,7 +423,7 @@ func (r *restorer) plan(t *taskmgr.Task, from map[causal.Channel]int64, targets 
 		if attempt > 0 || !errors.Is(err, errUntrusted) {
 			return err
 		}
-		r.log.Warn("local state cannot be trusted: wiping it and restoring from the changelog", zap.String("task", t.ID), zap.Error(err))
+		r.log.Warn("local state cannot be trusted: wiping it and restoring from the changelog", zap.String("task", t.ID()), zap.Error(err))
 		if err := r.wipe(t, err); err != nil {
 			return err
 		}
@@ -434,7 +434,7 @@ func (r *restorer) plan(t *taskmgr.Task, from map[causal.Channel]int64, targets 
 var errUntrusted = errors.New("local state cannot be trusted")
 
 func (r *restorer) localPositions(t *taskmgr.Task) (storePositions, error) {
-	b, err := t.Stores.Checkpoint()
+	b, err := t.Stores().Checkpoint()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errUntrusted, err)
 	}
@@ -453,9 +453,9 @@ func (r *restorer) localPositions(t *taskmgr.Task) (storePositions, error) {
 func (r *restorer) planStores(t *taskmgr.Task, info framework.ProcessorInfo, pos storePositions, from map[causal.Channel]int64,
 	targets map[causal.Channel]*storeTarget, totals map[string]int64) error {
 	plan := map[causal.Channel]int64{}
-	totals[t.ID] = 0
+	totals[t.ID()] = 0
 	for _, spec := range info.Stores {
-		ch := causal.Channel{Topic: storeChangelogTopic(r.app, spec.Name), Partition: t.Partition}
+		ch := causal.Channel{Topic: storeChangelogTopic(r.app, spec.Name), Partition: t.Partition()}
 		low, high, err := r.src.bounds(ch)
 		if err != nil {
 			return fmt.Errorf("bounds of %s: %w", ch, err)
@@ -467,13 +467,13 @@ func (r *restorer) planStores(t *taskmgr.Task, info framework.ProcessorInfo, pos
 			}
 			start = p
 		}
-		kv, err := t.Stores.Store(spec.Name)
+		kv, err := t.Stores().Store(spec.Name)
 		if err != nil {
 			return fmt.Errorf("%w: %w", errUntrusted, err)
 		}
-		targets[ch] = &storeTarget{t: t, name: spec.Name, kv: kv, applied: r.metrics.RestoreRecords.WithLabelValues(t.ID)}
+		targets[ch] = &storeTarget{t: t, name: spec.Name, kv: kv, applied: r.metrics.RestoreRecords.WithLabelValues(t.ID())}
 		plan[ch] = start
-		totals[t.ID] += high - start
+		totals[t.ID()] += high - start
 	}
 	for ch, start := range plan {
 		from[ch] = start
@@ -494,10 +494,10 @@ func (r *restorer) positions(t *taskmgr.Task, at func(causal.Channel) int64) sto
 // diskChangelogs is, per store of t kept on disk, its changelog channel.
 func diskChangelogs(app string, topo *framework.Topology, onDisk func(framework.StoreSpec) bool, t *taskmgr.Task) map[string]causal.Channel {
 	out := map[string]causal.Channel{}
-	info, _ := topo.Processor(t.Processor)
+	info, _ := topo.Processor(t.Processor())
 	for _, spec := range info.Stores {
 		if onDisk(spec) {
-			out[spec.Name] = causal.Channel{Topic: storeChangelogTopic(app, spec.Name), Partition: t.Partition}
+			out[spec.Name] = causal.Channel{Topic: storeChangelogTopic(app, spec.Name), Partition: t.Partition()}
 		}
 	}
 	return out

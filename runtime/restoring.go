@@ -135,7 +135,7 @@ func (w *Worker) buildRestored(res restoreResult) {
 	}
 	var built []*taskmgr.Task
 	for _, t := range res.tasks {
-		if t.State == StateRunning {
+		if t.State() == StateRunning {
 			built = append(built, t)
 		}
 	}

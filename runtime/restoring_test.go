@@ -32,7 +32,7 @@ func TestARestoringTaskDoesNotStopTheOthers(t *testing.T) {
 	w := newFakeWorker(t, fake, topo, parts)
 	count0, count1 := w.taskObject(t, "count/0"), w.taskObject(t, "count/1")
 	waitRunning(t, w, count1)
-	assert.Equal(t, StateRestoring, count0.State, "count/0 was built before its restore was over")
+	assert.Equal(t, StateRestoring, count0.State(), "count/0 was built before its restore was over")
 	w.publishStatus()
 	assert.False(t, w.Ready(), "ready while a task restores")
 
@@ -56,8 +56,8 @@ func TestARestoringTaskDoesNotStopTheOthers(t *testing.T) {
 // runs.
 func waitRunning(t *testing.T, w *Worker, rt *taskmgr.Task) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); rt.State != StateRunning; time.Sleep(time.Millisecond) {
-		require.True(t, time.Now().Before(deadline), "%s did not come out of its restore", rt.ID)
+	for deadline := time.Now().Add(10 * time.Second); rt.State() != StateRunning; time.Sleep(time.Millisecond) {
+		require.True(t, time.Now().Before(deadline), "%s did not come out of its restore", rt.ID())
 		w.collectRestores()
 		require.NoError(t, w.fatalErr)
 	}
@@ -80,7 +80,7 @@ func TestACausalQueryWaitsForItsRestoringTask(t *testing.T) {
 	w := newFakeWorker(t, fake, topo, parts)
 	count0 := w.taskObject(t, "count/0")
 	waitRunning(t, w, w.taskObject(t, "count/1")) // the restore has read what it holds back
-	require.Equal(t, StateRestoring, count0.State)
+	require.Equal(t, StateRestoring, count0.State())
 	off := fake.send(in0, key) // the client writes while the task restores
 	clock, err := causal.NewClock(causal.Entry{Channel: in0, Offset: off})
 	require.NoError(t, err)

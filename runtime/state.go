@@ -47,8 +47,8 @@ func (w *Worker) onDisk(spec framework.StoreSpec) bool {
 
 // taskDir is the directory of a task's stores on disk.
 func (w *Worker) taskDir(t *taskmgr.Task) string {
-	return filepath.Join(w.cfg.StateDir, "tasks", url.PathEscape(w.cfg.ApplicationID), url.PathEscape(t.Processor),
-		strconv.FormatInt(int64(t.Partition), 10))
+	return filepath.Join(w.cfg.StateDir, "tasks", url.PathEscape(w.cfg.ApplicationID), url.PathEscape(t.Processor()),
+		strconv.FormatInt(int64(t.Partition()), 10))
 }
 
 // openStores opens the store set of a task: on disk, in memory, or split
@@ -56,9 +56,9 @@ func (w *Worker) taskDir(t *taskmgr.Task) string {
 // opened (corrupt, or in another layout) is wiped and opened empty, for
 // the restore to fill from the changelog.
 func (w *Worker) openStores(t *taskmgr.Task) (store.Set, error) {
-	info, ok := w.topo.Processor(t.Processor)
+	info, ok := w.topo.Processor(t.Processor())
 	if !ok {
-		return nil, fmt.Errorf("no processor %q", t.Processor)
+		return nil, fmt.Errorf("no processor %q", t.Processor())
 	}
 	inMemory := map[string]bool{}
 	disk := false
@@ -82,12 +82,12 @@ func (w *Worker) openStores(t *taskmgr.Task) (store.Set, error) {
 		switch {
 		case lockErr == nil:
 			if err := lock.Close(); err != nil {
-				return nil, fmt.Errorf("stores of task %s: %w", t.ID, err)
+				return nil, fmt.Errorf("stores of task %s: %w", t.ID(), err)
 			}
 		case !errors.Is(lockErr, fs.ErrNotExist):
-			return nil, fmt.Errorf("%w: the stores of task %s in %s are open elsewhere: %w", ErrStateDirInUse, t.ID, dir, err)
+			return nil, fmt.Errorf("%w: the stores of task %s in %s are open elsewhere: %w", ErrStateDirInUse, t.ID(), dir, err)
 		}
-		w.log.Warn("local state cannot be opened: wiping it and restoring from the changelog", zap.String("task", t.ID), zap.String("dir", dir), zap.Error(err))
+		w.log.Warn("local state cannot be opened: wiping it and restoring from the changelog", zap.String("task", t.ID()), zap.String("dir", dir), zap.Error(err))
 		if err := os.RemoveAll(dir); err != nil {
 			return nil, fmt.Errorf("wipe %s: %w", dir, err)
 		}
@@ -114,11 +114,8 @@ func (w *Worker) sharedCache() *pebble.Cache {
 
 // wipeStores throws a task's local stores away and opens them empty.
 func (w *Worker) wipeStores(t *taskmgr.Task, why error) error {
-	if t.Stores != nil {
-		if err := t.Stores.Close(); err != nil {
-			w.log.Warn("close stores before wiping them", zap.String("task", t.ID), zap.Error(err))
-		}
-		t.Stores = nil
+	if err := t.ReplaceStores(nil); err != nil {
+		w.log.Warn("close stores before wiping them", zap.String("task", t.ID()), zap.Error(err))
 	}
 	dir := w.taskDir(t)
 	if err := os.RemoveAll(dir); err != nil {
@@ -128,8 +125,7 @@ func (w *Worker) wipeStores(t *taskmgr.Task, why error) error {
 	if err != nil {
 		return err
 	}
-	t.Stores = set
-	return nil
+	return t.ReplaceStores(set) // closes nothing: the stores were let go above
 }
 
 // savePositions records, for each task's stores on disk, that they hold
@@ -141,7 +137,7 @@ func (w *Worker) wipeStores(t *taskmgr.Task, why error) error {
 // more).
 func (w *Worker) savePositions() {
 	for _, t := range w.tasks.Tasks() {
-		if t.State == StateRestoring || t.Stores == nil || t.Last == nil {
+		if t.State() == StateRestoring || t.Stores() == nil || t.Last() == nil {
 			continue
 		}
 		chs := diskChangelogs(w.cfg.ApplicationID, w.topo, w.onDisk, t)
@@ -150,13 +146,13 @@ func (w *Worker) savePositions() {
 		}
 		pos, err := endPositions(w.consumer, chs)
 		if err == nil {
-			err = errors.Join(t.Stores.Abort(), t.Stores.Commit(pos.encode()))
+			err = errors.Join(t.Stores().Abort(), t.Stores().Commit(pos.encode()))
 		}
 		if err != nil {
-			w.log.Warn("changelog positions not saved; the next restore of the task replays more", zap.String("task", t.ID), zap.Error(err))
+			w.log.Warn("changelog positions not saved; the next restore of the task replays more", zap.String("task", t.ID()), zap.Error(err))
 			continue
 		}
-		w.positions[t.ID] = pos
+		w.positions[t.ID()] = pos
 	}
 }
 
@@ -188,7 +184,7 @@ func (w *Worker) refreshPositions(now time.Time) {
 	case got := <-r.results:
 		r.pending = false
 		for id, pos := range got {
-			if t, ok := w.tasks.Find(id); ok && t.State != StateRestoring && t.Stores != nil {
+			if t, ok := w.tasks.Find(id); ok && t.State() != StateRestoring && t.Stores() != nil {
 				w.positions[id] = pos
 			}
 		}
@@ -200,11 +196,11 @@ func (w *Worker) refreshPositions(now time.Time) {
 	r.due = now.Add(positionsEvery)
 	want := map[string]map[string]causal.Channel{}
 	for _, t := range w.tasks.Tasks() {
-		if t.State == StateRestoring || t.Stores == nil || t.Last == nil {
+		if t.State() == StateRestoring || t.Stores() == nil || t.Last() == nil {
 			continue
 		}
 		if chs := diskChangelogs(w.cfg.ApplicationID, w.topo, w.onDisk, t); len(chs) > 0 {
-			want[t.ID] = chs
+			want[t.ID()] = chs
 		}
 	}
 	if len(want) == 0 {

@@ -179,53 +179,53 @@ func (w *Worker) publishStatus() {
 	if members != nil {
 		ids := make([]string, 0, len(w.tasks.Tasks()))
 		for _, rt := range w.tasks.Tasks() {
-			ids = append(ids, rt.ID)
+			ids = append(ids, rt.ID())
 		}
 		members.publish(addr, ids, now)
 	}
 	for _, rt := range w.tasks.Tasks() {
-		ts := TaskStatus{ID: rt.ID, State: rt.State}
-		if rt.Err != nil {
-			ts.LastError = rt.Err.Error()
+		ts := TaskStatus{ID: rt.ID(), State: rt.State()}
+		if rt.Err() != nil {
+			ts.LastError = rt.Err().Error()
 		}
-		switch rt.State {
+		switch rt.State() {
 		case StateRestoring:
-			h.restoring = append(h.restoring, rt.ID)
+			h.restoring = append(h.restoring, rt.ID())
 		case StateFailed:
-			h.failed = append(h.failed, fmt.Sprintf("%s (%s)", rt.ID, strings.TrimPrefix(ts.LastError, "task "+rt.ID+": ")))
+			h.failed = append(h.failed, fmt.Sprintf("%s (%s)", rt.ID(), strings.TrimPrefix(ts.LastError, "task "+rt.ID()+": ")))
 		}
 		for _, s := range []TaskState{StateRestoring, StateRunning, StateFailed} {
 			v := 0.0
-			if s == rt.State {
+			if s == rt.State() {
 				v = 1
 			}
-			w.metrics.TaskState.WithLabelValues(rt.ID, string(s)).Set(v)
+			w.metrics.TaskState.WithLabelValues(rt.ID(), string(s)).Set(v)
 		}
-		if rt.T != nil {
-			tst := rt.T.Status()
+		if rt.Task() != nil {
+			tst := rt.Task().Status()
 			ts.Held = tst.Held
 			for _, c := range tst.Channels {
-				cs := ChannelStatus{Channel: c.Channel.String(), Frontier: c.Frontier, Held: c.Held, Committed: rt.Committed[c.Channel.Topic]}
-				if next, ok := rt.Committed[c.Channel.Topic]; ok && w.consumer != nil {
+				cs := ChannelStatus{Channel: c.Channel.String(), Frontier: c.Frontier, Held: c.Held, Committed: rt.Committed()[c.Channel.Topic]}
+				if next, ok := rt.Committed()[c.Channel.Topic]; ok && w.consumer != nil {
 					if _, high, ok := w.consumer.CachedWatermarks(c.Channel); ok && high >= next {
 						lag := high - next
 						cs.Lag = &lag
-						w.metrics.CommittedLag.WithLabelValues(rt.ID, cs.Channel).Set(float64(lag))
-						w.metrics.DeliveredLag.WithLabelValues(rt.ID, cs.Channel).Set(float64(max(0, high-(c.Frontier+1))))
+						w.metrics.CommittedLag.WithLabelValues(rt.ID(), cs.Channel).Set(float64(lag))
+						w.metrics.DeliveredLag.WithLabelValues(rt.ID(), cs.Channel).Set(float64(max(0, high-(c.Frontier+1))))
 					}
 				}
-				w.metrics.Held.WithLabelValues(rt.ID, cs.Channel).Set(float64(c.Held))
+				w.metrics.Held.WithLabelValues(rt.ID(), cs.Channel).Set(float64(c.Held))
 				if c.Blocked {
 					cs.Blocked, cs.WaitingFor, cs.WaitingOffset = true, c.WaitingFor.String(), c.WaitingOffset
-					b, ok := rt.Blocked[c.Channel]
+					b, ok := rt.Blocked(c.Channel)
 					if !ok || b.Head != c.HeadOffset || b.On != c.WaitingFor || b.Off != c.WaitingOffset {
 						b = taskmgr.Blocked{Head: c.HeadOffset, On: c.WaitingFor, Off: c.WaitingOffset, Since: now}
-						rt.Blocked[c.Channel] = b
+						rt.SetBlocked(c.Channel, b)
 					}
 					since := b.Since
 					cs.BlockedSince = &since
 				} else {
-					delete(rt.Blocked, c.Channel)
+					rt.Unblock(c.Channel)
 				}
 				ts.Channels = append(ts.Channels, cs)
 			}

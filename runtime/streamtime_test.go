@@ -36,7 +36,7 @@ func TestLateRecordAfterRebuildIsDroppedAsLate(t *testing.T) {
 	rt := w.taskObject(t, "count/0")
 	w.rebuild([]*taskmgr.Task{rt})
 	require.NoError(t, w.fatalErr)
-	require.Equal(t, StateRunning, rt.State)
+	require.Equal(t, StateRunning, rt.State())
 	fake.sendAt(clicks, "late", base.Add(40*time.Second))
 	w.drainAndCommit(t)
 	assert.Len(t, fake.outputs("counts"), 2, "the late record reopened a closed window after the rebuild")

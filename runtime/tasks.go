@@ -41,13 +41,13 @@ func (w *Worker) newTaskManager(counts map[string]int32, offsets offsetSource, c
 		Clock: w.pumpClock, DeadLetterTopic: w.deadLetter, GateOff: w.cfg.GateOff, CheckClaims: w.cfg.CheckClaims, ClaimEnd: w.claimEnd,
 		AutoOffsetReset: w.cfg.AutoOffsetReset, AllowOffsetReset: w.cfg.AllowOffsetReset, Log: w.log,
 		Observer: func(t *taskmgr.Task) task.Observer {
-			return taskObserver{w: w, deliveries: w.metrics.Deliveries.WithLabelValues(t.ID), nullKeys: new(bool)}
+			return taskObserver{w: w, deliveries: w.metrics.Deliveries.WithLabelValues(t.ID()), nullKeys: new(bool)}
 		},
 		InputCounter: func(topic string) prometheus.Counter { return w.metrics.RecordsIn.WithLabelValues(topic) },
 		OpenStores:   w.openStores,
 		// Every commit of a task's stores keeps the positions known for
 		// them, which hold for every later committed state too.
-		EncodeCheckpoint: func(t *taskmgr.Task, _ task.Snapshot) []byte { return w.positions[t.ID].encode() },
+		EncodeCheckpoint: func(t *taskmgr.Task, _ task.Snapshot) []byte { return w.positions[t.ID()].encode() },
 		Globals:          w.globals,
 	})
 }
@@ -60,10 +60,10 @@ func (w *Worker) groupOffsets(fresh map[*taskmgr.Task]task.Snapshot) map[causal.
 // closeTasks closes every task, forgets them and their metrics.
 func (w *Worker) closeTasks() {
 	for _, rt := range w.tasks.Tasks() {
-		w.metrics.TaskState.DeletePartialMatch(map[string]string{"task": rt.ID})
-		w.metrics.Held.DeletePartialMatch(map[string]string{"task": rt.ID})
-		w.metrics.CommittedLag.DeletePartialMatch(map[string]string{"task": rt.ID})
-		w.metrics.DeliveredLag.DeletePartialMatch(map[string]string{"task": rt.ID})
+		w.metrics.TaskState.DeletePartialMatch(map[string]string{"task": rt.ID()})
+		w.metrics.Held.DeletePartialMatch(map[string]string{"task": rt.ID()})
+		w.metrics.CommittedLag.DeletePartialMatch(map[string]string{"task": rt.ID()})
+		w.metrics.DeliveredLag.DeletePartialMatch(map[string]string{"task": rt.ID()})
 	}
 	w.tasks.CloseAll()
 }
@@ -72,8 +72,8 @@ func (w *Worker) closeTasks() {
 // whose stores its restore owns, is left to it: it reads nothing until it
 // is built, and meets the error again then.
 func (w *Worker) failTask(rt *taskmgr.Task, err error) {
-	if rt.State == StateRestoring {
-		w.log.Warn("error for a restoring task; it meets it again once restored", zap.String("task", rt.ID), zap.Error(err))
+	if rt.State() == StateRestoring {
+		w.log.Warn("error for a restoring task; it meets it again once restored", zap.String("task", rt.ID()), zap.Error(err))
 		return
 	}
 	if w.tasks.Fail(rt, err) {

@@ -460,8 +460,8 @@ func (w *Worker) commitDue(next time.Time, polled int) bool {
 func (w *Worker) tick() {
 	now := w.now()
 	for _, rt := range w.tasks.Tasks() {
-		if rt.State == StateRunning {
-			if err := rt.T.Punctuate(now); err != nil {
+		if rt.State() == StateRunning {
+			if err := rt.Task().Punctuate(now); err != nil {
 				w.failTask(rt, err)
 			}
 		}

@@ -168,8 +168,8 @@ func New(topo *framework.Topology, opts ...Opt) (*Driver, error) {
 		return nil, err
 	}
 	for _, t := range all {
-		if t.State == taskmgr.Failed {
-			return nil, fmt.Errorf("task %s: %w", t.ID, t.Err)
+		if t.State() == taskmgr.Failed {
+			return nil, fmt.Errorf("task %s: %w", t.ID(), t.Err())
 		}
 	}
 	m.Started(m.Starts(all))
@@ -210,8 +210,8 @@ func (d *Driver) claimEnd(claim causal.Entry) (int64, error) {
 func (d *Driver) restore(ts []*taskmgr.Task) (map[string]*taskmgr.Restored, error) {
 	out := map[string]*taskmgr.Restored{}
 	for _, t := range ts {
-		if r, ok := d.committed[t.ID]; ok {
-			out[t.ID] = r
+		if r, ok := d.committed[t.ID()]; ok {
+			out[t.ID()] = r
 		}
 	}
 	return out, nil
@@ -320,13 +320,13 @@ func (d *Driver) Run() error {
 func (d *Driver) step() bool {
 	moved := d.applyGlobals()
 	for _, t := range d.tasks.Tasks() {
-		for _, in := range t.Inputs {
-			ch := causal.Channel{Topic: in, Partition: t.Partition}
+		for _, in := range t.Inputs() {
+			ch := causal.Channel{Topic: in, Partition: t.Partition()}
 			r := d.tasks.Route(ch)
 			if d.paused[ch] || r == nil {
 				continue
 			}
-			recs := d.topics[in][t.Partition].records
+			recs := d.topics[in][t.Partition()].records
 			for r.Pos+1 < int64(len(recs)) {
 				d.tasks.Deliver(r, recs[r.Pos+1])
 				moved = true
@@ -366,8 +366,8 @@ func (d *Driver) applyGlobals() bool {
 func (d *Driver) failedTasks() map[string]bool {
 	failed := map[string]bool{}
 	for _, t := range d.tasks.Tasks() {
-		if t.State == taskmgr.Failed {
-			failed[t.ID] = true
+		if t.State() == taskmgr.Failed {
+			failed[t.ID()] = true
 		}
 	}
 	return failed
@@ -377,8 +377,8 @@ func (d *Driver) failedTasks() map[string]bool {
 func (d *Driver) newFailures(before map[string]bool) error {
 	var errs []error
 	for _, t := range d.tasks.Tasks() {
-		if t.State == taskmgr.Failed && !before[t.ID] {
-			errs = append(errs, fmt.Errorf("task %s failed: %w", t.ID, t.Err))
+		if t.State() == taskmgr.Failed && !before[t.ID()] {
+			errs = append(errs, fmt.Errorf("task %s failed: %w", t.ID(), t.Err()))
 		}
 	}
 	return errors.Join(errs...)
@@ -391,13 +391,13 @@ func (d *Driver) commit() {
 	work, _ := d.tasks.Pending()
 	fresh := make(map[*taskmgr.Task]task.Snapshot, len(work))
 	for _, p := range work {
-		for _, o := range p.Task.T.TakeOutputs() {
+		for _, o := range p.Task.Task().TakeOutputs() {
 			d.append(o.Topic, o.Partition, o.Record)
 		}
-		c := d.committed[p.Task.ID]
+		c := d.committed[p.Task.ID()]
 		if c == nil {
 			c = &taskmgr.Restored{Stores: map[string][]store.Change{}}
-			d.committed[p.Task.ID] = c
+			d.committed[p.Task.ID()] = c
 		}
 		for name, changes := range p.Snap.Changes {
 			c.Stores[name] = append(c.Stores[name], changes...)
@@ -424,10 +424,10 @@ func (d *Driver) AdvanceWallClock(by time.Duration) error {
 	failed := d.failedTasks()
 	d.now = d.now.Add(by)
 	for _, t := range d.tasks.Tasks() {
-		if t.State != taskmgr.Running {
+		if t.State() != taskmgr.Running {
 			continue
 		}
-		if err := t.T.Punctuate(d.now); err != nil {
+		if err := t.Task().Punctuate(d.now); err != nil {
 			d.tasks.Fail(t, err)
 		}
 		d.commit()
@@ -462,7 +462,7 @@ func (d *Driver) SkipRecord(id string) (causal.Entry, error) {
 	if err != nil {
 		return causal.Entry{}, err
 	}
-	t.Skips = append(t.Skips, skip)
+	t.AddSkip(skip)
 	return skip.Record, d.rebuild(t)
 }
 
@@ -471,8 +471,8 @@ func (d *Driver) rebuild(t *taskmgr.Task) error {
 	if _, err := d.tasks.Rebuild([]*taskmgr.Task{t}); err != nil {
 		return err
 	}
-	if t.State == taskmgr.Failed {
-		return fmt.Errorf("task %s: %w", t.ID, t.Err)
+	if t.State() == taskmgr.Failed {
+		return fmt.Errorf("task %s: %w", t.ID(), t.Err())
 	}
 	return nil
 }
@@ -481,8 +481,8 @@ func (d *Driver) rebuild(t *taskmgr.Task) error {
 func (d *Driver) Failed() map[string]error {
 	out := map[string]error{}
 	for _, t := range d.tasks.Tasks() {
-		if t.State == taskmgr.Failed {
-			out[t.ID] = t.Err
+		if t.State() == taskmgr.Failed {
+			out[t.ID()] = t.Err()
 		}
 	}
 	return out
@@ -513,10 +513,10 @@ func (d *Driver) Store(taskID, name string) (store.KeyValue, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrNoTask, taskID)
 	}
-	if t.T == nil {
-		return nil, fmt.Errorf("task %s is %s: %w", taskID, t.State, t.Err)
+	if t.Task() == nil {
+		return nil, fmt.Errorf("task %s is %s: %w", taskID, t.State(), t.Err())
 	}
-	kv, ok := t.T.KeyValueStore(name)
+	kv, ok := t.Task().KeyValueStore(name)
 	if !ok {
 		return nil, fmt.Errorf("task %s: %w: %q", taskID, framework.ErrUnknownStore, name)
 	}
@@ -527,8 +527,8 @@ func (d *Driver) Store(taskID, name string) (store.KeyValue, error) {
 func (d *Driver) Tasks() []task.Status {
 	out := make([]task.Status, 0, len(d.tasks.Tasks()))
 	for _, t := range d.tasks.Tasks() {
-		if t.T != nil {
-			out = append(out, t.T.Status())
+		if t.Task() != nil {
+			out = append(out, t.Task().Status())
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })

@@ -21,25 +21,25 @@ type Pending struct {
 // contributes nothing, and its outputs are dropped with it; a failed task
 // still commits what came before its failure when its snapshot allows. A
 // task whose snapshot moves its offsets or changes its stores is marked
-// InTxn. dirty reports whether any did.
+// inTxn. dirty reports whether any did.
 func (m *Manager) Pending() (work []Pending, dirty bool) {
 	for _, t := range m.tasks {
-		if t.T == nil || t.State == Restoring {
+		if t.task == nil || t.state == Restoring {
 			continue
 		}
-		snap, err := t.T.Snapshot()
+		snap, err := t.task.Snapshot()
 		if err != nil {
-			t.T.TakeOutputs()
+			t.task.TakeOutputs()
 			continue
 		}
 		moved := len(snap.Changes) > 0
 		for _, e := range snap.Offsets {
-			if t.Committed[e.Channel.Topic] != e.Offset {
+			if t.committed[e.Channel.Topic] != e.Offset {
 				moved = true
 			}
 		}
 		if moved {
-			dirty, t.InTxn = true, true
+			dirty, t.inTxn = true, true
 		}
 		work = append(work, Pending{Task: t, Snap: snap})
 	}
@@ -65,8 +65,8 @@ func (m *Manager) GroupOffsets(fresh map[*Task]task.Snapshot) map[causal.Channel
 			}
 			continue
 		}
-		for in, next := range t.Committed {
-			lower(causal.Channel{Topic: in, Partition: t.Partition}, next)
+		for in, next := range t.committed {
+			lower(causal.Channel{Topic: in, Partition: t.partition}, next)
 		}
 	}
 	return low
@@ -82,25 +82,25 @@ func (m *Manager) GroupOffsets(fresh map[*Task]task.Snapshot) map[causal.Channel
 // restored from the changelog when it runs again.
 func (m *Manager) Committed(fresh map[*Task]task.Snapshot) {
 	for _, t := range m.tasks {
-		t.Streamed, t.InTxn = 0, false
+		t.streamed, t.inTxn = 0, false
 		snap, ok := fresh[t]
 		if !ok {
 			continue
 		}
 		next := make(map[string]int64, len(snap.Offsets))
 		for _, e := range snap.Offsets {
-			t.Committed[e.Channel.Topic] = e.Offset
+			t.committed[e.Channel.Topic] = e.Offset
 			next[e.Channel.Topic] = e.Offset
 		}
-		if t.Stores == nil {
+		if t.stores == nil {
 			continue
 		}
-		if err := t.Stores.Commit(m.cfg.EncodeCheckpoint(t, snap)); err != nil {
+		if err := t.stores.Commit(m.cfg.EncodeCheckpoint(t, snap)); err != nil {
 			m.closeStores(t)
 			m.Fail(t, fmt.Errorf("commit stores: %w", err))
 			continue
 		}
-		t.Last = &Restored{Checkpointed: true, Next: next, Gate: snap.Checkpoint, StreamTime: snap.StreamTime}
+		t.last = &Restored{Checkpointed: true, Next: next, Gate: snap.Checkpoint, StreamTime: snap.StreamTime}
 	}
 }
 
@@ -113,17 +113,17 @@ func (m *Manager) Committed(fresh map[*Task]task.Snapshot) {
 func (m *Manager) Aborted() []*Task {
 	var rebuild []*Task
 	for _, t := range m.tasks {
-		t.Streamed = 0
-		if !t.InTxn {
+		t.streamed = 0
+		if !t.inTxn {
 			continue
 		}
-		t.InTxn = false
-		if t.Stores != nil {
-			if err := t.Stores.Abort(); err != nil {
+		t.inTxn = false
+		if t.stores != nil {
+			if err := t.stores.Abort(); err != nil {
 				m.closeStores(t)
 			}
 		}
-		if t.State == Failed {
+		if t.state == Failed {
 			m.CloseTask(t)
 			continue
 		}
@@ -143,15 +143,15 @@ func (m *Manager) Request(id string, skip bool) (*Task, task.Skip, error) {
 	if !ok {
 		return nil, task.Skip{}, fmt.Errorf("%w: %q", ErrNoTask, id)
 	}
-	if t.State != Failed {
-		return nil, task.Skip{}, fmt.Errorf("%w: %s is %s", ErrNotFailed, id, t.State)
+	if t.state != Failed {
+		return nil, task.Skip{}, fmt.Errorf("%w: %s is %s", ErrNotFailed, id, t.state)
 	}
 	if !skip {
 		return t, task.Skip{}, nil
 	}
-	rec, ok := FailedRecord(t.Err)
+	rec, ok := FailedRecord(t.err)
 	if !ok {
-		return nil, task.Skip{}, fmt.Errorf("%w: %s failed with: %v", ErrNoRecord, id, t.Err)
+		return nil, task.Skip{}, fmt.Errorf("%w: %s failed with: %v", ErrNoRecord, id, t.err)
 	}
-	return t, task.Skip{Record: rec, Reason: "skipped by an operator after: " + t.Err.Error()}, nil
+	return t, task.Skip{Record: rec, Reason: "skipped by an operator after: " + t.err.Error()}, nil
 }

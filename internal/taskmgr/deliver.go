@@ -55,7 +55,7 @@ func (m *Manager) Deliver(r *Route, rec framework.Record) (mustAbort bool) {
 		if !r.Wants(i, rec.Offset) {
 			continue // failed, or received before a rebuild of another task rewound the channel
 		}
-		if err := t.T.Receive(rec); err != nil {
+		if err := t.task.Receive(rec); err != nil {
 			if errors.Is(err, causal.ErrClaimBeyondEnd) {
 				err = m.resolveClaims(t, rec, err)
 			}
@@ -73,10 +73,10 @@ func (m *Manager) Deliver(r *Route, rec framework.Record) (mustAbort bool) {
 // must abort.
 func (m *Manager) Advance(r *Route, position int64) (mustAbort bool) {
 	for _, t := range r.Tasks {
-		if t.State != Running {
+		if t.state != Running {
 			continue
 		}
-		if err := t.T.Advance(r.Ch.Topic, position); err != nil && m.Fail(t, err) {
+		if err := t.task.Advance(r.Ch.Topic, position); err != nil && m.Fail(t, err) {
 			mustAbort = true
 		}
 	}
@@ -99,10 +99,10 @@ func (m *Manager) resolveClaims(t *Task, rec framework.Record, err error) error 
 			return fmt.Errorf("check the claims of %s/%d@%d: %w", rec.Topic, rec.Partition, rec.Offset, lerr)
 		}
 		if end <= ce.Claim.Offset {
-			return t.T.ReceiveBad(rec, &UnsatisfiableClaimError{Record: causal.Entry{Channel: ce.Channel, Offset: ce.Offset}, Claim: ce.Claim, End: end})
+			return t.task.ReceiveBad(rec, &UnsatisfiableClaimError{Record: causal.Entry{Channel: ce.Channel, Offset: ce.Offset}, Claim: ce.Claim, End: end})
 		}
-		t.T.SetEnd(ce.Claim.Channel, end)
-		err = t.T.Receive(rec)
+		t.task.SetEnd(ce.Claim.Channel, end)
+		err = t.task.Receive(rec)
 	}
 	return fmt.Errorf("check the claims of %s/%d@%d: more than %d channels to look up: %w", rec.Topic, rec.Partition, rec.Offset, maxClaimRounds, err)
 }

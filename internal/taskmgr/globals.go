@@ -95,10 +95,10 @@ func (m *Manager) AdvanceGlobal(ch causal.Channel) (mustAbort bool) {
 	}
 	next := m.cfg.Globals.Next(ch)
 	for _, t := range m.tasks {
-		if t.State != Running || !t.ReadsGlobal(ch.Topic) {
+		if t.state != Running || !t.ReadsGlobal(ch.Topic) {
 			continue
 		}
-		if err := t.T.AdvanceGlobal(ch, next); err != nil && m.Fail(t, err) {
+		if err := t.task.AdvanceGlobal(ch, next); err != nil && m.Fail(t, err) {
 			mustAbort = true
 		}
 	}

@@ -28,7 +28,7 @@ type Route struct {
 // Wants reports whether Tasks[i] is to receive the record at off: it is
 // running and has not received it before a rewind.
 func (r *Route) Wants(i int, off int64) bool {
-	return r.Tasks[i].State == Running && off > r.Skip[i]
+	return r.Tasks[i].state == Running && off > r.Skip[i]
 }
 
 // ReceivedThrough is the offset up to which Tasks[i] has received the
@@ -48,8 +48,8 @@ func (m *Manager) index() {
 	old := m.routes
 	m.routes = map[causal.Channel]*Route{}
 	for _, t := range m.tasks {
-		for _, in := range t.Inputs {
-			ch := causal.Channel{Topic: in, Partition: t.Partition}
+		for _, in := range t.inputs {
+			ch := causal.Channel{Topic: in, Partition: t.partition}
 			r := m.routes[ch]
 			if r == nil {
 				r = &Route{Ch: ch, Pos: -1, RecordsIn: m.inputCounter(in)}
@@ -97,7 +97,7 @@ func (m *Manager) Rewind(rebuilt []*Task) map[causal.Channel]int64 {
 			continue
 		}
 		for i, t := range r.Tasks {
-			if !slices.Contains(rebuilt, t) && t.State == Running {
+			if !slices.Contains(rebuilt, t) && t.state == Running {
 				// The channel must not skip anything this task has not
 				// received: read from no later than just after it.
 				next = min(next, r.ReceivedThrough(i)+1)

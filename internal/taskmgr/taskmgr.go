@@ -51,44 +51,47 @@ var (
 )
 
 // Task is one task and what the manager knows of it besides the task
-// itself. Its fields belong to the manager's owner (the pump), which reads
-// and sets them directly where the pump's bookkeeping needs it.
+// itself. Its fields are the manager's: the pump reads them through the
+// methods below, and changes the little that is its own bookkeeping (the
+// list of tasks to stream from, outputs streamed, how long a channel has
+// waited, records skipped, the stores' set after a wipe) through the
+// methods named for it, never by assignment.
 type Task struct {
-	ID        string
-	Processor string
-	Partition int32
-	Inputs    []string
-	// T is the task; nil for a failed task whose state was let go.
-	T     *task.Task
-	State State
-	// Err is the failure of a failed task.
-	Err error
-	// Streamed counts outputs produced into the open transaction.
-	Streamed int
-	// InTxn is set when the open transaction holds effects of the task:
+	id        string
+	processor string
+	partition int32
+	inputs    []string
+	// task is the task; nil for a failed task whose state was let go.
+	task  *task.Task
+	state State
+	// err is the failure of a failed task.
+	err error
+	// streamed counts outputs produced into the open transaction.
+	streamed int
+	// inTxn is set when the open transaction holds effects of the task:
 	// outputs it streamed, or a snapshot taken for the commit under way.
 	// An abort rebuilds exactly these tasks.
-	InTxn bool
-	// Touched is set while the task is on the pump's list of tasks to
+	inTxn bool
+	// touched is set while the task is on the pump's list of tasks to
 	// stream outputs from.
-	Touched bool
-	// Committed is the next offset per input topic as last committed (or
+	touched bool
+	// committed is the next offset per input topic as last committed (or
 	// seeded): what the task resumes from.
-	Committed map[string]int64
-	// Blocked is, per input channel whose head waits at the gate, since
+	committed map[string]int64
+	// blocked is, per input channel whose head waits at the gate, since
 	// when it has waited on what.
-	Blocked map[causal.Channel]Blocked
-	// Skips lists the records an operator moved the task past; every
+	blocked map[causal.Channel]Blocked
+	// skips lists the records an operator moved the task past; every
 	// build of the task dead-letters them instead of processing them.
-	Skips []task.Skip
-	// Stores holds the task's stores, at their committed state whenever
+	skips []task.Skip
+	// stores holds the task's stores, at their committed state whenever
 	// no transaction is open. It outlives the task instances built on it,
 	// so a rebuild after an abort or a restart reads nothing back; nil
 	// until the first build, and after a failure that leaves it in doubt.
-	Stores store.Set
-	// Last is the task's committed checkpoint, matching Stores: where a
-	// rebuild on the same stores resumes. Nil when Stores is.
-	Last *Restored
+	stores store.Set
+	// last is the task's committed checkpoint, matching stores: where a
+	// rebuild on the same stores resumes. Nil when stores is.
+	last *Restored
 }
 
 // Blocked is how long a channel's head has waited at the gate, and for
@@ -243,8 +246,8 @@ func (m *Manager) Create(chs []causal.Channel) []*Task {
 			if !complete {
 				continue
 			}
-			t := &Task{ID: task.ID(pi.Name, p), Processor: pi.Name, Partition: p, Inputs: pi.Inputs,
-				State: Restoring, Committed: map[string]int64{}, Blocked: map[causal.Channel]Blocked{}}
+			t := &Task{id: task.ID(pi.Name, p), processor: pi.Name, partition: p, inputs: pi.Inputs,
+				state: Restoring, committed: map[string]int64{}, blocked: map[causal.Channel]Blocked{}}
 			created = append(created, t)
 			m.tasks = append(m.tasks, t)
 		}
@@ -255,7 +258,7 @@ func (m *Manager) Create(chs []causal.Channel) []*Task {
 // Find returns the task named id.
 func (m *Manager) Find(id string) (*Task, bool) {
 	for _, t := range m.tasks {
-		if t.ID == id {
+		if t.id == id {
 			return t, true
 		}
 	}
@@ -306,9 +309,9 @@ func (m *Manager) Prepare(ts []*Task) (cold []*Task, err error) {
 	var warm []*Task
 	for _, t := range ts {
 		m.CloseTask(t)
-		t.State, t.Err = Restoring, nil
-		if t.Stores != nil && t.Last != nil {
-			if err := t.Stores.Abort(); err == nil {
+		t.state, t.err = Restoring, nil
+		if t.stores != nil && t.last != nil {
+			if err := t.stores.Abort(); err == nil {
 				warm = append(warm, t)
 				continue
 			}
@@ -328,7 +331,7 @@ func (m *Manager) Prepare(ts []*Task) (cold []*Task, err error) {
 			m.Fail(t, fmt.Errorf("open stores: %w", err))
 			continue
 		}
-		t.Stores = set
+		t.stores = set
 		opened = append(opened, t)
 	}
 	m.buildAll(warm, group)
@@ -344,11 +347,11 @@ func (m *Manager) Prepare(ts []*Task) (cold []*Task, err error) {
 func (m *Manager) Finish(cold []*Task, restored map[string]*Restored) error {
 	var build []*Task
 	for _, t := range cold {
-		if o, ok := m.Find(t.ID); !ok || o != t || t.State != Restoring {
+		if o, ok := m.Find(t.id); !ok || o != t || t.state != Restoring {
 			m.closeStores(t)
 			continue
 		}
-		r := restored[t.ID]
+		r := restored[t.id]
 		if r == nil {
 			r = &Restored{}
 		}
@@ -372,8 +375,8 @@ func (m *Manager) Finish(cold []*Task, restored map[string]*Restored) error {
 func (m *Manager) groupOffsets(ts []*Task) (map[causal.Channel]int64, error) {
 	var chs []causal.Channel
 	for _, t := range ts {
-		for _, in := range t.Inputs {
-			chs = append(chs, causal.Channel{Topic: in, Partition: t.Partition})
+		for _, in := range t.inputs {
+			chs = append(chs, causal.Channel{Topic: in, Partition: t.partition})
 		}
 	}
 	if len(chs) == 0 {
@@ -391,25 +394,25 @@ func (m *Manager) groupOffsets(ts []*Task) (map[causal.Channel]int64, error) {
 // those of its checkpoint: counted in GroupOffsets, they keep the other
 // readers of its channels from committing past what it has not read.
 func (m *Manager) seedProvisional(t *Task, group map[causal.Channel]int64) {
-	for _, in := range t.Inputs {
-		if _, ok := t.Committed[in]; ok {
+	for _, in := range t.inputs {
+		if _, ok := t.committed[in]; ok {
 			continue
 		}
-		ch := causal.Channel{Topic: in, Partition: t.Partition}
+		ch := causal.Channel{Topic: in, Partition: t.partition}
 		next, err := m.startOffset(ch, nil, group)
 		if err != nil {
 			// Out of range, and no reset allowed: the build decides; until
 			// then, hold the group's offset.
 			next = group[ch]
 		}
-		t.Committed[in] = next
+		t.committed[in] = next
 	}
 }
 
 // buildAll builds each of ts, failing on its own one that cannot be built.
 func (m *Manager) buildAll(ts []*Task, group map[causal.Channel]int64) {
 	for _, t := range ts {
-		if t.State == Failed {
+		if t.state == Failed {
 			continue
 		}
 		if err := m.buildOne(t, group); err != nil {
@@ -424,7 +427,7 @@ func (m *Manager) buildAll(ts []*Task, group map[causal.Channel]int64) {
 // checkpoint as t's last.
 func (m *Manager) fill(t *Task, r *Restored) error {
 	for name, changes := range r.Stores {
-		kv, err := t.Stores.Store(name)
+		kv, err := t.stores.Store(name)
 		if err != nil {
 			return err
 		}
@@ -432,7 +435,7 @@ func (m *Manager) fill(t *Task, r *Restored) error {
 			return fmt.Errorf("store %q: %w", name, err)
 		}
 	}
-	t.Last = &Restored{Checkpointed: r.Checkpointed, Next: r.Next, Gate: r.Gate, StreamTime: r.StreamTime}
+	t.last = &Restored{Checkpointed: r.Checkpointed, Next: r.Next, Gate: r.Gate, StreamTime: r.StreamTime}
 	return nil
 }
 
@@ -443,22 +446,22 @@ func (m *Manager) DropStores(t *Task) { m.closeStores(t) }
 // closeStores closes t's stores, if open, and forgets them with the
 // checkpoint they matched.
 func (m *Manager) closeStores(t *Task) {
-	if t.Stores != nil {
-		if err := t.Stores.Close(); err != nil {
-			m.cfg.Log.Warn("close stores", zap.String("task", t.ID), zap.Error(err))
+	if t.stores != nil {
+		if err := t.stores.Close(); err != nil {
+			m.cfg.Log.Warn("close stores", zap.String("task", t.id), zap.Error(err))
 		}
 	}
-	t.Stores, t.Last = nil, nil
+	t.stores, t.last = nil, nil
 }
 
 func (m *Manager) buildOne(t *Task, group map[causal.Channel]int64) error {
-	t.Streamed, t.InTxn = 0, false
-	t.Blocked = map[causal.Channel]Blocked{}
-	r := t.Last
+	t.streamed, t.inTxn = 0, false
+	t.blocked = map[causal.Channel]Blocked{}
+	r := t.last
 	if err := m.seedOffsets(t, r, group); err != nil {
 		return err
 	}
-	c := task.Committed{Next: t.Committed}
+	c := task.Committed{Next: t.committed}
 	if r.Checkpointed {
 		c.Checkpoint, c.StreamTime = r.Gate, r.StreamTime
 	}
@@ -467,10 +470,10 @@ func (m *Manager) buildOne(t *Task, group map[causal.Channel]int64) error {
 		obs = m.cfg.Observer(t)
 	}
 	cfg := task.Config{
-		Topology: m.cfg.Topology, Processor: t.Processor, Partition: t.Partition,
+		Topology: m.cfg.Topology, Processor: t.processor, Partition: t.partition,
 		OutputPartitions: m.partitionCount, GateOff: m.cfg.GateOff, Now: m.cfg.Clock,
-		DeadLetterTopic: m.cfg.DeadLetterTopic, Skip: t.Skips, CheckClaims: m.cfg.CheckClaims, Observer: obs,
-		Stores: t.Stores,
+		DeadLetterTopic: m.cfg.DeadLetterTopic, Skip: t.skips, CheckClaims: m.cfg.CheckClaims, Observer: obs,
+		Stores: t.stores,
 	}
 	if g := m.cfg.Globals; g != nil {
 		cfg.Globals, cfg.GlobalNext = g.stores, g.Channels()
@@ -479,23 +482,23 @@ func (m *Manager) buildOne(t *Task, group map[causal.Channel]int64) error {
 	if err != nil {
 		return err
 	}
-	t.T, t.State = tt, Running
+	t.task, t.state = tt, Running
 	return nil
 }
 
 // ReadsGlobal reports whether t's processor reads topic as a global table.
 func (t *Task) ReadsGlobal(topic string) bool {
-	return t.T != nil && t.T.ReadsGlobal(topic)
+	return t.task != nil && t.task.ReadsGlobal(topic)
 }
 
 // seedOffsets sets, for each input of t, the offset it resumes from.
 func (m *Manager) seedOffsets(t *Task, r *Restored, group map[causal.Channel]int64) error {
-	for _, in := range t.Inputs {
-		next, err := m.startOffset(causal.Channel{Topic: in, Partition: t.Partition}, r, group)
+	for _, in := range t.inputs {
+		next, err := m.startOffset(causal.Channel{Topic: in, Partition: t.partition}, r, group)
 		if err != nil {
 			return err
 		}
-		t.Committed[in] = next
+		t.committed[in] = next
 	}
 	return nil
 }
@@ -541,8 +544,8 @@ func (m *Manager) startOffset(ch causal.Channel, r *Restored, group map[causal.C
 func (m *Manager) Starts(ts []*Task) map[causal.Channel]int64 {
 	start := map[causal.Channel]int64{}
 	for _, t := range ts {
-		for in, next := range t.Committed {
-			ch := causal.Channel{Topic: in, Partition: t.Partition}
+		for in, next := range t.committed {
+			ch := causal.Channel{Topic: in, Partition: t.partition}
 			if cur, ok := start[ch]; !ok || next < cur {
 				start[ch] = next
 			}
@@ -579,27 +582,27 @@ func FailedRecord(err error) (causal.Entry, bool) {
 // abort: the task failed part-way through a record after streaming
 // outputs into it.
 func (m *Manager) Fail(t *Task, err error) (mustAbort bool) {
-	if t.State == Failed {
+	if t.state == Failed {
 		return false
 	}
-	t.State, t.Err = Failed, err
-	fields := []zap.Field{zap.String("task", t.ID), zap.Error(err)}
+	t.state, t.err = Failed, err
+	fields := []zap.Field{zap.String("task", t.id), zap.Error(err)}
 	if rec, ok := FailedRecord(err); ok {
 		fields = append(fields, zap.Stringer("channel", rec.Channel), zap.Int64("offset", rec.Offset))
 	}
-	m.cfg.Log.Error("task failed; its offsets stay at the last commit (POST /tasks/"+t.ID+"/restart to retry, /skip to move past the record)", fields...)
-	return t.T != nil && t.T.Broken() && t.Streamed > 0
+	m.cfg.Log.Error("task failed; its offsets stay at the last commit (POST /tasks/"+t.id+"/restart to retry, /skip to move past the record)", fields...)
+	return t.task != nil && t.task.Broken() && t.streamed > 0
 }
 
 // CloseTask closes t's task, if it has one, and lets it go.
 func (m *Manager) CloseTask(t *Task) {
-	if t.T == nil {
+	if t.task == nil {
 		return
 	}
-	if err := t.T.Close(); err != nil {
-		m.cfg.Log.Warn("close task", zap.String("task", t.ID), zap.Error(err))
+	if err := t.task.Close(); err != nil {
+		m.cfg.Log.Warn("close task", zap.String("task", t.id), zap.Error(err))
 	}
-	t.T = nil
+	t.task = nil
 }
 
 // CloseAll closes every task and its stores, and forgets them.

@@ -85,7 +85,7 @@ func TestRequestServesOnlyAFailedTask(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			assert.Equal(t, tc.id, got.ID)
+			assert.Equal(t, tc.id, got.id)
 			if tc.skip {
 				assert.Equal(t, poisoned.Record, skip.Record)
 			}
@@ -121,7 +121,7 @@ func TestARestoringTaskHoldsTheGroupAtItsChannels(t *testing.T) {
 	cold, err := m.Prepare([]*Task{q})
 	require.NoError(t, err)
 	require.Equal(t, []*Task{q}, cold)
-	assert.Equal(t, Restoring, q.State)
+	assert.Equal(t, Restoring, q.state)
 	m.Started(m.Starts(m.Tasks()))
 
 	r := m.Route(in)
@@ -136,16 +136,16 @@ func TestARestoringTaskHoldsTheGroupAtItsChannels(t *testing.T) {
 	m.Committed(fresh)
 
 	require.NoError(t, m.Finish(cold, nil))
-	assert.Equal(t, Running, q.State)
+	assert.Equal(t, Running, q.state)
 	assert.Equal(t, map[causal.Channel]int64{in: 5}, m.Rewind(cold))
 	for off := int64(5); off < 12; off++ {
 		m.Deliver(r, framework.Record{Topic: "in", Offset: off, Value: []byte("v")})
 	}
 	for _, tt := range []*Task{p, q} {
-		snap, err := tt.T.Snapshot()
+		snap, err := tt.task.Snapshot()
 		require.NoError(t, err)
-		assert.Equal(t, int64(12), snap.Offsets[0].Offset, tt.ID)
-		assert.Equal(t, Running, tt.State, tt.ID)
+		assert.Equal(t, int64(12), snap.Offsets[0].Offset, tt.id)
+		assert.Equal(t, Running, tt.state, tt.id)
 	}
 }
 
@@ -163,5 +163,5 @@ func TestBuildNeedsRestore(t *testing.T) {
 	cold, err := m.Prepare(ts)
 	require.NoError(t, err)
 	require.NoError(t, m.Finish(cold, nil))
-	assert.Equal(t, Running, ts[0].State)
+	assert.Equal(t, Running, ts[0].state)
 }
