@@ -3,9 +3,6 @@ package runtime
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
-	"sort"
-	"time"
 
 	"github.com/causeway-stream/causeway/causal"
 )
@@ -23,22 +20,12 @@ import (
 //     resumes from. Only the last committed one counts, so a restore reads
 //     the tail of the partition.
 //
-// A checkpoint's value is: version byte 2, uvarint count, then per input
-// channel its topic (uvarint length + bytes) and the next offset the task
-// reads there (uvarint), then the task's stream time (varint Unix
-// nanoseconds, 0 for none), then the gate checkpoint bytes (the rest).
-// Version 1, written before stream time was kept, has no stream time and
-// is still read.
+// A checkpoint's value is a task.Checkpoint's encoding (its Encode), which
+// the in-memory test driver keeps too.
 //
 // Before this layout, one topic, "<application-id>-changelog", held every
 // store and checkpoint of an application; a worker finding it refuses to
 // start (see topicManager).
-
-const (
-	checkpointVersion = 2
-	// checkpointV1 lacks the stream time.
-	checkpointV1 = 1
-)
 
 var errBadChangelog = errors.New("malformed changelog record")
 
@@ -66,69 +53,6 @@ func readString(b []byte) (string, []byte, error) {
 		return "", nil, errBadChangelog
 	}
 	return string(b[l : l+int(n)]), b[l+int(n):], nil
-}
-
-// taskCheckpoint is what a task commits besides its stores.
-type taskCheckpoint struct {
-	next   map[string]int64 // input topic -> next offset
-	stream time.Time        // the task's stream time; zero for none
-	gate   []byte
-}
-
-func (c taskCheckpoint) encode() []byte {
-	topics := make([]string, 0, len(c.next))
-	for t := range c.next {
-		topics = append(topics, t)
-	}
-	sort.Strings(topics)
-	b := binary.AppendUvarint([]byte{checkpointVersion}, uint64(len(topics)))
-	for _, t := range topics {
-		b = appendString(b, t)
-		b = binary.AppendUvarint(b, uint64(c.next[t]))
-	}
-	var stream int64
-	if !c.stream.IsZero() {
-		stream = c.stream.UnixNano()
-	}
-	b = binary.AppendVarint(b, stream)
-	return append(b, c.gate...)
-}
-
-func decodeTaskCheckpoint(b []byte) (taskCheckpoint, error) {
-	c := taskCheckpoint{next: map[string]int64{}}
-	if len(b) == 0 || (b[0] != checkpointVersion && b[0] != checkpointV1) {
-		return c, fmt.Errorf("%w: checkpoint version", errBadChangelog)
-	}
-	version := b[0]
-	n, l := binary.Uvarint(b[1:])
-	if l <= 0 || n > uint64(len(b)) {
-		return c, errBadChangelog
-	}
-	b = b[1+l:]
-	for range n {
-		var t string
-		var err error
-		if t, b, err = readString(b); err != nil {
-			return c, err
-		}
-		off, l := binary.Uvarint(b)
-		if l <= 0 || off > 1<<63-1 {
-			return c, errBadChangelog
-		}
-		c.next[t], b = int64(off), b[l:]
-	}
-	if version >= checkpointVersion {
-		ns, l := binary.Varint(b)
-		if l <= 0 {
-			return c, fmt.Errorf("%w: stream time", errBadChangelog)
-		}
-		if ns != 0 {
-			c.stream = time.Unix(0, ns)
-		}
-		b = b[l:]
-	}
-	c.gate = b
-	return c, nil
 }
 
 // changelogMessage is a changelog record for partition p.

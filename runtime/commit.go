@@ -90,13 +90,8 @@ func (w *Worker) writeChangelog(p taskmgr.Pending) error {
 			}
 		}
 	}
-	next := map[string]int64{}
-	for _, e := range p.Snap.Offsets {
-		next[e.Channel.Topic] = e.Offset
-	}
-	cp := taskCheckpoint{next: next, stream: p.Snap.StreamTime, gate: p.Snap.Checkpoint}
 	topic := checkpointTopic(w.cfg.ApplicationID, p.Task.Processor())
-	return w.producer.produce(changelogMessage(topic, p.Task.Partition(), checkpointRecordKey, cp.encode()))
+	return w.producer.produce(changelogMessage(topic, p.Task.Partition(), checkpointRecordKey, p.Snap.Checkpoint().Encode()))
 }
 
 // onCommitError aborts and rebuilds the tasks that had effects in the

@@ -13,6 +13,7 @@ import (
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/store"
+	"github.com/causeway-stream/causeway/framework/task"
 	"github.com/causeway-stream/causeway/internal/taskmgr"
 )
 
@@ -321,11 +322,11 @@ func (run *restoreRun) apply(ch causal.Channel, key, value []byte) error {
 	s := run.last
 	if s == nil {
 		if t, ok := run.checkpoints[ch]; ok {
-			cp, err := decodeTaskCheckpoint(value)
+			cp, err := task.DecodeCheckpoint(value)
 			if err != nil {
-				return fmt.Errorf("checkpoint of %s at %s: %w", t.ID(), ch, err)
+				return fmt.Errorf("checkpoint of %s at %s: %w: %w", t.ID(), ch, errBadChangelog, err)
 			}
-			run.out[t.ID()] = &taskmgr.Restored{Checkpointed: true, Next: cp.next, Gate: cp.gate, StreamTime: cp.stream}
+			run.out[t.ID()] = &taskmgr.Restored{Checkpoint: &cp}
 		}
 		return nil
 	}

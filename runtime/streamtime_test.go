@@ -42,34 +42,3 @@ func TestLateRecordAfterRebuildIsDroppedAsLate(t *testing.T) {
 	assert.Len(t, fake.outputs("counts"), 2, "the late record reopened a closed window after the rebuild")
 	assert.InDelta(t, 1, testutil.ToFloat64(w.metrics.Dropped.WithLabelValues("count/0", "late")), 0, "the late record is counted as dropped")
 }
-
-func TestTaskCheckpointCodec(t *testing.T) {
-	at := time.Unix(1_700_000_000, 123)
-	tests := []struct {
-		name string
-		give taskCheckpoint
-	}{
-		{"with stream time", taskCheckpoint{next: map[string]int64{"a": 3, "b": 0}, stream: at, gate: []byte{1, 2}}},
-		{"without stream time", taskCheckpoint{next: map[string]int64{"a": 1}, gate: []byte{9}}},
-		{"empty", taskCheckpoint{next: map[string]int64{}}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := decodeTaskCheckpoint(tt.give.encode())
-			require.NoError(t, err)
-			assert.Equal(t, tt.give.next, got.next)
-			assert.True(t, tt.give.stream.Equal(got.stream), "stream time %v, want %v", got.stream, tt.give.stream)
-			assert.Equal(t, string(tt.give.gate), string(got.gate))
-		})
-	}
-	// A version 1 checkpoint, written before stream time was kept, still
-	// reads: no stream time, and its gate bytes intact.
-	v1 := []byte{checkpointV1, 1, 1, 'a', 7, 0xAA}
-	got, err := decodeTaskCheckpoint(v1)
-	require.NoError(t, err)
-	assert.Equal(t, map[string]int64{"a": 7}, got.next)
-	assert.True(t, got.stream.IsZero())
-	assert.Equal(t, []byte{0xAA}, got.gate)
-	_, err = decodeTaskCheckpoint([]byte{3})
-	assert.ErrorIs(t, err, errBadChangelog)
-}

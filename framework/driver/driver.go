@@ -402,11 +402,8 @@ func (d *Driver) commit() {
 		for name, changes := range p.Snap.Changes {
 			c.Stores[name] = append(c.Stores[name], changes...)
 		}
-		next := map[string]int64{}
-		for _, e := range p.Snap.Offsets {
-			next[e.Channel.Topic] = e.Offset
-		}
-		c.Checkpointed, c.Next, c.Gate, c.StreamTime = true, next, p.Snap.Checkpoint, p.Snap.StreamTime
+		cp := p.Snap.Checkpoint()
+		c.Checkpoint = &cp
 		fresh[p.Task] = p.Snap
 	}
 	maps.Copy(d.group, d.tasks.GroupOffsets(fresh))

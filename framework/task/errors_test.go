@@ -180,8 +180,7 @@ func TestRebuildFromCommitted(t *testing.T) {
 	at := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
 	tk, err := task.Rebuild(task.Config{Topology: topo, Processor: "p"}, task.Committed{
 		Stores:     map[string][]store.Change{"seen": {{Key: []byte("old"), Value: []byte("x")}}},
-		StreamTime: at,
-		Next:       map[string]int64{"in": 5},
+		Checkpoint: &task.Checkpoint{StreamTime: at, Next: map[string]int64{"in": 5}},
 	})
 	require.NoError(t, err)
 	require.NoError(t, tk.Receive(framework.Record{Topic: "in", Offset: 4, Value: []byte("replayed")}))

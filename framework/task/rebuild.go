@@ -3,26 +3,24 @@ package task
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/causeway-stream/causeway/framework/store"
 )
 
 // Committed is what was committed for one task: the changes of each of its
-// stores in the order they were made, the gate checkpoint, the stream time,
-// and the next offset of each input (the topic's partition Partition).
+// stores in the order they were made, and its checkpoint (nil: none was
+// found; the task then starts every input at offset 0, with no stream
+// time and an empty gate).
 type Committed struct {
 	Stores     map[string][]store.Change
-	Checkpoint []byte // nil: the task never committed a checkpoint
-	StreamTime time.Time
-	Next       map[string]int64
+	Checkpoint *Checkpoint
 }
 
 // Rebuild builds a task from what was committed for it, and starts it: the
 // one way a task comes back after a restart, an aborted transaction or a
 // reassignment, in the runtime and in the test driver alike. Nothing of a
-// previous instance is patched; an input missing from c.Next starts at
-// offset 0. On an error the task is closed.
+// previous instance is patched; an input missing from the checkpoint's
+// Next starts at offset 0. On an error the task is closed.
 func Rebuild(cfg Config, c Committed) (*Task, error) {
 	t, err := New(cfg)
 	if err != nil {
@@ -40,14 +38,18 @@ func (t *Task) restore(c Committed) error {
 			return err
 		}
 	}
+	var cp Checkpoint
 	if c.Checkpoint != nil {
-		if err := t.RestoreGate(c.Checkpoint); err != nil {
+		cp = *c.Checkpoint
+	}
+	if cp.Gate != nil {
+		if err := t.RestoreGate(cp.Gate); err != nil {
 			return err
 		}
 	}
-	t.RestoreStreamTime(c.StreamTime)
+	t.RestoreStreamTime(cp.StreamTime)
 	for _, in := range t.info.Inputs {
-		if err := t.Seed(in, c.Next[in]); err != nil {
+		if err := t.Seed(in, cp.Next[in]); err != nil {
 			return fmt.Errorf("seed %s: %w", in, err)
 		}
 	}

@@ -88,14 +88,25 @@ type Config struct {
 // channel, the gate checkpoint, and the store changes since the last
 // snapshot.
 type Snapshot struct {
-	Offsets    []causal.Entry
-	Checkpoint []byte
-	Changes    map[string][]store.Change
+	Offsets []causal.Entry
+	// Gate is the gate's checkpoint.
+	Gate    []byte
+	Changes map[string][]store.Change
 	// StreamTime is the task's stream time (the largest timestamp it has
 	// processed), which windows, grace and stream-time punctuations are
 	// measured by; restore it with RestoreStreamTime so that a restarted
 	// task drops as late what it would have dropped without the restart.
 	StreamTime time.Time
+}
+
+// Checkpoint is the snapshot's checkpoint: the next offset of each input,
+// the stream time and the gate's checkpoint.
+func (s Snapshot) Checkpoint() Checkpoint {
+	next := make(map[string]int64, len(s.Offsets))
+	for _, e := range s.Offsets {
+		next[e.Channel.Topic] = e.Offset
+	}
+	return Checkpoint{Next: next, StreamTime: s.StreamTime, Gate: s.Gate}
 }
 
 // Status describes the task for operators.
@@ -509,7 +520,7 @@ func (t *Task) Snapshot() (Snapshot, error) {
 		// A global table's position is the worker's, not the task's.
 		offsets = slices.DeleteFunc(offsets, func(e causal.Entry) bool { return t.globalTopics[e.Channel.Topic] })
 	}
-	s := Snapshot{Offsets: offsets, Checkpoint: t.node.Checkpoint(), Changes: map[string][]store.Change{}, StreamTime: t.stream}
+	s := Snapshot{Offsets: offsets, Gate: t.node.Checkpoint(), Changes: map[string][]store.Change{}, StreamTime: t.stream}
 	for name, m := range t.kv {
 		if ch := m.Changes(); len(ch) > 0 {
 			s.Changes[name] = ch

@@ -87,10 +87,8 @@ func (m *Manager) Committed(fresh map[*Task]task.Snapshot) {
 		if !ok {
 			continue
 		}
-		next := make(map[string]int64, len(snap.Offsets))
 		for _, e := range snap.Offsets {
 			t.committed[e.Channel.Topic] = e.Offset
-			next[e.Channel.Topic] = e.Offset
 		}
 		if t.stores == nil {
 			continue
@@ -100,7 +98,8 @@ func (m *Manager) Committed(fresh map[*Task]task.Snapshot) {
 			m.Fail(t, fmt.Errorf("commit stores: %w", err))
 			continue
 		}
-		t.last = &Restored{Checkpointed: true, Next: next, Gate: snap.Checkpoint, StreamTime: snap.StreamTime}
+		cp := snap.Checkpoint()
+		t.last = &Restored{Checkpoint: &cp}
 	}
 }
 

@@ -115,17 +115,10 @@ type Offsets interface {
 	Watermarks(ch causal.Channel) (low, high int64, err error)
 }
 
-// Restored is what the changelog holds for one task.
-type Restored struct {
-	// Stores holds each store's changes in the order they were made.
-	Stores map[string][]store.Change
-	// Checkpointed is set when a checkpoint of the task was found; Next,
-	// Gate and StreamTime are then its contents.
-	Checkpointed bool
-	Next         map[string]int64
-	Gate         []byte
-	StreamTime   time.Time
-}
+// Restored is what the changelog holds for one task: its stores' changes
+// and its last checkpoint (nil when none was found), the task package's
+// Committed under the name the manager's owner knows it by.
+type Restored = task.Committed
 
 // Config is what a Manager is built from.
 type Config struct {
@@ -435,7 +428,7 @@ func (m *Manager) fill(t *Task, r *Restored) error {
 			return fmt.Errorf("store %q: %w", name, err)
 		}
 	}
-	t.last = &Restored{Checkpointed: r.Checkpointed, Next: r.Next, Gate: r.Gate, StreamTime: r.StreamTime}
+	t.last = &Restored{Checkpoint: r.Checkpoint}
 	return nil
 }
 
@@ -461,10 +454,11 @@ func (m *Manager) buildOne(t *Task, group map[causal.Channel]int64) error {
 	if err := m.seedOffsets(t, r, group); err != nil {
 		return err
 	}
-	c := task.Committed{Next: t.committed}
-	if r.Checkpointed {
-		c.Checkpoint, c.StreamTime = r.Gate, r.StreamTime
+	cp := task.Checkpoint{Next: t.committed}
+	if r.Checkpoint != nil {
+		cp.Gate, cp.StreamTime = r.Checkpoint.Gate, r.Checkpoint.StreamTime
 	}
+	c := task.Committed{Checkpoint: &cp}
 	var obs task.Observer
 	if m.cfg.Observer != nil {
 		obs = m.cfg.Observer(t)
@@ -513,8 +507,8 @@ func (m *Manager) startOffset(ch causal.Channel, r *Restored, group map[causal.C
 		return 0, fmt.Errorf("watermarks of %s: %w", ch, err)
 	}
 	next, known := int64(-1), false
-	if r != nil && r.Checkpointed {
-		next, known = r.Next[ch.Topic]
+	if r != nil && r.Checkpoint != nil {
+		next, known = r.Checkpoint.Next[ch.Topic]
 	}
 	if !known {
 		next, known = group[ch]
