@@ -1,68 +1,98 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework/task"
 	"github.com/causeway-stream/causeway/internal/taskmgr"
 )
 
 // commit closes the open transaction with every task's remaining outputs,
-// store changes, checkpoint and offsets. A task that failed while
-// processing contributes nothing, and its committed offsets stay where they
-// were; if it had already streamed outputs, the transaction is aborted
-// instead and the healthy tasks redo their work from committed state.
+// store changes, checkpoint and offsets, through the task manager's one
+// commit path (taskmgr.Manager.Commit) over the worker's Kafka
+// transaction. A task that failed while processing contributes nothing,
+// and its committed offsets stay where they were; if it had already
+// streamed outputs, the transaction is aborted instead and the healthy
+// tasks redo their work from committed state.
 func (w *Worker) commit() error {
 	if len(w.tasks.Tasks()) == 0 || w.consumer == nil {
 		return nil
 	}
 	if w.mustAbort {
-		w.log.Warn("a task failed after its outputs were sent: aborting the transaction; the tasks with work in it redo that work")
-		w.abortAndRebuild()
+		w.abortForFailedTask()
 		return nil
 	}
-	work, moved := w.tasks.Pending()
-	if !moved && !w.producer.open {
+	tx := &kafkaTransaction{w: w}
+	committed, err := w.tasks.Commit(tx)
+	if errors.Is(err, errTaskFailedInTransaction) {
+		w.abortForFailedTask()
 		return nil
 	}
-	closing := w.now()
-	if err := w.producer.begin(); err != nil {
-		return err
-	}
-	fresh := make(map[*taskmgr.Task]task.Snapshot, len(work))
-	for _, p := range work {
-		sound, err := w.sendOutputs(p.Task)
-		if err != nil {
-			return err
-		}
-		if !sound {
-			continue // failed on an output Kafka refused: its share stays out
-		}
-		if err := w.writeChangelog(p); err != nil {
-			return err
-		}
-		fresh[p.Task] = p.Snap
-	}
-	if w.mustAbort {
-		w.log.Warn("a task failed after its outputs were sent: aborting the transaction; the tasks with work in it redo that work")
-		w.abortAndRebuild()
-		return nil
-	}
-	md, err := w.consumer.GroupMetadata()
-	if err != nil {
-		return fmt.Errorf("group metadata: %w", err)
-	}
-	if err := w.producer.commit(w.groupOffsets(fresh), md); err != nil {
+	if err != nil || !committed {
 		return err
 	}
 	w.failedCommits = 0
-	w.tasks.Committed(fresh)
 	w.releaseOutputs()
-	w.metrics.CommitSeconds.Observe(w.now().Sub(closing).Seconds())
+	w.metrics.CommitSeconds.Observe(w.now().Sub(tx.closing).Seconds())
 	return nil
+}
+
+// abortForFailedTask aborts the transaction a task failed in after its
+// outputs went into it.
+func (w *Worker) abortForFailedTask() {
+	w.log.Warn("a task failed after its outputs were sent: aborting the transaction; the tasks with work in it redo that work")
+	w.abortAndRebuild()
+}
+
+// errTaskFailedInTransaction: a task failed while the commit sent its
+// outputs, after outputs of it had gone into the transaction, which must
+// then be aborted.
+var errTaskFailedInTransaction = errors.New("a task failed after its outputs were sent")
+
+// kafkaTransaction is the worker's Kafka transaction as the task manager's
+// commit writes to it.
+type kafkaTransaction struct {
+	w *Worker
+	// closing is when the commit began, for the commit-time metric.
+	closing time.Time
+}
+
+var _ taskmgr.Transaction = (*kafkaTransaction)(nil)
+
+// Begin opens a transaction, unless none is open and nothing moved.
+func (tx *kafkaTransaction) Begin(dirty bool) (bool, error) {
+	if !dirty && !tx.w.producer.open {
+		return false, nil
+	}
+	tx.closing = tx.w.now()
+	return true, tx.w.producer.begin()
+}
+
+// SendOutputs produces the task's remaining outputs (sendOutputs).
+func (tx *kafkaTransaction) SendOutputs(t *taskmgr.Task) (bool, error) { return tx.w.sendOutputs(t) }
+
+// WriteState produces the task's store changes and checkpoint
+// (writeChangelog).
+func (tx *kafkaTransaction) WriteState(t *taskmgr.Task, snap task.Snapshot) error {
+	return tx.w.writeChangelog(t, snap)
+}
+
+// Commit sends the offsets with the group's metadata (KIP-447) and commits,
+// unless a task failed meanwhile with outputs in the transaction.
+func (tx *kafkaTransaction) Commit(offsets map[causal.Channel]int64) error {
+	if tx.w.mustAbort {
+		return errTaskFailedInTransaction
+	}
+	md, err := tx.w.consumer.GroupMetadata()
+	if err != nil {
+		return fmt.Errorf("group metadata: %w", err)
+	}
+	return tx.w.producer.commit(offsets, md)
 }
 
 // releaseOutputs lets every task write its next outputs over the memory
@@ -81,17 +111,17 @@ func (w *Worker) releaseOutputs() {
 
 // writeChangelog sends one task's store changes to its stores' changelogs
 // and its checkpoint to its checkpoint topic, in the open transaction.
-func (w *Worker) writeChangelog(p taskmgr.Pending) error {
-	for name, changes := range p.Snap.Changes {
+func (w *Worker) writeChangelog(t *taskmgr.Task, snap task.Snapshot) error {
+	for name, changes := range snap.Changes {
 		cl := storeChangelogTopic(w.cfg.ApplicationID, name)
 		for _, c := range changes {
-			if err := w.producer.produce(changelogMessage(cl, p.Task.Partition(), c.Key, c.Value)); err != nil {
+			if err := w.producer.produce(changelogMessage(cl, t.Partition(), c.Key, c.Value)); err != nil {
 				return err
 			}
 		}
 	}
-	topic := checkpointTopic(w.cfg.ApplicationID, p.Task.Processor())
-	return w.producer.produce(changelogMessage(topic, p.Task.Partition(), checkpointRecordKey, p.Snap.Checkpoint().Encode()))
+	topic := checkpointTopic(w.cfg.ApplicationID, t.Processor())
+	return w.producer.produce(changelogMessage(topic, t.Partition(), checkpointRecordKey, snap.Checkpoint().Encode()))
 }
 
 // onCommitError aborts and rebuilds the tasks that had effects in the

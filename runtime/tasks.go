@@ -6,7 +6,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/task"
 	"github.com/causeway-stream/causeway/internal/taskmgr"
@@ -50,11 +49,6 @@ func (w *Worker) newTaskManager(counts map[string]int32, offsets offsetSource, c
 		EncodeCheckpoint: func(t *taskmgr.Task, _ task.Snapshot) []byte { return w.positions[t.ID()].encode() },
 		Globals:          w.globals,
 	})
-}
-
-// groupOffsets is what the group commits: see taskmgr.Manager.GroupOffsets.
-func (w *Worker) groupOffsets(fresh map[*taskmgr.Task]task.Snapshot) map[causal.Channel]int64 {
-	return w.tasks.GroupOffsets(fresh)
 }
 
 // closeTasks closes every task, forgets them and their metrics.

@@ -388,26 +388,45 @@ func (d *Driver) newFailures(before map[string]bool) error {
 // offsets, as one transaction; a task whose snapshot is not well defined
 // (it failed part-way through a record) contributes nothing.
 func (d *Driver) commit() {
-	work, _ := d.tasks.Pending()
-	fresh := make(map[*taskmgr.Task]task.Snapshot, len(work))
-	for _, p := range work {
-		for _, o := range p.Task.Task().TakeOutputs() {
-			d.append(o.Topic, o.Partition, o.Record)
-		}
-		c := d.committed[p.Task.ID()]
-		if c == nil {
-			c = &taskmgr.Restored{Stores: map[string][]store.Change{}}
-			d.committed[p.Task.ID()] = c
-		}
-		for name, changes := range p.Snap.Changes {
-			c.Stores[name] = append(c.Stores[name], changes...)
-		}
-		cp := p.Snap.Checkpoint()
-		c.Checkpoint = &cp
-		fresh[p.Task] = p.Snap
+	// The in-memory log refuses nothing, so the commit cannot fail.
+	_, _ = d.tasks.Commit(memoryTransaction{d})
+}
+
+// memoryTransaction is the driver's in-memory log as the task manager's
+// commit writes to it: outputs are appended at once, and what each task
+// committed is kept as a worker's changelog and checkpoint topics would
+// keep it.
+type memoryTransaction struct{ d *Driver }
+
+var _ taskmgr.Transaction = memoryTransaction{}
+
+// Begin goes on: the driver commits every time it is asked to.
+func (memoryTransaction) Begin(bool) (bool, error) { return true, nil }
+
+func (tx memoryTransaction) SendOutputs(t *taskmgr.Task) (bool, error) {
+	for _, o := range t.Task().TakeOutputs() {
+		tx.d.append(o.Topic, o.Partition, o.Record)
 	}
-	maps.Copy(d.group, d.tasks.GroupOffsets(fresh))
-	d.tasks.Committed(fresh)
+	return true, nil
+}
+
+func (tx memoryTransaction) WriteState(t *taskmgr.Task, snap task.Snapshot) error {
+	c := tx.d.committed[t.ID()]
+	if c == nil {
+		c = &taskmgr.Restored{Stores: map[string][]store.Change{}}
+		tx.d.committed[t.ID()] = c
+	}
+	for name, changes := range snap.Changes {
+		c.Stores[name] = append(c.Stores[name], changes...)
+	}
+	cp := snap.Checkpoint()
+	c.Checkpoint = &cp
+	return nil
+}
+
+func (tx memoryTransaction) Commit(offsets map[causal.Channel]int64) error {
+	maps.Copy(tx.d.group, offsets)
+	return nil
 }
 
 // GroupOffsets returns the offsets the consumer group has committed, as a

@@ -10,6 +10,57 @@ import (
 // The rules of a commit and an abort: what each task contributes, which
 // offsets the group may commit, and which tasks an abort rebuilds.
 
+// Transaction is where a commit writes, in the order Commit calls it: the
+// worker's Kafka transaction, or the test driver's in-memory log.
+type Transaction interface {
+	// Begin opens the transaction if there is something to commit: dirty
+	// says whether any task's snapshot moves its offsets or changes its
+	// stores. It reports whether the commit goes on.
+	Begin(dirty bool) (bool, error)
+	// SendOutputs sends what t's task has emitted and not sent yet. It
+	// reports whether t is still sound: false when it failed on an output,
+	// and its share of the commit then stays out.
+	SendOutputs(t *Task) (sound bool, err error)
+	// WriteState writes t's store changes and its checkpoint (snap).
+	WriteState(t *Task, snap task.Snapshot) error
+	// Commit commits the transaction with the offsets the group may
+	// commit.
+	Commit(offsets map[causal.Channel]int64) error
+}
+
+// Commit closes a transaction, the one commit path of the worker and the
+// test driver: every task's snapshot (Pending), then per task its remaining
+// outputs, then its store changes and checkpoint, then the commit with the
+// group offsets the snapshots allow (GroupOffsets); once tx has committed,
+// the tasks learn it (Committed). It reports whether a transaction was
+// committed. On an error nothing is marked committed: the caller aborts,
+// and rebuilds the tasks with effects in the transaction (Aborted).
+func (m *Manager) Commit(tx Transaction) (bool, error) {
+	work, dirty := m.Pending()
+	if ok, err := tx.Begin(dirty); !ok || err != nil {
+		return false, err
+	}
+	fresh := make(map[*Task]task.Snapshot, len(work))
+	for _, p := range work {
+		sound, err := tx.SendOutputs(p.Task)
+		if err != nil {
+			return false, err
+		}
+		if !sound {
+			continue // failed on an output: its share stays out
+		}
+		if err := tx.WriteState(p.Task, p.Snap); err != nil {
+			return false, err
+		}
+		fresh[p.Task] = p.Snap
+	}
+	if err := tx.Commit(m.GroupOffsets(fresh)); err != nil {
+		return false, err
+	}
+	m.Committed(fresh)
+	return true, nil
+}
+
 // Pending is one task's share of a commit.
 type Pending struct {
 	Task *Task
