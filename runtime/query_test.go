@@ -14,6 +14,7 @@ import (
 
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/runtime/internal/upstream"
 )
 
 // keyOn returns a key Kafka's partitioner puts on partition p of n.
@@ -249,7 +250,7 @@ func TestCausalQueriesFollowTheirClockUpstream(t *testing.T) {
 	fake := newFakeKafka(t)
 	w := newFakeWorker(t, fake, topo, counts)
 	cluster := &fakeCluster{}
-	w.upstream = &upstreamView{cluster: cluster, partitions: map[string]int32{"lines": 2, "words": 2}}
+	w.upstream = upstream.NewView(cluster, map[string]int32{"lines": 2, "words": 2}, nil, w.sleep)
 	lines0 := causal.Channel{Topic: "lines", Partition: 0}
 	words0 := causal.Channel{Topic: "words", Partition: 0}
 	key := keyOn(t, 0, 2)
@@ -320,59 +321,6 @@ func (w *Worker) readCount(t *testing.T, key string) []byte {
 	v, _, err := kv.Get([]byte(key))
 	require.NoError(t, err)
 	return v
-}
-
-func TestPlanUpstream(t *testing.T) {
-	pass := func() framework.Processor {
-		return framework.ProcessorFunc(func(framework.Context, framework.Record) error { return nil })
-	}
-	tests := []struct {
-		name   string
-		build  func(b *framework.Builder) *framework.Builder
-		via    map[string][]string
-		cyclic bool
-	}{{
-		name: "the store's own inputs only",
-		build: func(b *framework.Builder) *framework.Builder {
-			return b.Processor("store", pass, framework.From("a", "b"))
-		},
-		via: map[string][]string{},
-	}, {
-		name: "two hops, and a branch that leads elsewhere",
-		build: func(b *framework.Builder) *framework.Builder {
-			return b.Processor("first", pass, framework.From("lines"), framework.To("mid"), framework.To("elsewhere")).
-				Processor("second", pass, framework.From("mid"), framework.To("words")).
-				Processor("store", pass, framework.From("words")).
-				Processor("other", pass, framework.From("elsewhere"), framework.To("sink"))
-		},
-		via: map[string][]string{"lines": {"mid"}, "mid": {"words"}},
-	}, {
-		name: "an input read by the store and by a processor before it",
-		build: func(b *framework.Builder) *framework.Builder {
-			return b.Processor("enrich", pass, framework.From("orders"), framework.To("enriched")).
-				Processor("store", pass, framework.From("orders", "enriched"))
-		},
-		via: map[string][]string{"orders": {"enriched"}},
-	}, {
-		name: "a cycle before the store",
-		build: func(b *framework.Builder) *framework.Builder {
-			return b.AllowCycles().
-				Processor("ping", pass, framework.From("a"), framework.To("b")).
-				Processor("pong", pass, framework.From("b"), framework.To("a")).
-				Processor("store", pass, framework.From("b"))
-		},
-		via:    map[string][]string{"a": {"b"}, "b": {"a"}},
-		cyclic: true,
-	}}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			topo, err := tt.build(framework.NewBuilder("plan")).Build()
-			require.NoError(t, err)
-			plan := planUpstream(topo, "store")
-			assert.Equal(t, tt.via, plan.via)
-			assert.Equal(t, tt.cyclic, plan.cyclic)
-		})
-	}
 }
 
 // A task that moves away while a query waits for it: the query learns so

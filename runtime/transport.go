@@ -9,6 +9,7 @@ import (
 
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/runtime/internal/upstream"
 	"go.uber.org/zap"
 )
 
@@ -164,7 +165,7 @@ type topicSpec struct {
 // the topic manager (topics.go) and following clocks upstream
 // (upstream.go).
 type clusterAdmin interface {
-	clusterOffsets
+	upstream.Cluster
 	// PartitionCounts returns the partition count of every topic of the
 	// cluster.
 	PartitionCounts(ctx context.Context) (map[string]int32, error)

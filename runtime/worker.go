@@ -23,6 +23,7 @@ import (
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/internal/taskmgr"
 	"github.com/causeway-stream/causeway/runtime/embedded"
+	"github.com/causeway-stream/causeway/runtime/internal/upstream"
 )
 
 // taskRequest asks the pump to restart a failed task, or to move it past
@@ -91,7 +92,7 @@ type Worker struct {
 	// upstream is what causal queries follow their clocks through the
 	// processors before a store with (upstream.go); nil until the worker
 	// is connected, or without an admin client (under mu).
-	upstream *upstreamView
+	upstream *upstream.View
 	// globals is the worker's copy of the topology's global tables, and
 	// globalReader what follows them; nil without global tables.
 	globals      *taskmgr.Globals
@@ -302,7 +303,7 @@ func (w *Worker) connect(ctx context.Context) error {
 		return err
 	}
 	w.mu.Lock()
-	w.upstream = &upstreamView{cluster: w.admin, partitions: counts}
+	w.upstream = upstream.NewView(w.admin, counts, w.now, w.sleep)
 	w.mu.Unlock()
 	w.pump.poll = consumer.Poll
 	if w.wrapPoll != nil {
@@ -518,7 +519,7 @@ func (w *Worker) storePartitions(store string) int32 {
 	if !ok || w.upstream == nil {
 		return 0
 	}
-	return w.upstream.partitions[pi.Inputs[0]]
+	return w.upstream.Partitions(pi.Inputs[0])
 }
 
 // owner returns the HTTP address of the worker that says it runs task.
