@@ -28,7 +28,7 @@ func TestRevocationMidBatchCommitsWhatWasTaken(t *testing.T) {
 		produceShop(t, b.Addr(), 3, 5, "mid")
 		cfg := testConfigFor(t, client, b.Addr(), "shop-mid")
 		cfg.GateOff = true
-		w, err := runtime.NewWorker(cfg, shopTopology(), zaptest.NewLogger(t), nil)
+		w, err := runtime.NewStreamThread(cfg, shopTopology(), zaptest.NewLogger(t), nil)
 		require.NoError(t, err)
 
 		var mu sync.Mutex

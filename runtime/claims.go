@@ -16,7 +16,7 @@ import (
 // does not exist: from what the worker learned before when that covers the
 // claim, else from the consumer's own view of the partition, else from the
 // broker.
-func (w *Worker) claimEnd(claim causal.Entry) (int64, error) {
+func (w *StreamThread) claimEnd(claim causal.Entry) (int64, error) {
 	ch := claim.Channel
 	if end, ok := w.claimEnds[ch]; ok && end > claim.Offset {
 		return end, nil

@@ -53,7 +53,7 @@ func TestImpossibleClaimsAreCaughtWhereTheyEnter(t *testing.T) {
 	orders0 := causal.Channel{Topic: "orders"}
 	requests0 := causal.Channel{Topic: "requests"}
 	nosuch := causal.Channel{Topic: "nosuchtopic"}
-	run := func(t *testing.T, check bool, opts ...framework.ProcessorOpt) (*Worker, *fakeKafka) {
+	run := func(t *testing.T, check bool, opts ...framework.ProcessorOpt) (*StreamThread, *fakeKafka) {
 		topo, counts := shippingTopology(t, opts...)
 		fake := newFakeKafka(t)
 		w := newFakeWorker(t, fake, topo, counts, func(c *Config) { c.CheckClaims = check })

@@ -17,7 +17,7 @@ func TestKafkaSettingsReachTheClientsThatReadThem(t *testing.T) {
 	cfg.ApplicationID = "app"
 	cfg.Kafka = map[string]string{"fetch.max.bytes": "8388608", "linger.ms": "20", "socket.keepalive.enable": "true"}
 	topo, _ := counting(t)
-	w, err := NewWorker(cfg, topo, nil, nil)
+	w, err := NewStreamThread(cfg, topo, nil, nil)
 	if !assert.NoError(t, err) {
 		return
 	}

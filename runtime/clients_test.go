@@ -23,7 +23,7 @@ func TestTheClientsAreThoseBuiltIn(t *testing.T) {
 	for _, client := range []string{runtime.ClientLibrdkafka, runtime.ClientFranz} {
 		cfg := runtime.DefaultConfig()
 		cfg.ApplicationID, cfg.Client, cfg.BootstrapServers = "shop", client, "127.0.0.1:1"
-		w, err := runtime.NewWorker(cfg, shopTopology(), zap.NewNop(), nil)
+		w, err := runtime.NewStreamThread(cfg, shopTopology(), zap.NewNop(), nil)
 		if client == runtime.ClientFranz || builtWithCgo {
 			require.NoError(t, err, client)
 			require.NotNil(t, w)

@@ -19,7 +19,7 @@ import (
 // and its committed offsets stay where they were; if it had already
 // streamed outputs, the transaction is aborted instead and the healthy
 // tasks redo their work from committed state.
-func (w *Worker) commit() error {
+func (w *StreamThread) commit() error {
 	if len(w.tasks.Tasks()) == 0 || w.consumer == nil {
 		return nil
 	}
@@ -44,7 +44,7 @@ func (w *Worker) commit() error {
 
 // abortForFailedTask aborts the transaction a task failed in after its
 // outputs went into it.
-func (w *Worker) abortForFailedTask() {
+func (w *StreamThread) abortForFailedTask() {
 	w.log.Warn("a task failed after its outputs were sent: aborting the transaction; the tasks with work in it redo that work")
 	w.abortAndRebuild()
 }
@@ -57,7 +57,7 @@ var errTaskFailedInTransaction = errors.New("a task failed after its outputs wer
 // kafkaTransaction is the worker's Kafka transaction as the task manager's
 // commit writes to it.
 type kafkaTransaction struct {
-	w *Worker
+	w *StreamThread
 	// closing is when the commit began, for the commit-time metric.
 	closing time.Time
 }
@@ -98,7 +98,7 @@ func (tx *kafkaTransaction) Commit(offsets map[causal.Channel]int64) error {
 // releaseOutputs lets every task write its next outputs over the memory
 // of those before, once the producer holds on to none of them (see
 // task.Task.ReleaseOutputs); otherwise the next commit tries again.
-func (w *Worker) releaseOutputs() {
+func (w *StreamThread) releaseOutputs() {
 	if !w.producer.client.Released() {
 		return
 	}
@@ -111,7 +111,7 @@ func (w *Worker) releaseOutputs() {
 
 // writeChangelog sends one task's store changes to its stores' changelogs
 // and its checkpoint to its checkpoint topic, in the open transaction.
-func (w *Worker) writeChangelog(t *taskmgr.Task, snap task.Snapshot) error {
+func (w *StreamThread) writeChangelog(t *taskmgr.Task, snap task.Snapshot) error {
 	for name, changes := range snap.Changes {
 		cl := storeChangelogTopic(w.cfg.ApplicationID, name)
 		for _, c := range changes {
@@ -127,7 +127,7 @@ func (w *Worker) writeChangelog(t *taskmgr.Task, snap task.Snapshot) error {
 // onCommitError aborts and rebuilds the tasks that had effects in the
 // transaction from committed state, or stops the worker when the error is
 // fatal (a fenced producer).
-func (w *Worker) onCommitError(err error) {
+func (w *StreamThread) onCommitError(err error) {
 	if w.producer.fatal(err) {
 		w.fatalErr = fmt.Errorf("producer fenced or failed: %w (another worker with instance id %q may have taken over)", err, w.instanceID)
 		return
@@ -148,7 +148,7 @@ func (w *Worker) onCommitError(err error) {
 }
 
 // abort aborts the open transaction, if any.
-func (w *Worker) abort() {
+func (w *StreamThread) abort() {
 	w.mustAbort = false
 	for _, rt := range w.tasks.Tasks() {
 		rt.StreamedAborted()

@@ -70,7 +70,7 @@ func TestCorruptHeaderFailsOnlyItsTask(t *testing.T) {
 		cfg := testConfigFor(t, client, b.Addr(), "shop-corrupt")
 		cfg.HTTPAddr = "127.0.0.1:0"
 		cfg.AdminToken = "s3cret"
-		w, err := runtime.NewWorker(cfg, shopTopology(), zaptest.NewLogger(t), nil)
+		w, err := runtime.NewStreamThread(cfg, shopTopology(), zaptest.NewLogger(t), nil)
 		require.NoError(t, err)
 		srv := runtime.NewServer(cfg.HTTPAddr, w, zaptest.NewLogger(t))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -16,7 +16,7 @@ import (
 // one; other reasons are logged each time.
 func TestNullKeysAreLoggedOncePerTask(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
-	w := &Worker{metrics: NewMetrics(), log: zap.New(core)}
+	w := &StreamThread{metrics: NewMetrics(), log: zap.New(core)}
 	obs := func() taskObserver { return taskObserver{w: w, nullKeys: new(bool)} }
 	a, b := obs(), obs()
 	for range 3 {

@@ -29,7 +29,7 @@ var StoreChangelogTopic = storeChangelogTopic
 // records taken and not yet handled, as librdkafka's rebalance callback
 // does inside Poll. taken hears of every record handed out before, and
 // revoked of the revocation; both are called on the pump's goroutine.
-func RevokeInABatch(w *Worker, n int, taken func(topic string, offset int64), revoked func()) {
+func RevokeInABatch(w *StreamThread, n int, taken func(topic string, offset int64), revoked func()) {
 	w.wrapPoll = func(poll pollFunc) pollFunc {
 		left, done := n, false
 		return func(timeout time.Duration, max int, batch *[]consumerEvent) int {

@@ -318,7 +318,7 @@ func (f *fakeKafka) catchUp(ch causal.Channel) {
 // of the topology's inputs, with its tasks built, configured by
 // DefaultConfig and then configure. It is driven by calling the pump's
 // steps directly; nothing runs in the background.
-func newFakeWorker(t *testing.T, fake *fakeKafka, topo *framework.Topology, counts map[string]int32, configure ...func(*Config)) *Worker {
+func newFakeWorker(t *testing.T, fake *fakeKafka, topo *framework.Topology, counts map[string]int32, configure ...func(*Config)) *StreamThread {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.ApplicationID = "fake"
@@ -326,7 +326,7 @@ func newFakeWorker(t *testing.T, fake *fakeKafka, topo *framework.Topology, coun
 	for _, c := range configure {
 		c(&cfg)
 	}
-	w, err := NewWorker(cfg, topo, zaptest.NewLogger(t), nil)
+	w, err := NewStreamThread(cfg, topo, zaptest.NewLogger(t), nil)
 	require.NoError(t, err)
 	w.now = func() time.Time { return time.Unix(1_700_000_000, 0) }
 	if fake.partitions == nil {
@@ -362,7 +362,7 @@ func newFakeWorker(t *testing.T, fake *fakeKafka, topo *framework.Topology, coun
 }
 
 // drain polls and handles everything queued, then commits.
-func (w *Worker) drainAndCommit(t *testing.T) {
+func (w *StreamThread) drainAndCommit(t *testing.T) {
 	t.Helper()
 	for w.poll() > 0 {
 		w.handlePolled()
@@ -374,7 +374,7 @@ func (w *Worker) drainAndCommit(t *testing.T) {
 }
 
 // taskObject returns the task behind id, to compare instances.
-func (w *Worker) taskObject(t *testing.T, id string) *taskmgr.Task {
+func (w *StreamThread) taskObject(t *testing.T, id string) *taskmgr.Task {
 	t.Helper()
 	rt, ok := w.tasks.Find(id)
 	require.True(t, ok, id)
@@ -382,10 +382,10 @@ func (w *Worker) taskObject(t *testing.T, id string) *taskmgr.Task {
 }
 
 // restart serves a restart request for id, as the pump does.
-func (w *Worker) restart(id string) error { return w.serve(taskRequest{id: id}).err }
+func (w *StreamThread) restart(id string) error { return w.serve(taskRequest{id: id}).err }
 
 // skipRecord serves a skip request for id, as the pump does.
-func (w *Worker) skipRecord(id string) (causal.Entry, error) {
+func (w *StreamThread) skipRecord(id string) (causal.Entry, error) {
 	r := w.serve(taskRequest{id: id, skip: true})
 	return r.skipped, r.err
 }

@@ -68,7 +68,7 @@ func TestProducerFencingFailsLoudly(t *testing.T) {
 		wl := produceShop(t, b.Addr(), 5, 4, "fence")
 		cfg := testConfigFor(t, client, b.Addr(), "shop-fence")
 		cfg.InstanceID = "one"
-		w, err := runtime.NewWorker(cfg, shopTopology(), zaptest.NewLogger(t), nil)
+		w, err := runtime.NewStreamThread(cfg, shopTopology(), zaptest.NewLogger(t), nil)
 		require.NoError(t, err)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

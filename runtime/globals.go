@@ -167,7 +167,7 @@ func applyGlobal(globals *taskmgr.Globals, r *kgo.Record) (int, error) {
 
 // applyGlobals applies records of the global tables to the worker's copy
 // and tells the tasks that read them.
-func (w *Worker) applyGlobals(recs []*kgo.Record) {
+func (w *StreamThread) applyGlobals(recs []*kgo.Record) {
 	moved := map[causal.Channel]bool{}
 	for _, r := range recs {
 		if _, err := applyGlobal(w.globals, r); err != nil {

@@ -56,7 +56,7 @@ type Server struct {
 	done   chan struct{}
 }
 
-// Served is what a Server serves: a Worker, or an Instance of several
+// Served is what a Server serves: a StreamThread, or an Instance of several
 // stream threads. Only this package's types implement it.
 type Served interface {
 	Status() Status
@@ -222,7 +222,7 @@ func (s *Server) topologyJSON(rw http.ResponseWriter, _ *http.Request) {
 	}
 }
 
-// query answers a store query (see Worker.Query), in JSON with keys and
+// query answers a store query (see StreamThread.Query), in JSON with keys and
 // values in base64. A key held on another worker is 421 Misdirected
 // Request and one that cannot be read now 503 with Retry-After: both may
 // be asked again.

@@ -17,7 +17,7 @@ import (
 )
 
 // Instance is one worker process: Config.Threads stream threads, each a
-// Worker with its own pump, consumer and transactional producer, sharing
+// StreamThread with its own pump, consumer and transactional producer, sharing
 // the process's HTTP server and status. The consumer group spreads the
 // application's tasks over every thread of every process, as over so
 // many workers, so exactly-once and causal delivery hold as they do
@@ -26,11 +26,11 @@ import (
 // Thread i is the worker "<instance id>-<i>" and keeps its state in
 // "<state dir>/thread-<i>": a task that moves to another thread of the
 // same process restores its stores there. With one thread (the default)
-// the Instance is its one Worker, under the instance id and state dir as
+// the Instance is its one StreamThread, under the instance id and state dir as
 // given.
 type Instance struct {
 	cfg     Config
-	threads []*Worker
+	threads []*StreamThread
 	log     *zap.Logger
 	// base is the process's instance id, which the threads' derive from,
 	// once started.
@@ -68,7 +68,7 @@ func NewInstance(cfg Config, topo *framework.Topology, log *zap.Logger, metrics 
 		if cfg.Threads > 1 {
 			tc.StateDir = filepath.Join(cfg.StateDir, fmt.Sprint("thread-", i))
 		}
-		w, err := NewWorker(tc, topo, log.With(zap.Int("thread", i)), metrics)
+		w, err := NewStreamThread(tc, topo, log.With(zap.Int("thread", i)), metrics)
 		if err != nil {
 			return nil, err
 		}
@@ -79,7 +79,7 @@ func NewInstance(cfg Config, topo *framework.Topology, log *zap.Logger, metrics 
 }
 
 // Threads returns the instance's stream threads.
-func (in *Instance) Threads() []*Worker { return slices.Clone(in.threads) }
+func (in *Instance) Threads() []*StreamThread { return slices.Clone(in.threads) }
 
 // Start starts every thread (and the embedded broker they share when no
 // bootstrap servers were given). If one fails to start, those started are
@@ -163,7 +163,7 @@ func (in *Instance) releaseStateDir() {
 	in.lock = nil
 }
 
-func (in *Instance) stopThreads(ctx context.Context, ws []*Worker) error {
+func (in *Instance) stopThreads(ctx context.Context, ws []*StreamThread) error {
 	errs := make([]error, len(ws))
 	var wg sync.WaitGroup
 	for i, w := range ws {
@@ -253,7 +253,7 @@ func (in *Instance) Status() Status {
 func (in *Instance) Ready() bool { return in.Status().Ready }
 
 // Query answers q from the thread holding its key; a range query reads
-// every thread's partitions. See Worker.Query.
+// every thread's partitions. See StreamThread.Query.
 func (in *Instance) Query(ctx context.Context, q Query) (Answer, error) {
 	if len(in.threads) == 1 {
 		return in.threads[0].Query(ctx, q)
@@ -279,7 +279,7 @@ func (in *Instance) Query(ctx context.Context, q Query) (Answer, error) {
 // threadFor is the thread that runs the task holding q's key, or nil. A
 // query with a clock goes there first, so that its wait is not spent
 // once per thread.
-func (in *Instance) threadFor(q Query) *Worker {
+func (in *Instance) threadFor(q Query) *StreamThread {
 	pi, _, ok := in.threads[0].storeOwner(q.Store)
 	n := in.threads[0].storePartitions(q.Store)
 	if !ok || n <= 0 {
@@ -315,7 +315,7 @@ func (in *Instance) queryRange(ctx context.Context, q Query) (Answer, error) {
 }
 
 // RestartTask restarts a failed task on the thread that runs it; see
-// Worker.RestartTask.
+// StreamThread.RestartTask.
 func (in *Instance) RestartTask(ctx context.Context, id string) error {
 	var err error
 	for _, w := range in.threads {
@@ -327,7 +327,7 @@ func (in *Instance) RestartTask(ctx context.Context, id string) error {
 }
 
 // SkipRecord moves a failed task past its record on the thread that runs
-// it; see Worker.SkipRecord.
+// it; see StreamThread.SkipRecord.
 func (in *Instance) SkipRecord(ctx context.Context, id string) (causal.Entry, error) {
 	var err error
 	for _, w := range in.threads {

@@ -17,7 +17,7 @@ import (
 // state, and what they hold. A failed task among them lets its state go
 // and stays failed at its committed offsets: only a restart runs it again,
 // so a record that fails every time cannot abort and rebuild forever.
-func (w *Worker) abortAndRebuild() {
+func (w *StreamThread) abortAndRebuild() {
 	rebuild := w.tasks.Aborted()
 	w.abort()
 	if w.fatalErr == nil {
@@ -32,7 +32,7 @@ func (w *Worker) abortAndRebuild() {
 // skip what they have already received. Never patch in memory. A task
 // whose stores hold their committed state is built at once; one whose
 // stores were let go is restored off the pump first (restoring.go).
-func (w *Worker) rebuild(rts []*taskmgr.Task) {
+func (w *StreamThread) rebuild(rts []*taskmgr.Task) {
 	if len(rts) == 0 {
 		return
 	}
@@ -67,7 +67,7 @@ func (w *Worker) rebuild(rts []*taskmgr.Task) {
 // from its committed state while the consumer rewinds its channels. A task
 // that is not failed is left as it is (ErrNotFailed), so a repeated
 // request rebuilds nothing twice.
-func (w *Worker) serve(req taskRequest) taskReply {
+func (w *StreamThread) serve(req taskRequest) taskReply {
 	rt, skip, err := w.tasks.Request(req.id, req.skip)
 	if err != nil {
 		return taskReply{err: err}

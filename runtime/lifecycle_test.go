@@ -48,7 +48,7 @@ func twoReaders(t *testing.T, poisoned *atomic.Bool, aOpts ...framework.Processo
 
 // poisonedWorker runs twoReaders, with a's options aOpts and a failing on
 // "poison" for good, over "x", "poison" and "after" on in/0.
-func poisonedWorker(t *testing.T, aOpts ...framework.ProcessorOpt) (*Worker, *fakeKafka) {
+func poisonedWorker(t *testing.T, aOpts ...framework.ProcessorOpt) (*StreamThread, *fakeKafka) {
 	t.Helper()
 	var poisoned atomic.Bool
 	poisoned.Store(true)
@@ -373,7 +373,7 @@ func counting(t *testing.T) (*framework.Topology, map[string]int32) {
 	return topo, map[string]int32{"in": 2}
 }
 
-func countOf(t *testing.T, w *Worker, id, key string) int {
+func countOf(t *testing.T, w *StreamThread, id, key string) int {
 	t.Helper()
 	kv, ok := w.taskObject(t, id).Task().KeyValueStore("counts")
 	require.True(t, ok)

@@ -13,7 +13,7 @@ import (
 // advanceIdle learns the position of channels that a blocked head waits
 // on and that hold nothing: a partition whose last offsets are
 // transaction markers only moves this way.
-func (w *Worker) advanceIdle() {
+func (w *StreamThread) advanceIdle() {
 	waited := map[causal.Channel]bool{}
 	for _, rt := range w.tasks.Tasks() {
 		if rt.State() != StateRunning {
@@ -57,7 +57,7 @@ const unsatisfiableAfter = 3 * time.Second
 // claim lies beyond it. A real cause was appended before the record that
 // claims it, so such a claim is a producer's mistake, and waiting would be
 // silent forever.
-func (w *Worker) checkUnsatisfiable(position map[causal.Channel]int64) {
+func (w *StreamThread) checkUnsatisfiable(position map[causal.Channel]int64) {
 	now := w.now()
 	for _, rt := range w.tasks.Tasks() {
 		if rt.State() != StateRunning || rt.Task() == nil {
@@ -85,7 +85,7 @@ func (w *Worker) checkUnsatisfiable(position map[causal.Channel]int64) {
 // its bound, and resumes it once every queue is under half. A partition
 // only failed tasks read is paused too. Empty queues are never the reason
 // for a pause.
-func (w *Worker) backpressure() {
+func (w *StreamThread) backpressure() {
 	p := &w.pump
 	if p.paused == nil {
 		p.paused = map[causal.Channel]bool{}

@@ -47,7 +47,7 @@ func TestProcessingFailureAfterStreamedOutputs(t *testing.T) {
 		m := runtime.NewMetrics()
 		var armed atomic.Bool
 		armed.Store(true)
-		w, err := runtime.NewWorker(testConfigFor(t, client, b.Addr(), "shop-poison"), poisonTopology(&armed), zaptest.NewLogger(t), m)
+		w, err := runtime.NewStreamThread(testConfigFor(t, client, b.Addr(), "shop-poison"), poisonTopology(&armed), zaptest.NewLogger(t), m)
 		require.NoError(t, err)
 		startCtx, cancelStart := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancelStart()

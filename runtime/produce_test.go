@@ -19,7 +19,7 @@ import (
 
 // waitForTask waits until the worker's task id is in state, and returns
 // its status then.
-func waitForTask(t *testing.T, w *runtime.Worker, id string, state runtime.TaskState, timeout time.Duration) runtime.TaskStatus {
+func waitForTask(t *testing.T, w *runtime.StreamThread, id string, state runtime.TaskState, timeout time.Duration) runtime.TaskStatus {
 	t.Helper()
 	var got runtime.TaskStatus
 	require.Eventually(t, func() bool {

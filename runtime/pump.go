@@ -55,13 +55,13 @@ type pump struct {
 // them out at every record: the gain is greater the larger the records.
 // A rebalance callback running inside Poll handles the events collected
 // before it first (handlePolled), as they belong to the assignment it ends.
-func (w *Worker) poll() int {
+func (w *StreamThread) poll() int {
 	return w.pump.poll(10*time.Millisecond, w.pump.batch, &w.pump.polled)
 }
 
 // handlePolled handles the collected events in order, then streams what
 // they made the tasks emit.
-func (w *Worker) handlePolled() {
+func (w *StreamThread) handlePolled() {
 	p := &w.pump
 	if len(p.polled) == 0 {
 		// Nothing came: the worker is idle, so the events of the last
@@ -88,7 +88,7 @@ func (w *Worker) handlePolled() {
 }
 
 // touch puts the tasks rts on the list of tasks to stream outputs from.
-func (w *Worker) touch(rts []*taskmgr.Task) {
+func (w *StreamThread) touch(rts []*taskmgr.Task) {
 	for _, rt := range rts {
 		if rt.Touch() {
 			w.pump.touched = append(w.pump.touched, rt)
@@ -97,7 +97,7 @@ func (w *Worker) touch(rts []*taskmgr.Task) {
 }
 
 // handle takes one consumer event.
-func (w *Worker) handle(ev *consumerEvent) {
+func (w *StreamThread) handle(ev *consumerEvent) {
 	m := &ev.msg
 	switch ev.kind {
 	case eventRecord:
@@ -137,7 +137,7 @@ func (w *Worker) handle(ev *consumerEvent) {
 
 // countRecordsIn adds the records taken from the counted route since the
 // last call to its counter.
-func (w *Worker) countRecordsIn() {
+func (w *StreamThread) countRecordsIn() {
 	if p := &w.pump; p.uncounted > 0 {
 		p.counted.RecordsIn.Add(float64(p.uncounted))
 		p.uncounted = 0
@@ -146,7 +146,7 @@ func (w *Worker) countRecordsIn() {
 
 // routeOf returns the route of ch, the last message's when it came from
 // the same channel, or nil when no task reads ch.
-func (w *Worker) routeOf(ch causal.Channel) *taskmgr.Route {
+func (w *StreamThread) routeOf(ch causal.Channel) *taskmgr.Route {
 	if r := w.pump.last; r != nil && r.Ch == ch {
 		return r
 	}
@@ -155,13 +155,13 @@ func (w *Worker) routeOf(ch causal.Channel) *taskmgr.Route {
 	return r
 }
 
-func (w *Worker) advance(ch causal.Channel, position int64) {
+func (w *StreamThread) advance(ch causal.Channel, position int64) {
 	if r := w.tasks.Route(ch); r != nil && w.tasks.Advance(r, position) {
 		w.mustAbort = true
 	}
 }
 
-func (w *Worker) partitionError(ch causal.Channel, err error) {
+func (w *StreamThread) partitionError(ch causal.Channel, err error) {
 	if kindOf(err) == kindOffsetOutOfRange {
 		if r := w.tasks.Route(ch); r != nil {
 			for _, rt := range r.Tasks {
@@ -178,7 +178,7 @@ func (w *Worker) partitionError(ch causal.Channel, err error) {
 // into the open transaction, so that sending overlaps processing and a
 // commit only waits for the tail. (Outputs of punctuations and idle
 // advances wait for the commit.)
-func (w *Worker) stream() {
+func (w *StreamThread) stream() {
 	touched := w.pump.touched
 	for _, rt := range touched {
 		rt.Untouch()
@@ -192,7 +192,7 @@ func (w *Worker) stream() {
 // the producer holds on to none of a task's header memory (Released), the
 // task carves its next stamps and header lists over the same memory
 // (task.Task.ReuseCarved).
-func (w *Worker) streamFrom(touched []*taskmgr.Task) {
+func (w *StreamThread) streamFrom(touched []*taskmgr.Task) {
 	for _, rt := range touched {
 		if rt.State() != StateRunning || rt.Task() == nil {
 			continue
@@ -213,7 +213,7 @@ func (w *Worker) streamFrom(touched []*taskmgr.Task) {
 // production error policy, which may fail the task or put a dead letter
 // in its place (sent here too, in the same transaction). It reports
 // whether the task is still sound; the error is the transaction's.
-func (w *Worker) sendOutputs(rt *taskmgr.Task) (bool, error) {
+func (w *StreamThread) sendOutputs(rt *taskmgr.Task) (bool, error) {
 	for {
 		outs := rt.Task().TakeOutputs()
 		if len(outs) == 0 {

@@ -18,7 +18,7 @@ import (
 // to write over, but once the consumer has nothing to give it lets go of
 // them: an idle worker keeps no fetched record alive through them.
 func TestIdlePumpLetsGoOfHandledEvents(t *testing.T) {
-	w := &Worker{log: zaptest.NewLogger(t)}
+	w := &StreamThread{log: zaptest.NewLogger(t)}
 	p := &w.pump
 	for _, n := range []int{3, 1} { // a smaller batch leaves more behind it
 		for range n {
@@ -78,7 +78,7 @@ func TestRecordsInCountsEveryHandledRecordByTheEndOfEachBatch(t *testing.T) {
 // batch that is not full, or none, lets it go ahead at once.
 func TestCommitDueWaitsForReadyRecordsUpToATenthOfTheInterval(t *testing.T) {
 	const batch = 512
-	w := &Worker{cfg: Config{CommitInterval: 100 * time.Millisecond}}
+	w := &StreamThread{cfg: Config{CommitInterval: 100 * time.Millisecond}}
 	w.pump.batch = batch
 	next := time.Unix(1_700_000_000, 0)
 	for _, c := range []struct {

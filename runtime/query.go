@@ -171,7 +171,7 @@ type queryReply struct {
 // clock waits, at the pump, for the commit that catches the store up. It
 // returns ErrUnknownStore, ErrNotLocal, ErrNotAvailable, ErrNotCaughtUp,
 // ErrClockNotCheckable, ErrStopped, or ctx's error.
-func (w *Worker) Query(ctx context.Context, q Query) (Answer, error) {
+func (w *StreamThread) Query(ctx context.Context, q Query) (Answer, error) {
 	req := queryRequest{q: q, reply: make(chan queryReply, 1)}
 	if !q.After.IsEmpty() {
 		wait := q.Wait
@@ -206,7 +206,7 @@ func (w *Worker) Query(ctx context.Context, q Query) (Answer, error) {
 
 // takeQueries answers the queries that arrived, and keeps those that
 // wait for a commit.
-func (w *Worker) takeQueries() {
+func (w *StreamThread) takeQueries() {
 	for {
 		select {
 		case req := <-w.queries:
@@ -218,7 +218,7 @@ func (w *Worker) takeQueries() {
 }
 
 // takeQuery answers req now, unless its clock makes it wait for a commit.
-func (w *Worker) takeQuery(req queryRequest) {
+func (w *StreamThread) takeQuery(req queryRequest) {
 	if w.settle(req) {
 		w.pendingQueries = append(w.pendingQueries, req)
 	}
@@ -227,7 +227,7 @@ func (w *Worker) takeQuery(req queryRequest) {
 // answerQueries answers the queries waiting for a commit that caught
 // their store up with their clock, or fails those whose wait is over: the
 // pump calls it after every commit and abort.
-func (w *Worker) answerQueries() {
+func (w *StreamThread) answerQueries() {
 	w.takeQueries()
 	waiting := w.pendingQueries[:0]
 	for _, req := range w.pendingQueries {
@@ -242,7 +242,7 @@ func (w *Worker) answerQueries() {
 // settle answers req, or reports that it waits for a commit: its clock
 // names records the store has not taken in yet, or its task restores, and
 // its wait is not over.
-func (w *Worker) settle(req queryRequest) (waits bool) {
+func (w *StreamThread) settle(req queryRequest) (waits bool) {
 	if !req.q.After.IsEmpty() {
 		caught, err := w.caughtUp(req.q)
 		behind := (err == nil && !caught) || restoring(err)
@@ -266,7 +266,7 @@ func (w *Worker) settle(req queryRequest) (waits bool) {
 // record q's clock names on its inputs: a record on another partition of
 // an input never reaches that task. (Claims on other topics were turned
 // into claims on the inputs before the query reached the pump.)
-func (w *Worker) caughtUp(q Query) (bool, error) {
+func (w *StreamThread) caughtUp(q Query) (bool, error) {
 	pi, _, ok := w.storeOwner(q.Store)
 	if !ok {
 		return false, fmt.Errorf("%w: %q", ErrUnknownStore, q.Store)
@@ -295,7 +295,7 @@ func (w *Worker) caughtUp(q Query) (bool, error) {
 }
 
 // refuseQueries answers every query that arrived or waits with err.
-func (w *Worker) refuseQueries(err error) {
+func (w *StreamThread) refuseQueries(err error) {
 	for {
 		select {
 		case req := <-w.queries:
@@ -312,7 +312,7 @@ func (w *Worker) refuseQueries(err error) {
 }
 
 // answer reads what q asks of the stores of the tasks this worker runs.
-func (w *Worker) answer(q Query) (Answer, error) {
+func (w *StreamThread) answer(q Query) (Answer, error) {
 	pi, spec, ok := w.storeOwner(q.Store)
 	if !ok {
 		return Answer{}, fmt.Errorf("%w: %q", ErrUnknownStore, q.Store)
@@ -376,7 +376,7 @@ func (w *Worker) answer(q Query) (Answer, error) {
 	return a, fmt.Errorf("unknown query kind %q", q.Kind)
 }
 
-func (w *Worker) get(rt *taskmgr.Task, q Query, a *Answer) error {
+func (w *StreamThread) get(rt *taskmgr.Task, q Query, a *Answer) error {
 	kv, ok := rt.Task().CommittedStore(q.Store)
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownStore, q.Store)
@@ -413,7 +413,7 @@ func asJSON(v []byte) json.RawMessage {
 }
 
 // storeOwner finds the processor that declares a store.
-func (w *Worker) storeOwner(name string) (framework.ProcessorInfo, framework.StoreSpec, bool) {
+func (w *StreamThread) storeOwner(name string) (framework.ProcessorInfo, framework.StoreSpec, bool) {
 	for _, pi := range w.topo.Processors() {
 		for _, s := range pi.Stores {
 			if s.Name == name {
@@ -426,7 +426,7 @@ func (w *Worker) storeOwner(name string) (framework.ProcessorInfo, framework.Sto
 
 // queryTask returns the task of processor and partition if it runs here
 // and can be read.
-func (w *Worker) queryTask(processor string, p int32) (*taskmgr.Task, error) {
+func (w *StreamThread) queryTask(processor string, p int32) (*taskmgr.Task, error) {
 	id := processor + "/" + strconv.Itoa(int(p))
 	rt, ok := w.tasks.Find(id)
 	switch {

@@ -117,7 +117,7 @@ func TestQueriesFindTheWorkerHoldingTheKey(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var workers []*runtime.Worker
+	var workers []*runtime.StreamThread
 	var clients []*query.Client
 	for i := range 2 {
 		cfg := testConfig(t, b.Addr(), "counter")
@@ -186,7 +186,7 @@ func wordCounter(t *testing.T) *framework.Topology {
 }
 
 // taskOf says which task of the counter holds word, and whether w runs it.
-func taskOf(w *runtime.Worker, word string) (string, bool) {
+func taskOf(w *runtime.StreamThread, word string) (string, bool) {
 	id := fmt.Sprint("aggregate-word-counts/", framework.PartitionFor([]byte(word), 4))
 	for _, ts := range w.Status().Tasks {
 		if ts.ID == id {

@@ -31,7 +31,7 @@ func keyOn(t *testing.T, p, n int32) string {
 
 // asyncQuery asks w in the background and returns where its answer
 // arrives, once the query waits for the pump to take it.
-func asyncQuery(t *testing.T, w *Worker, q Query) <-chan queryReply {
+func asyncQuery(t *testing.T, w *StreamThread, q Query) <-chan queryReply {
 	t.Helper()
 	out := make(chan queryReply, 1)
 	before := len(w.queries)
@@ -312,7 +312,7 @@ func TestCausalQueriesFollowTheirClockUpstream(t *testing.T) {
 }
 
 // readCount reads key's committed count from the counts store.
-func (w *Worker) readCount(t *testing.T, key string) []byte {
+func (w *StreamThread) readCount(t *testing.T, key string) []byte {
 	t.Helper()
 	rt, err := w.queryTask("count", framework.PartitionFor([]byte(key), 2))
 	require.NoError(t, err)

@@ -12,7 +12,7 @@ import (
 
 // rebalancer is the worker's rebalanceHandler. The consumer calls it while
 // the pump is inside Poll.
-type rebalancer struct{ w *Worker }
+type rebalancer struct{ w *StreamThread }
 
 func (r rebalancer) assigned(chs []causal.Channel) error {
 	w := r.w
@@ -29,7 +29,7 @@ func (r rebalancer) revoked(chs []causal.Channel, lost bool) { r.w.revoke(chs, l
 
 // revoke gives up the assignment: a last commit unless it was lost, then
 // the tasks close.
-func (w *Worker) revoke(chs []causal.Channel, lost bool) {
+func (w *StreamThread) revoke(chs []causal.Channel, lost bool) {
 	w.handlePolled()
 	w.cancelRestores()
 	w.log.Info("partitions revoked", zap.Int("partitions", len(chs)), zap.Bool("lost", lost))
@@ -58,7 +58,7 @@ func (w *Worker) revoke(chs []causal.Channel, lost bool) {
 // and starts fetching where they resume. Tasks whose stores must be read
 // back first restore off the pump; their partitions that no running task
 // reads stay paused until they are built.
-func (w *Worker) assign(parts []causal.Channel) error {
+func (w *StreamThread) assign(parts []causal.Channel) error {
 	created := w.tasks.Create(parts)
 	w.publishStatus()
 	cold, err := w.tasks.Prepare(created)

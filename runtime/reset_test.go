@@ -23,7 +23,7 @@ func TestOffsetOutOfRangeFailsTaskUnlessAllowed(t *testing.T) {
 		createTopics(t, b.Addr(), 1, "orders", "payments", "verdicts")
 		produceShop(t, b.Addr(), 2, 2, "before")
 		cfg := testConfigFor(t, client, b.Addr(), "shop-reset")
-		w, err := runtime.NewWorker(cfg, shopTopology(), zaptest.NewLogger(t), nil)
+		w, err := runtime.NewStreamThread(cfg, shopTopology(), zaptest.NewLogger(t), nil)
 		require.NoError(t, err)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

@@ -41,7 +41,7 @@ type restores struct {
 
 // restoreLater queues prepared tasks for a restore, which starts at once
 // unless one is under way.
-func (w *Worker) restoreLater(ts []*taskmgr.Task) {
+func (w *StreamThread) restoreLater(ts []*taskmgr.Task) {
 	if len(ts) == 0 {
 		return
 	}
@@ -51,7 +51,7 @@ func (w *Worker) restoreLater(ts []*taskmgr.Task) {
 
 // nextRestore starts a restore of the queued tasks, if there are some and
 // none is under way.
-func (w *Worker) nextRestore() {
+func (w *StreamThread) nextRestore() {
 	r := &w.restores
 	if r.results != nil || len(r.queue) == 0 {
 		return
@@ -71,7 +71,7 @@ func (w *Worker) nextRestore() {
 
 // collectRestores takes what the restore under way has brought back so
 // far.
-func (w *Worker) collectRestores() {
+func (w *StreamThread) collectRestores() {
 	if w.restores.results == nil {
 		return
 	}
@@ -87,7 +87,7 @@ func (w *Worker) collectRestores() {
 // group's offsets for all of them) and rewinds their channels. After the
 // final result of a restore, it starts the next. A restore that failed
 // stops the worker, as reading committed state does anywhere else.
-func (w *Worker) finishRestores(res restoreResult) {
+func (w *StreamThread) finishRestores(res restoreResult) {
 	got := []restoreResult{res}
 drain:
 	for !res.final {
@@ -122,7 +122,7 @@ drain:
 
 // buildRestored builds the tasks res brought back and rewinds their
 // channels.
-func (w *Worker) buildRestored(res restoreResult) {
+func (w *StreamThread) buildRestored(res restoreResult) {
 	if len(res.tasks) == 0 {
 		return
 	}
@@ -147,7 +147,7 @@ func (w *Worker) buildRestored(res restoreResult) {
 
 // cancelRestores ends the restore under way, waits for it, and forgets the
 // queued tasks: their stores close with them.
-func (w *Worker) cancelRestores() {
+func (w *StreamThread) cancelRestores() {
 	r := &w.restores
 	if r.results != nil {
 		close(r.cancel)
@@ -158,7 +158,7 @@ func (w *Worker) cancelRestores() {
 }
 
 // seek moves the consumer to where each channel must be read again from.
-func (w *Worker) seek(at map[causal.Channel]int64, why string) {
+func (w *StreamThread) seek(at map[causal.Channel]int64, why string) {
 	for ch, off := range at {
 		if err := w.consumer.Seek(ch, off); err != nil {
 			w.fatalErr = fmt.Errorf("rewind %s to offset %d for %s: %w", ch, off, why, err)

@@ -54,7 +54,7 @@ func TestARestoringTaskDoesNotStopTheOthers(t *testing.T) {
 
 // waitRunning takes what the worker's restore brings back until task rt
 // runs.
-func waitRunning(t *testing.T, w *Worker, rt *taskmgr.Task) {
+func waitRunning(t *testing.T, w *StreamThread, rt *taskmgr.Task) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); rt.State() != StateRunning; time.Sleep(time.Millisecond) {
 		require.True(t, time.Now().Before(deadline), "%s did not come out of its restore", rt.ID())

@@ -100,7 +100,7 @@ func TestWorkerWithWrongSASLCredentialsDoesNotStart(t *testing.T) {
 		cfg.CreateTopics = true
 		cfg.Kafka = map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
 			"sasl.username": "causeway", "sasl.password": "wrong"}
-		w, err := runtime.NewWorker(cfg, globalShop(t), nil, nil)
+		w, err := runtime.NewStreamThread(cfg, globalShop(t), nil, nil)
 		require.NoError(t, err)
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()

@@ -41,12 +41,12 @@ const (
 const blockCacheBytes = 64 << 20
 
 // onDisk reports whether the worker keeps store spec on disk.
-func (w *Worker) onDisk(spec framework.StoreSpec) bool {
+func (w *StreamThread) onDisk(spec framework.StoreSpec) bool {
 	return w.cfg.Stores == StoresPebble && !spec.Memory
 }
 
 // taskDir is the directory of a task's stores on disk.
-func (w *Worker) taskDir(t *taskmgr.Task) string {
+func (w *StreamThread) taskDir(t *taskmgr.Task) string {
 	return filepath.Join(w.cfg.StateDir, "tasks", url.PathEscape(w.cfg.ApplicationID), url.PathEscape(t.Processor()),
 		strconv.FormatInt(int64(t.Partition()), 10))
 }
@@ -55,7 +55,7 @@ func (w *Worker) taskDir(t *taskmgr.Task) string {
 // between the two by each store's declaration. Local state that cannot be
 // opened (corrupt, or in another layout) is wiped and opened empty, for
 // the restore to fill from the changelog.
-func (w *Worker) openStores(t *taskmgr.Task) (store.Set, error) {
+func (w *StreamThread) openStores(t *taskmgr.Task) (store.Set, error) {
 	info, ok := w.topo.Processor(t.Processor())
 	if !ok {
 		return nil, fmt.Errorf("no processor %q", t.Processor())
@@ -103,7 +103,7 @@ func (w *Worker) openStores(t *taskmgr.Task) (store.Set, error) {
 
 // sharedCache returns the block cache the worker's stores on disk share,
 // made on first use.
-func (w *Worker) sharedCache() *pebble.Cache {
+func (w *StreamThread) sharedCache() *pebble.Cache {
 	w.cacheMu.Lock()
 	defer w.cacheMu.Unlock()
 	if w.blockCache == nil {
@@ -113,7 +113,7 @@ func (w *Worker) sharedCache() *pebble.Cache {
 }
 
 // wipeStores throws a task's local stores away and opens them empty.
-func (w *Worker) wipeStores(t *taskmgr.Task, why error) error {
+func (w *StreamThread) wipeStores(t *taskmgr.Task, why error) error {
 	if err := t.ReplaceStores(nil); err != nil {
 		w.log.Warn("close stores before wiping them", zap.String("task", t.ID()), zap.Error(err))
 	}
@@ -135,7 +135,7 @@ func (w *Worker) wipeStores(t *taskmgr.Task, why error) error {
 // writes, which no transaction holds, are discarded first. A task whose
 // positions cannot be read keeps the ones it has (a later restore replays
 // more).
-func (w *Worker) savePositions() {
+func (w *StreamThread) savePositions() {
 	for _, t := range w.tasks.Tasks() {
 		if t.State() == StateRestoring || t.Stores() == nil || t.Last() == nil {
 			continue
@@ -178,7 +178,7 @@ type positionRefresh struct {
 // one when it is due. A position read at any moment after a task's stores
 // last committed is one below which they hold every committed change once
 // they commit again, so the next commit of their stores carries it.
-func (w *Worker) refreshPositions(now time.Time) {
+func (w *StreamThread) refreshPositions(now time.Time) {
 	r := &w.refresh
 	select {
 	case got := <-r.results:

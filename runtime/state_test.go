@@ -67,7 +67,7 @@ func TestStateInTheEarlierLayoutIsRefused(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
 	createTopics(t, b.Addr(), 2, "orders", "payments", "verdicts", "shop-legacy-changelog")
-	w, err := runtime.NewWorker(testConfig(t, b.Addr(), "shop-legacy"), shopTopology(), nil, nil)
+	w, err := runtime.NewStreamThread(testConfig(t, b.Addr(), "shop-legacy"), shopTopology(), nil, nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -83,7 +83,7 @@ type ChannelStatus struct {
 
 // Status returns the worker's status as of its last commit interval, with
 // the progress of the restores under way as of now.
-func (w *Worker) Status() Status {
+func (w *StreamThread) Status() Status {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	st := w.status
@@ -100,7 +100,7 @@ func (w *Worker) Status() Status {
 
 // restoreProgress records how far a task's restore has come, for Status,
 // or with done that it is over.
-func (w *Worker) restoreProgress(id string, p RestoreStatus, done bool) {
+func (w *StreamThread) restoreProgress(id string, p RestoreStatus, done bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if done {
@@ -155,13 +155,13 @@ func plural(n int, one, many string) string {
 }
 
 // Ready reports whether the worker is ready; see Status.Ready.
-func (w *Worker) Ready() bool {
+func (w *StreamThread) Ready() bool {
 	st := w.Status()
 	return st.Ready
 }
 
 // publishStatus snapshots the tasks for readers on other goroutines.
-func (w *Worker) publishStatus() {
+func (w *StreamThread) publishStatus() {
 	now := w.now()
 	st := Status{ApplicationID: w.cfg.ApplicationID, InstanceID: w.instanceID, FailedCommits: w.failedCommits}
 	h := health{fatal: w.fatalErr, assigned: len(w.pump.assigned), failedCommits: w.failedCommits,

@@ -30,7 +30,7 @@ const (
 // newTaskManager returns the worker's task manager over the given topics'
 // partition counts, asking offsets where tasks resume and restoring their
 // committed state from changelog.
-func (w *Worker) newTaskManager(counts map[string]int32, offsets offsetSource, changelog changelogSource) (*taskmgr.Manager, error) {
+func (w *StreamThread) newTaskManager(counts map[string]int32, offsets offsetSource, changelog changelogSource) (*taskmgr.Manager, error) {
 	w.restores.restorer = &restorer{app: w.cfg.ApplicationID, topo: w.topo, src: changelog, log: w.log, metrics: w.metrics, now: w.now,
 		onDisk: w.onDisk, wipe: w.wipeStores, progress: w.restoreProgress}
 	// The worker restores off the pump (restoring.go): Prepare and Finish,
@@ -52,7 +52,7 @@ func (w *Worker) newTaskManager(counts map[string]int32, offsets offsetSource, c
 }
 
 // closeTasks closes every task, forgets them and their metrics.
-func (w *Worker) closeTasks() {
+func (w *StreamThread) closeTasks() {
 	for _, rt := range w.tasks.Tasks() {
 		w.metrics.TaskState.DeletePartialMatch(map[string]string{"task": rt.ID()})
 		w.metrics.Held.DeletePartialMatch(map[string]string{"task": rt.ID()})
@@ -65,7 +65,7 @@ func (w *Worker) closeTasks() {
 // failTask fails one task; see taskmgr.Manager.Fail. A restoring task,
 // whose stores its restore owns, is left to it: it reads nothing until it
 // is built, and meets the error again then.
-func (w *Worker) failTask(rt *taskmgr.Task, err error) {
+func (w *StreamThread) failTask(rt *taskmgr.Task, err error) {
 	if rt.State() == StateRestoring {
 		w.log.Warn("error for a restoring task; it meets it again once restored", zap.String("task", rt.ID()), zap.Error(err))
 		return
@@ -77,7 +77,7 @@ func (w *Worker) failTask(rt *taskmgr.Task, err error) {
 
 // taskObserver turns one task's events into logs and metrics.
 type taskObserver struct {
-	w          *Worker
+	w          *StreamThread
 	deliveries prometheus.Counter // of this task
 	// nullKeys is set once the task has logged a record without a key
 	// skipped: the rest are counted, and logged only at debug level, as a

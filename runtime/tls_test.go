@@ -84,7 +84,7 @@ func TestWorkerRefusesABrokerItCannotVerify(t *testing.T) {
 		cfg.CreateTopics = true
 		cfg.Kafka = map[string]string{"security.protocol": "SSL", "ssl.ca.location": other.caFile}
 		cfg.ConnectTimeout = 2 * time.Second
-		w, err := runtime.NewWorker(cfg, globalShop(t), nil, nil)
+		w, err := runtime.NewStreamThread(cfg, globalShop(t), nil, nil)
 		require.NoError(t, err)
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()

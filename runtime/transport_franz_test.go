@@ -50,14 +50,14 @@ func (startAt) revoked([]causal.Channel, bool) {}
 
 // franzTestWorker is a worker with the default configuration, application
 // id app, on the broker at addr: what the franz clients are made from.
-func franzTestWorker(t *testing.T, addr, app string) *Worker {
+func franzTestWorker(t *testing.T, addr, app string) *StreamThread {
 	cfg := DefaultConfig()
 	cfg.ApplicationID = app
-	return &Worker{cfg: cfg, bootstrap: addr, instanceID: "one", log: zaptest.NewLogger(t)}
+	return &StreamThread{cfg: cfg, bootstrap: addr, instanceID: "one", log: zaptest.NewLogger(t)}
 }
 
 // franzTestConsumer is w's franz consumer, closed when the test ends.
-func franzTestConsumer(t *testing.T, w *Worker) *franzConsumer {
+func franzTestConsumer(t *testing.T, w *StreamThread) *franzConsumer {
 	gc, err := franzTransport{}.consumer(w.clientSettings())
 	require.NoError(t, err)
 	c := gc.(*franzConsumer)
@@ -350,7 +350,7 @@ func franzSlabTest(t *testing.T, name string) (context.Context, *franzProducer, 
 }
 
 // franzProducerOn is franzSlabTest for worker w.
-func franzProducerOn(t *testing.T, w *Worker) (context.Context, *franzProducer, *kgo.Client) {
+func franzProducerOn(t *testing.T, w *StreamThread) (context.Context, *franzProducer, *kgo.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	rd, err := kgo.NewClient(kgo.SeedBrokers(w.bootstrap), kgo.ConsumeTopics("out"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),

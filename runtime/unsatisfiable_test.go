@@ -62,7 +62,7 @@ func TestClaimBeyondTheEndFailsTheTaskAfterARestart(t *testing.T) {
 }
 
 // waitForFailure waits for a task of w to fail with an error saying what.
-func waitForFailure(t *testing.T, w *runtime.Worker, what string) {
+func waitForFailure(t *testing.T, w *runtime.StreamThread, what string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		for _, ts := range w.Status().Tasks {

@@ -21,7 +21,7 @@ import (
 // for the application to commit what they name. It returns ErrNotCaughtUp
 // when the wait is over, and ErrClockNotCheckable when a claim cannot be
 // followed (the processors on the way form a cycle).
-func (w *Worker) throughUpstream(ctx context.Context, q Query, until time.Time) (causal.Clock, error) {
+func (w *StreamThread) throughUpstream(ctx context.Context, q Query, until time.Time) (causal.Clock, error) {
 	pi, _, ok := w.storeOwner(q.Store)
 	if !ok {
 		return causal.Clock{}, fmt.Errorf("%w: %q", ErrUnknownStore, q.Store)
@@ -51,7 +51,7 @@ func (w *Worker) throughUpstream(ctx context.Context, q Query, until time.Time) 
 }
 
 // sleep waits d, or less if ctx ends or the worker stops.
-func (w *Worker) sleep(ctx context.Context, d time.Duration) error {
+func (w *StreamThread) sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

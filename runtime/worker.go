@@ -39,11 +39,14 @@ type taskReply struct {
 	err     error
 }
 
-// Worker runs a topology against Kafka. Build it with NewWorker, then Start
-// and Stop it (Module does this with fx). Its methods are safe for
-// concurrent use.
+// StreamThread runs a topology against Kafka as one member of the
+// application's consumer group, as a Kafka Streams StreamThread does: one
+// consumer, one transactional producer, and the tasks the group assigns
+// it. A worker process (Instance, Kafka Streams' KafkaStreams) runs
+// --threads of them. Build one with NewStreamThread, then Start and Stop it
+// (Module does this with fx). Its methods are safe for concurrent use.
 //
-// Worker is the facade over the runtime's parts, each in a file of its
+// StreamThread is the facade over the runtime's parts, each in a file of its
 // own: the pump (pump.go) polls and hands records to the task manager's
 // tasks (tasks.go), the transactional producer (producer.go) sends and
 // commits, commits and aborts follow commit.go, the changelog reader
@@ -51,7 +54,7 @@ type taskReply struct {
 // topic manager (topics.go) creates topics. They reach Kafka through the
 // worker's transport (transport.go): librdkafka or franz-go, as
 // Config.Client says.
-type Worker struct {
+type StreamThread struct {
 	cfg     Config
 	topo    *framework.Topology
 	log     *zap.Logger
@@ -136,9 +139,21 @@ type Worker struct {
 	err       error
 }
 
-// NewWorker checks the configuration and returns a worker that has not
-// started.
-func NewWorker(cfg Config, topo *framework.Topology, log *zap.Logger, metrics *Metrics) (*Worker, error) {
+// Worker is StreamThread's former name.
+//
+// Deprecated: use StreamThread; a worker process is an Instance.
+type Worker = StreamThread
+
+// NewWorker is NewStreamThread's former name.
+//
+// Deprecated: use NewStreamThread.
+func NewWorker(cfg Config, topo *framework.Topology, log *zap.Logger, metrics *Metrics) (*StreamThread, error) {
+	return NewStreamThread(cfg, topo, log, metrics)
+}
+
+// NewStreamThread checks the configuration and returns a stream thread
+// that has not started.
+func NewStreamThread(cfg Config, topo *framework.Topology, log *zap.Logger, metrics *Metrics) (*StreamThread, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -160,7 +175,7 @@ func NewWorker(cfg Config, topo *framework.Topology, log *zap.Logger, metrics *M
 	if deadLetter == "" {
 		deadLetter = cfg.ApplicationID + "-dead-letter"
 	}
-	w := &Worker{
+	w := &StreamThread{
 		cfg: cfg, topo: topo, log: log, metrics: metrics, now: time.Now, deadLetter: deadLetter, transport: tr,
 		claimEnds: map[causal.Channel]int64{},
 		positions: map[string]storePositions{},
@@ -178,12 +193,12 @@ func NewWorker(cfg Config, topo *framework.Topology, log *zap.Logger, metrics *M
 
 // Bootstrap returns the brokers the worker uses (the embedded broker's
 // address when it started one).
-func (w *Worker) Bootstrap() string { return w.bootstrap }
+func (w *StreamThread) Bootstrap() string { return w.bootstrap }
 
 // Start connects to Kafka (starting the embedded broker when no bootstrap
 // servers are configured), creates internal topics, initialises the
 // transactional producer, subscribes, and starts processing.
-func (w *Worker) Start(ctx context.Context) error {
+func (w *StreamThread) Start(ctx context.Context) error {
 	lock, err := lockStateDir(w.cfg.StateDir, "application "+w.cfg.ApplicationID)
 	if err != nil {
 		return err
@@ -214,7 +229,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	return nil
 }
 
-func (w *Worker) loadInstanceID() (string, error) { return instanceIDOf(w.cfg) }
+func (w *StreamThread) loadInstanceID() (string, error) { return instanceIDOf(w.cfg) }
 
 // instanceIDOf is cfg's instance id, or else the one kept in its state
 // dir, made up and kept there the first time.
@@ -238,11 +253,11 @@ func instanceIDOf(cfg Config) (string, error) {
 }
 
 // clientSettings is what the transport makes the worker's clients from.
-func (w *Worker) clientSettings() clientSettings {
+func (w *StreamThread) clientSettings() clientSettings {
 	return clientSettings{cfg: w.cfg, bootstrap: w.bootstrap, instanceID: w.instanceID, log: w.log}
 }
 
-func (w *Worker) connect(ctx context.Context) error {
+func (w *StreamThread) connect(ctx context.Context) error {
 	p, admin, err := w.transport.producer(w.clientSettings())
 	if err != nil {
 		return err
@@ -328,7 +343,7 @@ func (w *Worker) connect(ctx context.Context) error {
 
 // Stop finishes the open work (one last commit), leaves the group and
 // closes the clients, within ctx or the configured shutdown timeout.
-func (w *Worker) Stop(ctx context.Context) error {
+func (w *StreamThread) Stop(ctx context.Context) error {
 	w.stopOnce.Do(func() { close(w.stop) })
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.ShutdownTimeout)
 	defer cancel()
@@ -341,10 +356,10 @@ func (w *Worker) Stop(ctx context.Context) error {
 }
 
 // Done is closed when the worker has stopped, by Stop or by a fatal error.
-func (w *Worker) Done() <-chan struct{} { return w.done }
+func (w *StreamThread) Done() <-chan struct{} { return w.done }
 
 // Err returns the fatal error that stopped the worker, if any.
-func (w *Worker) Err() error {
+func (w *StreamThread) Err() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.err
@@ -354,7 +369,7 @@ func (w *Worker) Err() error {
 // state (after fixing what made it fail, say), once the other tasks' work
 // so far is committed. It returns ErrNoTask for a task the worker does not
 // run and ErrNotFailed, rebuilding nothing, for one that is not failed.
-func (w *Worker) RestartTask(ctx context.Context, id string) error {
+func (w *StreamThread) RestartTask(ctx context.Context, id string) error {
 	_, err := w.request(ctx, taskRequest{id: id})
 	return err
 }
@@ -365,11 +380,11 @@ func (w *Worker) RestartTask(ctx context.Context, id string) error {
 // reason) instead of processing it; the dead letter and the offsets past
 // it commit in one transaction. It returns the record skipped, ErrNoTask,
 // ErrNotFailed, or ErrNoRecord for a failure that names no record.
-func (w *Worker) SkipRecord(ctx context.Context, id string) (causal.Entry, error) {
+func (w *StreamThread) SkipRecord(ctx context.Context, id string) (causal.Entry, error) {
 	return w.request(ctx, taskRequest{id: id, skip: true})
 }
 
-func (w *Worker) request(ctx context.Context, req taskRequest) (causal.Entry, error) {
+func (w *StreamThread) request(ctx context.Context, req taskRequest) (causal.Entry, error) {
 	req.reply = make(chan taskReply, 1)
 	select {
 	case w.requests <- req:
@@ -387,11 +402,11 @@ func (w *Worker) request(ctx context.Context, req taskRequest) (causal.Entry, er
 }
 
 // DeadLetterTopic is the topic dead letters go to.
-func (w *Worker) DeadLetterTopic() string { return w.deadLetter }
+func (w *StreamThread) DeadLetterTopic() string { return w.deadLetter }
 
 // run is the pump's goroutine: the only one that touches the clients and
 // tasks.
-func (w *Worker) run() {
+func (w *StreamThread) run() {
 	defer w.closeClientsWithin(w.cfg.ShutdownTimeout)
 	w.pump.time = w.now()
 	nextCommit := w.pump.time.Add(w.cfg.CommitInterval)
@@ -450,7 +465,7 @@ func (w *Worker) run() {
 // would leave them to wait a whole interval for the next. Past the tenth,
 // the commit goes ahead however much is ready, so that a backlog delays
 // no commit by more than that.
-func (w *Worker) commitDue(next time.Time, polled int) bool {
+func (w *StreamThread) commitDue(next time.Time, polled int) bool {
 	over := w.pump.time.Sub(next)
 	if over < 0 {
 		return false
@@ -458,7 +473,7 @@ func (w *Worker) commitDue(next time.Time, polled int) bool {
 	return polled < w.pump.batch || over >= w.cfg.CommitInterval/10
 }
 
-func (w *Worker) tick() {
+func (w *StreamThread) tick() {
 	now := w.now()
 	for _, rt := range w.tasks.Tasks() {
 		if rt.State() == StateRunning {
@@ -478,7 +493,7 @@ func (w *Worker) tick() {
 	w.publishStatus()
 }
 
-func (w *Worker) shutdown() {
+func (w *StreamThread) shutdown() {
 	defer w.refuseQueries(ErrStopped)
 	w.cancelRestores()
 	if w.mustAbort {
@@ -495,7 +510,7 @@ func (w *Worker) shutdown() {
 
 // advertise sets the HTTP address this worker tells the others, unless
 // the configuration names one.
-func (w *Worker) advertise(addr string) {
+func (w *StreamThread) advertise(addr string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.advertised = addr
@@ -504,7 +519,7 @@ func (w *Worker) advertise(addr string) {
 	}
 }
 
-func (w *Worker) served() servedParts {
+func (w *StreamThread) served() servedParts {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return servedParts{topo: w.topo, adminToken: w.cfg.AdminToken, metrics: w.metrics, instanceID: w.instanceID}
@@ -512,7 +527,7 @@ func (w *Worker) served() servedParts {
 
 // storePartitions is the partition count of a store's task, or 0 while
 // it is not known.
-func (w *Worker) storePartitions(store string) int32 {
+func (w *StreamThread) storePartitions(store string) int32 {
 	pi, _, ok := w.storeOwner(store)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -523,7 +538,7 @@ func (w *Worker) storePartitions(store string) int32 {
 }
 
 // owner returns the HTTP address of the worker that says it runs task.
-func (w *Worker) owner(task string) (string, bool) {
+func (w *StreamThread) owner(task string) (string, bool) {
 	w.mu.Lock()
 	m := w.members
 	w.mu.Unlock()
@@ -532,7 +547,7 @@ func (w *Worker) owner(task string) (string, bool) {
 
 // globalBatches is where the global reader hands over what it read; nil
 // (never ready) without global tables.
-func (w *Worker) globalBatches() <-chan []*kgo.Record {
+func (w *StreamThread) globalBatches() <-chan []*kgo.Record {
 	if w.globalReader == nil {
 		return nil
 	}
@@ -543,7 +558,7 @@ func (w *Worker) globalBatches() <-chan []*kgo.Record {
 // close that takes longer than bound (librdkafka's consumer can wait
 // forever for a group it was fenced from) is left behind, logged, so that
 // the worker's Done and the process's exit are not held up by it.
-func (w *Worker) closeClientsWithin(bound time.Duration) {
+func (w *StreamThread) closeClientsWithin(bound time.Duration) {
 	defer close(w.done)
 	closed := make(chan struct{})
 	go func() {
@@ -559,7 +574,7 @@ func (w *Worker) closeClientsWithin(bound time.Duration) {
 	}
 }
 
-func (w *Worker) closeClients() {
+func (w *StreamThread) closeClients() {
 	w.mu.Lock()
 	m := w.members
 	w.members = nil
@@ -603,7 +618,7 @@ func (w *Worker) closeClients() {
 
 // releaseStateDir gives up the state dir's lock, once nothing in it is
 // open any more.
-func (w *Worker) releaseStateDir() {
+func (w *StreamThread) releaseStateDir() {
 	if err := w.stateLock.release(); err != nil {
 		w.log.Warn("release the state dir's lock", zap.Error(err))
 	}
@@ -612,10 +627,10 @@ func (w *Worker) releaseStateDir() {
 
 // pumpClock is the tasks' clock: the time of the pump's last poll, which
 // trails the wall clock by at most the handling of one poll batch.
-func (w *Worker) pumpClock() time.Time { return w.pump.time }
+func (w *StreamThread) pumpClock() time.Time { return w.pump.time }
 
 // setThread names the stream thread this worker is in its metrics' thread
-// label (NewWorker: 0).
-func (w *Worker) setThread(i int) {
+// label (NewStreamThread: 0).
+func (w *StreamThread) setThread(i int) {
 	w.failedGauge = w.metrics.FailedCommits.WithLabelValues(strconv.Itoa(i))
 }

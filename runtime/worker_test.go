@@ -54,19 +54,19 @@ func eachClient(t *testing.T, test func(t *testing.T, client string)) {
 	}
 }
 
-func startWorker(t *testing.T, cfg runtime.Config) *runtime.Worker {
+func startWorker(t *testing.T, cfg runtime.Config) *runtime.StreamThread {
 	t.Helper()
 	return startWorkerWith(t, cfg, nil)
 }
 
-func startWorkerWith(t *testing.T, cfg runtime.Config, m *runtime.Metrics) *runtime.Worker {
+func startWorkerWith(t *testing.T, cfg runtime.Config, m *runtime.Metrics) *runtime.StreamThread {
 	t.Helper()
 	return startTopology(t, cfg, shopTopology(), m)
 }
 
-func startTopology(t *testing.T, cfg runtime.Config, topo *framework.Topology, m *runtime.Metrics) *runtime.Worker {
+func startTopology(t *testing.T, cfg runtime.Config, topo *framework.Topology, m *runtime.Metrics) *runtime.StreamThread {
 	t.Helper()
-	w, err := runtime.NewWorker(cfg, topo, zaptest.NewLogger(t), m)
+	w, err := runtime.NewStreamThread(cfg, topo, zaptest.NewLogger(t), m)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

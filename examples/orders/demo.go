@@ -139,7 +139,7 @@ func runShop(ctx context.Context, topo *framework.Topology, gateOff bool, o demo
 	cfg.Client = cmp.Or(o.client, cfg.Client)
 	cfg.ApplicationID, cfg.BootstrapServers, cfg.StateDir, cfg.HTTPAddr, cfg.GateOff = "shop", b.Addr(), state, "", gateOff
 	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(os.Stderr), zap.ErrorLevel))
-	w, err := runtime.NewWorker(cfg, topo, log, nil)
+	w, err := runtime.NewStreamThread(cfg, topo, log, nil)
 	if err != nil {
 		return Report{}, err
 	}

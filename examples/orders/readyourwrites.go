@@ -46,7 +46,7 @@ func (r ReadReport) String() string {
 
 // worker is one of the demonstration's workers, with its HTTP server.
 type worker struct {
-	w   *runtime.Worker
+	w   *runtime.StreamThread
 	srv *runtime.Server
 	q   *query.Client
 }
@@ -129,7 +129,7 @@ func startWorkers(ctx context.Context, addr string, topo *framework.Topology, o 
 		cfg.Client = cmp.Or(o.client, cfg.Client)
 		cfg.ApplicationID, cfg.BootstrapServers, cfg.StateDir, cfg.HTTPAddr = "shop", addr, state, ""
 		cfg.InstanceID = "shop-" + strconv.Itoa(i)
-		w, err := runtime.NewWorker(cfg, topo, log, nil)
+		w, err := runtime.NewStreamThread(cfg, topo, log, nil)
 		if err != nil {
 			return workers, stop, err
 		}

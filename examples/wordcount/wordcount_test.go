@@ -113,7 +113,7 @@ func runTwoApplications(t *testing.T, topo *framework.Topology) (got, want map[s
 		cfg := runtime.DefaultConfig()
 		cfg.ApplicationID, cfg.BootstrapServers, cfg.StateDir, cfg.HTTPAddr = id, b.Addr(), t.TempDir(), ""
 		cfg.CreateTopics, cfg.DefaultPartitions = true, 2
-		w, err := runtime.NewWorker(cfg, topo, zap.NewNop(), nil)
+		w, err := runtime.NewStreamThread(cfg, topo, zap.NewNop(), nil)
 		require.NoError(t, err)
 		require.NoError(t, w.Start(ctx))
 		defer func() {

@@ -57,7 +57,7 @@ type way struct {
 
 // bench is the two workers and a query client of each.
 type bench struct {
-	workers []*runtime.Worker
+	workers []*runtime.StreamThread
 	clients []*query.Client
 	// processor is the name of the processor that counts (the DSL names
 	// it after its aggregation), whose tasks hold the counts.
@@ -140,7 +140,7 @@ func (bn *bench) start(ctx context.Context, addr string) error {
 		cfg := runtime.DefaultConfig()
 		cfg.ApplicationID, cfg.BootstrapServers, cfg.StateDir, cfg.HTTPAddr = "counter", addr, dir, ""
 		cfg.InstanceID, cfg.CreateTopics, cfg.DefaultPartitions = fmt.Sprint("worker-", i), true, partitions
-		w, err := runtime.NewWorker(cfg, topo, zap.NewNop(), nil)
+		w, err := runtime.NewStreamThread(cfg, topo, zap.NewNop(), nil)
 		if err != nil {
 			return err
 		}

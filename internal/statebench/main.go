@@ -199,7 +199,7 @@ func runWorker(o options) int {
 	cfg.Kafka = map[string]string{"queued.max.messages.kbytes": "32768", "queued.min.messages": "10000",
 		"fetch.max.bytes": "8388608", "max.partition.fetch.bytes": "1048576"}
 	cfg.ShutdownTimeout = time.Minute
-	w, err := runtime.NewWorker(cfg, topo, zap.NewNop(), nil)
+	w, err := runtime.NewStreamThread(cfg, topo, zap.NewNop(), nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

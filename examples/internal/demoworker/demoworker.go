@@ -130,7 +130,7 @@ func Start(ctx context.Context, topo *framework.Topology, o Options) (stop func(
 	}
 	level := cmp.Or(o.LogLevel, zapcore.WarnLevel)
 	log := zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()), zapcore.Lock(os.Stderr), level))
-	w, err := runtime.NewWorker(cfg, topo, log, nil)
+	w, err := runtime.NewStreamThread(cfg, topo, log, nil)
 	if err != nil {
 		return nil, errors.Join(err, os.RemoveAll(state))
 	}
