@@ -23,7 +23,7 @@ func (w *StreamThread) commit() error {
 	if len(w.tasks.Tasks()) == 0 || w.consumer == nil {
 		return nil
 	}
-	if w.mustAbort {
+	if w.fate.abort {
 		w.abortForFailedTask()
 		return nil
 	}
@@ -85,7 +85,7 @@ func (tx *kafkaTransaction) WriteState(t *taskmgr.Task, snap task.Snapshot) erro
 // Commit sends the offsets with the group's metadata (KIP-447) and commits,
 // unless a task failed meanwhile with outputs in the transaction.
 func (tx *kafkaTransaction) Commit(offsets map[causal.Channel]int64) error {
-	if tx.w.mustAbort {
+	if tx.w.fate.abort {
 		return errTaskFailedInTransaction
 	}
 	md, err := tx.w.consumer.GroupMetadata()
@@ -129,7 +129,7 @@ func (w *StreamThread) writeChangelog(t *taskmgr.Task, snap task.Snapshot) error
 // fatal (a fenced producer).
 func (w *StreamThread) onCommitError(err error) {
 	if w.producer.fatal(err) {
-		w.fatalErr = fmt.Errorf("producer fenced or failed: %w (another worker with instance id %q may have taken over)", err, w.instanceID)
+		w.fate.stop(fmt.Errorf("producer fenced or failed: %w (another worker with instance id %q may have taken over)", err, w.instanceID))
 		return
 	}
 	w.failedCommits++
@@ -149,11 +149,11 @@ func (w *StreamThread) onCommitError(err error) {
 
 // abort aborts the open transaction, if any.
 func (w *StreamThread) abort() {
-	w.mustAbort = false
+	w.fate.aborted()
 	for _, rt := range w.tasks.Tasks() {
 		rt.StreamedAborted()
 	}
 	if err := w.producer.abort(); err != nil {
-		w.fatalErr = err
+		w.fate.stop(err)
 	}
 }

@@ -370,7 +370,7 @@ func (w *StreamThread) drainAndCommit(t *testing.T) {
 	if err := w.commit(); err != nil {
 		w.onCommitError(err)
 	}
-	require.NoError(t, w.fatalErr)
+	require.NoError(t, w.fate.fatal)
 }
 
 // taskObject returns the task behind id, to compare instances.

@@ -171,7 +171,7 @@ func (w *StreamThread) applyGlobals(recs []*kgo.Record) {
 	moved := map[causal.Channel]bool{}
 	for _, r := range recs {
 		if _, err := applyGlobal(w.globals, r); err != nil {
-			w.fatalErr = err
+			w.fate.stop(err)
 			return
 		}
 		moved[causal.Channel{Topic: r.Topic, Partition: r.Partition}] = true
@@ -183,7 +183,7 @@ func (w *StreamThread) applyGlobals(recs []*kgo.Record) {
 			}
 		}
 		if w.tasks.AdvanceGlobal(ch) {
-			w.mustAbort = true
+			w.fate.mustAbort()
 		}
 	}
 	w.stream()

@@ -20,7 +20,7 @@ import (
 func (w *StreamThread) abortAndRebuild() {
 	rebuild := w.tasks.Aborted()
 	w.abort()
-	if w.fatalErr == nil {
+	if w.fate.fatal == nil {
 		w.rebuild(rebuild)
 		// The stores hold their committed state again.
 		w.answerQueries()
@@ -44,7 +44,7 @@ func (w *StreamThread) rebuild(rts []*taskmgr.Task) {
 	cold, err := w.tasks.Prepare(rts)
 	w.pump.last = nil
 	if err != nil {
-		w.fatalErr = err
+		w.fate.stop(err)
 		return
 	}
 	var built []*taskmgr.Task
@@ -54,7 +54,7 @@ func (w *StreamThread) rebuild(rts []*taskmgr.Task) {
 		}
 	}
 	w.seek(w.tasks.Rewind(built), "rebuilt tasks")
-	if w.fatalErr != nil {
+	if w.fate.fatal != nil {
 		return
 	}
 	w.restoreLater(cold)
@@ -85,5 +85,5 @@ func (w *StreamThread) serve(req taskRequest) taskReply {
 		w.log.Info("restarting task from its committed state", zap.String("task", req.id))
 	}
 	w.rebuild([]*taskmgr.Task{rt})
-	return taskReply{skipped: skip.Record, err: w.fatalErr}
+	return taskReply{skipped: skip.Record, err: w.fate.fatal}
 }

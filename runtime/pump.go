@@ -71,7 +71,7 @@ func (w *StreamThread) handlePolled() {
 		return
 	}
 	for i := range p.polled {
-		if w.fatalErr != nil {
+		if w.fate.fatal != nil {
 			break // the worker stops: what is left is read again by the next owner
 		}
 		w.handle(&p.polled[i])
@@ -82,7 +82,7 @@ func (w *StreamThread) handlePolled() {
 	// while the collector marks.
 	p.stale = max(p.stale, len(p.polled))
 	p.polled = p.polled[:0]
-	if w.fatalErr == nil {
+	if w.fate.fatal == nil {
 		w.stream()
 	}
 }
@@ -112,7 +112,7 @@ func (w *StreamThread) handle(ev *consumerEvent) {
 		w.pump.uncounted++
 		w.touch(r.Tasks)
 		if w.tasks.Deliver(r, framework.Record(*m)) {
-			w.mustAbort = true
+			w.fate.mustAbort()
 		}
 	case eventPosition:
 		ch := m.channel()
@@ -124,12 +124,12 @@ func (w *StreamThread) handle(ev *consumerEvent) {
 		if classify(ev.err) == classFatal {
 			// franz-go hands a group's fatal error (fenced by a newer
 			// instance) over as a partition's.
-			w.fatalErr = fmt.Errorf("consumer: %w", ev.err)
+			w.fate.stop(fmt.Errorf("consumer: %w", ev.err))
 			return
 		}
 		w.partitionError(m.channel(), ev.err)
 	case eventFatal:
-		w.fatalErr = fmt.Errorf("consumer: %w", ev.err)
+		w.fate.stop(fmt.Errorf("consumer: %w", ev.err))
 	case eventError:
 		w.log.Warn("consumer error", zap.Error(ev.err), zap.Stringer("class", classify(ev.err)))
 	}
@@ -157,7 +157,7 @@ func (w *StreamThread) routeOf(ch causal.Channel) *taskmgr.Route {
 
 func (w *StreamThread) advance(ch causal.Channel, position int64) {
 	if r := w.tasks.Route(ch); r != nil && w.tasks.Advance(r, position) {
-		w.mustAbort = true
+		w.fate.mustAbort()
 	}
 }
 

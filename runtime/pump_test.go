@@ -61,7 +61,7 @@ func TestRecordsInCountsEveryHandledRecordByTheEndOfEachBatch(t *testing.T) {
 	handled := map[string]float64{}
 	for n := w.poll(); n > 0; n = w.poll() {
 		w.handlePolled()
-		require.NoError(t, w.fatalErr)
+		require.NoError(t, w.fate.fatal)
 		for _, ch := range sent[:n] {
 			handled[ch.Topic]++
 		}

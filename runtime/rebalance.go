@@ -19,7 +19,7 @@ func (r rebalancer) assigned(chs []causal.Channel) error {
 	w.handlePolled()
 	w.log.Info("partitions assigned", zap.Int("partitions", len(chs)))
 	if err := w.assign(chs); err != nil {
-		w.fatalErr = err
+		w.fate.stop(err)
 		return err
 	}
 	return nil
@@ -33,7 +33,7 @@ func (w *StreamThread) revoke(chs []causal.Channel, lost bool) {
 	w.handlePolled()
 	w.cancelRestores()
 	w.log.Info("partitions revoked", zap.Int("partitions", len(chs)), zap.Bool("lost", lost))
-	if !lost && !w.mustAbort {
+	if !lost && !w.fate.abort {
 		if err := w.commit(); err != nil {
 			w.log.Warn("commit on revocation failed; the next owner redoes the work", zap.Error(err))
 			w.abort()

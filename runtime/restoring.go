@@ -110,7 +110,7 @@ drain:
 			w.tasks.DropStores(t)
 		}
 		if !errors.Is(res.err, ErrStopped) {
-			w.fatalErr = fmt.Errorf("restore: %w", res.err)
+			w.fate.stop(fmt.Errorf("restore: %w", res.err))
 		}
 	}
 	if res.final {
@@ -130,7 +130,7 @@ func (w *StreamThread) buildRestored(res restoreResult) {
 		w.positions[id] = pos
 	}
 	if err := w.tasks.Finish(res.tasks, res.restored); err != nil {
-		w.fatalErr = err
+		w.fate.stop(err)
 		return
 	}
 	var built []*taskmgr.Task
@@ -161,7 +161,7 @@ func (w *StreamThread) cancelRestores() {
 func (w *StreamThread) seek(at map[causal.Channel]int64, why string) {
 	for ch, off := range at {
 		if err := w.consumer.Seek(ch, off); err != nil {
-			w.fatalErr = fmt.Errorf("rewind %s to offset %d for %s: %w", ch, off, why, err)
+			w.fate.stop(fmt.Errorf("rewind %s to offset %d for %s: %w", ch, off, why, err))
 			return
 		}
 	}

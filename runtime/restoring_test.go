@@ -59,7 +59,7 @@ func waitRunning(t *testing.T, w *StreamThread, rt *taskmgr.Task) {
 	for deadline := time.Now().Add(10 * time.Second); rt.State() != StateRunning; time.Sleep(time.Millisecond) {
 		require.True(t, time.Now().Before(deadline), "%s did not come out of its restore", rt.ID())
 		w.collectRestores()
-		require.NoError(t, w.fatalErr)
+		require.NoError(t, w.fate.fatal)
 	}
 }
 

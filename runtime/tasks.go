@@ -71,7 +71,7 @@ func (w *StreamThread) failTask(rt *taskmgr.Task, err error) {
 		return
 	}
 	if w.tasks.Fail(rt, err) {
-		w.mustAbort = true
+		w.fate.mustAbort()
 	}
 }
 

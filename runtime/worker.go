@@ -72,7 +72,9 @@ type StreamThread struct {
 	producer *txnProducer
 	tasks    *taskmgr.Manager
 	pump     pump
-	fatalErr error
+	// fate is what the pump must do beyond its next step: stop for good,
+	// or abort the open transaction.
+	fate fate
 	// stateLock is held on the state dir from Start until the clients
 	// and stores are closed.
 	stateLock *stateLock
@@ -100,10 +102,6 @@ type StreamThread struct {
 	// globalReader what follows them; nil without global tables.
 	globals      *taskmgr.Globals
 	globalReader *globalReader
-	// mustAbort is set when a task failed mid-processing after streaming
-	// outputs into the open transaction: those outputs cannot be committed
-	// without the offsets the failed task no longer has.
-	mustAbort bool
 	// wrapPoll (set by tests only, before Start) wraps the consumer's Poll.
 	wrapPoll func(poll pollFunc) pollFunc
 
@@ -430,7 +428,7 @@ func (w *StreamThread) run() {
 			case recs := <-w.globalBatches():
 				w.applyGlobals(recs)
 			case <-w.globalReader.stopped():
-				w.fatalErr = w.globalReader.failure()
+				w.fate.stop(w.globalReader.failure())
 			default:
 			}
 		}
@@ -440,17 +438,17 @@ func (w *StreamThread) run() {
 		if sinceCheck += n; n == 0 || sinceCheck >= eventsPerCheck {
 			sinceCheck = 0
 		}
-		if w.fatalErr == nil && w.commitDue(nextCommit, n) {
+		if w.fate.fatal == nil && w.commitDue(nextCommit, n) {
 			w.tick()
 			nextCommit = w.now().Add(w.cfg.CommitInterval)
 		}
-		if w.fatalErr != nil {
+		if w.fate.fatal != nil {
 			w.mu.Lock()
-			w.err = w.fatalErr
+			w.err = w.fate.fatal
 			w.mu.Unlock()
 			// Unready (and unhealthy) from here on, while the clients close.
 			w.publishStatus()
-			w.log.Error("worker stopping on a fatal error", zap.Error(w.fatalErr))
+			w.log.Error("worker stopping on a fatal error", zap.Error(w.fate.fatal))
 			return
 		}
 	}
@@ -496,7 +494,7 @@ func (w *StreamThread) tick() {
 func (w *StreamThread) shutdown() {
 	defer w.refuseQueries(ErrStopped)
 	w.cancelRestores()
-	if w.mustAbort {
+	if w.fate.abort {
 		w.abort()
 	} else if err := w.commit(); err != nil {
 		w.log.Warn("last commit before shutdown failed; its work will be redone by the next owner", zap.Error(err))
