@@ -3,7 +3,6 @@ package runtime
 import (
 	"maps"
 	"slices"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -45,40 +44,6 @@ func (w *StreamThread) advanceIdle() {
 		w.advance(ch, off)
 	}
 	w.checkUnsatisfiable(position)
-}
-
-// unsatisfiableAfter is how long a head must have waited before the worker
-// asks the broker whether its claim can be met at all. It only decides
-// when to look; nothing is ever delivered or advanced on a timer.
-const unsatisfiableAfter = 3 * time.Second
-
-// checkUnsatisfiable fails a task whose blocked head claims an offset that
-// does not exist: the consumer has read its channel to the end and the
-// claim lies beyond it. A real cause was appended before the record that
-// claims it, so such a claim is a producer's mistake, and waiting would be
-// silent forever.
-func (w *StreamThread) checkUnsatisfiable(position map[causal.Channel]int64) {
-	now := w.now()
-	for _, rt := range w.tasks.Tasks() {
-		if rt.State() != StateRunning || rt.Task() == nil {
-			continue
-		}
-		for ch, b := range rt.BlockedChannels() {
-			pos, ok := position[b.On]
-			// At most one broker query per claim per unsatisfiableAfter.
-			if !ok || now.Sub(b.Since) < unsatisfiableAfter || now.Sub(b.Checked) < unsatisfiableAfter {
-				continue
-			}
-			b.Checked = now
-			rt.SetBlocked(ch, b)
-			_, high, err := w.consumer.Watermarks(b.On)
-			if err != nil || pos < high || b.Off < high {
-				continue
-			}
-			w.failTask(rt, &UnsatisfiableClaimError{Record: causal.Entry{Channel: ch, Offset: b.Head},
-				Claim: causal.Entry{Channel: b.On, Offset: b.Off}, End: high})
-		}
-	}
 }
 
 // backpressure pauses a partition whose hold queue, in some task, is over

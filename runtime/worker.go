@@ -105,9 +105,9 @@ type StreamThread struct {
 	// wrapPoll (set by tests only, before Start) wraps the consumer's Poll.
 	wrapPoll func(poll pollFunc) pollFunc
 
-	// claimEnds caches the ends of channels that claims named
-	// (claims.go). Owned by the pump.
-	claimEnds map[causal.Channel]int64
+	// claims checks claims against the ends of their channels (claims.go).
+	// Owned by the pump.
+	claims claimCheck
 	// deadLetter is where dead letters go: the topology's dead-letter
 	// topic, or "<application-id>-dead-letter".
 	deadLetter string
@@ -175,7 +175,7 @@ func NewStreamThread(cfg Config, topo *framework.Topology, log *zap.Logger, metr
 	}
 	w := &StreamThread{
 		cfg: cfg, topo: topo, log: log, metrics: metrics, now: time.Now, deadLetter: deadLetter, transport: tr,
-		claimEnds: map[causal.Channel]int64{},
+		claims:    claimCheck{ends: map[causal.Channel]int64{}},
 		positions: map[string]storePositions{},
 		refresh:   positionRefresh{results: make(chan map[string]storePositions, 1), start: func(f func()) { go f() }},
 		restores:  restores{start: func(f func()) { go f() }},
