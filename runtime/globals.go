@@ -179,7 +179,7 @@ func (w *StreamThread) applyGlobals(recs []*kgo.Record) {
 	for ch := range moved {
 		for _, rt := range w.tasks.Tasks() {
 			if rt.ReadsGlobal(ch.Topic) {
-				w.touch([]*taskmgr.Task{rt})
+				w.pump.touch([]*taskmgr.Task{rt})
 			}
 		}
 		if w.tasks.AdvanceGlobal(ch) {

@@ -42,7 +42,7 @@ func (w *StreamThread) rebuild(rts []*taskmgr.Task) {
 	}
 	w.log.Info("rebuilding tasks from committed state", zap.Strings("tasks", ids))
 	cold, err := w.tasks.Prepare(rts)
-	w.pump.last = nil
+	w.pump.forgetRoutes()
 	if err != nil {
 		w.fate.stop(err)
 		return

@@ -76,7 +76,7 @@ func (w *StreamThread) handlePolled() {
 		}
 		w.handle(&p.polled[i])
 	}
-	w.countRecordsIn()
+	p.countRecordsIn()
 	// Not cleared now: the next batch writes over them, and clearing
 	// each batch would cost a second pass of write barriers a record
 	// while the collector marks.
@@ -88,36 +88,81 @@ func (w *StreamThread) handlePolled() {
 }
 
 // touch puts the tasks rts on the list of tasks to stream outputs from.
-func (w *StreamThread) touch(rts []*taskmgr.Task) {
+func (p *pump) touch(rts []*taskmgr.Task) {
 	for _, rt := range rts {
 		if rt.Touch() {
-			w.pump.touched = append(w.pump.touched, rt)
+			p.touched = append(p.touched, rt)
 		}
 	}
 }
+
+// takeTouched takes the list of tasks to stream outputs from; give its
+// memory back with releaseTouched once they are streamed.
+func (p *pump) takeTouched() []*taskmgr.Task {
+	for _, rt := range p.touched {
+		rt.Untouch()
+	}
+	return p.touched
+}
+
+// releaseTouched gives back the memory of a list takeTouched returned.
+func (p *pump) releaseTouched(touched []*taskmgr.Task) {
+	clear(touched)
+	p.touched = touched[:0]
+}
+
+// count counts a record taken from r, adding what it counted of the
+// previous route to that route's counter when r is another.
+func (p *pump) count(r *taskmgr.Route) {
+	if r != p.counted {
+		p.countRecordsIn()
+		p.counted = r
+	}
+	p.uncounted++
+}
+
+// countRecordsIn adds the records taken from the counted route since the
+// last call to its counter.
+func (p *pump) countRecordsIn() {
+	if p.uncounted > 0 {
+		p.counted.RecordsIn.Add(float64(p.uncounted))
+		p.uncounted = 0
+	}
+}
+
+// routeOf returns the route of ch, the last message's when it came from
+// the same channel, or nil when no task reads ch.
+func (p *pump) routeOf(ch causal.Channel, tasks *taskmgr.Manager) *taskmgr.Route {
+	if r := p.last; r != nil && r.Ch == ch {
+		return r
+	}
+	r := tasks.Route(ch)
+	p.last = r
+	return r
+}
+
+// forgetRoutes forgets the last route, whose tasks a reindex may have
+// changed.
+func (p *pump) forgetRoutes() { p.last = nil }
 
 // handle takes one consumer event.
 func (w *StreamThread) handle(ev *consumerEvent) {
 	m := &ev.msg
 	switch ev.kind {
 	case eventRecord:
-		r := w.routeOf(m.channel())
+		r := w.pump.routeOf(m.channel(), w.tasks)
 		if r == nil {
 			return // no task reads it (any more)
 		}
-		if r != w.pump.counted {
-			w.countRecordsIn()
-			w.pump.counted = r
-		}
-		w.pump.uncounted++
-		w.touch(r.Tasks)
+		w.pump.count(r)
+		w.pump.touch(r.Tasks)
 		if w.tasks.Deliver(r, framework.Record(*m)) {
 			w.fate.mustAbort()
 		}
 	case eventPosition:
 		ch := m.channel()
 		if r := w.tasks.Route(ch); r != nil {
-			w.touch(r.Tasks)
+			w.pump.touch(r.Tasks)
 		}
 		w.advance(ch, m.Offset)
 	case eventPartitionError:
@@ -133,26 +178,6 @@ func (w *StreamThread) handle(ev *consumerEvent) {
 	case eventError:
 		w.log.Warn("consumer error", zap.Error(ev.err), zap.Stringer("class", classify(ev.err)))
 	}
-}
-
-// countRecordsIn adds the records taken from the counted route since the
-// last call to its counter.
-func (w *StreamThread) countRecordsIn() {
-	if p := &w.pump; p.uncounted > 0 {
-		p.counted.RecordsIn.Add(float64(p.uncounted))
-		p.uncounted = 0
-	}
-}
-
-// routeOf returns the route of ch, the last message's when it came from
-// the same channel, or nil when no task reads ch.
-func (w *StreamThread) routeOf(ch causal.Channel) *taskmgr.Route {
-	if r := w.pump.last; r != nil && r.Ch == ch {
-		return r
-	}
-	r := w.tasks.Route(ch)
-	w.pump.last = r
-	return r
 }
 
 func (w *StreamThread) advance(ch causal.Channel, position int64) {
@@ -179,13 +204,9 @@ func (w *StreamThread) partitionError(ch causal.Channel, err error) {
 // commit only waits for the tail. (Outputs of punctuations and idle
 // advances wait for the commit.)
 func (w *StreamThread) stream() {
-	touched := w.pump.touched
-	for _, rt := range touched {
-		rt.Untouch()
-	}
+	touched := w.pump.takeTouched()
 	w.streamFrom(touched)
-	clear(touched)
-	w.pump.touched = touched[:0]
+	w.pump.releaseTouched(touched)
 }
 
 // streamFrom produces the outputs of the running tasks among touched. Once

@@ -50,7 +50,7 @@ func (w *StreamThread) revoke(chs []causal.Channel, lost bool) {
 	// The queries still waiting learn at once that their task moved
 	// (ErrNotLocal: retryable, and forwarded over HTTP).
 	w.answerQueries()
-	w.pump.last = nil
+	w.pump.forgetRoutes()
 	w.pump.assigned = nil
 }
 
@@ -65,7 +65,7 @@ func (w *StreamThread) assign(parts []causal.Channel) error {
 	if err != nil {
 		return err
 	}
-	w.pump.last = nil
+	w.pump.forgetRoutes()
 	start := w.tasks.Starts(w.tasks.Tasks())
 	w.tasks.Started(start)
 	assigned := make([]causal.Channel, 0, len(parts))

@@ -139,7 +139,7 @@ func (w *StreamThread) buildRestored(res restoreResult) {
 			built = append(built, t)
 		}
 	}
-	w.pump.last = nil
+	w.pump.forgetRoutes()
 	w.seek(w.tasks.Rewind(built), "restored tasks")
 	w.backpressure() // resume what only they read
 	w.publishStatus()
