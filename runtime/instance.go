@@ -14,6 +14,7 @@ import (
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/runtime/embedded"
+	"github.com/causeway-stream/causeway/runtime/internal/statedir"
 )
 
 // Instance is one worker process: Config.Threads stream threads, each a
@@ -40,7 +41,7 @@ type Instance struct {
 	broker *embedded.Broker
 	// lock is held on the state dir, over the threads' own, while
 	// several threads run.
-	lock *stateLock
+	lock *statedir.Lock
 	// done is closed when the first thread stops; watchers wait for the
 	// threads' Done, or for quit, which Stop closes.
 	done     chan struct{}
@@ -113,7 +114,7 @@ func (in *Instance) Start(ctx context.Context) error {
 // prepareThreads gives each thread its instance id, derived from the
 // process's, and the embedded broker when there is to be one.
 func (in *Instance) prepareThreads() error {
-	lock, err := lockStateDir(in.cfg.StateDir, "application "+in.cfg.ApplicationID)
+	lock, err := statedir.Take(in.cfg.StateDir, "application "+in.cfg.ApplicationID)
 	if err != nil {
 		return err
 	}
@@ -157,7 +158,7 @@ func (in *Instance) Stop(ctx context.Context) error {
 // releaseStateDir gives up the lock on the process's state dir (each
 // thread holds its own dir's).
 func (in *Instance) releaseStateDir() {
-	if err := in.lock.release(); err != nil {
+	if err := in.lock.Release(); err != nil {
 		in.log.Warn("release the state dir's lock", zap.Error(err))
 	}
 	in.lock = nil

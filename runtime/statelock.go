@@ -1,68 +1,10 @@
 package runtime
 
-import (
-	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
-	"time"
-)
+import "github.com/causeway-stream/causeway/runtime/internal/statedir"
 
 // ErrStateDirInUse is returned by Start when another live worker holds
 // the state dir: two workers sharing one would overwrite each other's
 // stores (and, with one instance id, fence each other). The error names
-// the holder as it wrote itself down.
-var ErrStateDirInUse = errors.New("state dir in use by another worker")
-
-// stateLockFile is the file in a state dir that a worker holds an
-// exclusive lock on while it runs; it says who holds it.
-const stateLockFile = "causeway.lock"
-
-// stateLock is a held lock on a state dir.
-type stateLock struct {
-	f *os.File
-}
-
-// lockStateDir takes the state dir's lock, or returns ErrStateDirInUse
-// naming the process that has it. The lock goes with the process: a worker
-// killed with SIGKILL leaves nothing to clean up. what describes the
-// holder (its instance id), written into the file for whoever is refused.
-func lockStateDir(dir, what string) (*stateLock, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("state dir: %w", err)
-	}
-	path := filepath.Join(dir, stateLockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("state dir lock: %w", err)
-	}
-	held, err := tryLock(f)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("state dir lock %s: %w", path, err)
-	}
-	if !held {
-		holder, _ := os.ReadFile(path) // best effort: the error stands without it
-		f.Close()
-		who := strings.TrimSpace(string(holder))
-		if who == "" {
-			who = "a process that has not said who it is"
-		}
-		return nil, fmt.Errorf("%w: %s is held by %s; give each worker its own --state-dir", ErrStateDirInUse, dir, who)
-	}
-	host, _ := os.Hostname()
-	info := fmt.Sprintf("pid %d on host %s (%s), since %s\n", os.Getpid(), host, what, time.Now().UTC().Format(time.RFC3339))
-	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(info), 0) // who holds it is for the error above, not for the lock
-	}
-	return &stateLock{f: f}, nil
-}
-
-// release gives the lock up.
-func (l *stateLock) release() error {
-	if l == nil {
-		return nil
-	}
-	return l.f.Close()
-}
+// the holder as it wrote itself down. The lock itself is
+// runtime/internal/statedir's.
+var ErrStateDirInUse = statedir.ErrInUse

@@ -23,6 +23,7 @@ import (
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/internal/taskmgr"
 	"github.com/causeway-stream/causeway/runtime/embedded"
+	"github.com/causeway-stream/causeway/runtime/internal/statedir"
 	"github.com/causeway-stream/causeway/runtime/internal/upstream"
 )
 
@@ -77,7 +78,7 @@ type StreamThread struct {
 	fate fate
 	// stateLock is held on the state dir from Start until the clients
 	// and stores are closed.
-	stateLock *stateLock
+	stateLock *statedir.Lock
 	// failedCommits counts transactions failed in a row, for backoff and
 	// readiness; lastCommitErr is the last one's error.
 	failedCommits int
@@ -197,7 +198,7 @@ func (w *StreamThread) Bootstrap() string { return w.bootstrap }
 // servers are configured), creates internal topics, initialises the
 // transactional producer, subscribes, and starts processing.
 func (w *StreamThread) Start(ctx context.Context) error {
-	lock, err := lockStateDir(w.cfg.StateDir, "application "+w.cfg.ApplicationID)
+	lock, err := statedir.Take(w.cfg.StateDir, "application "+w.cfg.ApplicationID)
 	if err != nil {
 		return err
 	}
@@ -617,7 +618,7 @@ func (w *StreamThread) closeClients() {
 // releaseStateDir gives up the state dir's lock, once nothing in it is
 // open any more.
 func (w *StreamThread) releaseStateDir() {
-	if err := w.stateLock.release(); err != nil {
+	if err := w.stateLock.Release(); err != nil {
 		w.log.Warn("release the state dir's lock", zap.Error(err))
 	}
 	w.stateLock = nil

@@ -113,9 +113,10 @@ func runLaggingShop(t *testing.T, client string, gateOff bool) (problems []strin
 	cfg.GateOff = gateOff
 	m = runtime.NewMetrics()
 	w := startWorkerWith(t, cfg, m)
-	// Let payments arrive while the orders cannot be read.
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
+	// Let payments arrive while the orders cannot be read: for 3 s, and
+	// on a loaded machine until the status shows one waiting (or 30 s).
+	lagged, deadline := time.Now().Add(3*time.Second), time.Now().Add(30*time.Second)
+	for now := time.Now(); now.Before(lagged) || (!sawBlocked && !gateOff && now.Before(deadline)); now = time.Now() {
 		for _, ts := range w.Status().Tasks {
 			for _, c := range ts.Channels {
 				if c.Blocked && strings.HasPrefix(c.WaitingFor, "orders/") && c.BlockedSince != nil {
