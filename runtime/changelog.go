@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 
-	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
 // A task's committed state lives in compacted internal topics, one
@@ -56,14 +56,6 @@ func readString(b []byte) (string, []byte, error) {
 }
 
 // changelogMessage is a changelog record for partition p.
-func changelogMessage(topic string, p int32, key, value []byte) message {
-	return message{Topic: topic, Partition: p, Key: key, Value: value}
-}
-
-// watermarks gives a changelog source the bounds of a partition, from the
-// group's consumer.
-type watermarks struct{ offsets offsetSource }
-
-func (w watermarks) bounds(ch causal.Channel) (low, high int64, err error) {
-	return w.offsets.Watermarks(ch)
+func changelogMessage(topic string, p int32, key, value []byte) transport.Message {
+	return transport.Message{Topic: topic, Partition: p, Key: key, Value: value}
 }

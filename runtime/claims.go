@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
 // The claim check: a claim that can never be met is a producer's mistake
@@ -47,7 +48,7 @@ func (w *StreamThread) claimEnd(claim causal.Entry) (int64, error) {
 	_, high, err := w.consumer.Watermarks(ch)
 	switch {
 	case err == nil:
-	case kindOf(err) == kindUnknownPartition:
+	case transport.KindOf(err) == transport.KindUnknownPartition:
 		return -1, nil
 	default:
 		return 0, fmt.Errorf("end of %s: %w", ch, err)

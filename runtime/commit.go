@@ -10,6 +10,7 @@ import (
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework/task"
 	"github.com/causeway-stream/causeway/internal/taskmgr"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
 // commit closes the open transaction with every task's remaining outputs,
@@ -136,7 +137,7 @@ func (w *StreamThread) onCommitError(err error) {
 	w.lastCommitErr = err
 	w.producer.refusals.transactionFailed(w.producer.client)
 	w.log.Warn("transaction failed; aborting and rebuilding the tasks with work in it from committed state",
-		zap.Error(err), zap.Stringer("class", classify(err)), zap.Int("consecutive_failures", w.failedCommits))
+		zap.Error(err), zap.Stringer("class", transport.Classify(err)), zap.Int("consecutive_failures", w.failedCommits))
 	// Back off on repeated failures so a persistent fault does not spin.
 	if w.failedCommits > 1 {
 		select {

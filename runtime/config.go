@@ -17,10 +17,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
 // ErrInvalidConfig is matched by every configuration error.
-var ErrInvalidConfig = errors.New("invalid configuration")
+var ErrInvalidConfig = transport.ErrInvalidConfig
 
 // ErrHelp is matched by the error Load returns when the arguments ask for
 // help (-h, -help, --help). That error's text is the usage: the flags,
@@ -159,8 +161,8 @@ type Config struct {
 
 // The Kafka client libraries a worker can use (Config.Client).
 const (
-	ClientLibrdkafka = "librdkafka"
-	ClientFranz      = "franz"
+	ClientLibrdkafka = transport.Librdkafka
+	ClientFranz      = transport.Franz
 )
 
 // maxThreads bounds Config.Threads: each thread is a consumer and a
@@ -183,7 +185,7 @@ func DefaultConfig() Config {
 		ConnectTimeout:    30 * time.Second,
 		LogLevel:          "info",
 		Threads:           1,
-		Client:            Clients()[0],
+		Client:            transport.Clients()[0],
 		Kafka:             map[string]string{},
 	}
 }
@@ -398,3 +400,7 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// Clients returns the Kafka client libraries built into this binary, the
+// default first: librdkafka when built with cgo, then franz.
+func Clients() []string { return transport.Clients() }

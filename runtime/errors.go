@@ -3,6 +3,8 @@ package runtime
 import (
 	"errors"
 
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
+
 	"github.com/causeway-stream/causeway/internal/taskmgr"
 )
 
@@ -30,38 +32,4 @@ type UnsatisfiableClaimError = taskmgr.UnsatisfiableClaimError
 var ErrLegacyState = errors.New("application state in an earlier layout")
 
 // ErrStopped is returned by calls on a worker that has stopped.
-var ErrStopped = errors.New("worker stopped")
-
-// errorClass says what the worker does about a Kafka error; docs/operations.md
-// has the same table for operators.
-type errorClass int
-
-const (
-	// classRetriable: try the same call again, with backoff.
-	classRetriable errorClass = iota + 1
-	// classAbortable: abort the transaction and rebuild the tasks that had
-	// effects in it from committed state.
-	classAbortable
-	// classRecord: the error belongs to one record and will happen again
-	// every time that record is sent (too large, invalid, a topic that does
-	// not exist or may not be written). The emitting processor's production
-	// error policy decides.
-	classRecord
-	// classFatal: the worker cannot go on (fenced by a newer instance,
-	// authentication refused); it stops, and its supervisor restarts it.
-	classFatal
-)
-
-func (c errorClass) String() string {
-	switch c {
-	case classRetriable:
-		return "retriable"
-	case classAbortable:
-		return "abortable"
-	case classRecord:
-		return "permanent for one record"
-	case classFatal:
-		return "fatal"
-	}
-	return "unknown"
-}
+var ErrStopped = transport.ErrStopped

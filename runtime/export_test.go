@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/causeway-stream/causeway/runtime/embedded"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
 // StartBroker starts an embedded broker for t, closed when t ends: the
@@ -30,17 +31,17 @@ var StoreChangelogTopic = storeChangelogTopic
 // does inside Poll. taken hears of every record handed out before, and
 // revoked of the revocation; both are called on the pump's goroutine.
 func RevokeInABatch(w *StreamThread, n int, taken func(topic string, offset int64), revoked func()) {
-	w.wrapPoll = func(poll pollFunc) pollFunc {
+	w.wrapPoll = func(poll transport.PollFunc) transport.PollFunc {
 		left, done := n, false
-		return func(timeout time.Duration, max int, batch *[]consumerEvent) int {
+		return func(timeout time.Duration, max int, batch *[]transport.Event) int {
 			if done {
 				return poll(timeout, max, batch)
 			}
 			at := len(*batch)
 			took := poll(timeout, min(max, left), batch)
 			for _, ev := range (*batch)[at:] {
-				if ev.kind == eventRecord {
-					taken(ev.msg.Topic, ev.msg.Offset)
+				if ev.Kind == transport.EventRecord {
+					taken(ev.Msg.Topic, ev.Msg.Offset)
 					left--
 				}
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/internal/taskmgr"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
 // fakeKafka is an in-process stand-in for what the worker's parts ask of
@@ -25,13 +26,13 @@ import (
 type fakeKafka struct {
 	t *testing.T
 	// queue is what Poll hands out next.
-	queue []consumerEvent
+	queue []transport.Event
 	// seeks records every Seek; log is every message sent, per channel, for
 	// a seek to hand out again.
 	seeks []causal.Entry
-	log   map[causal.Channel][]*message
+	log   map[causal.Channel][]*transport.Message
 	// lagging channels are written but not fetched until catchUp.
-	lagging map[causal.Channel][]*message
+	lagging map[causal.Channel][]*transport.Message
 	// high is every partition's high watermark; partitions is every
 	// topic's partition count (a topic not in it does not exist).
 	high       map[causal.Channel]int64
@@ -39,13 +40,13 @@ type fakeKafka struct {
 	// queries counts QueryWatermarkOffsets calls.
 	queries int
 
-	open      []*message
+	open      []*transport.Message
 	offsets   map[causal.Channel]int64
-	committed []*message
+	committed []*transport.Message
 	groupOffs map[causal.Channel]int64
 	// produceErr, when set, is what Produce returns for a message it
 	// refuses.
-	produceErr func(*message) error
+	produceErr func(*transport.Message) error
 	// commitErr, when set, fails the next CommitTransaction, and the
 	// failCommits after it.
 	commitErr   error
@@ -64,26 +65,26 @@ type fakeKafka struct {
 	// topologies whose outputs no task reads: what a task reads of them is
 	// handed out before they are copied.
 	settleLate bool
-	unsettled  []*message
+	unsettled  []*transport.Message
 }
 
 func newFakeKafka(t *testing.T) *fakeKafka {
-	return &fakeKafka{t: t, high: map[causal.Channel]int64{}, groupOffs: map[causal.Channel]int64{}, log: map[causal.Channel][]*message{}}
+	return &fakeKafka{t: t, high: map[causal.Channel]int64{}, groupOffs: map[causal.Channel]int64{}, log: map[causal.Channel][]*transport.Message{}}
 }
 
 var (
-	_ groupConsumer  = (*fakeKafka)(nil)
-	_ producerClient = (*fakeKafka)(nil)
+	_ transport.Consumer = (*fakeKafka)(nil)
+	_ transport.Producer = (*fakeKafka)(nil)
 )
 
-func (f *fakeKafka) Poll(_ time.Duration, max int, batch *[]consumerEvent) int {
+func (f *fakeKafka) Poll(_ time.Duration, max int, batch *[]transport.Event) int {
 	n := min(max, len(f.queue))
 	*batch = append(*batch, f.queue[:n]...)
 	f.queue = f.queue[n:]
 	return n
 }
-func (f *fakeKafka) Subscribe([]string, rebalanceHandler) error { return nil }
-func (f *fakeKafka) Assign(map[causal.Channel]int64) error      { return nil }
+func (f *fakeKafka) Subscribe([]string, transport.RebalanceHandler) error { return nil }
+func (f *fakeKafka) Assign(map[causal.Channel]int64) error                { return nil }
 
 // Seek drops what is queued of the partition and queues it again from the
 // offset, as librdkafka discards what it fetched before a seek.
@@ -91,13 +92,13 @@ func (f *fakeKafka) Seek(ch causal.Channel, offset int64) error {
 	f.seeks = append(f.seeks, causal.Entry{Channel: ch, Offset: offset})
 	kept := f.queue[:0]
 	for _, ev := range f.queue {
-		if ev.kind != eventRecord || ev.msg.channel() != ch {
+		if ev.Kind != transport.EventRecord || ev.Msg.Channel() != ch {
 			kept = append(kept, ev)
 		}
 	}
 	f.queue = kept
 	for _, m := range f.log[ch][offset:] {
-		f.queue = append(f.queue, consumerEvent{kind: eventRecord, msg: *m})
+		f.queue = append(f.queue, transport.Event{Kind: transport.EventRecord, Msg: *m})
 	}
 	return nil
 }
@@ -106,8 +107,8 @@ func (f *fakeKafka) Resume([]causal.Channel) error { return nil }
 func (f *fakeKafka) Position([]causal.Channel) (map[causal.Channel]int64, error) {
 	return nil, nil
 }
-func (f *fakeKafka) GroupMetadata() (groupMetadata, error) { return nil, nil }
-func (f *fakeKafka) Close() error                          { return nil }
+func (f *fakeKafka) GroupMetadata() (transport.GroupMetadata, error) { return nil, nil }
+func (f *fakeKafka) Close() error                                    { return nil }
 func (f *fakeKafka) Committed(chs []causal.Channel) (map[causal.Channel]int64, error) {
 	out := map[causal.Channel]int64{}
 	for _, ch := range chs {
@@ -120,7 +121,7 @@ func (f *fakeKafka) Committed(chs []causal.Channel) (map[causal.Channel]int64, e
 func (f *fakeKafka) Watermarks(ch causal.Channel) (int64, int64, error) {
 	f.queries++
 	if n, ok := f.partitions[ch.Topic]; !ok || ch.Partition >= n {
-		return 0, 0, &clientError{class: classRecord, kind: kindUnknownPartition, err: errors.New("Broker: Unknown topic or partition")}
+		return 0, 0, &transport.ClientError{Class: transport.ClassRecord, Kind: transport.KindUnknownPartition, Err: errors.New("Broker: Unknown topic or partition")}
 	}
 	return 0, f.high[ch], nil
 }
@@ -131,7 +132,7 @@ func (f *fakeKafka) CachedWatermarks(causal.Channel) (int64, int64, bool) { retu
 
 func (f *fakeKafka) InitTransactions(context.Context) error { return nil }
 
-func (f *fakeKafka) Produce(msg *message) error {
+func (f *fakeKafka) Produce(msg *transport.Message) error {
 	if f.produceErr != nil {
 		if err := f.produceErr(msg); err != nil {
 			return err
@@ -142,11 +143,11 @@ func (f *fakeKafka) Produce(msg *message) error {
 	f.open = append(f.open, &cp)
 	return nil
 }
-func (f *fakeKafka) Watch()                   {}
-func (f *fakeKafka) Unwatch()                 {}
-func (f *fakeKafka) Refused() []refusedRecord { return nil }
-func (f *fakeKafka) BeginTransaction() error  { return nil }
-func (f *fakeKafka) SendOffsetsToTransaction(_ context.Context, offs map[causal.Channel]int64, _ groupMetadata) error {
+func (f *fakeKafka) Watch()                             {}
+func (f *fakeKafka) Unwatch()                           {}
+func (f *fakeKafka) Refused() []transport.RefusedRecord { return nil }
+func (f *fakeKafka) BeginTransaction() error            { return nil }
+func (f *fakeKafka) SendOffsetsToTransaction(_ context.Context, offs map[causal.Channel]int64, _ transport.GroupMetadata) error {
 	if f.offsets == nil {
 		f.offsets = map[causal.Channel]int64{}
 	}
@@ -171,14 +172,14 @@ func (f *fakeKafka) CommitTransaction(context.Context) error {
 	// Committed records become readable, at the next offsets of their
 	// partitions, for whatever reads them (a task downstream).
 	for _, m := range f.open {
-		ch := m.channel()
+		ch := m.Channel()
 		m.Offset = f.high[ch]
 		f.high[ch]++
 		f.log[ch] = append(f.log[ch], m)
 		if held, ok := f.lagging[ch]; ok {
 			f.lagging[ch] = append(held, m)
 		} else {
-			f.queue = append(f.queue, consumerEvent{kind: eventRecord, msg: *m})
+			f.queue = append(f.queue, transport.Event{Kind: transport.EventRecord, Msg: *m})
 		}
 	}
 	maps.Copy(f.groupOffs, f.offsets)
@@ -206,7 +207,7 @@ func (f *fakeKafka) settle() {
 
 // settle gives the records ms bytes of their own, as the broker has: the
 // producer's memory may be written over from then on (Released).
-func settle(ms []*message) {
+func settle(ms []*transport.Message) {
 	for _, m := range ms {
 		m.Key, m.Value = bytes.Clone(m.Key), bytes.Clone(m.Value)
 		for i := range m.Headers {
@@ -215,15 +216,15 @@ func settle(ms []*message) {
 	}
 }
 
-// bounds and read make the fake a changelog source: what was committed
+// Bounds and read make the fake a changelog source: what was committed
 // to a partition, at its offsets.
-func (f *fakeKafka) bounds(ch causal.Channel) (low, high int64, err error) { return 0, f.high[ch], nil }
+func (f *fakeKafka) Bounds(ch causal.Channel) (low, high int64, err error) { return 0, f.high[ch], nil }
 
-func (f *fakeKafka) read(stop <-chan struct{}, from map[causal.Channel]int64, apply func(ch causal.Channel, key, value []byte) error,
+func (f *fakeKafka) Read(stop <-chan struct{}, from map[causal.Channel]int64, apply func(ch causal.Channel, key, value []byte) error,
 	done func(ch causal.Channel, end int64) error) error {
 	type part struct {
 		ch   causal.Channel
-		msgs []*message
+		msgs []*transport.Message
 		end  int64
 	}
 	var now, held []part
@@ -262,8 +263,8 @@ func (f *fakeKafka) read(stop <-chan struct{}, from map[causal.Channel]int64, ap
 }
 
 // outputs returns the committed records of topic, in order.
-func (f *fakeKafka) outputs(topic string) []*message {
-	var out []*message
+func (f *fakeKafka) outputs(topic string) []*transport.Message {
+	var out []*transport.Message
 	for _, m := range f.committed {
 		if m.Topic == topic {
 			out = append(out, m)
@@ -282,7 +283,7 @@ func (f *fakeKafka) send(ch causal.Channel, value string, clock ...causal.Entry)
 func (f *fakeKafka) sendAt(ch causal.Channel, value string, ts time.Time, clock ...causal.Entry) int64 {
 	off := f.high[ch]
 	f.high[ch] = off + 1
-	m := &message{Topic: ch.Topic, Partition: ch.Partition, Offset: off, Key: []byte(value), Value: []byte(value), Timestamp: ts}
+	m := &transport.Message{Topic: ch.Topic, Partition: ch.Partition, Offset: off, Key: []byte(value), Value: []byte(value), Timestamp: ts}
 	if len(clock) > 0 {
 		c, err := causal.NewClock(clock...)
 		require.NoError(f.t, err)
@@ -293,7 +294,7 @@ func (f *fakeKafka) sendAt(ch causal.Channel, value string, ts time.Time, clock 
 		f.lagging[ch] = append(held, m)
 		return off
 	}
-	f.queue = append(f.queue, consumerEvent{kind: eventRecord, msg: *m})
+	f.queue = append(f.queue, transport.Event{Kind: transport.EventRecord, Msg: *m})
 	return off
 }
 
@@ -301,7 +302,7 @@ func (f *fakeKafka) sendAt(ch causal.Channel, value string, ts time.Time, clock 
 // fetched until catchUp.
 func (f *fakeKafka) lag(ch causal.Channel) {
 	if f.lagging == nil {
-		f.lagging = map[causal.Channel][]*message{}
+		f.lagging = map[causal.Channel][]*transport.Message{}
 	}
 	f.lagging[ch] = nil
 }
@@ -309,7 +310,7 @@ func (f *fakeKafka) lag(ch causal.Channel) {
 // catchUp fetches what ch held back.
 func (f *fakeKafka) catchUp(ch causal.Channel) {
 	for _, m := range f.lagging[ch] {
-		f.queue = append(f.queue, consumerEvent{kind: eventRecord, msg: *m})
+		f.queue = append(f.queue, transport.Event{Kind: transport.EventRecord, Msg: *m})
 	}
 	delete(f.lagging, ch)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/internal/taskmgr"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
 // globalReader follows the topology's global tables for the worker. It
@@ -73,7 +74,7 @@ func startGlobalReader(ctx context.Context, connect []kgo.Opt, globals *taskmgr.
 		}
 		var ferr error
 		fs.EachError(func(topic string, p int32, err error) {
-			ferr = errors.Join(ferr, fmt.Errorf("global table %s: %w", partitionString(topic, p), err))
+			ferr = errors.Join(ferr, fmt.Errorf("global table %s: %w", transport.PartitionString(topic, p), err))
 		})
 		if ferr != nil {
 			cl.Close()
@@ -113,7 +114,7 @@ func (g *globalReader) follow(ctx context.Context) {
 		var ferr error
 		fs.EachError(func(topic string, p int32, err error) {
 			if !errors.Is(err, context.Canceled) {
-				ferr = errors.Join(ferr, fmt.Errorf("global table %s: %w", partitionString(topic, p), err))
+				ferr = errors.Join(ferr, fmt.Errorf("global table %s: %w", transport.PartitionString(topic, p), err))
 			}
 		})
 		if ferr != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/task"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
 var (
@@ -64,14 +65,14 @@ func poisonedWorker(t *testing.T, aOpts ...framework.ProcessorOpt) (*StreamThrea
 
 // refuseBigOnOutA refuses a record "big" on out-a as too large, as
 // librdkafka's own size check does.
-func refuseBigOnOutA(m *message) error {
+func refuseBigOnOutA(m *transport.Message) error {
 	if m.Topic == "out-a" && string(m.Value) == "big" {
-		return &clientError{class: classRecord, kind: kindTooLarge, err: errors.New("Broker: Message size too large")}
+		return &transport.ClientError{Class: transport.ClassRecord, Kind: transport.KindTooLarge, Err: errors.New("Broker: Message size too large")}
 	}
 	return nil
 }
 
-func values(ms []*message) []string {
+func values(ms []*transport.Message) []string {
 	var out []string
 	for _, m := range ms {
 		out = append(out, string(m.Value))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework/task"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
 // txnProducer owns the worker's transactional producer and the life of its
@@ -16,7 +17,7 @@ import (
 // counts what each transaction carried and hands errors back classified;
 // what to do about them is the caller's (see classify).
 type txnProducer struct {
-	client  producerClient
+	client  transport.Producer
 	log     *zap.Logger
 	metrics *Metrics
 	// stop cuts a retry's backoff short when the worker stops.
@@ -31,7 +32,7 @@ type txnProducer struct {
 	last   *outTopic
 	// out is reused for every record produced: Produce is done with it
 	// when it returns.
-	out message
+	out transport.Message
 	// refusals watches the transactions after one failed, to learn which
 	// records the broker refused.
 	refusals *refusals
@@ -44,7 +45,7 @@ type outTopic struct {
 	produced int
 }
 
-func newTxnProducer(client producerClient, log *zap.Logger, metrics *Metrics, stop <-chan struct{}) *txnProducer {
+func newTxnProducer(client transport.Producer, log *zap.Logger, metrics *Metrics, stop <-chan struct{}) *txnProducer {
 	return &txnProducer{client: client, log: log, metrics: metrics, stop: stop, topics: map[string]*outTopic{}, refusals: newRefusals(log)}
 }
 
@@ -79,7 +80,7 @@ func (p *txnProducer) send(o *task.Output) error {
 		}
 		p.last = ot
 	}
-	if err := p.produceMessage((*message)(&o.Record)); err != nil {
+	if err := p.produceMessage((*transport.Message)(&o.Record)); err != nil {
 		return err
 	}
 	ot.produced++
@@ -91,15 +92,15 @@ func (p *txnProducer) send(o *task.Output) error {
 // client's interface does not allocate one per record; it keeps the last
 // record's bytes reachable until the next, which costs less than clearing
 // it every time.
-func (p *txnProducer) produce(m message) error {
+func (p *txnProducer) produce(m transport.Message) error {
 	p.out = m
 	return p.produceMessage(&p.out)
 }
 
 // produceMessage queues m into the open transaction.
-func (p *txnProducer) produceMessage(m *message) error {
+func (p *txnProducer) produceMessage(m *transport.Message) error {
 	if err := p.client.Produce(m); err != nil {
-		return fmt.Errorf("produce to %s: %w", partitionString(m.Topic, m.Partition), err)
+		return fmt.Errorf("produce to %s: %w", transport.PartitionString(m.Topic, m.Partition), err)
 	}
 	return nil
 }
@@ -107,7 +108,7 @@ func (p *txnProducer) produceMessage(m *message) error {
 // commit sends the consumer's offsets with the group metadata (KIP-447)
 // and commits the open transaction, retrying a retriable failure a few
 // times with backoff.
-func (p *txnProducer) commit(offsets map[causal.Channel]int64, md groupMetadata) error {
+func (p *txnProducer) commit(offsets map[causal.Channel]int64, md transport.GroupMetadata) error {
 	if err := p.begin(); err != nil {
 		return err
 	}
@@ -124,7 +125,7 @@ func (p *txnProducer) commit(offsets map[causal.Channel]int64, md groupMetadata)
 		if err == nil {
 			break
 		}
-		if classify(err) != classRetriable || attempt == 5 {
+		if transport.Classify(err) != transport.ClassRetriable || attempt == 5 {
 			return fmt.Errorf("commit transaction: %w", err)
 		}
 		p.log.Warn("commit failed, retrying", zap.Int("attempt", attempt), zap.Error(err))
@@ -160,7 +161,7 @@ func (p *txnProducer) abort() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := p.client.AbortTransaction(ctx); err != nil {
-		if classify(err) == classFatal {
+		if transport.Classify(err) == transport.ClassFatal {
 			return fmt.Errorf("abort transaction: %w", err)
 		}
 		p.log.Warn("abort transaction", zap.Error(err))
@@ -173,5 +174,5 @@ func (p *txnProducer) abort() error {
 // fatal reports whether err, or the producer's own state, means the
 // producer cannot go on.
 func (p *txnProducer) fatal(err error) bool {
-	return classify(err) == classFatal || p.client.FatalError() != nil
+	return transport.Classify(err) == transport.ClassFatal || p.client.FatalError() != nil
 }

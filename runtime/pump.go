@@ -9,17 +9,18 @@ import (
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/internal/taskmgr"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
 // pump is the state of the worker's poll loop: what the consumer returned
 // and where it goes. Only the pump goroutine touches it.
 type pump struct {
 	// poll is the consumer's Poll (wrapped by tests, through wrapPoll).
-	poll pollFunc
+	poll transport.PollFunc
 	// polled holds the events of one poll batch until they are handled.
 	// Handled events stay in its array until a later batch writes over
 	// them, up to stale of them, or the consumer has none to give.
-	polled []consumerEvent
+	polled []transport.Event
 	stale  int
 	// touched is the tasks the events handled since the last stream went
 	// to: the only ones with outputs to stream.
@@ -146,11 +147,11 @@ func (p *pump) routeOf(ch causal.Channel, tasks *taskmgr.Manager) *taskmgr.Route
 func (p *pump) forgetRoutes() { p.last = nil }
 
 // handle takes one consumer event.
-func (w *StreamThread) handle(ev *consumerEvent) {
-	m := &ev.msg
-	switch ev.kind {
-	case eventRecord:
-		r := w.pump.routeOf(m.channel(), w.tasks)
+func (w *StreamThread) handle(ev *transport.Event) {
+	m := &ev.Msg
+	switch ev.Kind {
+	case transport.EventRecord:
+		r := w.pump.routeOf(m.Channel(), w.tasks)
 		if r == nil {
 			return // no task reads it (any more)
 		}
@@ -159,24 +160,24 @@ func (w *StreamThread) handle(ev *consumerEvent) {
 		if w.tasks.Deliver(r, framework.Record(*m)) {
 			w.fate.mustAbort()
 		}
-	case eventPosition:
-		ch := m.channel()
+	case transport.EventPosition:
+		ch := m.Channel()
 		if r := w.tasks.Route(ch); r != nil {
 			w.pump.touch(r.Tasks)
 		}
 		w.advance(ch, m.Offset)
-	case eventPartitionError:
-		if classify(ev.err) == classFatal {
+	case transport.EventPartitionError:
+		if transport.Classify(ev.Err) == transport.ClassFatal {
 			// franz-go hands a group's fatal error (fenced by a newer
 			// instance) over as a partition's.
-			w.fate.stop(fmt.Errorf("consumer: %w", ev.err))
+			w.fate.stop(fmt.Errorf("consumer: %w", ev.Err))
 			return
 		}
-		w.partitionError(m.channel(), ev.err)
-	case eventFatal:
-		w.fate.stop(fmt.Errorf("consumer: %w", ev.err))
-	case eventError:
-		w.log.Warn("consumer error", zap.Error(ev.err), zap.Stringer("class", classify(ev.err)))
+		w.partitionError(m.Channel(), ev.Err)
+	case transport.EventFatal:
+		w.fate.stop(fmt.Errorf("consumer: %w", ev.Err))
+	case transport.EventError:
+		w.log.Warn("consumer error", zap.Error(ev.Err), zap.Stringer("class", transport.Classify(ev.Err)))
 	}
 }
 
@@ -187,7 +188,7 @@ func (w *StreamThread) advance(ch causal.Channel, position int64) {
 }
 
 func (w *StreamThread) partitionError(ch causal.Channel, err error) {
-	if kindOf(err) == kindOffsetOutOfRange {
+	if transport.KindOf(err) == transport.KindOffsetOutOfRange {
 		if r := w.tasks.Route(ch); r != nil {
 			for _, rt := range r.Tasks {
 				w.failTask(rt, fmt.Errorf("offset of %s out of range: records were lost before they were processed "+
@@ -251,10 +252,10 @@ func (w *StreamThread) sendOutputs(rt *taskmgr.Task) (bool, error) {
 				rt.CountStreamed()
 				continue
 			}
-			if classify(err) != classRecord {
+			if transport.Classify(err) != transport.ClassRecord {
 				return false, err
 			}
-			if err := rt.Task().ProductionError(*o, err, !tooLarge(err)); err != nil {
+			if err := rt.Task().ProductionError(*o, err, !transport.TooLarge(err)); err != nil {
 				w.failTask(rt, err)
 				return false, nil
 			}

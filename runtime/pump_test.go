@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
 // The pump leaves handled events in its batch's array for the next batch
@@ -22,16 +23,16 @@ func TestIdlePumpLetsGoOfHandledEvents(t *testing.T) {
 	p := &w.pump
 	for _, n := range []int{3, 1} { // a smaller batch leaves more behind it
 		for range n {
-			p.polled = append(p.polled, consumerEvent{kind: eventError, msg: message{Topic: "in", Value: []byte("v")}, err: errors.New("e")})
+			p.polled = append(p.polled, transport.Event{Kind: transport.EventError, Msg: transport.Message{Topic: "in", Value: []byte("v")}, Err: errors.New("e")})
 		}
 		w.handlePolled()
 		require.Empty(t, p.polled)
 	}
 	kept := p.polled[:3]
-	assert.Equal(t, eventError, kept[2].kind, "the events are cleared after every batch already")
+	assert.Equal(t, transport.EventError, kept[2].Kind, "the events are cleared after every batch already")
 
 	w.handlePolled() // the consumer had nothing
-	assert.Equal(t, []consumerEvent{{}, {}, {}}, kept, "an idle pump still holds events it handled")
+	assert.Equal(t, []transport.Event{{}, {}, {}}, kept, "an idle pump still holds events it handled")
 }
 
 // The pump counts the records it takes from each input topic in runs, not

@@ -355,7 +355,7 @@ func TestAQueryWhoseTaskMovesSaysSo(t *testing.T) {
 	w.answerQueries()
 	assert.ErrorIs(t, (<-plain).err, ErrNotLocal)
 
-	require.NoError(t, rebalancer{w}.assigned(assigned))
+	require.NoError(t, rebalancer{w}.Assigned(assigned))
 	back := asyncQuery(t, w, Query{Store: "counts", Kind: QueryGet, Key: []byte(key)})
 	w.answerQueries()
 	r := <-back

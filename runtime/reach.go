@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
 	"go.uber.org/zap"
 )
 
@@ -31,7 +32,7 @@ const (
 // backoff, for at most bound: both clients then behave alike when the
 // cluster is down or not up yet, or the address is wrong. Each failed
 // attempt is logged with the address and the cause.
-func reachCluster(ctx context.Context, admin clusterAdmin, bootstrap string, settings map[string]string, bound time.Duration, log *zap.Logger) error {
+func reachCluster(ctx context.Context, admin transport.Admin, bootstrap string, settings map[string]string, bound time.Duration, log *zap.Logger) error {
 	start := time.Now()
 	deadline := start.Add(bound)
 	wait := reachBackoff
@@ -51,7 +52,7 @@ func reachCluster(ctx context.Context, admin clusterAdmin, bootstrap string, set
 			return nil
 		}
 		cause := err.Error()
-		if classify(err) == classFatal {
+		if transport.Classify(err) == transport.ClassFatal {
 			// Refused credentials or authorization: asking again will not
 			// change the answer.
 			return fmt.Errorf("%w at %s: %w", ErrKafkaUnreachable, bootstrap, err)
@@ -80,7 +81,7 @@ func reachCluster(ctx context.Context, admin clusterAdmin, bootstrap string, set
 // is not listening, or one whose certificate does not verify, fail at
 // once and alike on both clients, naming the address and the cause
 // (librdkafka would wait out its timeout and then name neither).
-func attemptReach(ctx context.Context, admin clusterAdmin, bootstrap string, settings map[string]string, deadline time.Time) error {
+func attemptReach(ctx context.Context, admin transport.Admin, bootstrap string, settings map[string]string, deadline time.Time) error {
 	var refused []string
 	for _, addr := range strings.Split(bootstrap, ",") {
 		addr = strings.TrimSpace(addr)
@@ -113,12 +114,12 @@ func handshake(conn net.Conn, addr string, settings map[string]string, deadline 
 	default:
 		return nil
 	}
-	if _, err := franzConnection(settings); err != nil {
+	if _, err := transport.FranzConnection(settings); err != nil {
 		// Settings only librdkafka follows (an inline PEM, a keystore):
 		// its own request decides.
 		return nil
 	}
-	cfg, err := franzTLS(settings)
+	cfg, err := transport.FranzTLS(settings)
 	if err != nil {
 		return fmt.Errorf("TLS settings: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
@@ -15,7 +16,7 @@ import (
 // answeringAdmin answers every metadata request with err, and counts
 // them.
 type answeringAdmin struct {
-	clusterAdmin
+	transport.Admin
 	err   error
 	asked int
 }
@@ -39,8 +40,8 @@ func TestReachClusterRetriesAllButFatalAnswers(t *testing.T) {
 		atLeast   int
 		wantCause string
 	}{
-		{"refused credentials", &clientError{class: classFatal, err: errors.New("SASL_AUTHENTICATION_FAILED")}, 1, 1, "SASL_AUTHENTICATION_FAILED"},
-		{"a broker not ready", &clientError{class: classRetriable, err: errors.New("LEADER_NOT_AVAILABLE")}, 100, 2, "LEADER_NOT_AVAILABLE"},
+		{"refused credentials", &transport.ClientError{Class: transport.ClassFatal, Err: errors.New("SASL_AUTHENTICATION_FAILED")}, 1, 1, "SASL_AUTHENTICATION_FAILED"},
+		{"a broker not ready", &transport.ClientError{Class: transport.ClassRetriable, Err: errors.New("LEADER_NOT_AVAILABLE")}, 100, 2, "LEADER_NOT_AVAILABLE"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

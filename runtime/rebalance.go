@@ -14,7 +14,7 @@ import (
 // the pump is inside Poll.
 type rebalancer struct{ w *StreamThread }
 
-func (r rebalancer) assigned(chs []causal.Channel) error {
+func (r rebalancer) Assigned(chs []causal.Channel) error {
 	w := r.w
 	w.handlePolled()
 	w.log.Info("partitions assigned", zap.Int("partitions", len(chs)))
@@ -25,7 +25,7 @@ func (r rebalancer) assigned(chs []causal.Channel) error {
 	return nil
 }
 
-func (r rebalancer) revoked(chs []causal.Channel, lost bool) { r.w.revoke(chs, lost) }
+func (r rebalancer) Revoked(chs []causal.Channel, lost bool) { r.w.revoke(chs, lost) }
 
 // revoke gives up the assignment: a last commit unless it was lost, then
 // the tasks close.

@@ -6,6 +6,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/framework/task"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
 // refusals learns which records the broker refused after they were sent.
@@ -56,21 +57,21 @@ func (r *refusals) refused(o *task.Output) (error, bool) {
 
 // transactionFailed learns the refusals among the records of a watched
 // transaction that failed, and watches the next.
-func (r *refusals) transactionFailed(client producerClient) {
+func (r *refusals) transactionFailed(client transport.Producer) {
 	for _, f := range client.Refused() {
-		if classify(f.err) != classRecord {
+		if transport.Classify(f.Err) != transport.ClassRecord {
 			continue
 		}
-		m := f.msg
-		r.known[r.fingerprintOf(m.Topic, m.Partition, m.Key, m.Value)] = f.err
+		m := f.Msg
+		r.known[r.fingerprintOf(m.Topic, m.Partition, m.Key, m.Value)] = f.Err
 		r.log.Warn("the broker refused a record for good; when it is emitted again it goes to its processor's production error policy",
-			zap.String("topic", m.Topic), zap.Int32("partition", m.Partition), zap.Error(f.err))
+			zap.String("topic", m.Topic), zap.Int32("partition", m.Partition), zap.Error(f.Err))
 	}
 	client.Watch()
 }
 
 // committed ends watching once a transaction went through.
-func (r *refusals) committed(client producerClient) {
+func (r *refusals) committed(client transport.Producer) {
 	client.Unwatch()
 	clear(r.known)
 }

@@ -15,22 +15,8 @@ import (
 	"github.com/causeway-stream/causeway/framework/store"
 	"github.com/causeway-stream/causeway/framework/task"
 	"github.com/causeway-stream/causeway/internal/taskmgr"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
-
-// changelogSource reads committed records of changelog partitions: the
-// Kafka one (kafkaChangelog) in the worker, an in-process fake in the unit
-// tests.
-type changelogSource interface {
-	// bounds returns the first offset of ch and the offset after its last.
-	bounds(ch causal.Channel) (low, high int64, err error)
-	// read reads every channel of from, from its offset to its end,
-	// handing each committed record to apply in offset order per channel,
-	// and calls done once per channel when it has read it to its end, with
-	// an offset below which it read everything. It returns ErrStopped
-	// early once stop is closed, and the first error of apply or done.
-	read(stop <-chan struct{}, from map[causal.Channel]int64, apply func(ch causal.Channel, key, value []byte) error,
-		done func(ch causal.Channel, end int64) error) error
-}
 
 // checkpointTail is how many offsets from the end of a checkpoint partition
 // a restore reads first: each committed transaction of the task holds one
@@ -49,7 +35,7 @@ const restoreBatch = 4096
 type restorer struct {
 	app     string
 	topo    *framework.Topology
-	src     changelogSource
+	src     transport.ChangelogSource
 	log     *zap.Logger
 	metrics *Metrics
 	now     func() time.Time
@@ -170,11 +156,11 @@ func (r *restorer) restore(stop <-chan struct{}, ts []*taskmgr.Task, emit func(r
 			}
 		}
 	}
-	if err := r.src.read(stop, run.from, run.apply, run.channelDone); err != nil {
+	if err := r.src.Read(stop, run.from, run.apply, run.channelDone); err != nil {
 		return rest(ts, run.left), err
 	}
 	if len(run.again) > 0 {
-		if err := r.src.read(stop, run.again, run.apply, run.channelDone); err != nil {
+		if err := r.src.Read(stop, run.again, run.apply, run.channelDone); err != nil {
 			return rest(ts, run.left), err
 		}
 	}
@@ -298,7 +284,7 @@ func (run *restoreRun) channelDone(ch causal.Channel, end int64) error {
 	}
 	cp := causal.Channel{Topic: checkpointTopic(run.r.app, t.Processor()), Partition: t.Partition()}
 	if run.checkpoints[cp] == t && run.out[t.ID()] == nil {
-		if low, _, err := run.r.src.bounds(cp); err == nil && low < run.from[cp] {
+		if low, _, err := run.r.src.Bounds(cp); err == nil && low < run.from[cp] {
 			if _, twice := run.again[cp]; !twice {
 				run.again[cp] = low
 				run.left[t][cp] = true
@@ -404,7 +390,7 @@ func (r *restorer) report(ts []*taskmgr.Task, targets map[causal.Channel]*storeT
 func (r *restorer) plan(t *taskmgr.Task, from map[causal.Channel]int64, targets map[causal.Channel]*storeTarget,
 	checkpoints map[causal.Channel]*taskmgr.Task, totals map[string]int64) error {
 	cp := causal.Channel{Topic: checkpointTopic(r.app, t.Processor()), Partition: t.Partition()}
-	low, high, err := r.src.bounds(cp)
+	low, high, err := r.src.Bounds(cp)
 	if err != nil {
 		return fmt.Errorf("bounds of %s: %w", cp, err)
 	}
@@ -457,7 +443,7 @@ func (r *restorer) planStores(t *taskmgr.Task, info framework.ProcessorInfo, pos
 	totals[t.ID()] = 0
 	for _, spec := range info.Stores {
 		ch := causal.Channel{Topic: storeChangelogTopic(r.app, spec.Name), Partition: t.Partition()}
-		low, high, err := r.src.bounds(ch)
+		low, high, err := r.src.Bounds(ch)
 		if err != nil {
 			return fmt.Errorf("bounds of %s: %w", ch, err)
 		}
@@ -505,7 +491,7 @@ func diskChangelogs(app string, topo *framework.Topology, onDisk func(framework.
 }
 
 // endPositions is where each of the given changelog channels ends now.
-func endPositions(offsets offsetSource, chs map[string]causal.Channel) (storePositions, error) {
+func endPositions(offsets transport.OffsetSource, chs map[string]causal.Channel) (storePositions, error) {
 	pos := storePositions{}
 	for name, ch := range chs {
 		_, high, err := offsets.Watermarks(ch)

@@ -9,6 +9,7 @@ import (
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/task"
 	"github.com/causeway-stream/causeway/internal/taskmgr"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
 // The worker's tasks live in a task manager (internal/taskmgr) that the
@@ -30,7 +31,7 @@ const (
 // newTaskManager returns the worker's task manager over the given topics'
 // partition counts, asking offsets where tasks resume and restoring their
 // committed state from changelog.
-func (w *StreamThread) newTaskManager(counts map[string]int32, offsets offsetSource, changelog changelogSource) (*taskmgr.Manager, error) {
+func (w *StreamThread) newTaskManager(counts map[string]int32, offsets transport.OffsetSource, changelog transport.ChangelogSource) (*taskmgr.Manager, error) {
 	w.restores.restorer = &restorer{app: w.cfg.ApplicationID, topo: w.topo, src: changelog, log: w.log, metrics: w.metrics, now: w.now,
 		onDisk: w.onDisk, wipe: w.wipeStores, progress: w.restoreProgress}
 	// The worker restores off the pump (restoring.go): Prepare and Finish,
@@ -96,7 +97,7 @@ func (o taskObserver) Dropped(id string, ev framework.DropEvent) {
 		ev.Detail += " (logged once per task; causeway_dropped_records_total counts them all)"
 	}
 	log("record dropped", zap.String("task", id), zap.String("reason", ev.Reason),
-		zap.String("channel", partitionString(ev.Record.Topic, ev.Record.Partition)), zap.Int64("offset", ev.Record.Offset),
+		zap.String("channel", transport.PartitionString(ev.Record.Topic, ev.Record.Partition)), zap.Int64("offset", ev.Record.Offset),
 		zap.String("detail", ev.Detail))
 }
 

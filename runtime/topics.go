@@ -9,12 +9,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
 // topicAdmin is what the topic manager asks of the cluster.
 type topicAdmin interface {
 	PartitionCounts(ctx context.Context) (map[string]int32, error)
-	CreateTopics(ctx context.Context, specs []topicSpec) error
+	CreateTopics(ctx context.Context, specs []transport.TopicSpec) error
 }
 
 // topicManager makes sure the topics a topology uses exist: it creates the
@@ -37,12 +38,12 @@ func (tm topicManager) ensureTopics(ctx context.Context) (map[string]int32, erro
 	if err != nil {
 		return nil, fmt.Errorf("read cluster metadata: %w", err)
 	}
-	var create []topicSpec
+	var create []transport.TopicSpec
 	want := func(name string, partitions int32, configs map[string]string) {
 		if _, ok := counts[name]; ok {
 			return
 		}
-		create = append(create, topicSpec{name: name, partitions: partitions, configs: configs})
+		create = append(create, transport.TopicSpec{Name: name, Partitions: partitions, Configs: configs})
 		counts[name] = partitions
 	}
 	topics := tm.topo.Topics()
@@ -108,7 +109,7 @@ func (tm topicManager) ensureTopics(ctx context.Context) (map[string]int32, erro
 			return nil, fmt.Errorf("create topics: %w", err)
 		}
 		for _, s := range create {
-			tm.log.Info("created topic", zap.String("topic", s.name), zap.Int32("partitions", s.partitions))
+			tm.log.Info("created topic", zap.String("topic", s.Name), zap.Int32("partitions", s.Partitions))
 		}
 		if err := waitForTopics(ctx, admin, create); err != nil {
 			return nil, err
@@ -120,13 +121,13 @@ func (tm topicManager) ensureTopics(ctx context.Context) (map[string]int32, erro
 	return counts, nil
 }
 
-func waitForTopics(ctx context.Context, admin topicAdmin, specs []topicSpec) error {
+func waitForTopics(ctx context.Context, admin topicAdmin, specs []transport.TopicSpec) error {
 	for {
 		counts, err := admin.PartitionCounts(ctx)
 		if err == nil {
 			ready := true
 			for _, s := range specs {
-				if counts[s.name] < s.partitions {
+				if counts[s.Name] < s.Partitions {
 					ready = false
 				}
 			}

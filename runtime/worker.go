@@ -24,6 +24,7 @@ import (
 	"github.com/causeway-stream/causeway/internal/taskmgr"
 	"github.com/causeway-stream/causeway/runtime/embedded"
 	"github.com/causeway-stream/causeway/runtime/internal/statedir"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
 	"github.com/causeway-stream/causeway/runtime/internal/upstream"
 )
 
@@ -53,7 +54,7 @@ type taskReply struct {
 // commits, commits and aborts follow commit.go, the changelog reader
 // (restore.go) restores on a goroutine of its own (restoring.go), and the
 // topic manager (topics.go) creates topics. They reach Kafka through the
-// worker's transport (transport.go): librdkafka or franz-go, as
+// worker's transport (runtime/internal/transport): librdkafka or franz-go, as
 // Config.Client says.
 type StreamThread struct {
 	cfg     Config
@@ -65,9 +66,9 @@ type StreamThread struct {
 	bootstrap  string
 	instanceID string
 	broker     *embedded.Broker
-	transport  transport
-	consumer   groupConsumer
-	admin      clusterAdmin
+	transport  transport.Supplier
+	consumer   transport.Consumer
+	admin      transport.Admin
 
 	// Owned by the pump goroutine.
 	producer *txnProducer
@@ -104,7 +105,7 @@ type StreamThread struct {
 	globals      *taskmgr.Globals
 	globalReader *globalReader
 	// wrapPoll (set by tests only, before Start) wraps the consumer's Poll.
-	wrapPoll func(poll pollFunc) pollFunc
+	wrapPoll func(poll transport.PollFunc) transport.PollFunc
 
 	// claims checks claims against the ends of their channels (claims.go).
 	// Owned by the pump.
@@ -159,7 +160,7 @@ func NewStreamThread(cfg Config, topo *framework.Topology, log *zap.Logger, metr
 	if topo == nil {
 		return nil, errors.New("runtime: no topology")
 	}
-	tr, err := transportNamed(cfg.Client)
+	tr, err := transport.Named(cfg.Client)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +187,7 @@ func NewStreamThread(cfg Config, topo *framework.Topology, log *zap.Logger, metr
 		done:      make(chan struct{}),
 	}
 	w.setThread(0)
-	w.pump.batch = tr.pollBatch()
+	w.pump.batch = tr.PollBatch()
 	return w, nil
 }
 
@@ -252,12 +253,21 @@ func instanceIDOf(cfg Config) (string, error) {
 }
 
 // clientSettings is what the transport makes the worker's clients from.
-func (w *StreamThread) clientSettings() clientSettings {
-	return clientSettings{cfg: w.cfg, bootstrap: w.bootstrap, instanceID: w.instanceID, log: w.log}
+func (w *StreamThread) clientSettings() transport.Settings {
+	return transport.Settings{
+		ApplicationID:    w.cfg.ApplicationID,
+		Kafka:            w.cfg.Kafka,
+		StaticMembership: w.cfg.StaticMembership,
+		AllowOffsetReset: w.cfg.AllowOffsetReset,
+		AutoOffsetReset:  w.cfg.AutoOffsetReset,
+		Bootstrap:        w.bootstrap,
+		InstanceID:       w.instanceID,
+		Log:              w.log,
+	}
 }
 
 func (w *StreamThread) connect(ctx context.Context) error {
-	p, admin, err := w.transport.producer(w.clientSettings())
+	p, admin, err := w.transport.Producer(w.clientSettings())
 	if err != nil {
 		return err
 	}
@@ -273,24 +283,22 @@ func (w *StreamThread) connect(ctx context.Context) error {
 	if err := p.InitTransactions(ctx); err != nil {
 		return fmt.Errorf("init transactions (transactional id %s-%s): %w", w.cfg.ApplicationID, w.instanceID, err)
 	}
-	consumer, err := w.transport.consumer(w.clientSettings())
+	consumer, err := w.transport.Consumer(w.clientSettings())
 	if err != nil {
 		return err
 	}
 	w.consumer = consumer
 	// The helper readers are franz-go clients, connected as --kafka asks
 	// when franz-go can follow it.
-	franzOpts, franzErr := franzConnection(w.cfg.Kafka)
+	franzOpts, franzErr := transport.FranzConnection(w.cfg.Kafka)
 	connect := append([]kgo.Opt{kgo.SeedBrokers(strings.Split(w.bootstrap, ",")...)}, franzOpts...)
-	var src changelogSource = &franzChangelog{watermarks: watermarks{consumer}, connect: connect}
+	src := transport.NewFranzChangelog(consumer, connect)
 	if franzErr != nil {
-		fallback, ok := w.transport.(interface {
-			changelogFallback(s clientSettings, offsets offsetSource) changelogSource
-		})
+		fallback, ok := w.transport.(transport.FallbackReader)
 		if !ok {
 			return fmt.Errorf("kafka settings: %w", franzErr)
 		}
-		src = fallback.changelogFallback(w.clientSettings(), consumer)
+		src = fallback.ChangelogFallback(w.clientSettings(), consumer)
 		w.log.Warn("restores read through librdkafka, and queries are not forwarded to other workers", zap.Error(franzErr))
 	}
 	if franzErr == nil {

@@ -1,4 +1,4 @@
-package runtime
+package transport
 
 import (
 	"context"
@@ -20,12 +20,18 @@ import (
 // librdkafka settings given with --kafka ask (franzConnection), and
 // kafkaChangelog otherwise.
 type franzChangelog struct {
-	watermarks
+	Watermarks
 	// connect are the options that reach the cluster.
 	connect []kgo.Opt
 }
 
-func (f *franzChangelog) read(stop <-chan struct{}, from map[causal.Channel]int64, apply func(ch causal.Channel, key, value []byte) error,
+// NewFranzChangelog returns a changelog source that reads with franz-go
+// clients made with connect, and asks offsets for partition bounds.
+func NewFranzChangelog(offsets OffsetSource, connect []kgo.Opt) ChangelogSource {
+	return &franzChangelog{Watermarks: Watermarks{Offsets: offsets}, connect: connect}
+}
+
+func (f *franzChangelog) Read(stop <-chan struct{}, from map[causal.Channel]int64, apply func(ch causal.Channel, key, value []byte) error,
 	done func(ch causal.Channel, end int64) error) error {
 	if len(from) == 0 {
 		return nil
@@ -96,7 +102,7 @@ func (f *franzChangelog) read(stop <-chan struct{}, from map[causal.Channel]int6
 		}
 		var ferr error
 		fs.EachError(func(topic string, p int32, err error) {
-			ferr = errors.Join(ferr, fmt.Errorf("read changelog %s: %w", partitionString(topic, p), err))
+			ferr = errors.Join(ferr, fmt.Errorf("read changelog %s: %w", PartitionString(topic, p), err))
 		})
 		if ferr != nil {
 			return ferr

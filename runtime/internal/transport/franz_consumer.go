@@ -1,4 +1,4 @@
-package runtime
+package transport
 
 import (
 	"context"
@@ -23,7 +23,7 @@ type franzConsumer struct {
 	group      string
 	instanceID string
 	reset      kgo.Offset
-	handler    rebalanceHandler
+	handler    RebalanceHandler
 
 	// turn is held by the pump, except while it waits inside kgo's poll,
 	// and by a rebalance callback while it runs the handler.
@@ -60,7 +60,7 @@ type franzAhead struct {
 	recs []*kgo.Record
 }
 
-func (c *franzConsumer) Subscribe(topics []string, h rebalanceHandler) error {
+func (c *franzConsumer) Subscribe(topics []string, h RebalanceHandler) error {
 	c.handler = h
 	opts := append([]kgo.Opt{
 		kgo.ConsumerGroup(c.group), kgo.ConsumeTopics(topics...), kgo.Balancers(kgo.RangeBalancer()),
@@ -117,20 +117,20 @@ func (c *franzConsumer) onAssigned(_ context.Context, _ *kgo.Client, m map[strin
 	c.inTurn(m, func(chs []causal.Channel) {
 		// A failed assignment stops the worker (its fatal error), so
 		// there is nothing more to do with the error here.
-		_ = c.handler.assigned(chs)
+		_ = c.handler.Assigned(chs)
 	})
 }
 
 func (c *franzConsumer) onRevoked(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 	c.inTurn(m, func(chs []causal.Channel) {
-		c.handler.revoked(chs, false)
+		c.handler.Revoked(chs, false)
 		c.forget(chs)
 	})
 }
 
 func (c *franzConsumer) onLost(_ context.Context, _ *kgo.Client, m map[string][]int32) {
 	c.inTurn(m, func(chs []causal.Channel) {
-		c.handler.revoked(chs, true)
+		c.handler.Revoked(chs, true)
 		c.forget(chs)
 	})
 }
@@ -188,7 +188,7 @@ func (c *franzConsumer) Assign(starts map[causal.Channel]int64) error {
 // leave the broker idle while the pump handles a fetch, and the pump idle
 // while the next one comes. A rebalance waits until what was read ahead
 // is handed out, which is one fetch.
-func (c *franzConsumer) Poll(timeout time.Duration, max int, batch *[]consumerEvent) int {
+func (c *franzConsumer) Poll(timeout time.Duration, max int, batch *[]Event) int {
 	if n := c.handOut(max, batch); n > 0 {
 		return n
 	}
@@ -230,7 +230,7 @@ func (c *franzConsumer) readAhead(topic string, p *kgo.FetchPartition) {
 
 // handOut turns up to max of the events read ahead into batch, skipping
 // paused partitions, and returns how many.
-func (c *franzConsumer) handOut(max int, batch *[]consumerEvent) int {
+func (c *franzConsumer) handOut(max int, batch *[]Event) int {
 	n := 0
 	for i := range c.ahead {
 		if n == max {
@@ -245,11 +245,11 @@ func (c *franzConsumer) handOut(max int, batch *[]consumerEvent) int {
 }
 
 // take turns up to max events of a into batch and returns how many.
-func (c *franzConsumer) take(a *franzAhead, max int, batch *[]consumerEvent) int {
+func (c *franzConsumer) take(a *franzAhead, max int, batch *[]Event) int {
 	topic, partition := a.ch.Topic, a.ch.Partition
 	n := 0
 	if a.err != nil {
-		*batch = append(*batch, consumerEvent{kind: eventPartitionError, msg: message{Topic: topic, Partition: partition}, err: franzError(a.err)})
+		*batch = append(*batch, Event{Kind: EventPartitionError, Msg: Message{Topic: topic, Partition: partition}, Err: franzError(a.err)})
 		a.err = nil
 		n++
 	}
@@ -260,7 +260,7 @@ func (c *franzConsumer) take(a *franzAhead, max int, batch *[]consumerEvent) int
 	}
 	for _, r := range recs {
 		if r.Attrs.IsControl() {
-			*batch = append(*batch, consumerEvent{kind: eventPosition, msg: message{Topic: topic, Partition: partition, Offset: r.Offset + 1}})
+			*batch = append(*batch, Event{Kind: EventPosition, Msg: Message{Topic: topic, Partition: partition, Offset: r.Offset + 1}})
 		} else {
 			setRecordEvent(nextEvent(batch), topic, partition, r)
 		}
@@ -270,12 +270,12 @@ func (c *franzConsumer) take(a *franzAhead, max int, batch *[]consumerEvent) int
 
 // nextEvent extends batch by one event and returns it. The event may hold
 // one the pump handled before: set all of it.
-func nextEvent(batch *[]consumerEvent) *consumerEvent {
+func nextEvent(batch *[]Event) *Event {
 	b := *batch
 	if len(b) < cap(b) {
 		b = b[:len(b)+1]
 	} else {
-		b = append(b, consumerEvent{})
+		b = append(b, Event{})
 	}
 	*batch = b
 	return &b[len(b)-1]
@@ -284,12 +284,12 @@ func nextEvent(batch *[]consumerEvent) *consumerEvent {
 // setRecordEvent makes e the event of record r, fetched from topic and
 // partition. Its fields are written one at a time, and those holding
 // pointers only when they change (see franzProducer.Produce).
-func setRecordEvent(e *consumerEvent, topic string, partition int32, r *kgo.Record) {
-	e.kind = eventRecord
-	if e.err != nil {
-		e.err = nil
+func setRecordEvent(e *Event, topic string, partition int32, r *kgo.Record) {
+	e.Kind = EventRecord
+	if e.Err != nil {
+		e.Err = nil
 	}
-	m := &e.msg
+	m := &e.Msg
 	if m.Topic != topic {
 		m.Topic = topic
 	}
@@ -363,7 +363,7 @@ func (c *franzConsumer) CachedWatermarks(ch causal.Channel) (low, high int64, ok
 	return 0, high, ok
 }
 
-func (c *franzConsumer) GroupMetadata() (groupMetadata, error) {
+func (c *franzConsumer) GroupMetadata() (GroupMetadata, error) {
 	member, gen := c.cl.GroupMetadata()
 	return franzGroup{memberID: member, generation: gen, instanceID: c.instanceID}, nil
 }

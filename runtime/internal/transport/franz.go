@@ -1,4 +1,4 @@
-package runtime
+package transport
 
 import (
 	"context"
@@ -41,13 +41,13 @@ import (
 // (BlockRebalanceOnPoll), so that the assignment does not change under
 // records already taken.
 
-func init() { transports[ClientFranz] = franzTransport{} }
+func init() { transports[Franz] = franzTransport{} }
 
 type franzTransport struct{}
 
-// pollBatch is how many events the pump takes at a time of what the
+// PollBatch is how many events the pump takes at a time of what the
 // consumer read ahead (see franzConsumer.Poll).
-func (franzTransport) pollBatch() int { return 512 }
+func (franzTransport) PollBatch() int { return 512 }
 
 // kgo's record header and the framework's are the same struct: the
 // conversion below compiles only while their fields are alike in name,
@@ -67,16 +67,16 @@ const franzRequestTimeout = 10 * time.Second
 
 // franzBase is the options every franz client of w starts from: the
 // brokers and what --kafka says about connecting and tuning.
-func (s clientSettings) franzBase(role clientRole) ([]kgo.Opt, error) {
-	conn, err := franzConnection(s.cfg.Kafka)
+func (s Settings) franzBase(role clientRole) ([]kgo.Opt, error) {
+	conn, err := FranzConnection(s.Kafka)
 	if err != nil {
 		return nil, err
 	}
-	tuning, err := franzTuning(s.cfg.Kafka, role)
+	tuning, err := franzTuning(s.Kafka, role)
 	if err != nil {
 		return nil, err
 	}
-	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(s.bootstrap, ",")...), kgo.ClientID(s.cfg.ApplicationID + "-" + s.instanceID),
+	opts := []kgo.Opt{kgo.SeedBrokers(strings.Split(s.Bootstrap, ",")...), kgo.ClientID(s.ApplicationID + "-" + s.InstanceID),
 		kgo.RetryBackoffFn(franzBackoff)}
 	return append(append(opts, conn...), tuning...), nil
 }
@@ -90,12 +90,12 @@ func franzBackoff(tries int) time.Duration {
 	return min(100*time.Millisecond<<min(max(tries-1, 0), 4), time.Second)
 }
 
-func (franzTransport) producer(s clientSettings) (producerClient, clusterAdmin, error) {
+func (franzTransport) Producer(s Settings) (Producer, Admin, error) {
 	base, err := s.franzBase(producerRole)
 	if err != nil {
 		return nil, nil, fmt.Errorf("producer: %w", err)
 	}
-	txnID := s.cfg.ApplicationID + "-" + s.instanceID
+	txnID := s.ApplicationID + "-" + s.InstanceID
 	opts := append([]kgo.Opt{
 		kgo.TransactionalID(txnID), kgo.TransactionTimeout(10 * time.Second),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5 * time.Millisecond),
@@ -113,12 +113,12 @@ func (franzTransport) producer(s clientSettings) (producerClient, clusterAdmin, 
 	if err != nil {
 		return nil, nil, fmt.Errorf("producer: %w", err)
 	}
-	p := &franzProducer{cl: cl, txnID: txnID, group: s.cfg.ApplicationID}
+	p := &franzProducer{cl: cl, txnID: txnID, group: s.ApplicationID}
 	p.promise = p.delivered
-	return p, &franzAdmin{adm: kadm.NewClient(cl), group: s.cfg.ApplicationID}, nil
+	return p, &franzAdmin{adm: kadm.NewClient(cl), group: s.ApplicationID}, nil
 }
 
-func (franzTransport) consumer(s clientSettings) (groupConsumer, error) {
+func (franzTransport) Consumer(s Settings) (Consumer, error) {
 	base, err := s.franzBase(consumerRole)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
@@ -128,18 +128,18 @@ func (franzTransport) consumer(s clientSettings) (groupConsumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	c := &franzConsumer{base: base, adm: kadm.NewClient(admin), group: s.cfg.ApplicationID,
+	c := &franzConsumer{base: base, adm: kadm.NewClient(admin), group: s.ApplicationID,
 		positions: map[causal.Channel]int64{}, highs: map[causal.Channel]int64{}, paused: map[causal.Channel]bool{}}
-	if s.cfg.StaticMembership {
-		c.instanceID = s.cfg.ApplicationID + "-" + s.instanceID
+	if s.StaticMembership {
+		c.instanceID = s.ApplicationID + "-" + s.InstanceID
 	}
 	// Every assigned partition starts at an explicit offset; a fetch that
 	// falls out of range is an error on that partition unless the
 	// application opted into resets.
 	c.reset = kgo.NoResetOffset()
-	if s.cfg.AllowOffsetReset {
+	if s.AllowOffsetReset {
 		c.reset = kgo.NewOffset().AtStart()
-		if s.cfg.AutoOffsetReset == "latest" {
+		if s.AutoOffsetReset == "latest" {
 			c.reset = kgo.NewOffset().AtEnd()
 		}
 	}
@@ -151,39 +151,39 @@ func franzError(err error) error {
 	if err == nil {
 		return nil
 	}
-	var ce *clientError
+	var ce *ClientError
 	if errors.As(err, &ce) {
 		return err
 	}
-	kind := kindOther
+	kind := KindOther
 	switch {
 	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
-		kind = kindTooLarge
+		kind = KindTooLarge
 	case errors.Is(err, kerr.OffsetOutOfRange):
-		kind = kindOffsetOutOfRange
+		kind = KindOffsetOutOfRange
 	case errors.Is(err, kerr.UnknownTopicOrPartition):
-		kind = kindUnknownPartition
+		kind = KindUnknownPartition
 	}
-	return &clientError{class: classifyFranz(err), kind: kind, err: err}
+	return &ClientError{Class: classifyFranz(err), Kind: kind, Err: err}
 }
 
 // classifyFranz sorts a franz-go error into the worker's error classes, as
 // classifyRdk does librdkafka's.
-func classifyFranz(err error) errorClass {
+func classifyFranz(err error) Class {
 	switch {
 	case errors.Is(err, kerr.ProducerFenced), errors.Is(err, kerr.InvalidProducerEpoch), errors.Is(err, kerr.FencedInstanceID),
 		errors.Is(err, kerr.TransactionalIDAuthorizationFailed), errors.Is(err, kerr.ClusterAuthorizationFailed),
 		errors.Is(err, kerr.SaslAuthenticationFailed), errors.Is(err, kerr.InvalidProducerIDMapping):
-		return classFatal
+		return ClassFatal
 	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge), errors.Is(err, kerr.InvalidRecord),
 		errors.Is(err, kerr.CorruptMessage), errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.InvalidTopicException),
 		errors.Is(err, kerr.TopicAuthorizationFailed), errors.Is(err, kerr.PolicyViolation):
-		return classRecord
+		return ClassRecord
 	case errors.Is(err, kerr.RequestTimedOut), errors.Is(err, kerr.NotEnoughReplicas), errors.Is(err, kerr.NotEnoughReplicasAfterAppend),
 		errors.Is(err, kerr.LeaderNotAvailable), errors.Is(err, kerr.NotLeaderForPartition), errors.Is(err, kerr.CoordinatorNotAvailable),
 		errors.Is(err, kerr.NotCoordinator), errors.Is(err, kerr.CoordinatorLoadInProgress), errors.Is(err, kerr.ConcurrentTransactions),
 		errors.Is(err, context.DeadlineExceeded):
-		return classRetriable
+		return ClassRetriable
 	}
-	return classAbortable
+	return ClassAbortable
 }

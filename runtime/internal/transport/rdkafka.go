@@ -1,6 +1,6 @@
 //go:build cgo
 
-package runtime
+package transport
 
 import (
 	"context"
@@ -19,16 +19,16 @@ import (
 // The librdkafka transport: confluent-kafka-go's clients, which need cgo.
 // It is the default (--client librdkafka).
 
-func init() { transports[ClientLibrdkafka] = rdkafkaTransport{} }
+func init() { transports[Librdkafka] = rdkafkaTransport{} }
 
 type rdkafkaTransport struct{}
 
-// pollBatch: librdkafka hands out one event per call, so a batch costs a
+// PollBatch: librdkafka hands out one event per call, so a batch costs a
 // call across cgo per record whatever its size; 64 keeps the code and
 // data of each step in the processor's caches across a batch.
-func (rdkafkaTransport) pollBatch() int { return 64 }
+func (rdkafkaTransport) PollBatch() int { return 64 }
 
-func (rdkafkaTransport) producer(s clientSettings) (producerClient, clusterAdmin, error) {
+func (rdkafkaTransport) Producer(s Settings) (Producer, Admin, error) {
 	p, err := kafka.NewProducer(ptr(s.producerConfigWithoutReports()))
 	if err != nil {
 		return nil, nil, fmt.Errorf("producer: %w", err)
@@ -38,10 +38,10 @@ func (rdkafkaTransport) producer(s clientSettings) (producerClient, clusterAdmin
 		p.Close()
 		return nil, nil, fmt.Errorf("admin client: %w", err)
 	}
-	return newRdkProducer(p, s.log), &rdkAdmin{admin: a, group: s.cfg.ApplicationID}, nil
+	return newRdkProducer(p, s.Log), &rdkAdmin{admin: a, group: s.ApplicationID}, nil
 }
 
-func (rdkafkaTransport) consumer(s clientSettings) (groupConsumer, error) {
+func (rdkafkaTransport) Consumer(s Settings) (Consumer, error) {
 	c, err := kafka.NewConsumer(ptr(s.consumerConfig()))
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
@@ -49,13 +49,13 @@ func (rdkafkaTransport) consumer(s clientSettings) (groupConsumer, error) {
 	return &rdkConsumer{c: c}, nil
 }
 
-// changelogFallback reads changelogs through librdkafka when franz-go
+// ChangelogFallback reads changelogs through librdkafka when franz-go
 // cannot follow the connection settings.
-func (rdkafkaTransport) changelogFallback(s clientSettings, offsets offsetSource) changelogSource {
-	return &kafkaChangelog{watermarks: watermarks{offsets}, config: s.restoreConsumerConfig(), log: s.log}
+func (rdkafkaTransport) ChangelogFallback(s Settings, offsets OffsetSource) ChangelogSource {
+	return &kafkaChangelog{Watermarks: Watermarks{offsets}, config: s.restoreConsumerConfig(), log: s.Log}
 }
 
-func (s clientSettings) producerConfigWithoutReports() kafka.ConfigMap {
+func (s Settings) producerConfigWithoutReports() kafka.ConfigMap {
 	cm := s.producerConfig()
 	// Delivery failures surface through CommitTransaction; no report channel
 	// to drain.
@@ -73,45 +73,45 @@ func rdkError(err error) error {
 	if err == nil || !errors.As(err, &ke) {
 		return err
 	}
-	kind := kindOther
+	kind := KindOther
 	switch ke.Code() {
 	case kafka.ErrMsgSizeTooLarge, kafka.ErrRecordListTooLarge:
-		kind = kindTooLarge
+		kind = KindTooLarge
 	case kafka.ErrAutoOffsetReset, kafka.ErrOffsetOutOfRange:
-		kind = kindOffsetOutOfRange
+		kind = KindOffsetOutOfRange
 	case kafka.ErrUnknownTopicOrPart, kafka.ErrUnknownTopic, kafka.ErrUnknownPartition:
-		kind = kindUnknownPartition
+		kind = KindUnknownPartition
 	}
-	return &clientError{class: classifyRdk(ke), kind: kind, err: err}
+	return &ClientError{Class: classifyRdk(ke), Kind: kind, Err: err}
 }
 
 // classifyRdk sorts a librdkafka error into the worker's error classes.
-func classifyRdk(ke kafka.Error) errorClass {
+func classifyRdk(ke kafka.Error) Class {
 	switch ke.Code() {
 	case kafka.ErrFenced, kafka.ErrProducerFenced, kafka.ErrInvalidProducerEpoch,
 		kafka.ErrAuthentication, kafka.ErrSaslAuthenticationFailed, kafka.ErrClusterAuthorizationFailed,
 		kafka.ErrTransactionalIDAuthorizationFailed:
-		return classFatal
+		return ClassFatal
 	case kafka.ErrMsgSizeTooLarge, kafka.ErrRecordListTooLarge, kafka.ErrInvalidRecord, kafka.ErrInvalidMsg,
 		kafka.ErrUnknownTopic, kafka.ErrUnknownTopicOrPart, kafka.ErrTopicException, kafka.ErrTopicAuthorizationFailed,
 		kafka.ErrPolicyViolation:
-		return classRecord
+		return ClassRecord
 	case kafka.ErrTimedOut, kafka.ErrRequestTimedOut, kafka.ErrNotEnoughReplicas, kafka.ErrNotEnoughReplicasAfterAppend,
 		kafka.ErrLeaderNotAvailable, kafka.ErrNotLeaderForPartition, kafka.ErrCoordinatorNotAvailable,
 		kafka.ErrNotCoordinator, kafka.ErrCoordinatorLoadInProgress, kafka.ErrConcurrentTransactions:
 		if !ke.IsFatal() && !ke.TxnRequiresAbort() {
-			return classRetriable
+			return ClassRetriable
 		}
 	}
 	switch {
 	case ke.IsFatal():
-		return classFatal
+		return ClassFatal
 	case ke.TxnRequiresAbort():
-		return classAbortable
+		return ClassAbortable
 	case ke.IsRetriable():
-		return classRetriable
+		return ClassRetriable
 	}
-	return classAbortable
+	return ClassAbortable
 }
 
 // errorCode is the librdkafka error code err carries, possibly wrapped, or
@@ -159,11 +159,11 @@ func timeoutMs(ctx context.Context) int {
 // runs inside Poll, on the pump's goroutine.
 type rdkConsumer struct {
 	c       *kafka.Consumer
-	handler rebalanceHandler
+	handler RebalanceHandler
 	headers headerSlab
 }
 
-func (r *rdkConsumer) Subscribe(topics []string, h rebalanceHandler) error {
+func (r *rdkConsumer) Subscribe(topics []string, h RebalanceHandler) error {
 	r.handler = h
 	return rdkError(r.c.SubscribeTopics(topics, r.rebalance))
 }
@@ -171,16 +171,16 @@ func (r *rdkConsumer) Subscribe(topics []string, h rebalanceHandler) error {
 func (r *rdkConsumer) rebalance(c *kafka.Consumer, ev kafka.Event) error {
 	switch e := ev.(type) {
 	case kafka.AssignedPartitions:
-		return r.handler.assigned(rdkChannels(e.Partitions))
+		return r.handler.Assigned(rdkChannels(e.Partitions))
 	case kafka.RevokedPartitions:
-		r.handler.revoked(rdkChannels(e.Partitions), c.AssignmentLost())
+		r.handler.Revoked(rdkChannels(e.Partitions), c.AssignmentLost())
 		return rdkError(c.Unassign())
 	}
 	return nil
 }
 
 // Poll takes librdkafka's events one at a time: it hands out one per call.
-func (r *rdkConsumer) Poll(timeout time.Duration, max int, batch *[]consumerEvent) int {
+func (r *rdkConsumer) Poll(timeout time.Duration, max int, batch *[]Event) int {
 	n := 0
 	ev := r.c.Poll(int(timeout / time.Millisecond))
 	for ev != nil {
@@ -195,13 +195,13 @@ func (r *rdkConsumer) Poll(timeout time.Duration, max int, batch *[]consumerEven
 }
 
 // take appends ev to batch, if it is one the worker handles.
-func (r *rdkConsumer) take(ev kafka.Event, batch *[]consumerEvent) bool {
+func (r *rdkConsumer) take(ev kafka.Event, batch *[]Event) bool {
 	switch e := ev.(type) {
 	case *kafka.Message:
 		tp := e.TopicPartition
-		m := message{Topic: *tp.Topic, Partition: tp.Partition, Offset: int64(tp.Offset)}
+		m := Message{Topic: *tp.Topic, Partition: tp.Partition, Offset: int64(tp.Offset)}
 		if tp.Error != nil {
-			*batch = append(*batch, consumerEvent{kind: eventPartitionError, msg: m, err: rdkError(tp.Error)})
+			*batch = append(*batch, Event{Kind: EventPartitionError, Msg: m, Err: rdkError(tp.Error)})
 			return true
 		}
 		m.Key, m.Value, m.Timestamp = e.Key, e.Value, e.Timestamp
@@ -211,18 +211,18 @@ func (r *rdkConsumer) take(ev kafka.Event, batch *[]consumerEvent) bool {
 				m.Headers[i].Key, m.Headers[i].Value = h.Key, h.Value
 			}
 		}
-		*batch = append(*batch, consumerEvent{kind: eventRecord, msg: m})
+		*batch = append(*batch, Event{Kind: EventRecord, Msg: m})
 	case kafka.PartitionEOF:
 		if e.Topic == nil || e.Offset < 0 {
 			return false
 		}
-		*batch = append(*batch, consumerEvent{kind: eventPosition, msg: message{Topic: *e.Topic, Partition: e.Partition, Offset: int64(e.Offset)}})
+		*batch = append(*batch, Event{Kind: EventPosition, Msg: Message{Topic: *e.Topic, Partition: e.Partition, Offset: int64(e.Offset)}})
 	case kafka.Error:
-		kind := eventError
+		kind := EventError
 		if e.IsFatal() {
-			kind = eventFatal
+			kind = EventFatal
 		}
-		*batch = append(*batch, consumerEvent{kind: kind, err: rdkError(e)})
+		*batch = append(*batch, Event{Kind: kind, Err: rdkError(e)})
 	default:
 		return false
 	}
@@ -275,7 +275,7 @@ func (r *rdkConsumer) CachedWatermarks(ch causal.Channel) (low, high int64, ok b
 	return low, high, err == nil
 }
 
-func (r *rdkConsumer) GroupMetadata() (groupMetadata, error) {
+func (r *rdkConsumer) GroupMetadata() (GroupMetadata, error) {
 	md, err := r.c.GetConsumerGroupMetadata()
 	return md, rdkError(err)
 }
@@ -317,7 +317,7 @@ type rdkProducer struct {
 	// when the goroutine has seen everything sent before it.
 	reports chan kafka.Event
 	mu      sync.Mutex
-	failed  []refusedRecord
+	failed  []RefusedRecord
 	started bool
 	stop    chan struct{}
 	done    chan struct{}
@@ -346,7 +346,7 @@ func (r *rdkProducer) BeginTransaction() error { return rdkError(r.p.BeginTransa
 // headers when it is produced (RD_KAFKA_MSG_F_COPY).
 func (r *rdkProducer) Released() bool { return true }
 
-func (r *rdkProducer) Produce(m *message) error {
+func (r *rdkProducer) Produce(m *Message) error {
 	topic := r.last
 	if topic == nil || *topic != m.Topic {
 		var ok bool
@@ -379,7 +379,7 @@ func (r *rdkProducer) Produce(m *message) error {
 	return rdkError(err)
 }
 
-func (r *rdkProducer) SendOffsetsToTransaction(ctx context.Context, offsets map[causal.Channel]int64, md groupMetadata) error {
+func (r *rdkProducer) SendOffsetsToTransaction(ctx context.Context, offsets map[causal.Channel]int64, md GroupMetadata) error {
 	tps := make([]kafka.TopicPartition, 0, len(offsets))
 	for ch, off := range offsets {
 		topic := ch.Topic
@@ -426,9 +426,9 @@ func (r *rdkProducer) collect() {
 			case *kafka.Message:
 				if tp := e.TopicPartition; tp.Error != nil && tp.Topic != nil {
 					r.mu.Lock()
-					r.failed = append(r.failed, refusedRecord{
-						msg: message{Topic: *tp.Topic, Partition: tp.Partition, Key: e.Key, Value: e.Value},
-						err: rdkError(tp.Error)})
+					r.failed = append(r.failed, RefusedRecord{
+						Msg: Message{Topic: *tp.Topic, Partition: tp.Partition, Key: e.Key, Value: e.Value},
+						Err: rdkError(tp.Error)})
 					r.mu.Unlock()
 				}
 			}
@@ -436,7 +436,7 @@ func (r *rdkProducer) collect() {
 	}
 }
 
-func (r *rdkProducer) Refused() []refusedRecord {
+func (r *rdkProducer) Refused() []RefusedRecord {
 	if !r.started {
 		return nil
 	}
@@ -485,10 +485,10 @@ func (a *rdkAdmin) PartitionCounts(ctx context.Context) (map[string]int32, error
 	return counts, nil
 }
 
-func (a *rdkAdmin) CreateTopics(ctx context.Context, specs []topicSpec) error {
+func (a *rdkAdmin) CreateTopics(ctx context.Context, specs []TopicSpec) error {
 	create := make([]kafka.TopicSpecification, len(specs))
 	for i, s := range specs {
-		create[i] = kafka.TopicSpecification{Topic: s.name, NumPartitions: int(s.partitions), ReplicationFactor: -1, Config: s.configs}
+		create[i] = kafka.TopicSpecification{Topic: s.Name, NumPartitions: int(s.Partitions), ReplicationFactor: -1, Config: s.Configs}
 	}
 	res, err := a.admin.CreateTopics(ctx, create)
 	if err != nil {
@@ -548,18 +548,18 @@ func (a *rdkAdmin) Close() { a.admin.Close() }
 // kafkaChangelog reads changelog partitions with a librdkafka consumer of
 // its own, outside the group, under read_committed.
 type kafkaChangelog struct {
-	watermarks
+	Watermarks
 	config kafka.ConfigMap
 	log    *zap.Logger
 }
 
-func (k *kafkaChangelog) read(stop <-chan struct{}, from map[causal.Channel]int64, apply func(ch causal.Channel, key, value []byte) error,
+func (k *kafkaChangelog) Read(stop <-chan struct{}, from map[causal.Channel]int64, apply func(ch causal.Channel, key, value []byte) error,
 	done func(ch causal.Channel, end int64) error) error {
 	ends := map[causal.Channel]int64{}
 	pending := map[causal.Channel]bool{}
 	var tps []kafka.TopicPartition
 	for ch, off := range from {
-		_, high, err := k.bounds(ch)
+		_, high, err := k.Bounds(ch)
 		if err != nil {
 			return fmt.Errorf("bounds of %s: %w", ch, err)
 		}
@@ -599,7 +599,7 @@ func (k *kafkaChangelog) read(stop <-chan struct{}, from map[causal.Channel]int6
 		case *kafka.Message:
 			tp := e.TopicPartition
 			if tp.Error != nil {
-				return fmt.Errorf("read changelog %s: %w", partitionString(*tp.Topic, tp.Partition), rdkError(tp.Error))
+				return fmt.Errorf("read changelog %s: %w", PartitionString(*tp.Topic, tp.Partition), rdkError(tp.Error))
 			}
 			ch := causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}
 			if err := apply(ch, e.Key, e.Value); err != nil {

@@ -1,6 +1,6 @@
 //go:build cgo
 
-package runtime
+package transport
 
 import (
 	"maps"
@@ -76,10 +76,10 @@ func setOf(keys ...string) map[string]bool {
 
 // clientConfig is the configuration of one of the worker's clients: its
 // defaults, then the --kafka settings that apply to its kind of client.
-func (s clientSettings) clientConfig(defaults kafka.ConfigMap, role clientRole) kafka.ConfigMap {
-	cm := kafka.ConfigMap{"bootstrap.servers": s.bootstrap, "client.id": s.cfg.ApplicationID + "-" + s.instanceID}
+func (s Settings) clientConfig(defaults kafka.ConfigMap, role clientRole) kafka.ConfigMap {
+	cm := kafka.ConfigMap{"bootstrap.servers": s.Bootstrap, "client.id": s.ApplicationID + "-" + s.InstanceID}
 	maps.Copy(cm, defaults)
-	for k, v := range s.cfg.Kafka {
+	for k, v := range s.Kafka {
 		if (role == consumerRole && producerOnly[k]) || (role == producerRole && consumerOnly[k]) {
 			continue
 		}
@@ -88,11 +88,11 @@ func (s clientSettings) clientConfig(defaults kafka.ConfigMap, role clientRole) 
 	return cm
 }
 
-func (s clientSettings) consumerConfig() kafka.ConfigMap {
+func (s Settings) consumerConfig() kafka.ConfigMap {
 	cm := s.clientConfig(consumerDefaults, consumerRole)
-	cm["group.id"] = s.cfg.ApplicationID
-	if s.cfg.StaticMembership {
-		cm["group.instance.id"] = s.cfg.ApplicationID + "-" + s.instanceID
+	cm["group.id"] = s.ApplicationID
+	if s.StaticMembership {
+		cm["group.instance.id"] = s.ApplicationID + "-" + s.InstanceID
 	}
 	cm["isolation.level"] = "read_committed"
 	cm["enable.auto.commit"] = false
@@ -101,24 +101,24 @@ func (s clientSettings) consumerConfig() kafka.ConfigMap {
 	// falls out of range is an error on that partition unless the
 	// application opted into resets.
 	cm["auto.offset.reset"] = "error"
-	if s.cfg.AllowOffsetReset {
-		cm["auto.offset.reset"] = s.cfg.AutoOffsetReset
+	if s.AllowOffsetReset {
+		cm["auto.offset.reset"] = s.AutoOffsetReset
 	}
 	return cm
 }
 
-func (s clientSettings) producerConfig() kafka.ConfigMap {
+func (s Settings) producerConfig() kafka.ConfigMap {
 	cm := s.clientConfig(producerDefaults, producerRole)
-	cm["transactional.id"] = s.cfg.ApplicationID + "-" + s.instanceID
+	cm["transactional.id"] = s.ApplicationID + "-" + s.InstanceID
 	return cm
 }
 
 // restoreConsumerConfig reads changelog partitions by assignment, outside the
 // group.
-func (s clientSettings) restoreConsumerConfig() kafka.ConfigMap {
+func (s Settings) restoreConsumerConfig() kafka.ConfigMap {
 	cm := s.clientConfig(consumerDefaults, consumerRole)
 	delete(cm, "partition.assignment.strategy")
-	cm["group.id"] = s.cfg.ApplicationID + "-restore"
+	cm["group.id"] = s.ApplicationID + "-restore"
 	cm["isolation.level"] = "read_committed"
 	cm["enable.auto.commit"] = false
 	cm["enable.partition.eof"] = true

@@ -1,4 +1,4 @@
-package runtime
+package transport
 
 import (
 	"context"
@@ -51,7 +51,7 @@ type franzProducer struct {
 	mu       sync.Mutex
 	failed   error
 	watching bool
-	refused  []refusedRecord
+	refused  []RefusedRecord
 }
 
 // franzMaxBufferedRecords is how many produced records the franz producer
@@ -110,7 +110,7 @@ func (p *franzProducer) BeginTransaction() error {
 	return franzError(p.cl.BeginTransaction())
 }
 
-func (p *franzProducer) Produce(m *message) error {
+func (p *franzProducer) Produce(m *Message) error {
 	if p.cur == nil || len(p.cur.records) == cap(p.cur.records) {
 		p.nextSlab()
 	}
@@ -243,14 +243,14 @@ func (p *franzProducer) refuse(r *kgo.Record, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.failed == nil {
-		p.failed = fmt.Errorf("produce to %s: %w", partitionString(r.Topic, r.Partition), err)
+		p.failed = fmt.Errorf("produce to %s: %w", PartitionString(r.Topic, r.Partition), err)
 	}
 	if p.watching {
-		p.refused = append(p.refused, refusedRecord{msg: message{Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value}, err: err})
+		p.refused = append(p.refused, RefusedRecord{Msg: Message{Topic: r.Topic, Partition: r.Partition, Key: r.Key, Value: r.Value}, Err: err})
 	}
 }
 
-func (p *franzProducer) SendOffsetsToTransaction(ctx context.Context, offsets map[causal.Channel]int64, md groupMetadata) error {
+func (p *franzProducer) SendOffsetsToTransaction(ctx context.Context, offsets map[causal.Channel]int64, md GroupMetadata) error {
 	g, _ := md.(franzGroup)
 	id, epoch, err := p.cl.ProducerID(ctx)
 	if err != nil {
@@ -294,7 +294,7 @@ func (p *franzProducer) SendOffsetsToTransaction(ctx context.Context, offsets ma
 		for _, t := range resp.Topics {
 			for _, pt := range t.Partitions {
 				if err := kerr.ErrorForCode(pt.ErrorCode); err != nil {
-					return fmt.Errorf("%s: %w", partitionString(t.Topic, pt.Partition), err)
+					return fmt.Errorf("%s: %w", PartitionString(t.Topic, pt.Partition), err)
 				}
 			}
 		}
@@ -384,7 +384,7 @@ func (p *franzProducer) AbortTransaction(ctx context.Context) error {
 	if p.offsetsAdded {
 		// kgo ends only a transaction it added a partition to. Ending
 		// one already ended again is no error worth reporting.
-		if err := p.endTxn(ctx, false); err != nil && classify(err) == classFatal {
+		if err := p.endTxn(ctx, false); err != nil && Classify(err) == ClassFatal {
 			return err
 		}
 	}
@@ -410,7 +410,7 @@ func (p *franzProducer) Unwatch() {
 	p.refused = nil
 }
 
-func (p *franzProducer) Refused() []refusedRecord {
+func (p *franzProducer) Refused() []RefusedRecord {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = p.cl.Flush(ctx) // every record's outcome is known after it

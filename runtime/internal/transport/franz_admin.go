@@ -1,4 +1,4 @@
-package runtime
+package transport
 
 import (
 	"context"
@@ -32,18 +32,18 @@ func (a *franzAdmin) PartitionCounts(ctx context.Context) (map[string]int32, err
 	return counts, nil
 }
 
-func (a *franzAdmin) CreateTopics(ctx context.Context, specs []topicSpec) error {
+func (a *franzAdmin) CreateTopics(ctx context.Context, specs []TopicSpec) error {
 	for _, s := range specs {
 		configs := map[string]*string{}
-		for k, v := range s.configs {
+		for k, v := range s.Configs {
 			configs[k] = &v
 		}
-		res, err := a.adm.CreateTopic(ctx, s.partitions, -1, configs, s.name)
+		res, err := a.adm.CreateTopic(ctx, s.Partitions, -1, configs, s.Name)
 		if err == nil {
 			err = res.Err
 		}
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
-			return fmt.Errorf("create topic %q: %w", s.name, franzError(err))
+			return fmt.Errorf("create topic %q: %w", s.Name, franzError(err))
 		}
 	}
 	return nil

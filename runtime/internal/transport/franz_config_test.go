@@ -1,4 +1,4 @@
-package runtime
+package transport
 
 import (
 	"os"
@@ -37,7 +37,7 @@ func TestFranzConnection(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			opts, err := franzConnection(tt.settings)
+			opts, err := FranzConnection(tt.settings)
 			if tt.refused != "" {
 				require.Error(t, err)
 				assert.ErrorContains(t, err, tt.refused)

@@ -1,4 +1,4 @@
-package runtime
+package transport
 
 import (
 	"bytes"
@@ -21,6 +21,7 @@ import (
 
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/runtime/embedded"
 )
 
 // startAt is a rebalanceHandler that starts every assigned partition at
@@ -33,7 +34,7 @@ type startAt struct {
 	positions *map[causal.Channel]int64
 }
 
-func (s startAt) assigned(chs []causal.Channel) error {
+func (s startAt) Assigned(chs []causal.Channel) error {
 	starts := map[causal.Channel]int64{}
 	for _, ch := range chs {
 		starts[ch] = s.off
@@ -46,19 +47,29 @@ func (s startAt) assigned(chs []causal.Channel) error {
 	return err
 }
 
-func (startAt) revoked([]causal.Channel, bool) {}
+func (startAt) Revoked([]causal.Channel, bool) {}
 
-// franzTestWorker is a worker with the default configuration, application
-// id app, on the broker at addr: what the franz clients are made from.
-func franzTestWorker(t *testing.T, addr, app string) *StreamThread {
-	cfg := DefaultConfig()
-	cfg.ApplicationID = app
-	return &StreamThread{cfg: cfg, bootstrap: addr, instanceID: "one", log: zaptest.NewLogger(t)}
+// startBroker starts an embedded broker for t, closed when t ends.
+func startBroker(t *testing.T) *embedded.Broker {
+	t.Helper()
+	b, err := embedded.Start()
+	require.NoError(t, err)
+	t.Cleanup(b.Close)
+	return b
 }
 
-// franzTestConsumer is w's franz consumer, closed when the test ends.
-func franzTestConsumer(t *testing.T, w *StreamThread) *franzConsumer {
-	gc, err := franzTransport{}.consumer(w.clientSettings())
+// franzTestSettings are the settings of a worker with the default
+// configuration (static membership, earliest reset), application id app,
+// on the broker at addr: what the franz clients are made from.
+func franzTestSettings(t *testing.T, addr, app string) *Settings {
+	return &Settings{ApplicationID: app, StaticMembership: true, AutoOffsetReset: "earliest",
+		Bootstrap: addr, InstanceID: "one", Log: zaptest.NewLogger(t)}
+}
+
+// franzTestConsumer is the franz consumer made from s, closed when the
+// test ends.
+func franzTestConsumer(t *testing.T, s *Settings) *franzConsumer {
+	gc, err := franzTransport{}.Consumer(*s)
 	require.NoError(t, err)
 	c := gc.(*franzConsumer)
 	t.Cleanup(func() { assert.NoError(t, c.Close()) })
@@ -75,7 +86,7 @@ func franzTestConsumer(t *testing.T, w *StreamThread) *franzConsumer {
 // come through.
 func TestFranzConsumerStartsWhereToldAndReportsMarkers(t *testing.T) {
 	t.Parallel()
-	b := StartBroker(t)
+	b := startBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -91,7 +102,7 @@ func TestFranzConsumerStartsWhereToldAndReportsMarkers(t *testing.T) {
 	}
 	require.NoError(t, p.EndTransaction(ctx, kgo.TryCommit)) // offsets 0-2, the marker at 3
 
-	c := franzTestConsumer(t, franzTestWorker(t, b.Addr(), "reader"))
+	c := franzTestConsumer(t, franzTestSettings(t, b.Addr(), "reader"))
 	var atAssign map[causal.Channel]int64
 	require.NoError(t, c.Subscribe([]string{"in"}, startAt{c: c, off: 1, positions: &atAssign}))
 
@@ -99,16 +110,16 @@ func TestFranzConsumerStartsWhereToldAndReportsMarkers(t *testing.T) {
 	var values []string
 	position := int64(-1)
 	for position < 0 && ctx.Err() == nil {
-		var batch []consumerEvent
+		var batch []Event
 		c.Poll(10*time.Millisecond, 64, &batch)
 		for _, ev := range batch {
-			switch ev.kind {
-			case eventRecord:
-				values = append(values, string(ev.msg.Value))
-				require.Len(t, ev.msg.Headers, 1)
-				assert.Equal(t, string(ev.msg.Value), string(ev.msg.Headers[0].Value))
-			case eventPosition:
-				position = ev.msg.Offset
+			switch ev.Kind {
+			case EventRecord:
+				values = append(values, string(ev.Msg.Value))
+				require.Len(t, ev.Msg.Headers, 1)
+				assert.Equal(t, string(ev.Msg.Value), string(ev.Msg.Headers[0].Value))
+			case EventPosition:
+				position = ev.Msg.Offset
 			default:
 				t.Fatalf("unexpected event %+v", ev)
 			}
@@ -133,7 +144,7 @@ type busyCheck struct {
 	calls          *atomic.Int32
 }
 
-func (b busyCheck) assigned(chs []causal.Channel) error {
+func (b busyCheck) Assigned(chs []causal.Channel) error {
 	b.note()
 	starts := map[causal.Channel]int64{}
 	for _, ch := range chs {
@@ -142,7 +153,7 @@ func (b busyCheck) assigned(chs []causal.Channel) error {
 	return b.c.Assign(starts)
 }
 
-func (b busyCheck) revoked([]causal.Channel, bool) { b.note() }
+func (b busyCheck) Revoked([]causal.Channel, bool) { b.note() }
 
 func (b busyCheck) note() {
 	b.calls.Add(1)
@@ -160,7 +171,7 @@ func (b busyCheck) note() {
 // handler runs several times.
 func TestFranzRebalanceHandlerRunsOnlyInsidePoll(t *testing.T) {
 	t.Parallel()
-	b := StartBroker(t)
+	b := startBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	admin, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
@@ -169,8 +180,8 @@ func TestFranzRebalanceHandlerRunsOnlyInsidePoll(t *testing.T) {
 	_, err = kadm.NewClient(admin).CreateTopic(ctx, 4, -1, nil, "in")
 	require.NoError(t, err)
 
-	w := franzTestWorker(t, b.Addr(), "busy")
-	w.cfg.StaticMembership = false
+	w := franzTestSettings(t, b.Addr(), "busy")
+	w.StaticMembership = false
 	c := franzTestConsumer(t, w)
 	var busy, overlaps, calls atomic.Int32
 	busy.Store(1) // the pump's work before its first poll
@@ -182,7 +193,7 @@ func TestFranzRebalanceHandlerRunsOnlyInsidePoll(t *testing.T) {
 		defer close(pumped)
 		time.Sleep(time.Second)
 		busy.Store(0)
-		var batch []consumerEvent
+		var batch []Event
 		for !stop.Load() {
 			c.Poll(time.Millisecond, 64, &batch)
 			batch = batch[:0]
@@ -214,7 +225,7 @@ func TestFranzRebalanceHandlerRunsOnlyInsidePoll(t *testing.T) {
 // seek asks for again.
 func TestFranzConsumerReadsAheadOfThePump(t *testing.T) {
 	t.Parallel()
-	b := StartBroker(t)
+	b := startBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -229,18 +240,18 @@ func TestFranzConsumerReadsAheadOfThePump(t *testing.T) {
 	}
 	require.NoError(t, p.Flush(ctx))
 
-	c := franzTestConsumer(t, franzTestWorker(t, b.Addr(), "ahead"))
+	c := franzTestConsumer(t, franzTestSettings(t, b.Addr(), "ahead"))
 	var atAssign map[causal.Channel]int64
 	require.NoError(t, c.Subscribe([]string{"in"}, startAt{c: c, off: 0, positions: &atAssign}))
 
 	got := map[int32][]int64{}
 	poll := func() int {
-		var batch []consumerEvent
+		var batch []Event
 		c.Poll(10*time.Millisecond, 5, &batch)
 		require.LessOrEqual(t, len(batch), 5)
 		for _, ev := range batch {
-			require.Equal(t, eventRecord, ev.kind, "event %+v", ev)
-			got[ev.msg.Partition] = append(got[ev.msg.Partition], ev.msg.Offset)
+			require.Equal(t, EventRecord, ev.Kind, "event %+v", ev)
+			got[ev.Msg.Partition] = append(got[ev.Msg.Partition], ev.Msg.Offset)
 		}
 		return len(batch)
 	}
@@ -345,22 +356,22 @@ func TestRecordSlabCopiesHeaders(t *testing.T) {
 // franzSlabTest is a franz producer on a fresh broker with a one-partition
 // topic "out", and a read_committed reader of it.
 func franzSlabTest(t *testing.T, name string) (context.Context, *franzProducer, *kgo.Client) {
-	b := StartBroker(t)
-	return franzProducerOn(t, franzTestWorker(t, b.Addr(), name))
+	b := startBroker(t)
+	return franzProducerOn(t, franzTestSettings(t, b.Addr(), name))
 }
 
-// franzProducerOn is franzSlabTest for worker w.
-func franzProducerOn(t *testing.T, w *StreamThread) (context.Context, *franzProducer, *kgo.Client) {
+// franzProducerOn is franzSlabTest for the settings w.
+func franzProducerOn(t *testing.T, w *Settings) (context.Context, *franzProducer, *kgo.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
-	rd, err := kgo.NewClient(kgo.SeedBrokers(w.bootstrap), kgo.ConsumeTopics("out"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	rd, err := kgo.NewClient(kgo.SeedBrokers(w.Bootstrap), kgo.ConsumeTopics("out"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	require.NoError(t, err)
 	t.Cleanup(rd.Close)
 	_, err = kadm.NewClient(rd).CreateTopic(ctx, 1, -1, nil, "out")
 	require.NoError(t, err)
 
-	pc, _, err := franzTransport{}.producer(w.clientSettings())
+	pc, _, err := franzTransport{}.Producer(*w)
 	require.NoError(t, err)
 	p := pc.(*franzProducer)
 	t.Cleanup(func() { assert.NoError(t, p.Close()) })
@@ -393,7 +404,7 @@ func TestFranzProducerReusesRecordSlabsOnceKgoIsDone(t *testing.T) {
 		for i := range perTxn {
 			v := fmt.Sprintf("%d-%d", txn, i)
 			want = append(want, v)
-			require.NoError(t, p.Produce(&message{Topic: "out", Value: []byte(v)}))
+			require.NoError(t, p.Produce(&Message{Topic: "out", Value: []byte(v)}))
 			slabs[p.cur] = true
 		}
 		require.NoError(t, p.CommitTransaction(ctx))
@@ -405,7 +416,7 @@ func TestFranzProducerReusesRecordSlabsOnceKgoIsDone(t *testing.T) {
 	// need are let go.
 	require.NoError(t, p.BeginTransaction())
 	want = append(want, "light")
-	require.NoError(t, p.Produce(&message{Topic: "out", Value: []byte("light")}))
+	require.NoError(t, p.Produce(&Message{Topic: "out", Value: []byte("light")}))
 	require.NoError(t, p.CommitTransaction(ctx))
 	assert.LessOrEqual(t, len(p.done), 1, "done slabs kept after a transaction that filled none")
 
@@ -429,7 +440,7 @@ func TestFranzProducerReusesRecordSlabsWithinATransaction(t *testing.T) {
 		}
 		v := strconv.Itoa(i)
 		want = append(want, v)
-		require.NoError(t, p.Produce(&message{Topic: "out", Value: []byte(v)}))
+		require.NoError(t, p.Produce(&Message{Topic: "out", Value: []byte(v)}))
 		slabs[p.cur] = true
 	}
 	require.NoError(t, p.CommitTransaction(ctx))
@@ -454,9 +465,9 @@ func TestFranzProducerWaitsForRoomBeyondItsBound(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b := StartBroker(t)
-			w := franzTestWorker(t, b.Addr(), "bound")
-			w.cfg.Kafka = tc.kafka
+			b := startBroker(t)
+			w := franzTestSettings(t, b.Addr(), "bound")
+			w.Kafka = tc.kafka
 			ctx, p, rd := franzProducerOn(t, w)
 			release := make(chan struct{})
 			cluster := b.Cluster()
@@ -471,7 +482,7 @@ func TestFranzProducerWaitsForRoomBeyondItsBound(t *testing.T) {
 			produce := func(i int) error {
 				v := strconv.Itoa(i)
 				want = append(want, v)
-				return p.Produce(&message{Topic: "out", Value: []byte(v)})
+				return p.Produce(&Message{Topic: "out", Value: []byte(v)})
 			}
 			for i := range tc.bound {
 				require.NoError(t, produce(i))
@@ -511,7 +522,7 @@ func TestFranzProducerCopiesHeaders(t *testing.T) {
 	for i := range n {
 		copy(buf, fmt.Sprintf("%08d", i))
 		hs := []framework.Header{{Key: "h", Value: buf}}
-		require.NoError(t, p.Produce(&message{Topic: "out", Value: []byte(strconv.Itoa(i)), Headers: hs}))
+		require.NoError(t, p.Produce(&Message{Topic: "out", Value: []byte(strconv.Itoa(i)), Headers: hs}))
 		copy(buf, "written!") // what the task's next output does to its slab
 		hs[0].Key = "gone"
 	}
@@ -547,7 +558,7 @@ func TestFranzRecordFields(t *testing.T) {
 // while it goes on to hand out later batches.
 func TestFranzConsumerEventsOutliveLaterBatches(t *testing.T) {
 	t.Parallel()
-	b := StartBroker(t)
+	b := startBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -567,22 +578,22 @@ func TestFranzConsumerEventsOutliveLaterBatches(t *testing.T) {
 		require.NoError(t, p.Flush(ctx)) // one batch each
 	}
 
-	c := franzTestConsumer(t, franzTestWorker(t, b.Addr(), "recycler"))
+	c := franzTestConsumer(t, franzTestSettings(t, b.Addr(), "recycler"))
 	var atAssign map[causal.Channel]int64
 	require.NoError(t, c.Subscribe([]string{"in"}, startAt{c: c, off: 0, positions: &atAssign}))
 
-	var events []consumerEvent // kept across polls, as held records are
+	var events []Event // kept across polls, as held records are
 	for len(events) < len(want) && ctx.Err() == nil {
-		var batch []consumerEvent
+		var batch []Event
 		c.Poll(10*time.Millisecond, 7, &batch)
 		events = append(events, batch...)
 	}
 	require.NoError(t, ctx.Err())
 	var got []string
 	for _, ev := range events {
-		require.Equal(t, eventRecord, ev.kind, "event %+v", ev)
-		assert.Equal(t, "k"+string(ev.msg.Value), string(ev.msg.Key))
-		got = append(got, string(ev.msg.Value))
+		require.Equal(t, EventRecord, ev.Kind, "event %+v", ev)
+		assert.Equal(t, "k"+string(ev.Msg.Value), string(ev.Msg.Key))
+		got = append(got, string(ev.Msg.Value))
 	}
 	assert.Equal(t, want, got)
 }

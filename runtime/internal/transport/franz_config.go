@@ -1,4 +1,4 @@
-package runtime
+package transport
 
 import (
 	"crypto/tls"
@@ -39,12 +39,12 @@ var connectionKeys = []string{"security.protocol", "sasl.mechanism", "sasl.mecha
 	"ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "enable.ssl.certificate.verification",
 	"ssl.endpoint.identification.algorithm", "client.id"}
 
-// franzConnection returns the franz-go options that connect as librdkafka
+// FranzConnection returns the franz-go options that connect as librdkafka
 // does with settings: the security protocol; SASL PLAIN, SCRAM-SHA-256 and
 // SCRAM-SHA-512; TLS with a CA file, a client certificate and key, and
 // the verification settings; the client id. Any other setting that is not
 // a client's tuning is refused with errFranzSetting, naming it.
-func franzConnection(settings map[string]string) ([]kgo.Opt, error) {
+func FranzConnection(settings map[string]string) ([]kgo.Opt, error) {
 	for k := range settings {
 		tuning := slices.ContainsFunc(tuningPrefixes, func(p string) bool { return strings.HasPrefix(k, p) })
 		if !tuning && !slices.Contains(connectionKeys, k) {
@@ -79,7 +79,7 @@ func franzConnection(settings map[string]string) ([]kgo.Opt, error) {
 		opts = append(opts, m)
 	}
 	if useTLS {
-		cfg, err := franzTLS(settings)
+		cfg, err := FranzTLS(settings)
 		if err != nil {
 			return nil, err
 		}
@@ -108,7 +108,7 @@ func franzSASL(settings map[string]string) (kgo.Opt, error) {
 	return nil, fmt.Errorf("%w: sasl.mechanism=%s (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are carried over)", errFranzSetting, mechanism)
 }
 
-func franzTLS(settings map[string]string) (*tls.Config, error) {
+func FranzTLS(settings map[string]string) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if path := settings["ssl.ca.location"]; path != "" {
 		pem, err := os.ReadFile(path)
