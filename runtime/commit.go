@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/causeway-stream/causeway/runtime/internal/restore"
+
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/causal"
@@ -114,15 +116,15 @@ func (w *StreamThread) releaseOutputs() {
 // and its checkpoint to its checkpoint topic, in the open transaction.
 func (w *StreamThread) writeChangelog(t *taskmgr.Task, snap task.Snapshot) error {
 	for name, changes := range snap.Changes {
-		cl := storeChangelogTopic(w.cfg.ApplicationID, name)
+		cl := restore.StoreChangelogTopic(w.cfg.ApplicationID, name)
 		for _, c := range changes {
 			if err := w.producer.produce(changelogMessage(cl, t.Partition(), c.Key, c.Value)); err != nil {
 				return err
 			}
 		}
 	}
-	topic := checkpointTopic(w.cfg.ApplicationID, t.Processor())
-	return w.producer.produce(changelogMessage(topic, t.Partition(), checkpointRecordKey, snap.Checkpoint().Encode()))
+	topic := restore.CheckpointTopic(w.cfg.ApplicationID, t.Processor())
+	return w.producer.produce(changelogMessage(topic, t.Partition(), restore.CheckpointRecordKey, snap.Checkpoint().Encode()))
 }
 
 // onCommitError aborts and rebuilds the tasks that had effects in the
@@ -157,4 +159,9 @@ func (w *StreamThread) abort() {
 	if err := w.producer.abort(); err != nil {
 		w.fate.stop(err)
 	}
+}
+
+// changelogMessage is a changelog record for partition p.
+func changelogMessage(topic string, p int32, key, value []byte) transport.Message {
+	return transport.Message{Topic: topic, Partition: p, Key: key, Value: value}
 }

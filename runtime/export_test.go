@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/causeway-stream/causeway/runtime/embedded"
+	"github.com/causeway-stream/causeway/runtime/internal/restore"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
@@ -22,7 +23,7 @@ func StartBroker(t *testing.T, opts ...embedded.Opt) *embedded.Broker {
 
 // StoreChangelogTopic exposes the name of a store's changelog topic to the
 // external tests.
-var StoreChangelogTopic = storeChangelogTopic
+var StoreChangelogTopic = restore.StoreChangelogTopic
 
 // RevokeInABatch makes w, before it starts, lose its whole assignment
 // once in the middle of a poll batch, after its consumer handed out n

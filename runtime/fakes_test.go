@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/causeway-stream/causeway/runtime/internal/restore"
+
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zaptest"
 
@@ -334,9 +336,9 @@ func newFakeWorker(t *testing.T, fake *fakeKafka, topo *framework.Topology, coun
 		fake.partitions = maps.Clone(counts)
 		// The state topics the topic manager would create.
 		for _, p := range topo.Processors() {
-			fake.partitions[checkpointTopic(cfg.ApplicationID, p.Name)] = counts[p.Inputs[0]]
+			fake.partitions[restore.CheckpointTopic(cfg.ApplicationID, p.Name)] = counts[p.Inputs[0]]
 			for _, s := range p.Stores {
-				fake.partitions[storeChangelogTopic(cfg.ApplicationID, s.Name)] = counts[p.Inputs[0]]
+				fake.partitions[restore.StoreChangelogTopic(cfg.ApplicationID, s.Name)] = counts[p.Inputs[0]]
 			}
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/causeway-stream/causeway/runtime/internal/restore"
+
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -409,7 +411,7 @@ func TestAbortDiscardsStoreWritesWithoutReadingTheChangelog(t *testing.T) {
 	w.drainAndCommit(t)
 	assert.Equal(t, 3, countOf(t, w, "count/0", "k"), "exactly once after the abort")
 	var last []byte
-	for _, m := range fake.outputs(storeChangelogTopic("fake", "counts")) {
+	for _, m := range fake.outputs(restore.StoreChangelogTopic("fake", "counts")) {
 		if string(m.Key) == "k" {
 			last = m.Value
 		}

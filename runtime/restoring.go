@@ -3,8 +3,9 @@ package runtime
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"sync"
+
+	"github.com/causeway-stream/causeway/runtime/internal/restore"
 
 	"go.uber.org/zap"
 
@@ -26,13 +27,13 @@ import (
 // Only the pump touches it; a restore's goroutine touches only the tasks
 // it was given, and hands its result back on results.
 type restores struct {
-	restorer *restorer
+	restorer *restore.Restorer
 	// queue holds prepared tasks waiting for the next restore.
 	queue []*taskmgr.Task
 	// results brings back the tasks of the restore under way as they are
 	// restored, then its final result; nil when none runs. Closing cancel
 	// ends it early.
-	results chan restoreResult
+	results chan restore.Result
 	cancel  chan struct{}
 	wg      sync.WaitGroup
 	// start runs a restore; tests run it in place.
@@ -58,13 +59,13 @@ func (w *StreamThread) nextRestore() {
 	}
 	ts := r.queue
 	// Room for every result, so that the restore never waits for the pump.
-	results, cancel := make(chan restoreResult, len(ts)+1), make(chan struct{})
+	results, cancel := make(chan restore.Result, len(ts)+1), make(chan struct{})
 	r.queue, r.cancel, r.results = nil, cancel, results
 	r.wg.Add(1)
 	r.start(func() {
 		defer r.wg.Done()
-		rest, err := r.restorer.restore(cancel, ts, func(res restoreResult) { results <- res })
-		results <- restoreResult{tasks: rest, err: err, final: true}
+		rest, err := r.restorer.Restore(cancel, ts, func(res restore.Result) { results <- res })
+		results <- restore.Result{Tasks: rest, Err: err, Final: true}
 	})
 	w.collectRestores() // a restore run in place is over already
 }
@@ -87,10 +88,10 @@ func (w *StreamThread) collectRestores() {
 // group's offsets for all of them) and rewinds their channels. After the
 // final result of a restore, it starts the next. A restore that failed
 // stops the worker, as reading committed state does anywhere else.
-func (w *StreamThread) finishRestores(res restoreResult) {
-	got := []restoreResult{res}
+func (w *StreamThread) finishRestores(res restore.Result) {
+	got := []restore.Result{res}
 drain:
-	for !res.final {
+	for !res.Final {
 		select {
 		case res = <-w.restores.results:
 			got = append(got, res)
@@ -98,22 +99,22 @@ drain:
 			break drain
 		}
 	}
-	var restored restoreResult
+	var restored restore.Result
 	for _, g := range got {
-		if g.err == nil {
-			restored = restored.merge(g)
+		if g.Err == nil {
+			restored = restored.Merge(g)
 		}
 	}
 	w.buildRestored(restored)
-	if res.err != nil { // only a final result carries one
-		for _, t := range res.tasks {
+	if res.Err != nil { // only a final result carries one
+		for _, t := range res.Tasks {
 			w.tasks.DropStores(t)
 		}
-		if !errors.Is(res.err, ErrStopped) {
-			w.fate.stop(fmt.Errorf("restore: %w", res.err))
+		if !errors.Is(res.Err, ErrStopped) {
+			w.fate.stop(fmt.Errorf("restore: %w", res.Err))
 		}
 	}
-	if res.final {
+	if res.Final {
 		r := &w.restores
 		r.cancel, r.results = nil, nil
 		w.nextRestore()
@@ -122,19 +123,19 @@ drain:
 
 // buildRestored builds the tasks res brought back and rewinds their
 // channels.
-func (w *StreamThread) buildRestored(res restoreResult) {
-	if len(res.tasks) == 0 {
+func (w *StreamThread) buildRestored(res restore.Result) {
+	if len(res.Tasks) == 0 {
 		return
 	}
-	for id, pos := range res.positions {
+	for id, pos := range res.Positions {
 		w.positions[id] = pos
 	}
-	if err := w.tasks.Finish(res.tasks, res.restored); err != nil {
+	if err := w.tasks.Finish(res.Tasks, res.Restored); err != nil {
 		w.fate.stop(err)
 		return
 	}
 	var built []*taskmgr.Task
-	for _, t := range res.tasks {
+	for _, t := range res.Tasks {
 		if t.State() == StateRunning {
 			built = append(built, t)
 		}
@@ -168,18 +169,4 @@ func (w *StreamThread) seek(at map[causal.Channel]int64, why string) {
 	if len(at) > 0 {
 		w.log.Debug("rewound channels", zap.Int("channels", len(at)), zap.String("for", why))
 	}
-}
-
-// merge is the tasks a and b brought back, together.
-func (a restoreResult) merge(b restoreResult) restoreResult {
-	a.tasks = append(a.tasks, b.tasks...)
-	if a.restored == nil {
-		a.restored = map[string]*taskmgr.Restored{}
-	}
-	if a.positions == nil {
-		a.positions = map[string]storePositions{}
-	}
-	maps.Copy(a.restored, b.restored)
-	maps.Copy(a.positions, b.positions)
-	return a
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/causeway-stream/causeway/runtime/internal/restore"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -28,7 +30,7 @@ func TestARestoringTaskDoesNotStopTheOthers(t *testing.T) {
 	// A new worker, with no local state: both tasks restore, and the read
 	// of count/0's changelog is held.
 	release := make(chan struct{})
-	fake.holdRestore = map[causal.Channel]chan struct{}{{Topic: storeChangelogTopic("fake", "counts"), Partition: 0}: release}
+	fake.holdRestore = map[causal.Channel]chan struct{}{{Topic: restore.StoreChangelogTopic("fake", "counts"), Partition: 0}: release}
 	w := newFakeWorker(t, fake, topo, parts)
 	count0, count1 := w.taskObject(t, "count/0"), w.taskObject(t, "count/1")
 	waitRunning(t, w, count1)
@@ -76,7 +78,7 @@ func TestACausalQueryWaitsForItsRestoringTask(t *testing.T) {
 	first.closeTasks()
 
 	release := make(chan struct{})
-	fake.holdRestore = map[causal.Channel]chan struct{}{{Topic: storeChangelogTopic("fake", "counts"), Partition: 0}: release}
+	fake.holdRestore = map[causal.Channel]chan struct{}{{Topic: restore.StoreChangelogTopic("fake", "counts"), Partition: 0}: release}
 	w := newFakeWorker(t, fake, topo, parts)
 	count0 := w.taskObject(t, "count/0")
 	waitRunning(t, w, w.taskObject(t, "count/1")) // the restore has read what it holds back

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/causeway-stream/causeway/runtime/internal/restore"
+
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.uber.org/zap"
@@ -140,13 +142,13 @@ func (w *StreamThread) savePositions() {
 		if t.State() == StateRestoring || t.Stores() == nil || t.Last() == nil {
 			continue
 		}
-		chs := diskChangelogs(w.cfg.ApplicationID, w.topo, w.onDisk, t)
+		chs := restore.DiskChangelogs(w.cfg.ApplicationID, w.topo, w.onDisk, t)
 		if len(chs) == 0 {
 			continue
 		}
-		pos, err := endPositions(w.consumer, chs)
+		pos, err := restore.EndPositions(w.consumer, chs)
 		if err == nil {
-			err = errors.Join(t.Stores().Abort(), t.Stores().Commit(pos.encode()))
+			err = errors.Join(t.Stores().Abort(), t.Stores().Commit(pos.Encode()))
 		}
 		if err != nil {
 			w.log.Warn("changelog positions not saved; the next restore of the task replays more", zap.String("task", t.ID()), zap.Error(err))
@@ -168,7 +170,7 @@ type positionRefresh struct {
 	// starts.
 	pending bool
 	due     time.Time
-	results chan map[string]storePositions
+	results chan map[string]restore.Positions
 	wg      sync.WaitGroup
 	// start runs a look; tests run it in place.
 	start func(func())
@@ -199,7 +201,7 @@ func (w *StreamThread) refreshPositions(now time.Time) {
 		if t.State() == StateRestoring || t.Stores() == nil || t.Last() == nil {
 			continue
 		}
-		if chs := diskChangelogs(w.cfg.ApplicationID, w.topo, w.onDisk, t); len(chs) > 0 {
+		if chs := restore.DiskChangelogs(w.cfg.ApplicationID, w.topo, w.onDisk, t); len(chs) > 0 {
 			want[t.ID()] = chs
 		}
 	}
@@ -211,9 +213,9 @@ func (w *StreamThread) refreshPositions(now time.Time) {
 	r.wg.Add(1)
 	r.start(func() {
 		defer r.wg.Done()
-		got := map[string]storePositions{}
+		got := map[string]restore.Positions{}
 		for id, chs := range want {
-			if pos, err := endPositions(offsets, chs); err == nil {
+			if pos, err := restore.EndPositions(offsets, chs); err == nil {
 				got[id] = pos
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/causeway-stream/causeway/internal/taskmgr"
+	"github.com/causeway-stream/causeway/runtime/internal/restore"
 )
 
 // Status is what /status reports: the worker and each of its tasks.
@@ -50,17 +51,7 @@ type TaskStatus struct {
 }
 
 // RestoreStatus is the progress of one task's restore.
-type RestoreStatus struct {
-	// Records of its stores' changelogs applied so far, of Total to read.
-	Records int64 `json:"records"`
-	Total   int64 `json:"total"`
-	// Bytes of keys and values applied so far.
-	Bytes int64 `json:"bytes"`
-	// PerSecond is the rate so far, and Remaining what it makes of the
-	// rest.
-	PerSecond float64       `json:"records_per_second"`
-	Remaining time.Duration `json:"remaining_ns"`
-}
+type RestoreStatus = restore.Progress
 
 // ChannelStatus describes one input channel of a task.
 type ChannelStatus struct {

@@ -3,6 +3,8 @@ package runtime
 import (
 	"time"
 
+	"github.com/causeway-stream/causeway/runtime/internal/restore"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
@@ -32,8 +34,8 @@ const (
 // partition counts, asking offsets where tasks resume and restoring their
 // committed state from changelog.
 func (w *StreamThread) newTaskManager(counts map[string]int32, offsets transport.OffsetSource, changelog transport.ChangelogSource) (*taskmgr.Manager, error) {
-	w.restores.restorer = &restorer{app: w.cfg.ApplicationID, topo: w.topo, src: changelog, log: w.log, metrics: w.metrics, now: w.now,
-		onDisk: w.onDisk, wipe: w.wipeStores, progress: w.restoreProgress}
+	w.restores.restorer = &restore.Restorer{App: w.cfg.ApplicationID, Topology: w.topo, Source: changelog, Log: w.log, Records: w.metrics.RestoreRecords, Ratio: w.metrics.RestoreProgress, Now: w.now,
+		OnDisk: w.onDisk, Wipe: w.wipeStores, Report: w.restoreProgress}
 	// The worker restores off the pump (restoring.go): Prepare and Finish,
 	// no Config.Restore.
 	return taskmgr.New(taskmgr.Config{
@@ -47,7 +49,7 @@ func (w *StreamThread) newTaskManager(counts map[string]int32, offsets transport
 		OpenStores:   w.openStores,
 		// Every commit of a task's stores keeps the positions known for
 		// them, which hold for every later committed state too.
-		EncodeCheckpoint: func(t *taskmgr.Task, _ task.Snapshot) []byte { return w.positions[t.ID()].encode() },
+		EncodeCheckpoint: func(t *taskmgr.Task, _ task.Snapshot) []byte { return w.positions[t.ID()].Encode() },
 		Globals:          w.globals,
 	})
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/causeway-stream/causeway/runtime/internal/restore"
+
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/framework"
@@ -82,7 +84,7 @@ func (tm topicManager) ensureTopics(ctx context.Context) (map[string]int32, erro
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("topics %v do not exist: create them, or run with --create-topics", missing)
 	}
-	if legacy := legacyChangelogTopic(tm.cfg.ApplicationID); counts[legacy] > 0 {
+	if legacy := restore.LegacyChangelogTopic(tm.cfg.ApplicationID); counts[legacy] > 0 {
 		return nil, fmt.Errorf("%w: topic %q holds this application's state in the layout of an earlier Causeway, "+
 			"one changelog for every store and checkpoint; this one keeps a changelog per store and a checkpoint topic per processor, "+
 			"and does not read the old one. Reprocess under a new --application-id, or delete the application's internal topics "+
@@ -93,9 +95,9 @@ func (tm topicManager) ensureTopics(ctx context.Context) (map[string]int32, erro
 	want(membersTopic(tm.cfg.ApplicationID), 1, compacted)
 	for _, p := range tm.topo.Processors() {
 		tasks := counts[p.Inputs[0]]
-		configs := map[string]map[string]string{checkpointTopic(tm.cfg.ApplicationID, p.Name): compacted}
+		configs := map[string]map[string]string{restore.CheckpointTopic(tm.cfg.ApplicationID, p.Name): compacted}
 		for _, s := range p.Stores {
-			configs[storeChangelogTopic(tm.cfg.ApplicationID, s.Name)] = changelogConfig(s)
+			configs[restore.StoreChangelogTopic(tm.cfg.ApplicationID, s.Name)] = changelogConfig(s)
 		}
 		for name, cfg := range configs {
 			want(name, tasks, cfg)

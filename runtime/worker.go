@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/causeway-stream/causeway/runtime/internal/restore"
+
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -52,7 +54,8 @@ type taskReply struct {
 // own: the pump (pump.go) polls and hands records to the task manager's
 // tasks (tasks.go), the transactional producer (producer.go) sends and
 // commits, commits and aborts follow commit.go, the changelog reader
-// (restore.go) restores on a goroutine of its own (restoring.go), and the
+// (runtime/internal/restore) restores on a goroutine of its own
+// (restoring.go), and the
 // topic manager (topics.go) creates topics. They reach Kafka through the
 // worker's transport (runtime/internal/transport): librdkafka or franz-go, as
 // Config.Client says.
@@ -117,7 +120,7 @@ type StreamThread struct {
 	// changelogs, as last learned (state.go), and refresh the look at the
 	// changelogs' ends that learns it while the worker runs. Owned by the
 	// pump.
-	positions map[string]storePositions
+	positions map[string]restore.Positions
 	refresh   positionRefresh
 	// restores is the restore under way off the pump (restoring.go).
 	restores restores
@@ -178,8 +181,8 @@ func NewStreamThread(cfg Config, topo *framework.Topology, log *zap.Logger, metr
 	w := &StreamThread{
 		cfg: cfg, topo: topo, log: log, metrics: metrics, now: time.Now, deadLetter: deadLetter, transport: tr,
 		claims:    claimCheck{ends: map[causal.Channel]int64{}},
-		positions: map[string]storePositions{},
-		refresh:   positionRefresh{results: make(chan map[string]storePositions, 1), start: func(f func()) { go f() }},
+		positions: map[string]restore.Positions{},
+		refresh:   positionRefresh{results: make(chan map[string]restore.Positions, 1), start: func(f func()) { go f() }},
 		restores:  restores{start: func(f func()) { go f() }},
 		requests:  make(chan taskRequest),
 		queries:   make(chan queryRequest, 64),

@@ -1,9 +1,10 @@
-package runtime
+package restore
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +19,19 @@ import (
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
+// Progress is how far the restore of one task has come.
+type Progress struct {
+	// Records of its stores' changelogs applied so far, of Total to read.
+	Records int64 `json:"records"`
+	Total   int64 `json:"total"`
+	// Bytes of keys and values applied so far.
+	Bytes int64 `json:"bytes"`
+	// PerSecond is the rate so far, and Remaining what it makes of the
+	// rest.
+	PerSecond float64       `json:"records_per_second"`
+	Remaining time.Duration `json:"remaining_ns"`
+}
+
 // checkpointTail is how many offsets from the end of a checkpoint partition
 // a restore reads first: each committed transaction of the task holds one
 // checkpoint and a marker, so the last committed checkpoint is among them
@@ -27,32 +41,37 @@ const checkpointTail = 64
 // restoreBatch is how many changes of one store a restore applies at once.
 const restoreBatch = 4096
 
-// restorer brings tasks back to their committed state: each store from its
+// Restorer brings tasks back to their committed state: each store from its
 // own changelog partition, from the position its local copy reflects (or
 // from the start, for a store in memory or a local copy that cannot be
 // trusted), and the task's last committed checkpoint from the tail of its
 // checkpoint partition.
-type restorer struct {
-	app     string
-	topo    *framework.Topology
-	src     transport.ChangelogSource
-	log     *zap.Logger
-	metrics *Metrics
-	now     func() time.Time
-	// onDisk reports whether a store is kept on disk, with a position.
-	onDisk func(framework.StoreSpec) bool
-	// wipe throws a task's local stores away and opens them empty.
-	wipe func(t *taskmgr.Task, why error) error
-	// progress hears how far a task's restore has come, and when it is
+type Restorer struct {
+	App      string
+	Topology *framework.Topology
+	Source   transport.ChangelogSource
+	Log      *zap.Logger
+	// Records counts the changelog records applied, and Ratio is how far
+	// a task's restore has come (0 to 1); both by task id.
+	Records *prometheus.CounterVec
+	Ratio   *prometheus.GaugeVec
+	Now     func() time.Time
+	// OnDisk reports whether a store is kept on disk, with a position.
+	OnDisk func(framework.StoreSpec) bool
+	// Wipe throws a task's local stores away and opens them empty.
+	Wipe func(t *taskmgr.Task, why error) error
+	// Report hears how far a task's restore has come, and when it is
 	// over.
-	progress func(id string, p RestoreStatus, done bool)
+	Report func(id string, p Progress, done bool)
 }
 
 // storeTarget is where one store changelog partition restores to.
 // Each target applies its changes on a goroutine of its own, batch by
 // batch, so that stores fill in parallel while the reader decodes.
 type storeTarget struct {
-	t    *taskmgr.Task
+	t *taskmgr.Task
+	// id is t's id, and name the store's.
+	id   string
 	name string
 	kv   store.Logged
 	buf  []store.Change
@@ -117,18 +136,18 @@ func (s *storeTarget) finish() error {
 	return nil
 }
 
-// restoreResult is what the restore of some tasks came to: their last
+// Result is what the restore of some tasks came to: their last
 // checkpoints and where their stores on disk stand, by task id, or why it
 // failed. The last result of a restore is final.
-type restoreResult struct {
-	tasks     []*taskmgr.Task
-	restored  map[string]*taskmgr.Restored
-	positions map[string]storePositions
-	err       error
-	final     bool
+type Result struct {
+	Tasks     []*taskmgr.Task
+	Restored  map[string]*taskmgr.Restored
+	Positions map[string]Positions
+	Err       error
+	Final     bool
 }
 
-// restore fills the stores of the given tasks (open, empty or holding an
+// Restore fills the stores of the given tasks (open, empty or holding an
 // older committed state), which it owns until it hands them back, and
 // hands each task to emit, with its last checkpoint and positions, as soon
 // as its own changelogs are read to their ends: a task with little to
@@ -136,7 +155,7 @@ type restoreResult struct {
 // handed back, and why. It stops early (ErrStopped) once stop is closed;
 // what it applied until then stays, as the positions the stores keep lag
 // behind it.
-func (r *restorer) restore(stop <-chan struct{}, ts []*taskmgr.Task, emit func(restoreResult)) ([]*taskmgr.Task, error) {
+func (r *Restorer) Restore(stop <-chan struct{}, ts []*taskmgr.Task, emit func(Result)) ([]*taskmgr.Task, error) {
 	run, err := r.newRestoreRun(ts, emit)
 	if err != nil {
 		return ts, err
@@ -156,11 +175,11 @@ func (r *restorer) restore(stop <-chan struct{}, ts []*taskmgr.Task, emit func(r
 			}
 		}
 	}
-	if err := r.src.Read(stop, run.from, run.apply, run.channelDone); err != nil {
+	if err := r.Source.Read(stop, run.from, run.apply, run.channelDone); err != nil {
 		return rest(ts, run.left), err
 	}
 	if len(run.again) > 0 {
-		if err := r.src.Read(stop, run.again, run.apply, run.channelDone); err != nil {
+		if err := r.Source.Read(stop, run.again, run.apply, run.channelDone); err != nil {
 			return rest(ts, run.left), err
 		}
 	}
@@ -168,7 +187,7 @@ func (r *restorer) restore(stop <-chan struct{}, ts []*taskmgr.Task, emit func(r
 		return rest(ts, run.left), fmt.Errorf("changelog read ended with %d tasks not read to the end", len(run.left))
 	}
 	if run.read > 0 {
-		r.log.Info("restored", zap.Int("tasks", len(ts)), zap.Int64("records", run.read), zap.Duration("took", r.now().Sub(run.started)))
+		r.Log.Info("restored", zap.Int("tasks", len(ts)), zap.Int64("records", run.read), zap.Duration("took", r.Now().Sub(run.started)))
 	}
 	return nil, nil
 }
@@ -176,9 +195,9 @@ func (r *restorer) restore(stop <-chan struct{}, ts []*taskmgr.Task, emit func(r
 // restoreRun is one restore of a set of tasks: what is read from where,
 // what is left, and what was found.
 type restoreRun struct {
-	r    *restorer
+	r    *Restorer
 	ts   []*taskmgr.Task
-	emit func(restoreResult)
+	emit func(Result)
 	// from is where each changelog and checkpoint partition is read from;
 	// targets are the stores changelog partitions are applied to, and
 	// checkpoints the task each checkpoint partition is read for.
@@ -203,7 +222,7 @@ type restoreRun struct {
 	// progress reports.
 	read             int64
 	started, lastLog time.Time
-	pending          []*taskmgr.Task // in ts's order
+	pending          []string // the ids of the tasks left, in ts's order
 	// lastCh and last are the channel of the last record, and its target.
 	lastCh causal.Channel
 	last   *storeTarget
@@ -211,7 +230,7 @@ type restoreRun struct {
 
 // newRestoreRun plans the restore of ts: where each of their stores'
 // changelogs and checkpoints is read from.
-func (r *restorer) newRestoreRun(ts []*taskmgr.Task, emit func(restoreResult)) (*restoreRun, error) {
+func (r *Restorer) newRestoreRun(ts []*taskmgr.Task, emit func(Result)) (*restoreRun, error) {
 	run := &restoreRun{r: r, ts: ts, emit: emit, out: map[string]*taskmgr.Restored{}, from: map[causal.Channel]int64{},
 		targets: map[causal.Channel]*storeTarget{}, checkpoints: map[causal.Channel]*taskmgr.Task{}, totals: map[string]int64{},
 		left: map[*taskmgr.Task]map[causal.Channel]bool{}, owner: map[causal.Channel]*taskmgr.Task{},
@@ -233,7 +252,7 @@ func (r *restorer) newRestoreRun(ts []*taskmgr.Task, emit func(restoreResult)) (
 	for _, n := range run.totals {
 		run.total += n
 	}
-	run.started = r.now()
+	run.started = r.Now()
 	run.lastLog = run.started
 	return run, nil
 }
@@ -259,13 +278,13 @@ func (run *restoreRun) taskDone(t *taskmgr.Task) error {
 		}
 		return run.from[ch]
 	})
-	if err := t.Stores().Commit(pos.encode()); err != nil {
+	if err := t.Stores().Commit(pos.Encode()); err != nil {
 		return fmt.Errorf("record the restored positions of %s: %w", t.ID(), err)
 	}
-	r.metrics.RestoreProgress.WithLabelValues(t.ID()).Set(1)
-	r.progress(t.ID(), RestoreStatus{}, true)
-	run.emit(restoreResult{tasks: []*taskmgr.Task{t}, restored: map[string]*taskmgr.Restored{t.ID(): run.out[t.ID()]},
-		positions: map[string]storePositions{t.ID(): pos}})
+	r.Ratio.WithLabelValues(t.ID()).Set(1)
+	r.Report(t.ID(), Progress{}, true)
+	run.emit(Result{Tasks: []*taskmgr.Task{t}, Restored: map[string]*taskmgr.Restored{t.ID(): run.out[t.ID()]},
+		Positions: map[string]Positions{t.ID(): pos}})
 	return nil
 }
 
@@ -282,9 +301,9 @@ func (run *restoreRun) channelDone(ch causal.Channel, end int64) error {
 	if len(run.left[t]) > 0 {
 		return nil
 	}
-	cp := causal.Channel{Topic: checkpointTopic(run.r.app, t.Processor()), Partition: t.Partition()}
+	cp := causal.Channel{Topic: CheckpointTopic(run.r.App, t.Processor()), Partition: t.Partition()}
 	if run.checkpoints[cp] == t && run.out[t.ID()] == nil {
-		if low, _, err := run.r.src.Bounds(cp); err == nil && low < run.from[cp] {
+		if low, _, err := run.r.Source.Bounds(cp); err == nil && low < run.from[cp] {
 			if _, twice := run.again[cp]; !twice {
 				run.again[cp] = low
 				run.left[t][cp] = true
@@ -310,7 +329,7 @@ func (run *restoreRun) apply(ch causal.Channel, key, value []byte) error {
 		if t, ok := run.checkpoints[ch]; ok {
 			cp, err := task.DecodeCheckpoint(value)
 			if err != nil {
-				return fmt.Errorf("checkpoint of %s at %s: %w: %w", t.ID(), ch, errBadChangelog, err)
+				return fmt.Errorf("checkpoint of %s at %s: %w: %w", t.ID(), ch, ErrBadChangelog, err)
 			}
 			run.out[t.ID()] = &taskmgr.Restored{Checkpoint: &cp}
 		}
@@ -330,14 +349,14 @@ func (run *restoreRun) reportProgress() {
 	run.pending = run.pending[:0]
 	for _, t := range run.ts {
 		if run.left[t] != nil {
-			run.pending = append(run.pending, t)
+			run.pending = append(run.pending, t.ID())
 		}
 	}
 	r.report(run.pending, run.targets, run.totals, run.started)
-	if now := r.now(); now.Sub(run.lastLog) > 2*time.Second {
+	if now := r.Now(); now.Sub(run.lastLog) > 2*time.Second {
 		run.lastLog = now
 		rate := float64(run.read) / now.Sub(run.started).Seconds()
-		r.log.Info("restoring", zap.Int64("records", run.read), zap.Int64("of", run.total), zap.Duration("elapsed", now.Sub(run.started)),
+		r.Log.Info("restoring", zap.Int64("records", run.read), zap.Int64("of", run.total), zap.Duration("elapsed", now.Sub(run.started)),
 			zap.Float64("records_per_second", rate), zap.Duration("remaining", remaining(run.total-run.read, rate)))
 	}
 }
@@ -362,12 +381,12 @@ func remaining(n int64, rate float64) time.Duration {
 }
 
 // report publishes how far each task's restore has come.
-func (r *restorer) report(ts []*taskmgr.Task, targets map[causal.Channel]*storeTarget, totals map[string]int64, started time.Time) {
-	elapsed := r.now().Sub(started).Seconds()
-	for _, t := range ts {
-		p := RestoreStatus{Total: totals[t.ID()]}
+func (r *Restorer) report(ids []string, targets map[causal.Channel]*storeTarget, totals map[string]int64, started time.Time) {
+	elapsed := r.Now().Sub(started).Seconds()
+	for _, id := range ids {
+		p := Progress{Total: totals[id]}
 		for _, s := range targets {
-			if s.t == t {
+			if s.id == id {
 				p.Records += s.records.Load()
 				p.Bytes += s.bytes.Load()
 			}
@@ -376,9 +395,9 @@ func (r *restorer) report(ts []*taskmgr.Task, targets map[causal.Channel]*storeT
 			p.PerSecond = float64(p.Records) / elapsed
 		}
 		p.Remaining = remaining(p.Total-p.Records, p.PerSecond)
-		r.progress(t.ID(), p, false)
+		r.Report(id, p, false)
 		if p.Total > 0 {
-			r.metrics.RestoreProgress.WithLabelValues(t.ID()).Set(float64(p.Records) / float64(p.Total))
+			r.Ratio.WithLabelValues(id).Set(float64(p.Records) / float64(p.Total))
 		}
 	}
 }
@@ -387,10 +406,10 @@ func (r *restorer) report(ts []*taskmgr.Task, targets map[causal.Channel]*storeT
 // partition, and each store's changelog partition from where its local
 // copy stands. A local copy whose position is not in its partition (the
 // topic was recreated, or records it lacks were deleted) is wiped first.
-func (r *restorer) plan(t *taskmgr.Task, from map[causal.Channel]int64, targets map[causal.Channel]*storeTarget,
+func (r *Restorer) plan(t *taskmgr.Task, from map[causal.Channel]int64, targets map[causal.Channel]*storeTarget,
 	checkpoints map[causal.Channel]*taskmgr.Task, totals map[string]int64) error {
-	cp := causal.Channel{Topic: checkpointTopic(r.app, t.Processor()), Partition: t.Partition()}
-	low, high, err := r.src.Bounds(cp)
+	cp := causal.Channel{Topic: CheckpointTopic(r.App, t.Processor()), Partition: t.Partition()}
+	low, high, err := r.Source.Bounds(cp)
 	if err != nil {
 		return fmt.Errorf("bounds of %s: %w", cp, err)
 	}
@@ -398,7 +417,7 @@ func (r *restorer) plan(t *taskmgr.Task, from map[causal.Channel]int64, targets 
 		from[cp] = max(low, high-checkpointTail)
 		checkpoints[cp] = t
 	}
-	info, _ := r.topo.Processor(t.Processor())
+	info, _ := r.Topology.Processor(t.Processor())
 	for attempt := 0; ; attempt++ {
 		pos, err := r.localPositions(t)
 		if err == nil {
@@ -410,8 +429,8 @@ func (r *restorer) plan(t *taskmgr.Task, from map[causal.Channel]int64, targets 
 		if attempt > 0 || !errors.Is(err, errUntrusted) {
 			return err
 		}
-		r.log.Warn("local state cannot be trusted: wiping it and restoring from the changelog", zap.String("task", t.ID()), zap.Error(err))
-		if err := r.wipe(t, err); err != nil {
+		r.Log.Warn("local state cannot be trusted: wiping it and restoring from the changelog", zap.String("task", t.ID()), zap.Error(err))
+		if err := r.Wipe(t, err); err != nil {
 			return err
 		}
 	}
@@ -420,7 +439,7 @@ func (r *restorer) plan(t *taskmgr.Task, from map[causal.Channel]int64, targets 
 // errUntrusted marks local state that a restore throws away.
 var errUntrusted = errors.New("local state cannot be trusted")
 
-func (r *restorer) localPositions(t *taskmgr.Task) (storePositions, error) {
+func (r *Restorer) localPositions(t *taskmgr.Task) (Positions, error) {
 	b, err := t.Stores().Checkpoint()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errUntrusted, err)
@@ -428,26 +447,26 @@ func (r *restorer) localPositions(t *taskmgr.Task) (storePositions, error) {
 	if len(b) == 0 {
 		// Nothing known: a replay from the start leaves whatever the
 		// stores hold as the changelog has it.
-		return storePositions{}, nil
+		return Positions{}, nil
 	}
-	pos, err := decodeStorePositions(b)
+	pos, err := DecodePositions(b)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errUntrusted, err)
 	}
 	return pos, nil
 }
 
-func (r *restorer) planStores(t *taskmgr.Task, info framework.ProcessorInfo, pos storePositions, from map[causal.Channel]int64,
+func (r *Restorer) planStores(t *taskmgr.Task, info framework.ProcessorInfo, pos Positions, from map[causal.Channel]int64,
 	targets map[causal.Channel]*storeTarget, totals map[string]int64) error {
 	plan := map[causal.Channel]int64{}
 	totals[t.ID()] = 0
 	for _, spec := range info.Stores {
-		ch := causal.Channel{Topic: storeChangelogTopic(r.app, spec.Name), Partition: t.Partition()}
-		low, high, err := r.src.Bounds(ch)
+		ch := causal.Channel{Topic: StoreChangelogTopic(r.App, spec.Name), Partition: t.Partition()}
+		low, high, err := r.Source.Bounds(ch)
 		if err != nil {
 			return fmt.Errorf("bounds of %s: %w", ch, err)
 		}
-		start, disk := low, r.onDisk(spec)
+		start, disk := low, r.OnDisk(spec)
 		if p, ok := pos[spec.Name]; ok && disk {
 			if p < low || p > high {
 				return fmt.Errorf("%w: store %q holds %s up to offset %d, but the partition spans [%d, %d]", errUntrusted, spec.Name, ch, p, low, high)
@@ -458,7 +477,7 @@ func (r *restorer) planStores(t *taskmgr.Task, info framework.ProcessorInfo, pos
 		if err != nil {
 			return fmt.Errorf("%w: %w", errUntrusted, err)
 		}
-		targets[ch] = &storeTarget{t: t, name: spec.Name, kv: kv, applied: r.metrics.RestoreRecords.WithLabelValues(t.ID())}
+		targets[ch] = &storeTarget{t: t, id: t.ID(), name: spec.Name, kv: kv, applied: r.Records.WithLabelValues(t.ID())}
 		plan[ch] = start
 		totals[t.ID()] += high - start
 	}
@@ -470,29 +489,29 @@ func (r *restorer) planStores(t *taskmgr.Task, info framework.ProcessorInfo, pos
 
 // positions is where t's stores on disk stand once restored, given where
 // the restore left each changelog channel.
-func (r *restorer) positions(t *taskmgr.Task, at func(causal.Channel) int64) storePositions {
-	out := storePositions{}
-	for name, ch := range diskChangelogs(r.app, r.topo, r.onDisk, t) {
+func (r *Restorer) positions(t *taskmgr.Task, at func(causal.Channel) int64) Positions {
+	out := Positions{}
+	for name, ch := range DiskChangelogs(r.App, r.Topology, r.OnDisk, t) {
 		out[name] = at(ch)
 	}
 	return out
 }
 
-// diskChangelogs is, per store of t kept on disk, its changelog channel.
-func diskChangelogs(app string, topo *framework.Topology, onDisk func(framework.StoreSpec) bool, t *taskmgr.Task) map[string]causal.Channel {
+// DiskChangelogs is, per store of t kept on disk, its changelog channel.
+func DiskChangelogs(app string, topo *framework.Topology, onDisk func(framework.StoreSpec) bool, t *taskmgr.Task) map[string]causal.Channel {
 	out := map[string]causal.Channel{}
 	info, _ := topo.Processor(t.Processor())
 	for _, spec := range info.Stores {
 		if onDisk(spec) {
-			out[spec.Name] = causal.Channel{Topic: storeChangelogTopic(app, spec.Name), Partition: t.Partition()}
+			out[spec.Name] = causal.Channel{Topic: StoreChangelogTopic(app, spec.Name), Partition: t.Partition()}
 		}
 	}
 	return out
 }
 
-// endPositions is where each of the given changelog channels ends now.
-func endPositions(offsets transport.OffsetSource, chs map[string]causal.Channel) (storePositions, error) {
-	pos := storePositions{}
+// EndPositions is where each of the given changelog channels ends now.
+func EndPositions(offsets transport.OffsetSource, chs map[string]causal.Channel) (Positions, error) {
+	pos := Positions{}
 	for name, ch := range chs {
 		_, high, err := offsets.Watermarks(ch)
 		if err != nil {
@@ -503,16 +522,16 @@ func endPositions(offsets transport.OffsetSource, chs map[string]causal.Channel)
 	return pos, nil
 }
 
-// storePositions is what a task's stores on disk keep beside their
+// Positions is what a task's stores on disk keep beside their
 // committed state: per store, an offset of its changelog partition below
 // which the store holds every committed change. It may lag (a restore
 // from it replays changes the store has, which leaves it as it was), but
 // never lead.
-type storePositions map[string]int64
+type Positions map[string]int64
 
 const positionsVersion = 1
 
-func (p storePositions) encode() []byte {
+func (p Positions) Encode() []byte {
 	b := binary.AppendUvarint([]byte{positionsVersion}, uint64(len(p)))
 	for name, off := range p {
 		b = appendString(b, name)
@@ -521,16 +540,16 @@ func (p storePositions) encode() []byte {
 	return b
 }
 
-func decodeStorePositions(b []byte) (storePositions, error) {
+func DecodePositions(b []byte) (Positions, error) {
 	if len(b) == 0 || b[0] != positionsVersion {
-		return nil, fmt.Errorf("%w: store positions version", errBadChangelog)
+		return nil, fmt.Errorf("%w: store positions version", ErrBadChangelog)
 	}
 	n, l := binary.Uvarint(b[1:])
 	if l <= 0 || n > uint64(len(b)) {
-		return nil, errBadChangelog
+		return nil, ErrBadChangelog
 	}
 	b = b[1+l:]
-	out := storePositions{}
+	out := Positions{}
 	for range n {
 		var name string
 		var err error
@@ -539,9 +558,23 @@ func decodeStorePositions(b []byte) (storePositions, error) {
 		}
 		off, l := binary.Uvarint(b)
 		if l <= 0 || off > 1<<62 {
-			return nil, errBadChangelog
+			return nil, ErrBadChangelog
 		}
 		out[name], b = int64(off), b[l:]
 	}
 	return out, nil
+}
+
+// Merge is the tasks a and b brought back, together.
+func (a Result) Merge(b Result) Result {
+	a.Tasks = append(a.Tasks, b.Tasks...)
+	if a.Restored == nil {
+		a.Restored = map[string]*taskmgr.Restored{}
+	}
+	if a.Positions == nil {
+		a.Positions = map[string]Positions{}
+	}
+	maps.Copy(a.Restored, b.Restored)
+	maps.Copy(a.Positions, b.Positions)
+	return a
 }
