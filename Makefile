@@ -93,7 +93,7 @@ GOCYCLO ?= github.com/fzipp/gocyclo/cmd/gocyclo@v0.6.0
 MAX_CYCLO ?= 25
 MAX_LINES ?= 700
 
-lint: ## gofmt, go vet and staticcheck, with cgo and without; no function over cyclomatic $(MAX_CYCLO) nor file over $(MAX_LINES) lines outside tests; the worker examples must build without cgo.
+lint: ## gofmt, go vet and staticcheck, with cgo and without; no function over cyclomatic $(MAX_CYCLO) nor file over $(MAX_LINES) lines outside tests; the fields of a //causeway:owned type written only by its methods (ownercheck); the worker examples must build without cgo.
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	@long=$$(grep -L '^// Code generated .* DO NOT EDIT\.$$' $$(git ls-files '*.go' ':!:*_test.go' 2>/dev/null || find . -name '*.go' ! -name '*_test.go') | \
@@ -102,6 +102,8 @@ lint: ## gofmt, go vet and staticcheck, with cgo and without; no function over c
 	$(GO) run $(GOCYCLO) -over $(MAX_CYCLO) -ignore '_test\.go$$' .
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags causal_mutants ./causal/
+	@# A part's fields are written by its own methods only (internal/ownercheck).
+	$(GO) run ./internal/ownercheck/cmd/ownercheck -test=false $(PKGS)
 	@# Without cgo, the librdkafka transport, the Schema Registry serdes and
 	@# the end-to-end benchmark (all built on confluent-kafka-go) drop out.
 	CGO_ENABLED=0 $(GO) vet $(PKGS)

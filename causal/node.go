@@ -41,6 +41,8 @@ type ChannelStatus struct {
 //
 // P is the payload type the caller wants back with each delivery (for
 // example the Kafka message); the node never looks inside it.
+//
+//causeway:owned
 type Node[P any] struct {
 	gateOff bool
 	mutant  mutation

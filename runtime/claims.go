@@ -28,6 +28,8 @@ import (
 // claimCheck keeps the ends of channels that claims named, as last
 // learned: an end only grows, so one that covers a claim needs no broker
 // request.
+//
+//causeway:owned
 type claimCheck struct {
 	ends map[causal.Channel]int64
 }

@@ -59,6 +59,8 @@ var errTaskFailedInTransaction = errors.New("a task failed after its outputs wer
 
 // kafkaTransaction is the worker's Kafka transaction as the task manager's
 // commit writes to it.
+//
+//causeway:owned
 type kafkaTransaction struct {
 	w *StreamThread
 	// closing is when the commit began, for the commit-time metric.

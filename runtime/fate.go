@@ -3,6 +3,8 @@ package runtime
 // fate is what a stream thread's pump has learned it must do beyond its
 // next step. Only the pump goroutine touches it, and only through these
 // methods; the rest of the pump reads its fields.
+//
+//causeway:owned
 type fate struct {
 	// fatal, once set, stops the thread: the pump hands over nothing
 	// more, closes its clients and reports it (Err).

@@ -22,6 +22,8 @@ import (
 // ends they have when the worker starts, straight into the worker's copy
 // (nothing runs yet), and then hands what arrives to the pump, which
 // applies it: the copy is only ever touched by one goroutine at a time.
+//
+//causeway:owned
 type globalReader struct {
 	cl      *kgo.Client
 	batches chan []*kgo.Record

@@ -44,6 +44,8 @@ import (
 //
 // The POST endpoints require Config.AdminToken as a bearer token when one
 // is set.
+//
+//causeway:owned
 type Server struct {
 	// files are the worker's page.
 	files fs.FS

@@ -29,6 +29,8 @@ import (
 // same process restores its stores there. With one thread (the default)
 // the Instance is its one StreamThread, under the instance id and state dir as
 // given.
+//
+//causeway:owned
 type Instance struct {
 	cfg     Config
 	threads []*StreamThread
@@ -137,8 +139,7 @@ func (in *Instance) prepareThreads() error {
 	}
 	in.base = base
 	for i, w := range in.threads {
-		w.cfg.InstanceID = fmt.Sprintf("%s-%d", base, i)
-		w.cfg.BootstrapServers = bootstrap
+		w.identify(fmt.Sprintf("%s-%d", base, i), bootstrap)
 	}
 	return nil
 }

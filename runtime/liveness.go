@@ -52,9 +52,6 @@ func (w *StreamThread) advanceIdle() {
 // for a pause.
 func (w *StreamThread) backpressure() {
 	p := &w.pump
-	if p.paused == nil {
-		p.paused = map[causal.Channel]bool{}
-	}
 	var pause, resume []causal.Channel
 	for ch, r := range w.tasks.Routes() {
 		held, running := 0, false
@@ -73,10 +70,10 @@ func (w *StreamThread) backpressure() {
 		switch {
 		case over && !p.paused[ch]:
 			pause = append(pause, ch)
-			p.paused[ch] = true
+			p.setPaused(ch, true)
 		case !over && p.paused[ch] && held <= w.cfg.MaxHeldPerChannel/2:
 			resume = append(resume, ch)
-			delete(p.paused, ch)
+			p.setPaused(ch, false)
 		}
 	}
 	if len(pause) > 0 {

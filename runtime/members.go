@@ -34,6 +34,8 @@ type member struct {
 // the worker that does. It reads and writes with franz-go, outside the
 // worker's transactions: a member record is a hint, checked by the worker
 // it names, which answers 421 when it no longer holds the task.
+//
+//causeway:owned
 type membership struct {
 	cl       *kgo.Client
 	topic    string

@@ -16,6 +16,8 @@ import (
 // transactions: begin, send, commit with the consumer's offsets, abort. It
 // counts what each transaction carried and hands errors back classified;
 // what to do about them is the caller's (see classify).
+//
+//causeway:owned
 type txnProducer struct {
 	client  transport.Producer
 	log     *zap.Logger

@@ -14,6 +14,8 @@ import (
 
 // pump is the state of the worker's poll loop: what the consumer returned
 // and where it goes. Only the pump goroutine touches it.
+//
+//causeway:owned
 type pump struct {
 	// poll is the consumer's Poll (wrapped by tests, through wrapPoll).
 	poll transport.PollFunc
@@ -65,10 +67,7 @@ func (w *StreamThread) poll() int {
 func (w *StreamThread) handlePolled() {
 	p := &w.pump
 	if len(p.polled) == 0 {
-		// Nothing came: the worker is idle, so the events of the last
-		// batches, which point into fetched records, are let go.
-		clear(p.polled[:p.stale])
-		p.stale = 0
+		p.letGoStale()
 		return
 	}
 	for i := range p.polled {
@@ -78,15 +77,55 @@ func (w *StreamThread) handlePolled() {
 		w.handle(&p.polled[i])
 	}
 	p.countRecordsIn()
-	// Not cleared now: the next batch writes over them, and clearing
-	// each batch would cost a second pass of write barriers a record
-	// while the collector marks.
-	p.stale = max(p.stale, len(p.polled))
-	p.polled = p.polled[:0]
+	p.handled()
 	if w.fate.fatal == nil {
 		w.stream()
 	}
 }
+
+// letGoStale lets go of the events of the last batches, which point into
+// fetched records: nothing came, so the worker is idle.
+func (p *pump) letGoStale() {
+	clear(p.polled[:p.stale])
+	p.stale = 0
+}
+
+// handled empties the batch once its events are handled. They are not
+// cleared now: the next batch writes over them, and clearing each batch
+// would cost a second pass of write barriers a record while the
+// collector marks.
+func (p *pump) handled() {
+	p.stale = max(p.stale, len(p.polled))
+	p.polled = p.polled[:0]
+}
+
+// setPaused notes whether ch is paused, for backpressure.
+func (p *pump) setPaused(ch causal.Channel, paused bool) {
+	if !paused {
+		delete(p.paused, ch)
+		return
+	}
+	if p.paused == nil {
+		p.paused = map[causal.Channel]bool{}
+	}
+	p.paused[ch] = true
+}
+
+// forgetPaused forgets every pause: a new assignment starts with none of
+// its own (see assigned).
+func (p *pump) forgetPaused() { p.paused = map[causal.Channel]bool{} }
+
+// setAssigned records the consumer's assignment.
+func (p *pump) setAssigned(chs []causal.Channel) { p.assigned = chs }
+
+// setBatch sets the most events the pump takes at a time.
+func (p *pump) setBatch(batch int) { p.batch = batch }
+
+// setPoll makes the pump poll with poll.
+func (p *pump) setPoll(poll transport.PollFunc) { p.poll = poll }
+
+// tick sets the pump's time: when it last polled.
+func (p *pump) tick(now time.Time) { p.time = now }
 
 // touch puts the tasks rts on the list of tasks to stream outputs from.
 func (p *pump) touch(rts []*taskmgr.Task) {

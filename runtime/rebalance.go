@@ -51,7 +51,7 @@ func (w *StreamThread) revoke(chs []causal.Channel, lost bool) {
 	// (ErrNotLocal: retryable, and forwarded over HTTP).
 	w.answerQueries()
 	w.pump.forgetRoutes()
-	w.pump.assigned = nil
+	w.pump.setAssigned(nil)
 }
 
 // assign builds the tasks of the assigned partitions from committed state
@@ -79,7 +79,7 @@ func (w *StreamThread) assign(parts []causal.Channel) error {
 		assigned = append(assigned, ch)
 		starts[ch] = off
 	}
-	w.pump.assigned = assigned
+	w.pump.setAssigned(assigned)
 	// The clients keep a partition's pause across Assign. Partitions that
 	// only restoring tasks read are paused before it, so that not one
 	// fetch of them competes with the restore; what else this worker had
@@ -112,7 +112,7 @@ func (w *StreamThread) assign(parts []causal.Channel) error {
 			w.log.Warn("resume after assign", zap.Error(err))
 		}
 	}
-	w.pump.paused = map[causal.Channel]bool{}
+	w.pump.forgetPaused()
 	w.backpressure() // pause what only restoring or failed tasks read
 	w.restoreLater(cold)
 	w.publishStatus()

@@ -24,6 +24,8 @@ import (
 // that puts the time or a random number into its output defeats it: its
 // refused output keeps failing transactions, and the worker keeps reporting
 // that in /status and /readyz.
+//
+//causeway:owned
 type refusals struct {
 	log *zap.Logger
 	// known holds the refused records, by fingerprint, with their errors.

@@ -26,6 +26,8 @@ import (
 // restores is the restore under way and the tasks waiting for the next.
 // Only the pump touches it; a restore's goroutine touches only the tasks
 // it was given, and hands its result back on results.
+//
+//causeway:owned
 type restores struct {
 	restorer *restore.Restorer
 	// queue holds prepared tasks waiting for the next restore.
@@ -46,16 +48,21 @@ func (w *StreamThread) restoreLater(ts []*taskmgr.Task) {
 	if len(ts) == 0 {
 		return
 	}
-	w.restores.queue = append(w.restores.queue, ts...)
+	w.restores.enqueue(ts)
 	w.nextRestore()
 }
 
-// nextRestore starts a restore of the queued tasks, if there are some and
-// none is under way.
-func (w *StreamThread) nextRestore() {
-	r := &w.restores
+// use makes r restore with restorer.
+func (r *restores) use(restorer *restore.Restorer) { r.restorer = restorer }
+
+// enqueue queues prepared tasks for the next restore.
+func (r *restores) enqueue(ts []*taskmgr.Task) { r.queue = append(r.queue, ts...) }
+
+// startNext starts a restore of the queued tasks, if there are some and
+// none is under way, and reports whether it did.
+func (r *restores) startNext() bool {
 	if r.results != nil || len(r.queue) == 0 {
-		return
+		return false
 	}
 	ts := r.queue
 	// Room for every result, so that the restore never waits for the pump.
@@ -67,19 +74,49 @@ func (w *StreamThread) nextRestore() {
 		rest, err := r.restorer.Restore(cancel, ts, func(res restore.Result) { results <- res })
 		results <- restore.Result{Tasks: rest, Err: err, Final: true}
 	})
-	w.collectRestores() // a restore run in place is over already
+	return true
+}
+
+// ready returns a result the restore under way has brought back, if any.
+func (r *restores) ready() (restore.Result, bool) {
+	if r.results == nil {
+		return restore.Result{}, false
+	}
+	select {
+	case res := <-r.results:
+		return res, true
+	default:
+		return restore.Result{}, false
+	}
+}
+
+// ended forgets the restore under way, whose final result was taken.
+func (r *restores) ended() { r.cancel, r.results = nil, nil }
+
+// cancelAll ends the restore under way, waits for it, and forgets the
+// queued tasks.
+func (r *restores) cancelAll() {
+	if r.results != nil {
+		close(r.cancel)
+		r.wg.Wait()
+		r.ended()
+	}
+	r.queue = nil
+}
+
+// nextRestore starts a restore of the queued tasks, if there are some and
+// none is under way.
+func (w *StreamThread) nextRestore() {
+	if w.restores.startNext() {
+		w.collectRestores() // a restore run in place is over already
+	}
 }
 
 // collectRestores takes what the restore under way has brought back so
 // far.
 func (w *StreamThread) collectRestores() {
-	if w.restores.results == nil {
-		return
-	}
-	select {
-	case res := <-w.restores.results:
+	if res, ok := w.restores.ready(); ok {
 		w.finishRestores(res)
-	default:
 	}
 }
 
@@ -90,14 +127,13 @@ func (w *StreamThread) collectRestores() {
 // stops the worker, as reading committed state does anywhere else.
 func (w *StreamThread) finishRestores(res restore.Result) {
 	got := []restore.Result{res}
-drain:
 	for !res.Final {
-		select {
-		case res = <-w.restores.results:
-			got = append(got, res)
-		default:
-			break drain
+		next, ok := w.restores.ready()
+		if !ok {
+			break
 		}
+		res = next
+		got = append(got, res)
 	}
 	var restored restore.Result
 	for _, g := range got {
@@ -115,8 +151,7 @@ drain:
 		}
 	}
 	if res.Final {
-		r := &w.restores
-		r.cancel, r.results = nil, nil
+		w.restores.ended()
 		w.nextRestore()
 	}
 }
@@ -148,15 +183,7 @@ func (w *StreamThread) buildRestored(res restore.Result) {
 
 // cancelRestores ends the restore under way, waits for it, and forgets the
 // queued tasks: their stores close with them.
-func (w *StreamThread) cancelRestores() {
-	r := &w.restores
-	if r.results != nil {
-		close(r.cancel)
-		r.wg.Wait()
-		r.cancel, r.results = nil, nil
-	}
-	r.queue = nil
-}
+func (w *StreamThread) cancelRestores() { w.restores.cancelAll() }
 
 // seek moves the consumer to where each channel must be read again from.
 func (w *StreamThread) seek(at map[causal.Channel]int64, why string) {

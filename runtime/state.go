@@ -165,6 +165,8 @@ const positionsEvery = 10 * time.Second
 
 // positionRefresh is one look at the changelogs' ends, made off the pump
 // (the queries go to the broker) and handed back to it.
+//
+//causeway:owned
 type positionRefresh struct {
 	// pending is set while a look is under way; due is when the next one
 	// starts.
@@ -176,6 +178,15 @@ type positionRefresh struct {
 	start func(func())
 }
 
+// received notes that the look under way brought its positions back.
+func (r *positionRefresh) received() { r.pending = false }
+
+// schedule makes the next look due a while after now.
+func (r *positionRefresh) schedule(now time.Time) { r.due = now.Add(positionsEvery) }
+
+// looking notes that a look is under way.
+func (r *positionRefresh) looking() { r.pending = true }
+
 // refreshPositions takes what a finished look learned, and starts the next
 // one when it is due. A position read at any moment after a task's stores
 // last committed is one below which they hold every committed change once
@@ -184,7 +195,7 @@ func (w *StreamThread) refreshPositions(now time.Time) {
 	r := &w.refresh
 	select {
 	case got := <-r.results:
-		r.pending = false
+		r.received()
 		for id, pos := range got {
 			if t, ok := w.tasks.Find(id); ok && t.State() != StateRestoring && t.Stores() != nil {
 				w.positions[id] = pos
@@ -195,7 +206,7 @@ func (w *StreamThread) refreshPositions(now time.Time) {
 	if r.pending || now.Before(r.due) || w.cfg.Stores != StoresPebble {
 		return
 	}
-	r.due = now.Add(positionsEvery)
+	r.schedule(now)
 	want := map[string]map[string]causal.Channel{}
 	for _, t := range w.tasks.Tasks() {
 		if t.State() == StateRestoring || t.Stores() == nil || t.Last() == nil {
@@ -208,7 +219,7 @@ func (w *StreamThread) refreshPositions(now time.Time) {
 	if len(want) == 0 {
 		return
 	}
-	r.pending = true
+	r.looking()
 	offsets := w.consumer
 	r.wg.Add(1)
 	r.start(func() {

@@ -34,8 +34,8 @@ const (
 // partition counts, asking offsets where tasks resume and restoring their
 // committed state from changelog.
 func (w *StreamThread) newTaskManager(counts map[string]int32, offsets transport.OffsetSource, changelog transport.ChangelogSource) (*taskmgr.Manager, error) {
-	w.restores.restorer = &restore.Restorer{App: w.cfg.ApplicationID, Topology: w.topo, Source: changelog, Log: w.log, Records: w.metrics.RestoreRecords, Ratio: w.metrics.RestoreProgress, Now: w.now,
-		OnDisk: w.onDisk, Wipe: w.wipeStores, Report: w.restoreProgress}
+	w.restores.use(&restore.Restorer{App: w.cfg.ApplicationID, Topology: w.topo, Source: changelog, Log: w.log, Records: w.metrics.RestoreRecords, Ratio: w.metrics.RestoreProgress, Now: w.now,
+		OnDisk: w.onDisk, Wipe: w.wipeStores, Report: w.restoreProgress})
 	// The worker restores off the pump (restoring.go): Prepare and Finish,
 	// no Config.Restore.
 	return taskmgr.New(taskmgr.Config{

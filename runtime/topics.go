@@ -23,6 +23,8 @@ type topicAdmin interface {
 // topicManager makes sure the topics a topology uses exist: it creates the
 // internal ones (and, when asked, sources and outputs) and checks
 // co-partitioning.
+//
+//causeway:owned
 type topicManager struct {
 	admin topicAdmin
 	topo  *framework.Topology

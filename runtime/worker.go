@@ -59,6 +59,8 @@ type taskReply struct {
 // topic manager (topics.go) creates topics. They reach Kafka through the
 // worker's transport (runtime/internal/transport): librdkafka or franz-go, as
 // Config.Client says.
+//
+//causeway:owned
 type StreamThread struct {
 	cfg     Config
 	topo    *framework.Topology
@@ -190,7 +192,7 @@ func NewStreamThread(cfg Config, topo *framework.Topology, log *zap.Logger, metr
 		done:      make(chan struct{}),
 	}
 	w.setThread(0)
-	w.pump.batch = tr.PollBatch()
+	w.pump.setBatch(tr.PollBatch())
 	return w, nil
 }
 
@@ -330,10 +332,11 @@ func (w *StreamThread) connect(ctx context.Context) error {
 	w.mu.Lock()
 	w.upstream = upstream.NewView(w.admin, counts, w.now, w.sleep)
 	w.mu.Unlock()
-	w.pump.poll = consumer.Poll
+	poll := consumer.Poll
 	if w.wrapPoll != nil {
-		w.pump.poll = w.wrapPoll(w.pump.poll)
+		poll = w.wrapPoll(poll)
 	}
+	w.pump.setPoll(poll)
 	var inputs []string
 	for _, pi := range w.topo.Processors() {
 		for _, in := range pi.Inputs {
@@ -418,7 +421,7 @@ func (w *StreamThread) DeadLetterTopic() string { return w.deadLetter }
 // tasks.
 func (w *StreamThread) run() {
 	defer w.closeClientsWithin(w.cfg.ShutdownTimeout)
-	w.pump.time = w.now()
+	w.pump.tick(w.now())
 	nextCommit := w.pump.time.Add(w.cfg.CommitInterval)
 	// Stop and restart requests are looked at when the consumer is idle and
 	// every so many events otherwise: a select per record costs more than the
@@ -445,7 +448,7 @@ func (w *StreamThread) run() {
 			}
 		}
 		n := w.poll()
-		w.pump.time = w.now()
+		w.pump.tick(w.now())
 		w.handlePolled()
 		if sinceCheck += n; n == 0 || sinceCheck >= eventsPerCheck {
 			sinceCheck = 0
@@ -643,4 +646,12 @@ func (w *StreamThread) pumpClock() time.Time { return w.pump.time }
 // label (NewStreamThread: 0).
 func (w *StreamThread) setThread(i int) {
 	w.failedGauge = w.metrics.FailedCommits.WithLabelValues(strconv.Itoa(i))
+}
+
+// identify gives the stream thread its instance id and the bootstrap
+// servers it connects to, which its Instance learns once the process
+// starts (the embedded broker's address among them).
+func (w *StreamThread) identify(instanceID, bootstrap string) {
+	w.cfg.InstanceID = instanceID
+	w.cfg.BootstrapServers = bootstrap
 }

@@ -62,7 +62,11 @@ func (c *taskContext) Schedule(interval time.Duration, typ framework.Punctuation
 	if fn == nil {
 		return nil, errors.New("schedule: nil punctuator")
 	}
-	t := c.t
+	return c.t.schedule(interval, typ, fn), nil
+}
+
+// schedule adds a punctuation schedule, and returns what cancels it.
+func (t *Task) schedule(interval time.Duration, typ framework.PunctuationType, fn framework.Punctuator) framework.Cancel {
 	t.nextID++
 	s := &schedule{id: t.nextID, interval: interval, typ: typ, fn: fn}
 	now := t.stream
@@ -75,7 +79,7 @@ func (c *taskContext) Schedule(interval time.Duration, typ framework.Punctuation
 	t.schedules = append(t.schedules, s)
 	return func() {
 		t.schedules = slices.DeleteFunc(t.schedules, func(x *schedule) bool { return x == s })
-	}, nil
+	}
 }
 
 func (c *taskContext) StreamTime() time.Time { return c.t.stream }

@@ -119,6 +119,8 @@ type Status struct {
 
 // Task is one processor instance behind its gate. It is not safe for
 // concurrent use.
+//
+//causeway:owned
 type Task struct {
 	id   string
 	cfg  Config

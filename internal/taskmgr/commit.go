@@ -90,7 +90,8 @@ func (m *Manager) Pending() (work []Pending, dirty bool) {
 			}
 		}
 		if moved {
-			dirty, t.inTxn = true, true
+			dirty = true
+			t.beganTxn()
 		}
 		work = append(work, Pending{Task: t, Snap: snap})
 	}
@@ -133,13 +134,13 @@ func (m *Manager) GroupOffsets(fresh map[*Task]task.Snapshot) map[causal.Channel
 // restored from the changelog when it runs again.
 func (m *Manager) Committed(fresh map[*Task]task.Snapshot) {
 	for _, t := range m.tasks {
-		t.streamed, t.inTxn = 0, false
+		t.txnEnded()
 		snap, ok := fresh[t]
 		if !ok {
 			continue
 		}
 		for _, e := range snap.Offsets {
-			t.committed[e.Channel.Topic] = e.Offset
+			t.committedAt(e.Channel.Topic, e.Offset)
 		}
 		if t.stores == nil {
 			continue
@@ -150,7 +151,7 @@ func (m *Manager) Committed(fresh map[*Task]task.Snapshot) {
 			continue
 		}
 		cp := snap.Checkpoint()
-		t.last = &Restored{Checkpoint: &cp}
+		t.matched(&Restored{Checkpoint: &cp})
 	}
 }
 
@@ -163,11 +164,11 @@ func (m *Manager) Committed(fresh map[*Task]task.Snapshot) {
 func (m *Manager) Aborted() []*Task {
 	var rebuild []*Task
 	for _, t := range m.tasks {
-		t.streamed = 0
-		if !t.inTxn {
+		had := t.inTxn
+		t.txnEnded()
+		if !had {
 			continue
 		}
-		t.inTxn = false
 		if t.stores != nil {
 			if err := t.stores.Abort(); err != nil {
 				m.closeStores(t)

@@ -105,3 +105,47 @@ func (t *Task) ReplaceStores(set store.Set) error {
 // Last is the task's committed checkpoint, matching Stores: where a
 // rebuild on the same stores resumes. Nil when Stores is.
 func (t *Task) Last() *Restored { return t.last }
+
+// The manager changes a task only through the methods below, named for
+// what happened to it.
+
+// beganTxn records that the task has effects in the open transaction.
+func (t *Task) beganTxn() { t.inTxn = true }
+
+// txnEnded records that the open transaction ended, committed or aborted:
+// the task has no effects and no streamed outputs in one any more.
+func (t *Task) txnEnded() { t.streamed, t.inTxn = 0, false }
+
+// committedAt records that the task's input channel on topic is committed
+// up to next.
+func (t *Task) committedAt(topic string, next int64) { t.committed[topic] = next }
+
+// matched records the checkpoint the task's stores hold.
+func (t *Task) matched(r *Restored) { t.last = r }
+
+// restoring makes the task wait for its state, with no failure.
+func (t *Task) restoring() { t.state, t.err = Restoring, nil }
+
+// opened gives the task its stores, empty or holding an older committed
+// state.
+func (t *Task) opened(set store.Set) { t.stores = set }
+
+// storesClosed forgets the task's stores, closed, and the checkpoint they
+// matched.
+func (t *Task) storesClosed() { t.stores, t.last = nil, nil }
+
+// building readies the task's bookkeeping for a build: no transaction,
+// nothing streamed, no head waiting.
+func (t *Task) building() {
+	t.txnEnded()
+	t.blocked = map[causal.Channel]Blocked{}
+}
+
+// running makes the task run tt.
+func (t *Task) running(tt *task.Task) { t.task, t.state = tt, Running }
+
+// failed makes the task fail with err.
+func (t *Task) failed(err error) { t.state, t.err = Failed, err }
+
+// closed lets the task's processor go.
+func (t *Task) closed() { t.task = nil }

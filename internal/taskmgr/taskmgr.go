@@ -56,6 +56,8 @@ var (
 // list of tasks to stream from, outputs streamed, how long a channel has
 // waited, records skipped, the stores' set after a wipe) through the
 // methods named for it, never by assignment.
+//
+//causeway:owned
 type Task struct {
 	id        string
 	processor string
@@ -177,6 +179,8 @@ type Config struct {
 }
 
 // Manager owns a set of tasks. Build it with New.
+//
+//causeway:owned
 type Manager struct {
 	cfg       Config
 	tasks     []*Task
@@ -302,7 +306,7 @@ func (m *Manager) Prepare(ts []*Task) (cold []*Task, err error) {
 	var warm []*Task
 	for _, t := range ts {
 		m.CloseTask(t)
-		t.state, t.err = Restoring, nil
+		t.restoring()
 		if t.stores != nil && t.last != nil {
 			if err := t.stores.Abort(); err == nil {
 				warm = append(warm, t)
@@ -324,7 +328,7 @@ func (m *Manager) Prepare(ts []*Task) (cold []*Task, err error) {
 			m.Fail(t, fmt.Errorf("open stores: %w", err))
 			continue
 		}
-		t.stores = set
+		t.opened(set)
 		opened = append(opened, t)
 	}
 	m.buildAll(warm, group)
@@ -398,7 +402,7 @@ func (m *Manager) seedProvisional(t *Task, group map[causal.Channel]int64) {
 			// then, hold the group's offset.
 			next = group[ch]
 		}
-		t.committed[in] = next
+		t.committedAt(in, next)
 	}
 }
 
@@ -428,7 +432,7 @@ func (m *Manager) fill(t *Task, r *Restored) error {
 			return fmt.Errorf("store %q: %w", name, err)
 		}
 	}
-	t.last = &Restored{Checkpoint: r.Checkpoint}
+	t.matched(&Restored{Checkpoint: r.Checkpoint})
 	return nil
 }
 
@@ -444,12 +448,11 @@ func (m *Manager) closeStores(t *Task) {
 			m.cfg.Log.Warn("close stores", zap.String("task", t.id), zap.Error(err))
 		}
 	}
-	t.stores, t.last = nil, nil
+	t.storesClosed()
 }
 
 func (m *Manager) buildOne(t *Task, group map[causal.Channel]int64) error {
-	t.streamed, t.inTxn = 0, false
-	t.blocked = map[causal.Channel]Blocked{}
+	t.building()
 	r := t.last
 	if err := m.seedOffsets(t, r, group); err != nil {
 		return err
@@ -476,7 +479,7 @@ func (m *Manager) buildOne(t *Task, group map[causal.Channel]int64) error {
 	if err != nil {
 		return err
 	}
-	t.task, t.state = tt, Running
+	t.running(tt)
 	return nil
 }
 
@@ -492,7 +495,7 @@ func (m *Manager) seedOffsets(t *Task, r *Restored, group map[causal.Channel]int
 		if err != nil {
 			return err
 		}
-		t.committed[in] = next
+		t.committedAt(in, next)
 	}
 	return nil
 }
@@ -579,7 +582,7 @@ func (m *Manager) Fail(t *Task, err error) (mustAbort bool) {
 	if t.state == Failed {
 		return false
 	}
-	t.state, t.err = Failed, err
+	t.failed(err)
 	fields := []zap.Field{zap.String("task", t.id), zap.Error(err)}
 	if rec, ok := FailedRecord(err); ok {
 		fields = append(fields, zap.Stringer("channel", rec.Channel), zap.Int64("offset", rec.Offset))
@@ -596,7 +599,7 @@ func (m *Manager) CloseTask(t *Task) {
 	if err := t.task.Close(); err != nil {
 		m.cfg.Log.Warn("close task", zap.String("task", t.id), zap.Error(err))
 	}
-	t.task = nil
+	t.closed()
 }
 
 // CloseAll closes every task and its stores, and forgets them.

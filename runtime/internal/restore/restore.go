@@ -68,6 +68,8 @@ type Restorer struct {
 // storeTarget is where one store changelog partition restores to.
 // Each target applies its changes on a goroutine of its own, batch by
 // batch, so that stores fill in parallel while the reader decodes.
+//
+//causeway:owned
 type storeTarget struct {
 	t *taskmgr.Task
 	// id is t's id, and name the store's.
@@ -111,6 +113,14 @@ func (s *storeTarget) start() {
 		}
 		s.done <- err
 	}()
+}
+
+// add gathers one change, and hands a full batch to the applier.
+func (s *storeTarget) add(key, value []byte) {
+	s.buf = append(s.buf, store.Change{Key: key, Value: value})
+	if len(s.buf) >= restoreBatch {
+		s.flush()
+	}
 }
 
 // flush hands what the target has gathered to its applier.
@@ -194,6 +204,8 @@ func (r *Restorer) Restore(stop <-chan struct{}, ts []*taskmgr.Task, emit func(R
 
 // restoreRun is one restore of a set of tasks: what is read from where,
 // what is left, and what was found.
+//
+//causeway:owned
 type restoreRun struct {
 	r    *Restorer
 	ts   []*taskmgr.Task
@@ -335,10 +347,7 @@ func (run *restoreRun) apply(ch causal.Channel, key, value []byte) error {
 		}
 		return nil
 	}
-	s.buf = append(s.buf, store.Change{Key: key, Value: value})
-	if len(s.buf) >= restoreBatch {
-		s.flush()
-	}
+	s.add(key, value)
 	return nil
 }
 

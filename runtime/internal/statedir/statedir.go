@@ -20,6 +20,8 @@ var ErrInUse = errors.New("state dir in use by another worker")
 const lockFile = "causeway.lock"
 
 // A Lock is a held lock on a state dir.
+//
+//causeway:owned
 type Lock struct {
 	f *os.File
 }

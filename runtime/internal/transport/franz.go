@@ -113,9 +113,15 @@ func (franzTransport) Producer(s Settings) (Producer, Admin, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("producer: %w", err)
 	}
-	p := &franzProducer{cl: cl, txnID: txnID, group: s.ApplicationID}
+	return newFranzProducer(cl, txnID, s.ApplicationID), &franzAdmin{adm: kadm.NewClient(cl), group: s.ApplicationID}, nil
+}
+
+// newFranzProducer is the transactional producer on cl, with the
+// transactional id txnID, committing offsets for group.
+func newFranzProducer(cl *kgo.Client, txnID, group string) *franzProducer {
+	p := &franzProducer{cl: cl, txnID: txnID, group: group}
 	p.promise = p.delivered
-	return p, &franzAdmin{adm: kadm.NewClient(cl), group: s.ApplicationID}, nil
+	return p
 }
 
 func (franzTransport) Consumer(s Settings) (Consumer, error) {
@@ -128,7 +134,13 @@ func (franzTransport) Consumer(s Settings) (Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	c := &franzConsumer{base: base, adm: kadm.NewClient(admin), group: s.ApplicationID,
+	return newFranzConsumer(s, base, kadm.NewClient(admin)), nil
+}
+
+// newFranzConsumer is the group consumer for s, made of base options,
+// asking adm for offsets and watermarks.
+func newFranzConsumer(s Settings, base []kgo.Opt, adm *kadm.Client) *franzConsumer {
+	c := &franzConsumer{base: base, adm: adm, group: s.ApplicationID,
 		positions: map[causal.Channel]int64{}, highs: map[causal.Channel]int64{}, paused: map[causal.Channel]bool{}}
 	if s.StaticMembership {
 		c.instanceID = s.ApplicationID + "-" + s.InstanceID
@@ -143,7 +155,7 @@ func (franzTransport) Consumer(s Settings) (Consumer, error) {
 			c.reset = kgo.NewOffset().AtEnd()
 		}
 	}
-	return c, nil
+	return c
 }
 
 // franzError sorts a franz-go error into the worker's classes and kinds.

@@ -16,6 +16,8 @@ import (
 )
 
 // franzConsumer is the group consumer on kgo.
+//
+//causeway:owned
 type franzConsumer struct {
 	base       []kgo.Opt
 	cl         *kgo.Client // the group member, made by Subscribe

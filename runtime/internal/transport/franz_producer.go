@@ -17,6 +17,8 @@ import (
 )
 
 // franzProducer is the transactional producer on kgo.
+//
+//causeway:owned
 type franzProducer struct {
 	cl      *kgo.Client
 	txnID   string

@@ -157,6 +157,8 @@ func timeoutMs(ctx context.Context) int {
 
 // rdkConsumer is the group consumer on librdkafka. Its rebalance callback
 // runs inside Poll, on the pump's goroutine.
+//
+//causeway:owned
 type rdkConsumer struct {
 	c       *kafka.Consumer
 	handler RebalanceHandler
@@ -299,6 +301,8 @@ func (r *rdkConsumer) Close() error { return rdkError(r.c.Close()) }
 // delivery reports while all goes well, since each costs a call across
 // cgo: only while watched do they come, to a goroutine of its own that
 // keeps the refused records.
+//
+//causeway:owned
 type rdkProducer struct {
 	p   *kafka.Producer
 	log *zap.Logger

@@ -52,6 +52,8 @@ type Cluster interface {
 
 // View is what a worker follows clocks upstream with: the cluster, and the
 // partition count of every topic of the topology.
+//
+//causeway:owned
 type View struct {
 	cluster    Cluster
 	partitions map[string]int32
@@ -229,6 +231,8 @@ func NewPlan(topo *framework.Topology, processor string) Plan {
 // processors before a store: direct holds the claims on the store's own
 // inputs, pending those on topics further up whose records have yet to be
 // committed through the processors in between.
+//
+//causeway:owned
 type walk struct {
 	plan            Plan
 	direct, pending map[causal.Channel]int64
