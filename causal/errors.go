@@ -120,7 +120,12 @@ func (e *ClockError) Is(target error) bool { return target == ErrCorruptClock }
 type ClaimError struct {
 	Channel Channel
 	Offset  int64
-	Claim   Entry
+	// Claim is the record's first claim beyond its channel's known end.
+	Claim Entry
+	// Claims is every claim of the record beyond its channel's known end,
+	// Claim first: reporting an end for each of them (SetEnd) settles the
+	// record's check in one round.
+	Claims []Entry
 	// End is the claimed channel's end as known: the offset after its last
 	// record; EndUnknown when SetEnd never reported it, EndMissing when it
 	// reported that the channel does not exist.

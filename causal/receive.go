@@ -169,6 +169,7 @@ func (n *Node[P]) absorbHeader(idx int32, cs, prev *chanState[P], header []byte)
 // checkRaw checks every claim of the header just decoded against the
 // reported ends (CheckClaims).
 func (n *Node[P]) checkRaw(ch Channel, off int64) error {
+	var bad *ClaimError
 	for i, g := range n.rawGroups {
 		tid, ok := n.groupTopic(i, g.name)
 		if !ok {
@@ -176,25 +177,33 @@ func (n *Node[P]) checkRaw(ch Channel, off int64) error {
 			n.groupTopics[i] = tid
 		}
 		for _, p := range n.rawParts[g.from:g.to] {
-			if err := n.checkClaim(ch, off, tid, p); err != nil {
-				return err
-			}
+			bad = n.checkClaim(bad, ch, off, tid, p)
 		}
+	}
+	if bad != nil {
+		return bad
 	}
 	return nil
 }
 
-// checkClaim checks one claim (topic tid) of the record at off on ch.
-func (n *Node[P]) checkClaim(ch Channel, off int64, tid int32, p partOffset) error {
+// checkClaim checks one claim (topic tid) of the record at off on ch. A
+// claim beyond its channel's known end is added to bad, which it makes
+// for the first, and it returns bad.
+func (n *Node[P]) checkClaim(bad *ClaimError, ch Channel, off int64, tid int32, p partOffset) *ClaimError {
 	ends := n.topics[tid].ends
 	end := int64(0) // end + 1, as stored
 	if int(p.part) < len(ends) {
 		end = ends[p.part]
 	}
 	if end > p.off+1 { // the claimed offset lies below the end
-		return nil
+		return bad
 	}
-	e := &ClaimError{Channel: ch, Offset: off, Claim: Entry{Channel: Channel{Topic: n.topics[tid].name, Partition: p.part}, Offset: p.off}}
+	claim := Entry{Channel: Channel{Topic: n.topics[tid].name, Partition: p.part}, Offset: p.off}
+	if bad != nil {
+		bad.Claims = append(bad.Claims, claim)
+		return bad
+	}
+	e := &ClaimError{Channel: ch, Offset: off, Claim: claim, Claims: []Entry{claim}}
 	switch {
 	case end == 0:
 		e.End = EndUnknown
@@ -261,10 +270,12 @@ func (n *Node[P]) Receive(ch Channel, off int64, clock Clock, payload P) (bool, 
 		return false, err
 	}
 	if n.topics[n.chans[idx].tid].checked {
+		var bad *ClaimError
 		for _, e := range clock.entries {
-			if err := n.checkClaim(ch, off, n.intern(e.Channel.Topic), partOffset{part: e.Channel.Partition, off: e.Offset}); err != nil {
-				return false, err
-			}
+			bad = n.checkClaim(bad, ch, off, n.intern(e.Channel.Topic), partOffset{part: e.Channel.Partition, off: e.Offset})
+		}
+		if bad != nil {
+			return false, bad
 		}
 	}
 	n.claims = n.claims[:0]

@@ -2,6 +2,7 @@ package causal_test
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 
@@ -459,6 +460,37 @@ func TestReceiveOrRejectLeavesTheNodeAsItWas(t *testing.T) {
 	_, err = n.Receive(ch(t, "b/0"), 0, causal.Clock{}, "cause")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"cause", "a/0@0", "as empty"}, drain(n), "FIFO on a/0 holds for the record taken in as claiming nothing")
+}
+
+// A claim error names every claim of the record beyond its channel's known
+// end, whichever path decoded the clock, so that one round of SetEnd
+// settles the record; claims below their ends are not named.
+func TestClaimErrorNamesEveryClaimBeyondTheEnd(t *testing.T) {
+	req := ch(t, "req/0")
+	n := newNode(t, []string{"req/0"}, causal.Inputs("req"), causal.Output("out"), causal.CheckClaims("req"))
+	n.SetEnd(ch(t, "b/1"), 9)
+	clock := "a/0:5 b/1:2 c/2:7"
+	for name, receive := range map[string]func() error{
+		"clock": func() error { _, err := n.Receive(req, 0, clk(t, clock), "r"); return err },
+		"header": func() error {
+			_, err := n.ReceiveHeader(req, 0, causal.EncodeClock(clk(t, clock)), true, "r")
+			return err
+		},
+	} {
+		var ce *causal.ClaimError
+		require.True(t, errors.As(receive(), &ce), name)
+		var got []string
+		for _, c := range ce.Claims {
+			got = append(got, fmt.Sprintf("%s@%d", c.Channel, c.Offset))
+		}
+		assert.Equal(t, []string{"a/0@5", "c/2@7"}, got, name)
+		assert.Equal(t, ce.Claims[0], ce.Claim, name)
+	}
+	n.SetEnd(ch(t, "a/0"), 6)
+	n.SetEnd(ch(t, "c/2"), 8)
+	ok, err := n.Receive(req, 0, clk(t, clock), "r")
+	require.NoError(t, err, "one round of ends settles the record")
+	assert.True(t, ok)
 }
 
 // With CheckClaims, a claim the node cannot show to exist is handed back

@@ -82,9 +82,14 @@ func (tx *kafkaTransaction) Begin(dirty bool) (bool, error) {
 func (tx *kafkaTransaction) SendOutputs(t *taskmgr.Task) (bool, error) { return tx.w.sendOutputs(t) }
 
 // WriteState produces the task's store changes and checkpoint
-// (writeChangelog).
-func (tx *kafkaTransaction) WriteState(t *taskmgr.Task, snap task.Snapshot) error {
-	return tx.w.writeChangelog(t, snap)
+// (writeChangelog). The task's stores keep the changelog positions known
+// for them beside the state this commit makes: they hold for every later
+// committed state too.
+func (tx *kafkaTransaction) WriteState(t *taskmgr.Task, snap task.Snapshot) ([]byte, error) {
+	if err := tx.w.writeChangelog(t, snap); err != nil {
+		return nil, err
+	}
+	return tx.w.positions[t.ID()].Encode(), nil
 }
 
 // Commit sends the offsets with the group's metadata (KIP-447) and commits,

@@ -47,6 +47,7 @@ func (w *StreamThread) rebuild(rts []*taskmgr.Task) {
 		w.fate.stop(err)
 		return
 	}
+	cold = w.openCold(cold)
 	var built []*taskmgr.Task
 	for _, rt := range rts {
 		if !slices.Contains(cold, rt) {

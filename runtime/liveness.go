@@ -43,7 +43,9 @@ func (w *StreamThread) advanceIdle() {
 	for ch, off := range position {
 		w.advance(ch, off)
 	}
-	w.checkUnsatisfiable(position)
+	if w.tasks.CheckBlocked(position) {
+		w.fate.mustAbort()
+	}
 }
 
 // backpressure pauses a partition whose hold queue, in some task, is over

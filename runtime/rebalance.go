@@ -65,6 +65,7 @@ func (w *StreamThread) assign(parts []causal.Channel) error {
 	if err != nil {
 		return err
 	}
+	cold = w.openCold(cold)
 	w.pump.forgetRoutes()
 	start := w.tasks.Starts(w.tasks.Tasks())
 	w.tasks.Started(start)

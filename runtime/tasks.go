@@ -1,15 +1,12 @@
 package runtime
 
 import (
-	"time"
+	"fmt"
 
 	"github.com/causeway-stream/causeway/runtime/internal/restore"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/causeway-stream/causeway/framework"
-	"github.com/causeway-stream/causeway/framework/task"
 	"github.com/causeway-stream/causeway/internal/taskmgr"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
@@ -39,19 +36,31 @@ func (w *StreamThread) newTaskManager(counts map[string]int32, offsets transport
 	// The worker restores off the pump (restoring.go): Prepare and Finish,
 	// no Config.Restore.
 	return taskmgr.New(taskmgr.Config{
-		Topology: w.topo, Partitions: counts, Offsets: offsets,
-		Clock: w.pumpClock, DeadLetterTopic: w.deadLetter, GateOff: w.cfg.GateOff, CheckClaims: w.cfg.CheckClaims, ClaimEnd: w.claimEnd,
+		Topology: w.topo, Partitions: counts, Offsets: w.claims.over(offsets),
+		DeadLetterTopic: w.deadLetter, GateOff: w.cfg.GateOff, CheckClaims: w.cfg.CheckClaims,
 		AutoOffsetReset: w.cfg.AutoOffsetReset, AllowOffsetReset: w.cfg.AllowOffsetReset, Log: w.log,
-		Observer: func(t *taskmgr.Task) task.Observer {
-			return taskObserver{w: w, deliveries: w.metrics.Deliveries.WithLabelValues(t.ID()), nullKeys: new(bool)}
-		},
-		InputCounter: func(topic string) prometheus.Counter { return w.metrics.RecordsIn.WithLabelValues(topic) },
-		OpenStores:   w.openStores,
-		// Every commit of a task's stores keeps the positions known for
-		// them, which hold for every later committed state too.
-		EncodeCheckpoint: func(t *taskmgr.Task, _ task.Snapshot) []byte { return w.positions[t.ID()].Encode() },
-		Globals:          w.globals,
+		Metrics: &taskmgr.Metrics{RecordsIn: w.metrics.RecordsIn, Deliveries: w.metrics.Deliveries, GateWait: w.metrics.GateWait, Dropped: w.metrics.Dropped},
+		Globals: w.globals,
 	})
+}
+
+// openCold opens the stores of the tasks Prepare returned for a restore,
+// and returns those it opened; a task whose stores cannot be opened fails
+// (and is not restored).
+func (w *StreamThread) openCold(cold []*taskmgr.Task) []*taskmgr.Task {
+	opened := cold[:0:0]
+	for _, rt := range cold {
+		set, err := w.openStores(rt)
+		if err != nil {
+			if w.tasks.Fail(rt, fmt.Errorf("open stores: %w", err)) {
+				w.fate.mustAbort()
+			}
+			continue
+		}
+		w.tasks.Opened(rt, set)
+		opened = append(opened, rt)
+	}
+	return opened
 }
 
 // closeTasks closes every task, forgets them and their metrics.
@@ -75,40 +84,5 @@ func (w *StreamThread) failTask(rt *taskmgr.Task, err error) {
 	}
 	if w.tasks.Fail(rt, err) {
 		w.fate.mustAbort()
-	}
-}
-
-// taskObserver turns one task's events into logs and metrics.
-type taskObserver struct {
-	w          *StreamThread
-	deliveries prometheus.Counter // of this task
-	// nullKeys is set once the task has logged a record without a key
-	// skipped: the rest are counted, and logged only at debug level, as a
-	// topic of such records would otherwise flood the log.
-	nullKeys *bool
-}
-
-func (o taskObserver) Dropped(id string, ev framework.DropEvent) {
-	o.w.metrics.Dropped.WithLabelValues(id, ev.Reason).Inc()
-	log := o.w.log.Warn
-	switch {
-	case ev.Reason == framework.DropNullKey && *o.nullKeys:
-		log = o.w.log.Debug
-	case ev.Reason == framework.DropNullKey:
-		*o.nullKeys = true
-		ev.Detail += " (logged once per task; causeway_dropped_records_total counts them all)"
-	}
-	log("record dropped", zap.String("task", id), zap.String("reason", ev.Reason),
-		zap.String("channel", transport.PartitionString(ev.Record.Topic, ev.Record.Partition)), zap.Int64("offset", ev.Record.Offset),
-		zap.String("detail", ev.Detail))
-}
-
-// Delivered counts every delivery and times those that waited: a record
-// delivered in the poll that brought it has waited 0 by the pump's clock,
-// and observing it would cost more than the rest of its bookkeeping.
-func (o taskObserver) Delivered(id string, waited time.Duration) {
-	o.deliveries.Inc()
-	if waited > 0 {
-		o.w.metrics.GateWait.Observe(waited.Seconds())
 	}
 }

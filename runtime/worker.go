@@ -421,7 +421,7 @@ func (w *StreamThread) DeadLetterTopic() string { return w.deadLetter }
 // tasks.
 func (w *StreamThread) run() {
 	defer w.closeClientsWithin(w.cfg.ShutdownTimeout)
-	w.pump.tick(w.now())
+	w.clockAt(w.now())
 	nextCommit := w.pump.time.Add(w.cfg.CommitInterval)
 	// Stop and restart requests are looked at when the consumer is idle and
 	// every so many events otherwise: a select per record costs more than the
@@ -448,7 +448,7 @@ func (w *StreamThread) run() {
 			}
 		}
 		n := w.poll()
-		w.pump.tick(w.now())
+		w.clockAt(w.now())
 		w.handlePolled()
 		if sinceCheck += n; n == 0 || sinceCheck >= eventsPerCheck {
 			sinceCheck = 0
@@ -638,9 +638,15 @@ func (w *StreamThread) releaseStateDir() {
 	w.stateLock = nil
 }
 
-// pumpClock is the tasks' clock: the time of the pump's last poll, which
-// trails the wall clock by at most the handling of one poll batch.
-func (w *StreamThread) pumpClock() time.Time { return w.pump.time }
+// clockAt sets the pump's time and the tasks' clock to now, read where the
+// pump polls: the tasks' clock trails the wall clock by at most the
+// handling of one poll batch.
+func (w *StreamThread) clockAt(now time.Time) {
+	w.pump.tick(now)
+	if w.tasks != nil {
+		w.tasks.SetNow(now)
+	}
+}
 
 // setThread names the stream thread this worker is in its metrics' thread
 // label (NewStreamThread: 0).

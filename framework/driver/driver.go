@@ -153,18 +153,16 @@ func New(topo *framework.Topology, opts ...Opt) (*Driver, error) {
 	}
 	d.globals = globals
 	m, err := taskmgr.New(taskmgr.Config{
-		Topology: topo, Partitions: counts, Offsets: memOffsets{d}, Restore: d.restore,
-		Clock: func() time.Time { return d.now }, DeadLetterTopic: d.deadLetter,
-		GateOff: cfg.gateOff, CheckClaims: true, ClaimEnd: d.claimEnd,
-		Observer: func(*taskmgr.Task) task.Observer { return observer{d} },
-		Globals:  globals,
+		Topology: topo, Partitions: counts, Offsets: memOffsets{d}, DeadLetterTopic: d.deadLetter,
+		GateOff: cfg.gateOff, CheckClaims: true, Observer: observer{d}, Globals: globals,
 	})
 	if err != nil {
 		return nil, err
 	}
 	d.tasks = m
+	m.SetNow(d.now)
 	all := m.Create(chs)
-	if err := m.Build(all); err != nil {
+	if err := m.Build(all, d.committed); err != nil {
 		return nil, err
 	}
 	for _, t := range all {
@@ -197,24 +195,13 @@ func (o memOffsets) Watermarks(ch causal.Channel) (low, high int64, err error) {
 	return 0, int64(len(ps[ch.Partition].records)), nil
 }
 
-// claimEnd is the end of a claimed channel, -1 when it does not exist.
-func (d *Driver) claimEnd(claim causal.Entry) (int64, error) {
-	_, high, err := memOffsets{d}.Watermarks(claim.Channel)
+// ClaimEnd is the end of a claimed channel, -1 when it does not exist.
+func (o memOffsets) ClaimEnd(claim causal.Entry) (int64, error) {
+	_, high, err := o.Watermarks(claim.Channel)
 	if err != nil {
 		return -1, nil
 	}
 	return high, nil
-}
-
-// restore returns what the given tasks committed.
-func (d *Driver) restore(ts []*taskmgr.Task) (map[string]*taskmgr.Restored, error) {
-	out := map[string]*taskmgr.Restored{}
-	for _, t := range ts {
-		if r, ok := d.committed[t.ID()]; ok {
-			out[t.ID()] = r
-		}
-	}
-	return out, nil
 }
 
 type observer struct{ d *Driver }
@@ -410,7 +397,7 @@ func (tx memoryTransaction) SendOutputs(t *taskmgr.Task) (bool, error) {
 	return true, nil
 }
 
-func (tx memoryTransaction) WriteState(t *taskmgr.Task, snap task.Snapshot) error {
+func (tx memoryTransaction) WriteState(t *taskmgr.Task, snap task.Snapshot) ([]byte, error) {
 	c := tx.d.committed[t.ID()]
 	if c == nil {
 		c = &taskmgr.Restored{Stores: map[string][]store.Change{}}
@@ -421,7 +408,7 @@ func (tx memoryTransaction) WriteState(t *taskmgr.Task, snap task.Snapshot) erro
 	}
 	cp := snap.Checkpoint()
 	c.Checkpoint = &cp
-	return nil
+	return nil, nil
 }
 
 func (tx memoryTransaction) Commit(offsets map[causal.Channel]int64) error {
@@ -439,6 +426,7 @@ func (d *Driver) GroupOffsets() map[causal.Channel]int64 { return maps.Clone(d.g
 func (d *Driver) AdvanceWallClock(by time.Duration) error {
 	failed := d.failedTasks()
 	d.now = d.now.Add(by)
+	d.tasks.SetNow(d.now)
 	for _, t := range d.tasks.Tasks() {
 		if t.State() != taskmgr.Running {
 			continue
@@ -484,7 +472,7 @@ func (d *Driver) SkipRecord(id string) (causal.Entry, error) {
 
 func (d *Driver) rebuild(t *taskmgr.Task) error {
 	d.commit()
-	if _, err := d.tasks.Rebuild([]*taskmgr.Task{t}); err != nil {
+	if _, err := d.tasks.Rebuild([]*taskmgr.Task{t}, d.committed); err != nil {
 		return err
 	}
 	if t.State() == taskmgr.Failed {

@@ -21,8 +21,10 @@ type Transaction interface {
 	// reports whether t is still sound: false when it failed on an output,
 	// and its share of the commit then stays out.
 	SendOutputs(t *Task) (sound bool, err error)
-	// WriteState writes t's store changes and its checkpoint (snap).
-	WriteState(t *Task, snap task.Snapshot) error
+	// WriteState writes t's store changes and its checkpoint (snap). It
+	// returns what t's stores keep beside their committed state once the
+	// transaction commits (see store.Set.Commit); nil for nothing.
+	WriteState(t *Task, snap task.Snapshot) (local []byte, err error)
 	// Commit commits the transaction with the offsets the group may
 	// commit.
 	Commit(offsets map[causal.Channel]int64) error
@@ -41,6 +43,7 @@ func (m *Manager) Commit(tx Transaction) (bool, error) {
 		return false, err
 	}
 	fresh := make(map[*Task]task.Snapshot, len(work))
+	local := make(map[*Task][]byte, len(work))
 	for _, p := range work {
 		sound, err := tx.SendOutputs(p.Task)
 		if err != nil {
@@ -49,15 +52,16 @@ func (m *Manager) Commit(tx Transaction) (bool, error) {
 		if !sound {
 			continue // failed on an output: its share stays out
 		}
-		if err := tx.WriteState(p.Task, p.Snap); err != nil {
+		kept, err := tx.WriteState(p.Task, p.Snap)
+		if err != nil {
 			return false, err
 		}
-		fresh[p.Task] = p.Snap
+		fresh[p.Task], local[p.Task] = p.Snap, kept
 	}
 	if err := tx.Commit(m.GroupOffsets(fresh)); err != nil {
 		return false, err
 	}
-	m.Committed(fresh)
+	m.Committed(fresh, local)
 	return true, nil
 }
 
@@ -130,9 +134,10 @@ func (m *Manager) GroupOffsets(fresh map[*Task]task.Snapshot) map[causal.Channel
 // pending: either no transaction has taken them yet, or the task broke
 // part-way through a record (it snapshots no more, and the writes are
 // discarded when it is rebuilt). No task has effects in an open
-// transaction any more. A task whose stores cannot commit fails, and is
+// transaction any more. A task's stores keep local[t] beside their
+// committed state. A task whose stores cannot commit fails, and is
 // restored from the changelog when it runs again.
-func (m *Manager) Committed(fresh map[*Task]task.Snapshot) {
+func (m *Manager) Committed(fresh map[*Task]task.Snapshot, local map[*Task][]byte) {
 	for _, t := range m.tasks {
 		t.txnEnded()
 		snap, ok := fresh[t]
@@ -145,7 +150,7 @@ func (m *Manager) Committed(fresh map[*Task]task.Snapshot) {
 		if t.stores == nil {
 			continue
 		}
-		if err := t.stores.Commit(m.cfg.EncodeCheckpoint(t, snap)); err != nil {
+		if err := t.stores.Commit(local[t]); err != nil {
 			m.closeStores(t)
 			m.Fail(t, fmt.Errorf("commit stores: %w", err))
 			continue

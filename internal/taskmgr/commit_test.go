@@ -30,9 +30,9 @@ func (tx *recordingTransaction) SendOutputs(t *Task) (bool, error) {
 	return !tx.unsound[t.ID()], nil
 }
 
-func (tx *recordingTransaction) WriteState(t *Task, snap task.Snapshot) error {
+func (tx *recordingTransaction) WriteState(t *Task, snap task.Snapshot) ([]byte, error) {
 	tx.written = append(tx.written, t.ID())
-	return nil
+	return nil, nil
 }
 
 func (tx *recordingTransaction) Commit(offsets map[causal.Channel]int64) error {
@@ -50,10 +50,10 @@ func TestCommitLeavesOutTheShareOfATaskThatFailedOnAnOutput(t *testing.T) {
 	require.NoError(t, err)
 	in0, in1 := causal.Channel{Topic: "in", Partition: 0}, causal.Channel{Topic: "in", Partition: 1}
 	setUp := func(t *testing.T) (*Manager, []*Task) {
-		m, err := New(Config{Topology: topo, Partitions: map[string]int32{"in": 2}, Offsets: groupAt{}, Restore: nothingRestored})
+		m, err := New(Config{Topology: topo, Partitions: map[string]int32{"in": 2}, Offsets: groupAt{}})
 		require.NoError(t, err)
 		ts := m.Create([]causal.Channel{in0, in1})
-		require.NoError(t, m.Build(ts))
+		require.NoError(t, m.Build(ts, nil))
 		for _, ch := range []causal.Channel{in0, in1} {
 			for off := range int64(3) {
 				m.Deliver(m.Route(ch), framework.Record{Topic: ch.Topic, Partition: ch.Partition, Offset: off})

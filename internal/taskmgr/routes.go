@@ -119,21 +119,12 @@ func (m *Manager) Rewind(rebuilt []*Task) map[causal.Channel]int64 {
 	return target
 }
 
-// Rebuild builds the given tasks again from their committed state (Build)
-// and rewinds their channels (Rewind), returning where reading must
-// restart each of them.
-func (m *Manager) Rebuild(ts []*Task) (map[causal.Channel]int64, error) {
-	if err := m.Build(ts); err != nil {
+// Rebuild builds the given tasks again from their committed state (Build,
+// with restored) and rewinds their channels (Rewind), returning where
+// reading must restart each of them.
+func (m *Manager) Rebuild(ts []*Task, restored map[string]*Restored) (map[causal.Channel]int64, error) {
+	if err := m.Build(ts, restored); err != nil {
 		return nil, err
 	}
 	return m.Rewind(ts), nil
-}
-
-func (m *Manager) inputCounter(topic string) prometheus.Counter {
-	c, ok := m.recordsIn[topic]
-	if !ok {
-		c = m.cfg.InputCounter(topic)
-		m.recordsIn[topic] = c
-	}
-	return c
 }

@@ -106,8 +106,10 @@ type Blocked struct {
 	Checked time.Time // when the claim was last checked against the cluster
 }
 
-// Offsets is what the manager asks of the log to decide where a task
-// resumes: the group's committed offsets and a partition's bounds.
+// Offsets is what the manager asks of the log: the group's committed
+// offsets and a partition's bounds, to decide where a task resumes, and
+// the end of a channel a record claims, to check the claims that enter the
+// topology (Config.CheckClaims).
 type Offsets interface {
 	// Committed returns the group's next offset of each channel that has
 	// one.
@@ -115,6 +117,11 @@ type Offsets interface {
 	// Watermarks returns the first offset of ch and the offset after its
 	// last record.
 	Watermarks(ch causal.Channel) (low, high int64, err error)
+	// ClaimEnd returns the end of a claimed channel (the offset after its
+	// last record), at least what it was when the claimed record was
+	// written if that record exists, or -1 when the channel's topic does
+	// not exist. An answer known to cover the claim may come from a cache.
+	ClaimEnd(claim causal.Entry) (int64, error)
 }
 
 // Restored is what the changelog holds for one task: its stores' changes
@@ -122,24 +129,20 @@ type Offsets interface {
 // Committed under the name the manager's owner knows it by.
 type Restored = task.Committed
 
-// Config is what a Manager is built from.
+// Config is what a Manager is built from. It holds values and the log the
+// manager asks (Offsets); the manager calls nothing else of its owner's.
+// What changes as the owner runs comes in through calls: the time
+// (SetNow), the stores a restore fills (Opened, Finish), what a commit
+// wrote (Transaction).
 type Config struct {
 	// Topology is the application's topology. Required.
 	Topology *framework.Topology
 	// Partitions is the partition count of every topic the topology uses.
 	// Required.
 	Partitions map[string]int32
-	// Offsets tells where tasks resume. Required.
+	// Offsets tells where tasks resume, and where claimed channels end.
+	// Required.
 	Offsets Offsets
-	// Restore reads the committed state of the given tasks, whose Stores
-	// are open (empty, or holding an older committed state): it fills
-	// their stores, or returns their changes in Restored.Stores for the
-	// manager to apply, and returns each task's last checkpoint, by task
-	// id. Required by Build and Rebuild; an owner that restores on its own
-	// (Prepare, Finish) may leave it nil.
-	Restore func(ts []*Task) (map[string]*Restored, error)
-	// Clock is the tasks' clock. Default: time.Now.
-	Clock func() time.Time
 	// DeadLetterTopic is where the tasks' dead letters go. Default: the
 	// topology's dead-letter topic.
 	DeadLetterTopic string
@@ -147,32 +150,21 @@ type Config struct {
 	GateOff bool
 	// CheckClaims has the tasks hand back claims beyond what they know of
 	// a channel's end (see task.Config.CheckClaims), which Deliver checks
-	// with ClaimEnd. Requires ClaimEnd.
+	// against Offsets.ClaimEnd.
 	CheckClaims bool
-	// ClaimEnd returns the end of a claimed channel (the offset after its
-	// last record), at least what it was when the claimed record was
-	// written if that record exists, or -1 when the channel's topic does
-	// not exist.
-	ClaimEnd func(claim causal.Entry) (int64, error)
 	// AutoOffsetReset is where a channel with no committed position
 	// starts: "earliest" (default) or "latest".
 	AutoOffsetReset string
 	// AllowOffsetReset lets a committed position outside the log reset to
 	// its nearest end instead of failing the task.
 	AllowOffsetReset bool
-	// Log hears task failures and resets. Default: none.
+	// Log hears task failures, resets and dropped records. Default: none.
 	Log *zap.Logger
-	// Observer returns the observer of a task's events. Default: none.
-	Observer func(t *Task) task.Observer
-	// InputCounter returns the counter of records received on a topic.
-	// Default: counters nobody reads.
-	InputCounter func(topic string) prometheus.Counter
-	// OpenStores opens the store set of a task about to be restored.
-	// Default: a new in-memory set.
-	OpenStores func(t *Task) (store.Set, error)
-	// EncodeCheckpoint returns what a task's store set keeps beside its
-	// committed state, from the snapshot being committed. Default: nothing.
-	EncodeCheckpoint func(t *Task, snap task.Snapshot) []byte
+	// Metrics counts the tasks' records. Default: counters nobody reads.
+	Metrics *Metrics
+	// Observer hears every task's events besides the manager's own logs
+	// and metrics. Default: none.
+	Observer task.Observer
 	// Globals is the worker's copy of the topology's global tables.
 	// Required when the topology has any.
 	Globals *Globals
@@ -186,6 +178,8 @@ type Manager struct {
 	tasks     []*Task
 	routes    map[causal.Channel]*Route
 	recordsIn map[string]prometheus.Counter
+	// now is the tasks' clock, as the owner last set it.
+	now time.Time
 }
 
 // New checks cfg, fills in its defaults, and returns a manager with no
@@ -198,28 +192,25 @@ func New(cfg Config) (*Manager, error) {
 		return nil, errors.New("taskmgr: no partition counts")
 	case cfg.Offsets == nil:
 		return nil, errors.New("taskmgr: no offsets")
-	case cfg.CheckClaims && cfg.ClaimEnd == nil:
-		return nil, errors.New("taskmgr: claims are checked but ClaimEnd is not set")
 	case len(cfg.Topology.GlobalTables()) > 0 && cfg.Globals == nil:
 		return nil, errors.New("taskmgr: the topology reads global tables and Globals is not set")
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = time.Now
 	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
-	if cfg.OpenStores == nil {
-		cfg.OpenStores = func(*Task) (store.Set, error) { return store.NewMemorySet(), nil }
-	}
-	if cfg.EncodeCheckpoint == nil {
-		cfg.EncodeCheckpoint = func(*Task, task.Snapshot) []byte { return nil }
-	}
-	if cfg.InputCounter == nil {
-		cfg.InputCounter = func(string) prometheus.Counter { return prometheus.NewCounter(prometheus.CounterOpts{Name: "unread"}) }
+	if cfg.Metrics == nil {
+		cfg.Metrics = unregisteredMetrics()
 	}
 	return &Manager{cfg: cfg, routes: map[causal.Channel]*Route{}, recordsIn: map[string]prometheus.Counter{}}, nil
 }
+
+// SetNow sets the time the tasks see (wall-clock punctuation, how long a
+// record waited): the owner's clock, read once where it polls, not by
+// every task.
+func (m *Manager) SetNow(now time.Time) { m.now = now }
+
+// Now is the tasks' time, as last set.
+func (m *Manager) Now() time.Time { return m.now }
 
 // Tasks returns the manager's tasks, in the order they were created. The
 // slice is the manager's own: do not change it.
@@ -266,27 +257,18 @@ func (m *Manager) Find(id string) (*Task, bool) {
 // starts them, and indexes them by channel. A task whose stores are open
 // (it was built before, and its stores hold their committed state) is
 // built on them, from its last committed checkpoint, without reading
-// anything back; the others are restored first, through Config.Restore,
-// before Build returns. Each task it builds replaces its previous
-// instance; no other task is touched. A task that cannot be built fails on
-// its own; the error returned is one that stops the owner (the committed
-// state or the offsets could not be read).
+// anything back; the others are built on new stores in memory from what
+// restored holds for them by task id (nothing: they start empty). Each
+// task it builds replaces its previous instance; no other task is touched.
+// A task that cannot be built fails on its own; the error returned is one
+// that stops the owner (the offsets could not be read).
 //
-// Build is Prepare, Config.Restore and Finish in one call; an owner that
-// restores while its other tasks run calls those itself.
-func (m *Manager) Build(ts []*Task) error {
-	if m.cfg.Restore == nil {
-		return errors.New("taskmgr: Build needs Config.Restore")
-	}
+// Build is Prepare and Finish in one call, for an owner that has the
+// committed state at hand (the test driver); one that restores from a log
+// while its other tasks run calls those itself.
+func (m *Manager) Build(ts []*Task, restored map[string]*Restored) error {
 	cold, err := m.Prepare(ts)
 	if err != nil || len(cold) == 0 {
-		return err
-	}
-	restored, err := m.cfg.Restore(cold)
-	if err != nil {
-		for _, t := range cold {
-			m.closeStores(t)
-		}
 		return err
 	}
 	return m.Finish(cold, restored)
@@ -294,10 +276,10 @@ func (m *Manager) Build(ts []*Task) error {
 
 // Prepare starts building the given tasks: it lets their instances go,
 // builds at once (as Build does) those whose stores hold their committed
-// state, and opens the stores of the others and returns them, still
-// Restoring, for the owner to restore and hand to Finish. Meanwhile a
-// restoring task receives nothing and commits nothing, and the offsets
-// the group may commit for its channels stay where they are: its
+// state, and returns the others, still Restoring and without stores, for
+// the owner to give stores (Opened), restore, and hand to Finish.
+// Meanwhile a restoring task receives nothing and commits nothing, and the
+// offsets the group may commit for its channels stay where they are: its
 // Committed offsets are seeded from the group's (or where the reset policy
 // starts) when it has none yet. Until Finish, the stores of the tasks
 // returned belong to whoever restores them: the manager does not touch
@@ -320,20 +302,19 @@ func (m *Manager) Prepare(ts []*Task) (cold []*Task, err error) {
 	if err != nil {
 		return nil, err
 	}
-	var opened []*Task
 	for _, t := range cold {
 		m.seedProvisional(t, group)
-		set, err := m.cfg.OpenStores(t)
-		if err != nil {
-			m.Fail(t, fmt.Errorf("open stores: %w", err))
-			continue
-		}
-		t.opened(set)
-		opened = append(opened, t)
 	}
 	m.buildAll(warm, group)
 	m.index()
-	return opened, nil
+	return cold, nil
+}
+
+// Opened gives t, a task Prepare returned, the stores its restore fills.
+// Finish gives one without any new stores in memory.
+func (m *Manager) Opened(t *Task, set store.Set) {
+	m.closeStores(t)
+	t.opened(set)
 }
 
 // Finish builds the tasks Prepare returned, whose restore is over:
@@ -351,6 +332,9 @@ func (m *Manager) Finish(cold []*Task, restored map[string]*Restored) error {
 		r := restored[t.id]
 		if r == nil {
 			r = &Restored{}
+		}
+		if t.stores == nil {
+			t.opened(store.NewMemorySet())
 		}
 		if err := m.fill(t, r); err != nil {
 			m.closeStores(t)
@@ -462,14 +446,10 @@ func (m *Manager) buildOne(t *Task, group map[causal.Channel]int64) error {
 		cp.Gate, cp.StreamTime = r.Checkpoint.Gate, r.Checkpoint.StreamTime
 	}
 	c := task.Committed{Checkpoint: &cp}
-	var obs task.Observer
-	if m.cfg.Observer != nil {
-		obs = m.cfg.Observer(t)
-	}
 	cfg := task.Config{
 		Topology: m.cfg.Topology, Processor: t.processor, Partition: t.partition,
-		OutputPartitions: m.partitionCount, GateOff: m.cfg.GateOff, Now: m.cfg.Clock,
-		DeadLetterTopic: m.cfg.DeadLetterTopic, Skip: t.skips, CheckClaims: m.cfg.CheckClaims, Observer: obs,
+		OutputPartitions: m.partitionCount, GateOff: m.cfg.GateOff, Now: m.Now,
+		DeadLetterTopic: m.cfg.DeadLetterTopic, Skip: t.skips, CheckClaims: m.cfg.CheckClaims, Observer: m.observerOf(t),
 		Stores: t.stores,
 	}
 	if g := m.cfg.Globals; g != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/framework/store"
 	"github.com/causeway-stream/causeway/framework/task"
 )
 
@@ -18,15 +19,14 @@ func (noOffsets) Committed([]causal.Channel) (map[causal.Channel]int64, error) {
 	return map[causal.Channel]int64{}, nil
 }
 func (noOffsets) Watermarks(causal.Channel) (int64, int64, error) { return 0, 0, nil }
-
-func nothingRestored([]*Task) (map[string]*Restored, error) { return nil, nil }
+func (noOffsets) ClaimEnd(causal.Entry) (int64, error)            { return -1, nil }
 
 func TestNewRefusesAnIncompleteConfig(t *testing.T) {
 	topo, err := framework.NewBuilder("t").Processor("p", func() framework.Processor {
 		return framework.ProcessorFunc(func(framework.Context, framework.Record) error { return nil })
 	}, framework.From("in")).Build()
 	require.NoError(t, err)
-	full := Config{Topology: topo, Partitions: map[string]int32{"in": 1}, Offsets: noOffsets{}, Restore: nothingRestored}
+	full := Config{Topology: topo, Partitions: map[string]int32{"in": 1}, Offsets: noOffsets{}}
 	for _, tc := range []struct {
 		name   string
 		change func(*Config)
@@ -36,7 +36,6 @@ func TestNewRefusesAnIncompleteConfig(t *testing.T) {
 		{"no topology", func(c *Config) { c.Topology = nil }, "no topology"},
 		{"no partitions", func(c *Config) { c.Partitions = nil }, "no partition counts"},
 		{"no offsets", func(c *Config) { c.Offsets = nil }, "no offsets"},
-		{"claims without ends", func(c *Config) { c.CheckClaims = true }, "ClaimEnd"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := full
@@ -56,11 +55,11 @@ func TestRequestServesOnlyAFailedTask(t *testing.T) {
 		return framework.ProcessorFunc(func(framework.Context, framework.Record) error { return nil })
 	}, framework.From("in")).Build()
 	require.NoError(t, err)
-	m, err := New(Config{Topology: topo, Partitions: map[string]int32{"in": 3}, Offsets: noOffsets{}, Restore: nothingRestored})
+	m, err := New(Config{Topology: topo, Partitions: map[string]int32{"in": 3}, Offsets: noOffsets{}})
 	require.NoError(t, err)
 	ts := m.Create([]causal.Channel{{Topic: "in", Partition: 0}, {Topic: "in", Partition: 1}, {Topic: "in", Partition: 2}})
 	require.Len(t, ts, 3)
-	require.NoError(t, m.Build(ts))
+	require.NoError(t, m.Build(ts, nil))
 	poisoned := &UnsatisfiableClaimError{Record: causal.Entry{Channel: causal.Channel{Topic: "in", Partition: 1}, Offset: 7}}
 	m.Fail(ts[1], poisoned)
 	m.Fail(ts[2], errors.New("offset out of range"))
@@ -98,6 +97,7 @@ type groupAt map[causal.Channel]int64
 
 func (g groupAt) Committed([]causal.Channel) (map[causal.Channel]int64, error) { return g, nil }
 func (groupAt) Watermarks(causal.Channel) (int64, int64, error)                { return 0, 100, nil }
+func (groupAt) ClaimEnd(causal.Entry) (int64, error)                           { return 100, nil }
 
 // A task restoring beside a running reader of the same channel receives
 // nothing, keeps the group from committing past what it has not read, and
@@ -112,12 +112,12 @@ func TestARestoringTaskHoldsTheGroupAtItsChannels(t *testing.T) {
 		Processor("q", pass, framework.From("in")).Build()
 	require.NoError(t, err)
 	in := causal.Channel{Topic: "in"}
-	m, err := New(Config{Topology: topo, Partitions: map[string]int32{"in": 1}, Offsets: groupAt{in: 5}, Restore: nothingRestored})
+	m, err := New(Config{Topology: topo, Partitions: map[string]int32{"in": 1}, Offsets: groupAt{in: 5}})
 	require.NoError(t, err)
 	ts := m.Create([]causal.Channel{in})
 	require.Len(t, ts, 2)
 	p, q := ts[0], ts[1]
-	require.NoError(t, m.Build([]*Task{p}))
+	require.NoError(t, m.Build([]*Task{p}, nil))
 	cold, err := m.Prepare([]*Task{q})
 	require.NoError(t, err)
 	require.Equal(t, []*Task{q}, cold)
@@ -133,7 +133,7 @@ func TestARestoringTaskHoldsTheGroupAtItsChannels(t *testing.T) {
 	fresh := map[*Task]task.Snapshot{work[0].Task: work[0].Snap}
 	assert.Equal(t, int64(10), work[0].Snap.Offsets[0].Offset, "the running task read on")
 	assert.Equal(t, map[causal.Channel]int64{in: 5}, m.GroupOffsets(fresh), "the group moved past what the restoring task has not read")
-	m.Committed(fresh)
+	m.Committed(fresh, nil)
 
 	require.NoError(t, m.Finish(cold, nil))
 	assert.Equal(t, Running, q.state)
@@ -149,19 +149,37 @@ func TestARestoringTaskHoldsTheGroupAtItsChannels(t *testing.T) {
 	}
 }
 
-// Build restores through Config.Restore; a manager without it can only
-// Prepare and Finish.
-func TestBuildNeedsRestore(t *testing.T) {
+// Build builds a task without stores from the committed state it is
+// given: its stores hold the changes and it resumes from the checkpoint's
+// offsets. Prepare and Finish without Opened build on stores in memory.
+func TestBuildRestoresWhatItIsGiven(t *testing.T) {
 	topo, err := framework.NewBuilder("t").Processor("p", func() framework.Processor {
 		return framework.ProcessorFunc(func(framework.Context, framework.Record) error { return nil })
-	}, framework.From("in")).Build()
+	}, framework.From("in"), framework.Stores(framework.KeyValueStore("s"))).Build()
 	require.NoError(t, err)
-	m, err := New(Config{Topology: topo, Partitions: map[string]int32{"in": 1}, Offsets: noOffsets{}})
+	m, err := New(Config{Topology: topo, Partitions: map[string]int32{"in": 2}, Offsets: groupAt{}})
 	require.NoError(t, err)
-	ts := m.Create([]causal.Channel{{Topic: "in"}})
-	assert.ErrorContains(t, m.Build(ts), "Config.Restore")
-	cold, err := m.Prepare(ts)
-	require.NoError(t, err)
-	require.NoError(t, m.Finish(cold, nil))
+	ts := m.Create([]causal.Channel{{Topic: "in"}, {Topic: "in", Partition: 1}})
+	require.Len(t, ts, 2)
+	restored := map[string]*Restored{ts[0].id: {
+		Stores:     map[string][]store.Change{"s": {{Key: []byte("k"), Value: []byte("v")}}},
+		Checkpoint: &task.Checkpoint{Next: map[string]int64{"in": 7}},
+	}}
+	require.NoError(t, m.Build(ts[:1], restored))
 	assert.Equal(t, Running, ts[0].state)
+	assert.Equal(t, int64(7), ts[0].committed["in"])
+	kv, err := ts[0].stores.Store("s")
+	require.NoError(t, err)
+	v, ok, err := kv.Get([]byte("k"))
+	require.NoError(t, err)
+	require.True(t, ok, "the restored change is in the store")
+	assert.Equal(t, []byte("v"), v)
+
+	cold, err := m.Prepare(ts[1:])
+	require.NoError(t, err)
+	require.Equal(t, ts[1:], cold)
+	assert.Nil(t, ts[1].stores, "a prepared task has no stores until its owner opens them")
+	require.NoError(t, m.Finish(cold, nil))
+	assert.Equal(t, Running, ts[1].state)
+	assert.NotNil(t, ts[1].stores)
 }

@@ -1,14 +1,16 @@
-package runtime
+package taskmgr
 
 import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
 )
 
@@ -16,9 +18,15 @@ import (
 // one; other reasons are logged each time.
 func TestNullKeysAreLoggedOncePerTask(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
-	w := &StreamThread{metrics: NewMetrics(), log: zap.New(core)}
-	obs := func() taskObserver { return taskObserver{w: w, nullKeys: new(bool)} }
-	a, b := obs(), obs()
+	topo, err := framework.NewBuilder("t").Processor("p", func() framework.Processor {
+		return framework.ProcessorFunc(func(framework.Context, framework.Record) error { return nil })
+	}, framework.From("in")).Build()
+	require.NoError(t, err)
+	metrics := unregisteredMetrics()
+	m, err := New(Config{Topology: topo, Partitions: map[string]int32{"in": 2}, Offsets: noOffsets{}, Log: zap.New(core), Metrics: metrics})
+	require.NoError(t, err)
+	ts := m.Create([]causal.Channel{{Topic: "in"}, {Topic: "in", Partition: 1}})
+	a, b := m.observerOf(ts[0]), m.observerOf(ts[1])
 	for range 3 {
 		a.Dropped("p/0", framework.DropEvent{Reason: framework.DropNullKey})
 	}
@@ -32,5 +40,5 @@ func TestNullKeysAreLoggedOncePerTask(t *testing.T) {
 	}
 	assert.Equal(t, map[string]int{"p/0 null-key": 1, "p/1 null-key": 1, "p/0 late": 2}, warns)
 	assert.Equal(t, 2, logs.FilterLevelExact(zapcore.DebugLevel).Len(), "the other null keys at debug level")
-	assert.Equal(t, 3.0, testutil.ToFloat64(w.metrics.Dropped.WithLabelValues("p/0", framework.DropNullKey)), "every one counted")
+	assert.Equal(t, 3.0, testutil.ToFloat64(metrics.Dropped.WithLabelValues("p/0", framework.DropNullKey)), "every one counted")
 }
