@@ -2,29 +2,15 @@ package runtime
 
 import (
 	"context"
-	"crypto/subtle"
-	"embed"
-	"encoding/base64"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"io/fs"
-	"net"
-	"net/http"
-	"strconv"
-	"strings"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
-	"github.com/causeway-stream/causeway/framework/store"
+	"github.com/causeway-stream/causeway/runtime/internal/server"
 )
 
-// Server serves a worker's operations endpoints:
+// Server serves a worker's operations endpoints (runtime/internal/server):
 //
 //	GET  /                     the worker's page: topology, tasks, held records (files embedded in the binary)
 //	GET  /topology             JSON: the topology's name, Mermaid diagram and description
@@ -44,19 +30,7 @@ import (
 //
 // The POST endpoints require Config.AdminToken as a bearer token when one
 // is set.
-//
-//causeway:owned
-type Server struct {
-	// files are the worker's page.
-	files fs.FS
-	// client forwards queries to other workers.
-	client *http.Client
-	w      Served
-	log    *zap.Logger
-	srv    *http.Server
-	ln     net.Listener
-	done   chan struct{}
-}
+type Server = server.Server
 
 // Served is what a Server serves: a StreamThread, or an Instance of several
 // stream threads. Only this package's types implement it.
@@ -87,332 +61,16 @@ type servedParts struct {
 
 // NewServer returns a server for w on addr; it listens on Start.
 func NewServer(addr string, w Served, log *zap.Logger) *Server {
-	s := &Server{w: w, log: log, done: make(chan struct{}), files: webFiles(), client: &http.Client{Timeout: 30 * time.Second}}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(w.served().metrics.Registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /status", s.statusJSON)
-	mux.HandleFunc("GET /topology", s.topologyJSON)
-	mux.HandleFunc("GET /stores/{store}/{kind}", s.query)
-	mux.HandleFunc("GET /{$}", s.page)
-	mux.Handle("GET /ui/", http.StripPrefix("/ui/", http.FileServerFS(s.files)))
-	mux.HandleFunc("POST /tasks/{processor}/{partition}/restart", s.admin(s.restart))
-	mux.HandleFunc("POST /tasks/{processor}/{partition}/skip", s.admin(s.skip))
-	s.srv = &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	return s
+	return server.New(addr, servedBy{w}, log)
 }
 
-// Start listens and serves in a goroutine that Stop waits for.
-func (s *Server) Start(context.Context) error {
-	ln, err := net.Listen("tcp", s.srv.Addr)
-	if err != nil {
-		return fmt.Errorf("http listen %s: %w", s.srv.Addr, err)
-	}
-	s.ln = ln
-	s.w.advertise(ln.Addr().String())
-	s.log.Info("serving status and metrics", zap.String("addr", ln.Addr().String()))
-	go func() {
-		defer close(s.done)
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("http server", zap.Error(err))
-		}
-	}()
-	return nil
-}
+// servedBy hands a Served to the server package.
+type servedBy struct{ Served }
 
-// Addr is the address the server listens on, once started.
-func (s *Server) Addr() string {
-	if s.ln == nil {
-		return ""
-	}
-	return s.ln.Addr().String()
-}
+func (s servedBy) Advertise(addr string)            { s.advertise(addr) }
+func (s servedBy) Owner(task string) (string, bool) { return s.owner(task) }
 
-// Stop shuts the server down and waits for its goroutine.
-func (s *Server) Stop(ctx context.Context) error {
-	if s.ln == nil {
-		return nil
-	}
-	err := s.srv.Shutdown(ctx)
-	<-s.done
-	return err
-}
-
-func (s *Server) healthz(rw http.ResponseWriter, _ *http.Request) {
-	select {
-	case <-s.w.Done():
-		http.Error(rw, "worker stopped", http.StatusServiceUnavailable)
-		return
-	default:
-	}
-	if err := s.w.Err(); err != nil {
-		http.Error(rw, "worker stopping on a fatal error: "+err.Error(), http.StatusServiceUnavailable)
-		return
-	}
-	fmt.Fprintln(rw, "ok")
-}
-
-// readyz answers 200 or 503 as Status.Ready says, with the reason.
-func (s *Server) readyz(rw http.ResponseWriter, _ *http.Request) {
-	st := s.w.Status()
-	switch {
-	case !st.Ready:
-		http.Error(rw, "not ready: "+st.Reason, http.StatusServiceUnavailable)
-	case st.Degraded:
-		fmt.Fprintln(rw, "ready, degraded: "+st.Reason)
-	default:
-		fmt.Fprintln(rw, "ready")
-	}
-}
-
-func (s *Server) statusJSON(rw http.ResponseWriter, _ *http.Request) {
-	rw.Header().Set("Content-Type", "application/json")
-	enc := json.NewEncoder(rw)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(s.w.Status()); err != nil {
-		s.log.Warn("write status", zap.Error(err))
-	}
-}
-
-// webFiles are the files of the worker's page, embedded in the binary so
-// that the page needs no network. mermaid.min.js is Mermaid 11 (MIT
-// License, mermaid.LICENSE beside it), as published on the npm registry.
-//
-//go:embed web/index.html web/app.js web/style.css web/mermaid.min.js web/mermaid.LICENSE
-var webEmbedded embed.FS
-
-// webFiles returns the page's files at the root of a file system.
-func webFiles() fs.FS {
-	sub, err := fs.Sub(webEmbedded, "web")
-	if err != nil { // "web" is a valid path: fs.Sub does not fail on it
-		return webEmbedded
-	}
-	return sub
-}
-
-// page serves the worker's page.
-func (s *Server) page(rw http.ResponseWriter, r *http.Request) {
-	http.ServeFileFS(rw, r, s.files, "index.html")
-}
-
-// topologyView is what /topology reports.
-type topologyView struct {
-	Name        string `json:"name"`
-	Mermaid     string `json:"mermaid"`
-	Description string `json:"description"`
-	// Stores lists the stores queries can read, with their kinds.
-	Stores []storeView `json:"stores"`
-}
-
-type storeView struct {
-	Name string `json:"name"`
-	Kind string `json:"kind"`
-}
-
-func (s *Server) topologyJSON(rw http.ResponseWriter, _ *http.Request) {
-	rw.Header().Set("Content-Type", "application/json")
-	t := s.w.served().topo
-	view := topologyView{Name: t.Name(), Mermaid: t.Mermaid(), Description: t.Describe(), Stores: []storeView{}}
-	for _, p := range t.Processors() {
-		for _, st := range p.Stores {
-			view.Stores = append(view.Stores, storeView{Name: st.Name, Kind: st.Kind.String()})
-		}
-	}
-	if err := json.NewEncoder(rw).Encode(view); err != nil {
-		s.log.Warn("write topology", zap.Error(err))
-	}
-}
-
-// query answers a store query (see StreamThread.Query), in JSON with keys and
-// values in base64. A key held on another worker is 421 Misdirected
-// Request and one that cannot be read now 503 with Retry-After: both may
-// be asked again.
-func (s *Server) query(rw http.ResponseWriter, r *http.Request) {
-	q := Query{Store: r.PathValue("store"), Kind: QueryKind(r.PathValue("kind"))}
-	var err error
-	form := r.URL.Query()
-	bytesOf := func(name string) []byte {
-		if v := form.Get(name + "64"); v != "" {
-			b, derr := base64.RawURLEncoding.DecodeString(strings.TrimRight(v, "="))
-			if derr != nil {
-				err = errors.Join(err, fmt.Errorf("%s64: %w", name, derr))
-			}
-			return b
-		}
-		if form.Has(name) {
-			return []byte(form.Get(name))
-		}
-		return nil
-	}
-	timeOf := func(name string, def time.Time) time.Time {
-		v := form.Get(name)
-		if v == "" {
-			return def
-		}
-		if ms, perr := strconv.ParseInt(v, 10, 64); perr == nil {
-			return time.UnixMilli(ms).UTC()
-		}
-		t, perr := time.Parse(time.RFC3339Nano, v)
-		if perr != nil {
-			err = errors.Join(err, fmt.Errorf("%s: neither Unix milliseconds nor RFC 3339: %q", name, v))
-		}
-		return t
-	}
-	q.Key, q.From, q.To = bytesOf("key"), bytesOf("from"), bytesOf("to")
-	if prefix := bytesOf("prefix"); prefix != nil {
-		q.From, q.To = prefix, store.PrefixEnd(prefix)
-	}
-	// Windows starting in the last hour, unless the query says otherwise.
-	q.Until = timeOf("until", time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)) // JSON's last time
-	q.Since = timeOf("since", time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond))
-	if l := form.Get("limit"); l != "" {
-		q.Limit, _ = strconv.Atoi(l)
-	}
-	if c := bytesOf("clock"); c != nil {
-		clock, cerr := causal.DecodeClock(c)
-		if cerr != nil {
-			err = errors.Join(err, fmt.Errorf("clock: %w", cerr))
-		}
-		q.After = clock
-	}
-	if ms := form.Get("wait"); ms != "" {
-		n, perr := strconv.Atoi(ms)
-		if perr != nil {
-			err = errors.Join(err, fmt.Errorf("wait: milliseconds: %q", ms))
-		}
-		q.Wait = time.Duration(n) * time.Millisecond
-	}
-	if err == nil && (q.Kind == QueryGet || q.Kind == QueryWindows) && q.Key == nil {
-		err = errors.New("the query needs a key (key or key64)")
-	}
-	if err != nil {
-		http.Error(rw, err.Error(), http.StatusBadRequest)
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
-	defer cancel()
-	a, err := s.w.Query(ctx, q)
-	switch {
-	case err == nil:
-		rw.Header().Set("Content-Type", "application/json")
-		if err := json.NewEncoder(rw).Encode(a); err != nil {
-			s.log.Warn("write answer", zap.Error(err))
-		}
-	case errors.Is(err, ErrUnknownStore):
-		http.Error(rw, err.Error(), http.StatusNotFound)
-	case errors.Is(err, ErrWrongKind):
-		http.Error(rw, err.Error(), http.StatusBadRequest)
-	case errors.Is(err, ErrNotLocal):
-		s.forward(rw, r, err)
-	case errors.Is(err, ErrNotAvailable), errors.Is(err, ErrNotCaughtUp):
-		rw.Header().Set("Retry-After", "1")
-		http.Error(rw, err.Error(), http.StatusServiceUnavailable)
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, ErrStopped):
-		rw.Header().Set("Retry-After", "1")
-		http.Error(rw, err.Error(), http.StatusServiceUnavailable)
-	default:
-		http.Error(rw, err.Error(), http.StatusBadRequest)
-	}
-}
-
-// forwardedHeader marks a query one worker forwarded to another, which
-// answers it or refuses it, but never forwards it again.
-const forwardedHeader = "X-Causeway-Forwarded"
-
-// forward hands a query for a key this worker does not hold to the worker
-// that says it runs the key's task, and its answer back; without one, or
-// when the query was already forwarded, it answers 421.
-func (s *Server) forward(rw http.ResponseWriter, r *http.Request, err error) {
-	var nl *NotLocalError
-	owner, ok := "", false
-	if errors.As(err, &nl) && r.Header.Get(forwardedHeader) == "" {
-		owner, ok = s.w.owner(nl.Task)
-	}
-	if !ok {
-		http.Error(rw, err.Error(), http.StatusMisdirectedRequest)
-		return
-	}
-	req, rerr := http.NewRequestWithContext(r.Context(), http.MethodGet, "http://"+owner+r.URL.RequestURI(), nil)
-	if rerr != nil {
-		http.Error(rw, rerr.Error(), http.StatusInternalServerError)
-		return
-	}
-	req.Header.Set(forwardedHeader, s.w.served().instanceID)
-	res, rerr := s.client.Do(req)
-	if rerr != nil {
-		rw.Header().Set("Retry-After", "1")
-		http.Error(rw, fmt.Sprintf("forward to %s, which runs %s: %v", owner, nl.Task, rerr), http.StatusServiceUnavailable)
-		return
-	}
-	defer res.Body.Close()
-	for _, h := range []string{"Content-Type", "Retry-After"} {
-		if v := res.Header.Get(h); v != "" {
-			rw.Header().Set(h, v)
-		}
-	}
-	rw.Header().Set(forwardedHeader, owner)
-	rw.WriteHeader(res.StatusCode)
-	if _, err := io.Copy(rw, res.Body); err != nil {
-		s.log.Debug("forward answer", zap.Error(err))
-	}
-}
-
-// admin lets a request through to h only with the admin token, when one
-// is set.
-func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
-	token := s.w.served().adminToken
-	if token == "" {
-		return h
-	}
-	want := []byte("Bearer " + token)
-	return func(rw http.ResponseWriter, r *http.Request) {
-		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			rw.Header().Set("WWW-Authenticate", "Bearer")
-			http.Error(rw, "this endpoint needs the admin token (Authorization: Bearer <token>)", http.StatusUnauthorized)
-			return
-		}
-		h(rw, r)
-	}
-}
-
-func (s *Server) restart(rw http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("processor") + "/" + r.PathValue("partition")
-	ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
-	defer cancel()
-	err := s.w.RestartTask(ctx, id)
-	if err == nil {
-		rw.WriteHeader(http.StatusAccepted)
-		fmt.Fprintf(rw, "task %s restarted from its committed state\n", id)
-		return
-	}
-	s.taskError(rw, err, "restart")
-}
-
-func (s *Server) skip(rw http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("processor") + "/" + r.PathValue("partition")
-	ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
-	defer cancel()
-	rec, err := s.w.SkipRecord(ctx, id)
-	if err == nil {
-		rw.WriteHeader(http.StatusAccepted)
-		fmt.Fprintf(rw, "task %s restarted past %s@%d, which goes to %s\n", id, rec.Channel, rec.Offset, s.w.DeadLetterTopic())
-		return
-	}
-	s.taskError(rw, err, "skip")
-}
-
-// taskError answers a failed restart or skip request.
-func (s *Server) taskError(rw http.ResponseWriter, err error, what string) {
-	switch {
-	case errors.Is(err, ErrNoTask):
-		http.Error(rw, err.Error(), http.StatusNotFound)
-	case errors.Is(err, ErrNotFailed):
-		// Idempotent: asking again after it worked changes nothing.
-		fmt.Fprintf(rw, "%v: nothing to %s\n", err, what)
-	case errors.Is(err, ErrNoRecord):
-		http.Error(rw, err.Error(), http.StatusConflict)
-	default:
-		http.Error(rw, err.Error(), http.StatusInternalServerError)
-	}
+func (s servedBy) Parts() server.Parts {
+	p := s.served()
+	return server.Parts{Topology: p.topo, AdminToken: p.adminToken, Registry: p.metrics.Registry, InstanceID: p.instanceID}
 }

@@ -311,7 +311,7 @@ func (in *Instance) queryRange(ctx context.Context, q Query) (Answer, error) {
 		merged.Truncated = merged.Truncated || a.Truncated
 	}
 	slices.Sort(merged.Partitions)
-	merged.keepFirst(q.limit())
+	merged.KeepFirst(q.MaxEntries())
 	merged.Complete = int32(len(merged.Partitions)) == in.threads[0].storePartitions(q.Store)
 	return merged, nil
 }

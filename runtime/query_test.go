@@ -314,7 +314,7 @@ func TestCausalQueriesFollowTheirClockUpstream(t *testing.T) {
 // readCount reads key's committed count from the counts store.
 func (w *StreamThread) readCount(t *testing.T, key string) []byte {
 	t.Helper()
-	rt, err := w.queryTask("count", framework.PartitionFor([]byte(key), 2))
+	rt, err := w.reader().Task("count", framework.PartitionFor([]byte(key), 2))
 	require.NoError(t, err)
 	kv, ok := rt.Task().CommittedStore("counts")
 	require.True(t, ok)

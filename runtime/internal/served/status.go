@@ -1,0 +1,69 @@
+// Package served holds what a worker serves to its operators and its
+// clients: its status, and store queries with their answers and errors.
+// The stream threads make them, the HTTP server (runtime/internal/server)
+// writes them out, and package runtime gives them their public names.
+package served
+
+import (
+	"time"
+
+	"github.com/causeway-stream/causeway/internal/taskmgr"
+	"github.com/causeway-stream/causeway/runtime/internal/restore"
+)
+
+// Status is what /status reports: the worker and each of its tasks.
+type Status struct {
+	ApplicationID string `json:"application_id"`
+	InstanceID    string `json:"instance_id"`
+	// Ready is what /readyz answers: every assigned task restored and
+	// running (or FAILED, with runtime.Config.ReadyWithFailedTasks), commits
+	// going through, no fatal error.
+	Ready bool `json:"ready"`
+	// Degraded is set while some tasks are FAILED (the others run).
+	Degraded bool `json:"degraded,omitempty"`
+	// Reason says why the worker is not ready or is degraded.
+	Reason string `json:"reason,omitempty"`
+	// Error is the fatal error the worker stops on.
+	Error string `json:"error,omitempty"`
+	// FailedCommits counts the transactions that failed in a row, and
+	// LastCommitError says why the last one did; a worker whose commits
+	// keep failing is not ready.
+	FailedCommits   int          `json:"failed_commits,omitempty"`
+	LastCommitError string       `json:"last_commit_error,omitempty"`
+	Tasks           []TaskStatus `json:"tasks"`
+}
+
+// TaskStatus describes one task.
+type TaskStatus struct {
+	ID string `json:"id"`
+	// Thread is the stream thread that runs the task (see Instance).
+	Thread    int             `json:"thread"`
+	State     taskmgr.State   `json:"state"`
+	Held      int             `json:"held"`
+	LastError string          `json:"last_error,omitempty"`
+	Channels  []ChannelStatus `json:"channels"`
+	// Restore is how far the restore of a RESTORING task has come.
+	Restore *RestoreStatus `json:"restore,omitempty"`
+}
+
+// RestoreStatus is the progress of one task's restore.
+type RestoreStatus = restore.Progress
+
+// ChannelStatus describes one input channel of a task.
+type ChannelStatus struct {
+	Channel  string `json:"channel"`
+	Frontier int64  `json:"frontier"`
+	Held     int    `json:"held"`
+	// Committed is the next offset the task resumes from after a restart.
+	Committed int64 `json:"committed"`
+	// Lag is how many offsets of the channel are not committed yet: its
+	// end, as the consumer last saw it, less Committed; absent while the
+	// end is not known, and for a global table's channel.
+	Lag *int64 `json:"lag,omitempty"`
+	// Blocked is set when the head of the channel's queue waits for a
+	// cause: the frontier of WaitingFor must reach WaitingOffset.
+	Blocked       bool       `json:"blocked"`
+	WaitingFor    string     `json:"waiting_for,omitempty"`
+	WaitingOffset int64      `json:"waiting_offset,omitempty"`
+	BlockedSince  *time.Time `json:"blocked_since,omitempty"`
+}
