@@ -37,7 +37,7 @@ func (w *StreamThread) advanceIdle() {
 	}
 	for ch := range waited {
 		if r := w.tasks.Route(ch); r != nil {
-			position[ch] = max(position[ch], r.Pos+1)
+			position[ch] = max(position[ch], r.Position()+1)
 		}
 	}
 	for ch, off := range position {
@@ -57,7 +57,7 @@ func (w *StreamThread) backpressure() {
 	var pause, resume []causal.Channel
 	for ch, r := range w.tasks.Routes() {
 		held, running := 0, false
-		for _, rt := range r.Tasks {
+		for _, rt := range r.Readers() {
 			if rt.State() != StateRunning {
 				continue
 			}

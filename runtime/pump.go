@@ -165,7 +165,7 @@ func (p *pump) count(r *taskmgr.Route) {
 // last call to its counter.
 func (p *pump) countRecordsIn() {
 	if p.uncounted > 0 {
-		p.counted.RecordsIn.Add(float64(p.uncounted))
+		p.counted.InputCounter().Add(float64(p.uncounted))
 		p.uncounted = 0
 	}
 }
@@ -173,7 +173,7 @@ func (p *pump) countRecordsIn() {
 // routeOf returns the route of ch, the last message's when it came from
 // the same channel, or nil when no task reads ch.
 func (p *pump) routeOf(ch causal.Channel, tasks *taskmgr.Manager) *taskmgr.Route {
-	if r := p.last; r != nil && r.Ch == ch {
+	if r := p.last; r != nil && r.Channel() == ch {
 		return r
 	}
 	r := tasks.Route(ch)
@@ -195,14 +195,14 @@ func (w *StreamThread) handle(ev *transport.Event) {
 			return // no task reads it (any more)
 		}
 		w.pump.count(r)
-		w.pump.touch(r.Tasks)
+		w.pump.touch(r.Readers())
 		if w.tasks.Deliver(r, framework.Record(*m)) {
 			w.fate.mustAbort()
 		}
 	case transport.EventPosition:
 		ch := m.Channel()
 		if r := w.tasks.Route(ch); r != nil {
-			w.pump.touch(r.Tasks)
+			w.pump.touch(r.Readers())
 		}
 		w.advance(ch, m.Offset)
 	case transport.EventPartitionError:
@@ -229,7 +229,7 @@ func (w *StreamThread) advance(ch causal.Channel, position int64) {
 func (w *StreamThread) partitionError(ch causal.Channel, err error) {
 	if transport.KindOf(err) == transport.KindOffsetOutOfRange {
 		if r := w.tasks.Route(ch); r != nil {
-			for _, rt := range r.Tasks {
+			for _, rt := range r.Readers() {
 				w.failTask(rt, fmt.Errorf("offset of %s out of range: records were lost before they were processed "+
 					"(retention or truncation); restart with --allow-offset-reset to skip them: %w", ch, err))
 			}

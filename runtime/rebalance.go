@@ -87,7 +87,7 @@ func (w *StreamThread) assign(parts []causal.Channel) error {
 	// paused is resumed, and backpressure decides again.
 	idle := map[causal.Channel]bool{}
 	for ch, r := range w.tasks.Routes() {
-		idle[ch] = !slices.ContainsFunc(r.Tasks, func(t *taskmgr.Task) bool { return t.State() == StateRunning })
+		idle[ch] = !slices.ContainsFunc(r.Readers(), func(t *taskmgr.Task) bool { return t.State() == StateRunning })
 	}
 	var pause, resume []causal.Channel
 	for _, ch := range assigned {

@@ -314,8 +314,8 @@ func (d *Driver) step() bool {
 				continue
 			}
 			recs := d.topics[in][t.Partition()].records
-			for r.Pos+1 < int64(len(recs)) {
-				d.tasks.Deliver(r, recs[r.Pos+1])
+			for r.Position()+1 < int64(len(recs)) {
+				d.tasks.Deliver(r, recs[r.Position()+1])
 				moved = true
 			}
 			d.tasks.Advance(r, int64(len(recs)))

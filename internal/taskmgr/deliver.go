@@ -13,7 +13,7 @@ import (
 // task that refuses the record fails on its own. Deliver reports whether the open
 // transaction must abort (see Fail).
 func (m *Manager) Deliver(r *Route, rec framework.Record) (mustAbort bool) {
-	for i, t := range r.Tasks {
+	for i, t := range r.readers {
 		if !r.Wants(i, rec.Offset) {
 			continue // failed, or received before a rebuild of another task rewound the channel
 		}
@@ -26,7 +26,7 @@ func (m *Manager) Deliver(r *Route, rec framework.Record) (mustAbort bool) {
 			}
 		}
 	}
-	r.Pos = rec.Offset
+	r.pos = rec.Offset
 	return mustAbort
 }
 
@@ -34,11 +34,11 @@ func (m *Manager) Deliver(r *Route, rec framework.Record) (mustAbort bool) {
 // before position left to read. It reports whether the open transaction
 // must abort.
 func (m *Manager) Advance(r *Route, position int64) (mustAbort bool) {
-	for _, t := range r.Tasks {
+	for _, t := range r.readers {
 		if t.state != Running {
 			continue
 		}
-		if err := t.task.Advance(r.Ch.Topic, position); err != nil && m.Fail(t, err) {
+		if err := t.task.Advance(r.ch.Topic, position); err != nil && m.Fail(t, err) {
 			mustAbort = true
 		}
 	}

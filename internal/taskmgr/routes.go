@@ -9,31 +9,47 @@ import (
 )
 
 // Route is where records of one input channel go: the tasks that read it
-// and its topic's input counter.
+// (its readers) and its topic's input counter. Its fields are the
+// manager's; the reader of the channel learns them through the methods
+// below and moves the position by Deliver.
 //
-// After a rebuild rewinds the channel, the tasks that were not rebuilt
-// must not receive again what they already hold: Skip[i] is the offset up
-// to which Tasks[i] has received the channel already (-1: none to skip).
-// Pos is the offset of the last record handed out on the channel (in the
-// current pass), so a task with nothing to skip has received through Pos.
-// The reader sets Pos as it hands records out.
+// After a rebuild rewinds the channel, the readers that were not rebuilt
+// must not receive again what they already hold: skip[i] is the offset up
+// to which readers[i] has received the channel already (-1: none to skip).
+// pos is the offset of the last record handed out on the channel (in the
+// current pass), so a reader with nothing to skip has received through
+// pos.
 type Route struct {
-	Ch        causal.Channel
-	Tasks     []*Task
-	Skip      []int64
-	Pos       int64
-	RecordsIn prometheus.Counter
+	ch        causal.Channel
+	readers   []*Task
+	skip      []int64
+	pos       int64
+	recordsIn prometheus.Counter
 }
 
-// Wants reports whether Tasks[i] is to receive the record at off: it is
+// Channel is the route's channel.
+func (r *Route) Channel() causal.Channel { return r.ch }
+
+// Readers lists the tasks that read the channel. The slice is the route's
+// own: do not change it.
+func (r *Route) Readers() []*Task { return r.readers }
+
+// Position is the offset of the last record handed out on the channel (in
+// the current pass); -1 before the first.
+func (r *Route) Position() int64 { return r.pos }
+
+// InputCounter counts the records read on the channel's topic.
+func (r *Route) InputCounter() prometheus.Counter { return r.recordsIn }
+
+// Wants reports whether Readers()[i] is to receive the record at off: it is
 // running and has not received it before a rewind.
 func (r *Route) Wants(i int, off int64) bool {
-	return r.Tasks[i].state == Running && off > r.Skip[i]
+	return r.readers[i].state == Running && off > r.skip[i]
 }
 
-// ReceivedThrough is the offset up to which Tasks[i] has received the
+// ReceivedThrough is the offset up to which Readers()[i] has received the
 // channel.
-func (r *Route) ReceivedThrough(i int) int64 { return max(r.Pos, r.Skip[i]) }
+func (r *Route) ReceivedThrough(i int) int64 { return max(r.pos, r.skip[i]) }
 
 // Route returns the route of ch, or nil when no task reads it.
 func (m *Manager) Route(ch causal.Channel) *Route { return m.routes[ch] }
@@ -52,20 +68,20 @@ func (m *Manager) index() {
 			ch := causal.Channel{Topic: in, Partition: t.partition}
 			r := m.routes[ch]
 			if r == nil {
-				r = &Route{Ch: ch, Pos: -1, RecordsIn: m.inputCounter(in)}
+				r = &Route{ch: ch, pos: -1, recordsIn: m.inputCounter(in)}
 				if o := old[ch]; o != nil {
-					r.Pos = o.Pos
+					r.pos = o.pos
 				}
 				m.routes[ch] = r
 			}
 			skip := int64(-1)
 			if o := old[ch]; o != nil {
-				if i := slices.Index(o.Tasks, t); i >= 0 {
-					skip = o.Skip[i]
+				if i := slices.Index(o.readers, t); i >= 0 {
+					skip = o.skip[i]
 				}
 			}
-			r.Tasks = append(r.Tasks, t)
-			r.Skip = append(r.Skip, skip)
+			r.readers = append(r.readers, t)
+			r.skip = append(r.skip, skip)
 		}
 	}
 }
@@ -75,9 +91,9 @@ func (m *Manager) index() {
 func (m *Manager) Started(start map[causal.Channel]int64) {
 	for ch, off := range start {
 		if r := m.routes[ch]; r != nil {
-			r.Pos = off - 1
-			for i := range r.Skip {
-				r.Skip[i] = -1
+			r.pos = off - 1
+			for i := range r.skip {
+				r.skip[i] = -1
 			}
 		}
 	}
@@ -96,24 +112,24 @@ func (m *Manager) Rewind(rebuilt []*Task) map[causal.Channel]int64 {
 		if r == nil {
 			continue
 		}
-		for i, t := range r.Tasks {
+		for i, t := range r.readers {
 			if !slices.Contains(rebuilt, t) && t.state == Running {
 				// The channel must not skip anything this task has not
 				// received: read from no later than just after it.
 				next = min(next, r.ReceivedThrough(i)+1)
 			}
 		}
-		for i, t := range r.Tasks {
+		for i, t := range r.readers {
 			if slices.Contains(rebuilt, t) {
-				r.Skip[i] = -1
+				r.skip[i] = -1
 			} else {
-				r.Skip[i] = r.ReceivedThrough(i)
+				r.skip[i] = r.ReceivedThrough(i)
 			}
 		}
-		if next == r.Pos+1 {
+		if next == r.pos+1 {
 			continue // the reader is there already
 		}
-		r.Pos = next - 1
+		r.pos = next - 1
 		target[ch] = next
 	}
 	return target
