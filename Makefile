@@ -14,7 +14,7 @@ STATE_KEYS ?= 1000000,5000000
 # librdkafka or franz (pure Go).
 CLIENT   ?= librdkafka
 
-.PHONY: help run run-orders run-clicks test test-all test-purego chromium test-browser test-short lint bench bench-state bench-instructions fuzz tidy
+.PHONY: help run run-orders run-clicks test test-all test-purego chromium postgres test-browser test-short lint bench bench-state bench-instructions fuzz tidy
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -50,7 +50,7 @@ WORKER_BIN = $(CURDIR)/.build/runtime-worker.test
 # once than there are cores.
 PARALLEL ?= 8
 
-test: lint chromium ## Lint, then run every test (the worker's page in headless Chromium among them) with the race detector where there are goroutines, then the runtime's without cgo; about 3 minutes on 2 cores.
+test: lint chromium postgres ## Lint, then run every test (the worker's page in headless Chromium among them) with the race detector where there are goroutines, then the runtime's without cgo; about 3 minutes on 2 cores.
 	@# causal_mutants builds the gate's deliberate defects in, for the
 	@# negative controls that show the simulation's checker catches them.
 	$(if $(CAUSAL_PKGS),CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -tags causal_mutants -count=1 -timeout 5m $(CAUSAL_PKGS))
@@ -65,7 +65,7 @@ test: lint chromium ## Lint, then run every test (the worker's page in headless 
 PUREGO_SMOKE = Client|Flag|TestCrashRecoveryExactlyOnce|TestDemoEndToEnd
 PUREGO_RUN ?=
 
-test-all: lint chromium ## make test with race-built worker processes and every test of the packages a build without cgo changes run again so (about 8 minutes on 2 cores).
+test-all: lint chromium postgres ## make test with race-built worker processes and every test of the packages a build without cgo changes run again so (about 8 minutes on 2 cores).
 	$(if $(CAUSAL_PKGS),CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -tags causal_mutants -count=1 -timeout 5m $(CAUSAL_PKGS))
 	CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -parallel $(PARALLEL) -timeout 20m $(RACE_PKGS)
 	$(MAKE) --no-print-directory test-purego
@@ -75,6 +75,10 @@ test-purego: ## The tests of the packages a build without cgo changes (the runti
 
 chromium: ## Install Debian's Chromium, which the page test drives, when it is missing: it and what it depends on, nothing recommended beside.
 	@command -v chromium >/dev/null || ($(SUDO) apt-get update -q && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium)
+
+postgres: ## Install Debian's PostgreSQL server, which the sink's tests start in a temporary directory (internal/pgtest), when it is missing.
+	@command -v pg_ctl >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+		($(SUDO) apt-get update -q && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql)
 
 # Where make test-browser saves the page's screenshot; empty: nowhere.
 SCREENSHOT ?=

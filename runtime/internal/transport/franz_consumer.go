@@ -167,14 +167,37 @@ func (c *franzConsumer) adjustOffsets(_ context.Context, offsets map[string]map[
 // Assign keeps starts for adjustOffsets, and as the partitions' positions
 // until records move them: a partition with nothing new to read has its
 // start as its position, as librdkafka's consumer reports it.
+//
+// Without Subscribe before, it reads starts as they are, in no group: its
+// caller is the only reader of those channels.
 func (c *franzConsumer) Assign(starts map[causal.Channel]int64) error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.starts = starts
 	for ch, off := range starts {
 		c.positions[ch] = off
 		c.dropAhead(ch)
 	}
+	c.mu.Unlock()
+	if c.cl != nil {
+		return nil
+	}
+	parts := map[string]map[int32]kgo.Offset{}
+	for ch, off := range starts {
+		if parts[ch.Topic] == nil {
+			parts[ch.Topic] = map[int32]kgo.Offset{}
+		}
+		parts[ch.Topic][ch.Partition] = kgo.NewOffset().At(off)
+	}
+	opts := append([]kgo.Opt{kgo.ConsumePartitions(parts), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+		kgo.FetchMaxWait(10 * time.Millisecond)}, c.base...)
+	// As after Subscribe, the pump holds the turn but inside kgo's poll.
+	c.turn.Lock()
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		c.turn.Unlock()
+		return fmt.Errorf("consumer: %w", err)
+	}
+	c.cl = cl
 	return nil
 }
 

@@ -104,7 +104,8 @@ type Consumer interface {
 	// Poll is a pollFunc.
 	Poll(timeout time.Duration, max int, batch *[]Event) int
 	// Assign starts reading the assigned partitions at the given offsets;
-	// it is called from the assigned handler.
+	// it is called from the assigned handler, or instead of Subscribe by
+	// a reader outside any group, the only one of its channels.
 	Assign(starts map[causal.Channel]int64) error
 	Seek(ch causal.Channel, offset int64) error
 	Pause(chs []causal.Channel) error

@@ -1,0 +1,479 @@
+// Package postgres is a sink plugin that writes Kafka topics into
+// PostgreSQL tables, one table per topic, through pgx: insert, upsert, and
+// delete on a tombstone. Rows and the positions of the channels written
+// go into one Postgres transaction, in a positions table of the sink's
+// own, so that a task resumes exactly where the database says it stopped.
+//
+// Its settings follow Confluent's JDBC sink where they mean the same:
+// connection.url, insert.mode, pk.mode, pk.fields, delete.enabled,
+// table.name.format, batch.size. Record values are JSON objects whose
+// fields name columns (Postgres converts each to its column's type, as
+// json_populate_record does); keys are JSON objects, or a single value
+// for a one-column key.
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/connect"
+)
+
+// The settings of the plugin.
+const (
+	ConnectionURL   = "connection.url"
+	InsertMode      = "insert.mode"
+	PKMode          = "pk.mode"
+	PKFields        = "pk.fields"
+	DeleteEnabled   = "delete.enabled"
+	TableNameFormat = "table.name.format"
+	BatchSize       = "batch.size"
+	PositionsTable  = "positions.table"
+)
+
+// Sink is the Postgres sink plugin.
+type Sink struct{}
+
+var _ connect.Sink = Sink{}
+
+// Config describes the plugin's settings.
+func (Sink) Config() *connect.ConfigDef {
+	return &connect.ConfigDef{Keys: []connect.Key{
+		{Name: ConnectionURL, Type: connect.TypePassword, Required: true, Importance: connect.High, Group: "Connection",
+			Doc: "The database to write to, as a libpq connection string or postgres:// URL.",
+			Check: func(v string) error {
+				_, err := pgconn.ParseConfig(v)
+				return err
+			}},
+		{Name: InsertMode, Type: connect.TypeString, Default: "insert", Allowed: []string{"insert", "upsert"}, Importance: connect.High, Group: "Writes",
+			Doc: "insert: a row whose key exists is refused; upsert: it is updated (INSERT ... ON CONFLICT DO UPDATE)."},
+		{Name: PKMode, Type: connect.TypeString, Default: "none", Allowed: []string{"none", "record_key", "record_value"}, Importance: connect.High, Group: "Writes",
+			Doc: "Where the primary key comes from: nowhere, the record's key, or fields of its value."},
+		{Name: PKFields, Type: connect.TypeList, Importance: connect.Medium, Group: "Writes",
+			Doc: "The primary key's columns; required with pk.mode record_value, and with record_key when the key is a single value."},
+		{Name: DeleteEnabled, Type: connect.TypeBoolean, Default: "false", Importance: connect.Medium, Group: "Writes",
+			Doc: "A tombstone (a record without a value) deletes the row of its key; needs pk.mode record_key."},
+		{Name: TableNameFormat, Type: connect.TypeString, Default: "${topic}", Importance: connect.Medium, Group: "Writes",
+			Doc: "The table a topic is written to; ${topic} stands for the topic's name."},
+		{Name: BatchSize, Type: connect.TypeInt, Default: "500", Importance: connect.Low, Group: "Writes",
+			Doc: "The most rows sent to the database in one round trip.",
+			Check: func(v string) error {
+				if v == "0" || strings.HasPrefix(v, "-") {
+					return errors.New("must be at least 1")
+				}
+				return nil
+			}},
+		{Name: PositionsTable, Type: connect.TypeString, Default: "causeway_sink_positions", Importance: connect.Low, Group: "Exactly once",
+			Doc: "The table the sink keeps its positions in (connector, topic, partition, next offset); made when missing."},
+	}}
+}
+
+// settings are the plugin's settings, parsed.
+type settings struct {
+	upsert    bool
+	pkMode    string
+	pkFields  []string
+	deletes   bool
+	tableFmt  string
+	batch     int
+	positions pgx.Identifier
+}
+
+func parse(cfg connect.Config) (settings, error) {
+	s := settings{upsert: cfg.String(InsertMode) == "upsert", pkMode: cfg.String(PKMode), pkFields: cfg.List(PKFields),
+		deletes: cfg.Bool(DeleteEnabled), tableFmt: cfg.String(TableNameFormat), batch: cfg.Int(BatchSize),
+		positions: identifier(cfg.String(PositionsTable))}
+	switch {
+	case s.pkMode == "record_value" && len(s.pkFields) == 0:
+		return s, &connect.FieldError{Field: PKFields, Reason: "is required with pk.mode record_value"}
+	case s.deletes && s.pkMode != "record_key":
+		return s, &connect.FieldError{Field: DeleteEnabled, Reason: "needs pk.mode record_key: a tombstone has only its key"}
+	case s.upsert && s.pkMode == "none":
+		return s, &connect.FieldError{Field: InsertMode, Reason: "upsert needs a primary key (pk.mode record_key or record_value)"}
+	}
+	return s, nil
+}
+
+// identifier splits a possibly schema-qualified name.
+func identifier(name string) pgx.Identifier { return pgx.Identifier(strings.Split(name, ".")) }
+
+// Open connects to the database, makes the positions table when missing,
+// and checks that the table of every topic exists.
+func (Sink) Open(ctx context.Context, connector string, topics []string, cfg connect.Config) (connect.SinkTask, error) {
+	s, err := parse(cfg)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.New(ctx, cfg.String(ConnectionURL))
+	if err != nil {
+		return nil, fmt.Errorf("connect to postgres: %w", err)
+	}
+	t := &task{connector: connector, s: s, pool: pool, tables: map[string]*table{}}
+	if err := t.prepare(ctx, topics); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// task is one task of the sink.
+type task struct {
+	connector string
+	s         settings
+	pool      *pgxpool.Pool
+	// tables by topic.
+	tables map[string]*table
+	// tx is the open transaction, nil when none.
+	tx pgx.Tx
+}
+
+// table is where one topic goes.
+type table struct {
+	name pgx.Identifier
+	// columns the table has, and which make its primary key.
+	columns map[string]bool
+	pk      []string
+}
+
+func (t *task) prepare(ctx context.Context, topics []string) error {
+	_, err := t.pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+t.s.positions.Sanitize()+` (
+		connector text NOT NULL, topic text NOT NULL, partition int NOT NULL, next_offset bigint NOT NULL,
+		PRIMARY KEY (connector, topic, partition))`)
+	if err != nil {
+		return fmt.Errorf("make the positions table %s: %w", t.s.positions.Sanitize(), err)
+	}
+	for _, topic := range topics {
+		name := identifier(strings.ReplaceAll(t.s.tableFmt, "${topic}", topic))
+		tb, err := t.describe(ctx, name)
+		if err != nil {
+			return fmt.Errorf("table of topic %q: %w", topic, err)
+		}
+		t.tables[topic] = tb
+	}
+	return nil
+}
+
+// describe reads a table's columns and primary key.
+func (t *task) describe(ctx context.Context, name pgx.Identifier) (*table, error) {
+	var oid uint32
+	if err := t.pool.QueryRow(ctx, `SELECT to_regclass($1)::oid`, name.Sanitize()).Scan(&oid); err != nil || oid == 0 {
+		return nil, fmt.Errorf("%s does not exist (the sink does not make tables)", name.Sanitize())
+	}
+	rows, err := t.pool.Query(ctx, `SELECT a.attname, coalesce(a.attnum = ANY(i.indkey), false)
+		FROM pg_attribute a LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
+		WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, oid)
+	if err != nil {
+		return nil, err
+	}
+	tb := &table{name: name, columns: map[string]bool{}}
+	for rows.Next() {
+		var col string
+		var pk bool
+		if err := rows.Scan(&col, &pk); err != nil {
+			return nil, err
+		}
+		tb.columns[col] = true
+		if pk {
+			tb.pk = append(tb.pk, col)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(t.s.pkFields) > 0 {
+		tb.pk = t.s.pkFields
+	}
+	return tb, nil
+}
+
+// Positions reads every committed position of the connector.
+func (t *task) Positions(ctx context.Context) (map[causal.Channel]int64, error) {
+	rows, err := t.pool.Query(ctx, `SELECT topic, partition, next_offset FROM `+t.s.positions.Sanitize()+` WHERE connector = $1`, t.connector)
+	if err != nil {
+		return nil, fmt.Errorf("read positions: %w", err)
+	}
+	out := map[causal.Channel]int64{}
+	for rows.Next() {
+		var ch causal.Channel
+		var next int64
+		if err := rows.Scan(&ch.Topic, &ch.Partition, &next); err != nil {
+			return nil, fmt.Errorf("read positions: %w", err)
+		}
+		out[ch] = next
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read positions: %w", err)
+	}
+	return out, nil
+}
+
+// statement is one record's write.
+type statement struct {
+	sql  string
+	args []any
+}
+
+// Put writes recs in order into the open transaction. Each batch.size of
+// them goes in one round trip under a savepoint; when the database refuses
+// one, the batch is rolled back to the savepoint and written again one
+// record at a time, each under its own savepoint, so that only the refused
+// records are left out.
+func (t *task) Put(ctx context.Context, recs []connect.Record) ([]connect.Rejected, error) {
+	if t.tx == nil {
+		tx, err := t.pool.Begin(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("begin: %w", err)
+		}
+		t.tx = tx
+	}
+	var rejected []connect.Rejected
+	for len(recs) > 0 {
+		n := min(len(recs), t.s.batch)
+		rej, err := t.putBatch(ctx, recs[:n])
+		if err != nil {
+			return nil, err
+		}
+		rejected = append(rejected, rej...)
+		recs = recs[n:]
+	}
+	return rejected, nil
+}
+
+func (t *task) putBatch(ctx context.Context, recs []connect.Record) ([]connect.Rejected, error) {
+	var rejected []connect.Rejected
+	stmts := make([]statement, 0, len(recs))
+	ok := make([]connect.Record, 0, len(recs))
+	for _, r := range recs {
+		st, err := t.statementOf(r)
+		if err != nil {
+			rejected = append(rejected, connect.Rejected{Record: r, Err: err})
+			continue
+		}
+		stmts, ok = append(stmts, st), append(ok, r)
+	}
+	if len(stmts) == 0 {
+		return rejected, nil
+	}
+	if _, err := t.tx.Exec(ctx, "SAVEPOINT causeway_batch"); err != nil {
+		return nil, fmt.Errorf("savepoint: %w", err)
+	}
+	b := &pgx.Batch{}
+	for _, st := range stmts {
+		b.Queue(st.sql, st.args...)
+	}
+	err := t.tx.SendBatch(ctx, b).Close()
+	if err == nil {
+		return rejected, nil
+	}
+	if !refused(err) {
+		return nil, fmt.Errorf("write batch: %w", err)
+	}
+	if _, err := t.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT causeway_batch"); err != nil {
+		return nil, fmt.Errorf("roll back batch: %w", err)
+	}
+	// One at a time, to leave out only what the database refuses.
+	for i, st := range stmts {
+		if _, err := t.tx.Exec(ctx, "SAVEPOINT causeway_row"); err != nil {
+			return nil, fmt.Errorf("savepoint: %w", err)
+		}
+		_, err := t.tx.Exec(ctx, st.sql, st.args...)
+		switch {
+		case err == nil:
+			continue
+		case !refused(err):
+			return nil, fmt.Errorf("write %s/%d@%d: %w", ok[i].Topic, ok[i].Partition, ok[i].Offset, err)
+		}
+		rejected = append(rejected, connect.Rejected{Record: ok[i], Err: err})
+		if _, err := t.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT causeway_row"); err != nil {
+			return nil, fmt.Errorf("roll back row: %w", err)
+		}
+	}
+	return rejected, nil
+}
+
+// refused reports whether err is the database refusing the data (a
+// constraint, a value of the wrong type): SQLSTATE classes 22 and 23.
+// Anything else (the connection, the server) is the task's error.
+func refused(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "22") || strings.HasPrefix(pe.Code, "23"))
+}
+
+// statementOf is the write of one record: a delete for a tombstone, else
+// an insert or upsert of the columns the record's value (and key) name.
+func (t *task) statementOf(r connect.Record) (statement, error) {
+	tb, ok := t.tables[r.Topic]
+	if !ok {
+		return statement{}, fmt.Errorf("topic %q has no table", r.Topic)
+	}
+	key, err := t.keyColumns(tb, r)
+	if err != nil {
+		return statement{}, err
+	}
+	if r.Value == nil {
+		if !t.s.deletes {
+			return statement{}, errors.New("a tombstone, and delete.enabled is false")
+		}
+		return t.deleteOf(tb, key)
+	}
+	row := map[string]json.RawMessage{}
+	if err := json.Unmarshal(r.Value, &row); err != nil {
+		return statement{}, fmt.Errorf("the value is not a JSON object: %w", err)
+	}
+	for c, v := range key {
+		row[c] = v
+	}
+	cols := make([]string, 0, len(row))
+	for c := range row {
+		if !tb.columns[c] {
+			return statement{}, fmt.Errorf("%s has no column %q", tb.name.Sanitize(), c)
+		}
+		cols = append(cols, c)
+	}
+	sort.Strings(cols)
+	doc, err := json.Marshal(row)
+	if err != nil {
+		return statement{}, err
+	}
+	return statement{sql: t.insertSQL(tb, cols), args: []any{string(doc)}}, nil
+}
+
+// keyColumns are the primary key's columns from the record's key, with
+// pk.mode record_key; none otherwise.
+func (t *task) keyColumns(tb *table, r connect.Record) (map[string]json.RawMessage, error) {
+	if t.s.pkMode != "record_key" {
+		return nil, nil
+	}
+	if len(r.Key) == 0 {
+		return nil, errors.New("no key, and pk.mode is record_key")
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(r.Key, &obj); err == nil {
+		return obj, nil
+	}
+	if len(tb.pk) != 1 {
+		return nil, fmt.Errorf("the key is a single value, and %s's key has %d columns (name them with pk.fields)", tb.name.Sanitize(), len(tb.pk))
+	}
+	v := json.RawMessage(r.Key)
+	if !json.Valid(v) {
+		b, _ := json.Marshal(string(r.Key)) // a plain string key
+		v = b
+	}
+	return map[string]json.RawMessage{tb.pk[0]: v}, nil
+}
+
+func (t *task) insertSQL(tb *table, cols []string) string {
+	list := make([]string, len(cols))
+	for i, c := range cols {
+		list[i] = pgx.Identifier{c}.Sanitize()
+	}
+	joined := strings.Join(list, ", ")
+	sql := "INSERT INTO " + tb.name.Sanitize() + " (" + joined + ") SELECT " + joined +
+		" FROM json_populate_record(NULL::" + tb.name.Sanitize() + ", $1::json)"
+	if !t.s.upsert {
+		return sql
+	}
+	var set []string
+	for i, c := range cols {
+		if !slices.Contains(tb.pk, c) {
+			set = append(set, list[i]+" = EXCLUDED."+list[i])
+		}
+	}
+	pk := make([]string, len(tb.pk))
+	for i, c := range tb.pk {
+		pk[i] = pgx.Identifier{c}.Sanitize()
+	}
+	if len(set) == 0 {
+		return sql + " ON CONFLICT (" + strings.Join(pk, ", ") + ") DO NOTHING"
+	}
+	return sql + " ON CONFLICT (" + strings.Join(pk, ", ") + ") DO UPDATE SET " + strings.Join(set, ", ")
+}
+
+func (t *task) deleteOf(tb *table, key map[string]json.RawMessage) (statement, error) {
+	cols := make([]string, 0, len(key))
+	for c := range key {
+		if !tb.columns[c] {
+			return statement{}, fmt.Errorf("%s has no column %q", tb.name.Sanitize(), c)
+		}
+		cols = append(cols, c)
+	}
+	sort.Strings(cols)
+	doc, err := json.Marshal(key)
+	if err != nil {
+		return statement{}, err
+	}
+	var where []string
+	for _, c := range cols {
+		id := pgx.Identifier{c}.Sanitize()
+		where = append(where, "t."+id+" = k."+id)
+	}
+	return statement{sql: "DELETE FROM " + tb.name.Sanitize() + " t USING json_populate_record(NULL::" + tb.name.Sanitize() +
+		", $1::json) k WHERE " + strings.Join(where, " AND "), args: []any{string(doc)}}, nil
+}
+
+// Commit moves the positions and commits. Each position must still be
+// where the task read it: the update names its old value, and a row not
+// found means another task moved it (connect.ErrFenced).
+func (t *task) Commit(ctx context.Context, moves []connect.Move) error {
+	if t.tx == nil {
+		if len(moves) == 0 {
+			return nil
+		}
+		tx, err := t.pool.Begin(ctx)
+		if err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		t.tx = tx
+	}
+	tx := t.tx
+	t.tx = nil
+	pos := t.s.positions.Sanitize()
+	for _, m := range moves {
+		var tag pgconn.CommandTag
+		var err error
+		if m.From < 0 {
+			tag, err = tx.Exec(ctx, `INSERT INTO `+pos+` (connector, topic, partition, next_offset) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
+				t.connector, m.Channel.Topic, m.Channel.Partition, m.To)
+		} else {
+			tag, err = tx.Exec(ctx, `UPDATE `+pos+` SET next_offset = $4 WHERE connector = $1 AND topic = $2 AND partition = $3 AND next_offset = $5`,
+				t.connector, m.Channel.Topic, m.Channel.Partition, m.To, m.From)
+		}
+		if err == nil && tag.RowsAffected() != 1 {
+			err = fmt.Errorf("%w: %s is no longer at offset %d", connect.ErrFenced, m.Channel, m.From)
+		}
+		if err != nil {
+			return errors.Join(fmt.Errorf("move the position of %s: %w", m.Channel, err), tx.Rollback(ctx))
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// Abort rolls the open transaction back.
+func (t *task) Abort(ctx context.Context) error {
+	if t.tx == nil {
+		return nil
+	}
+	tx := t.tx
+	t.tx = nil
+	return tx.Rollback(ctx)
+}
+
+// Close aborts the open transaction and disconnects.
+func (t *task) Close() error {
+	err := t.Abort(context.Background())
+	t.pool.Close()
+	return err
+}

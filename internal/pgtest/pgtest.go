@@ -1,0 +1,165 @@
+// Package pgtest starts a real PostgreSQL server for tests and demos:
+// Debian's postgresql package, a cluster made with initdb in a temporary
+// directory, listening on 127.0.0.1 on a free port, with trust
+// authentication. Postgres refuses to run as root; as root, the cluster
+// belongs to, and runs as, the postgres user the package made.
+package pgtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrNoPostgres is returned when no PostgreSQL server binaries are found.
+var ErrNoPostgres = errors.New("no PostgreSQL server found (apt-get install postgresql, or make postgres)")
+
+// Cluster is a running server.
+type Cluster struct {
+	dir  string
+	bin  string
+	port int
+	// as is the user the server runs as ("" for the current one).
+	as string
+	// Log is the server's log file.
+	Log string
+}
+
+// bindir finds initdb and postgres: beside pg_ctl on the PATH, else the
+// newest of Debian's /usr/lib/postgresql/<version>/bin.
+func bindir() (string, error) {
+	if p, err := exec.LookPath("pg_ctl"); err == nil {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Dir(real), nil
+		}
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(i, j int) bool { return version(dirs[i]) > version(dirs[j]) })
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
+			return d, nil
+		}
+	}
+	return "", ErrNoPostgres
+}
+
+func version(binDir string) int {
+	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
+	return n
+}
+
+// Start makes a cluster in a new temporary directory and starts it.
+// Stop it with Stop, which removes the directory.
+func Start(ctx context.Context) (*Cluster, error) {
+	bin, err := bindir()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "causeway-pg-")
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{dir: dir, bin: bin, Log: filepath.Join(dir, "postgres.log")}
+	if os.Geteuid() == 0 {
+		c.as = "postgres"
+		if err := c.giveTo(c.as); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+	}
+	if err := c.start(ctx); err != nil {
+		log, _ := os.ReadFile(c.Log)
+		_ = c.Stop()
+		return nil, fmt.Errorf("%w\n%s", err, log)
+	}
+	return c, nil
+}
+
+// giveTo makes the cluster's directory the user's.
+func (c *Cluster) giveTo(name string) error {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return fmt.Errorf("postgres will not run as root, and there is no user %q to run it as: %w", name, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return os.Chown(c.dir, uid, gid)
+}
+
+// command runs a server binary as the cluster's user.
+func (c *Cluster) command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	path := filepath.Join(c.bin, name)
+	if c.as == "" {
+		return exec.CommandContext(ctx, path, args...)
+	}
+	return exec.CommandContext(ctx, "runuser", append([]string{"-u", c.as, "--", path}, args...)...)
+}
+
+func (c *Cluster) start(ctx context.Context) error {
+	data := filepath.Join(c.dir, "data")
+	if out, err := c.command(ctx, "initdb", "-D", data, "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C").CombinedOutput(); err != nil {
+		return fmt.Errorf("initdb: %w: %s", err, out)
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	c.port = port
+	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200", port, c.dir)
+	if out, err := c.command(ctx, "pg_ctl", "start", "-w", "-t", "60", "-D", data, "-l", c.Log, "-o", opts).CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_ctl start: %w: %s", err, out)
+	}
+	return nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// URL is the connection URL of database db.
+func (c *Cluster) URL(db string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.port, db)
+}
+
+// CreateDatabase makes a new database and returns its URL.
+func (c *Cluster) CreateDatabase(ctx context.Context, name string) (string, error) {
+	conn, err := pgx.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", fmt.Errorf("create database %s: %w", name, err)
+	}
+	return c.URL(name), nil
+}
+
+// Stop stops the server at once and removes its directory.
+func (c *Cluster) Stop() error {
+	var err error
+	if c.port != 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := c.command(ctx, "pg_ctl", "stop", "-m", "immediate", "-w", "-D", filepath.Join(c.dir, "data"))
+		if out, serr := cmd.CombinedOutput(); serr != nil && !strings.Contains(string(out), "not running") {
+			err = fmt.Errorf("pg_ctl stop: %w: %s", serr, out)
+		}
+	}
+	return errors.Join(err, os.RemoveAll(c.dir))
+}

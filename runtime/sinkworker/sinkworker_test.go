@@ -1,0 +1,361 @@
+package sinkworker_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/connect/postgres"
+	"github.com/causeway-stream/causeway/internal/pgtest"
+	"github.com/causeway-stream/causeway/runtime/embedded"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
+	"github.com/causeway-stream/causeway/runtime/sinkworker"
+)
+
+// cluster is the Postgres server the tests share; each test has a
+// database of its own.
+var cluster *pgtest.Cluster
+
+func TestMain(m *testing.M) {
+	var err error
+	if cluster, err = pgtest.Start(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "start postgres:", err)
+		os.Exit(1)
+	}
+	code := 0
+	func() {
+		defer func() {
+			if err := cluster.Stop(); err != nil {
+				fmt.Fprintln(os.Stderr, "stop postgres:", err)
+			}
+		}()
+		code = m.Run()
+	}()
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreAnyFunction("github.com/confluentinc/confluent-kafka-go/v2/kafka.(*handle).eventPoll")); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// shop is a test's database and broker: customers and their orders, one
+// topic each, orders keyed by order id and referencing a customer by a
+// real foreign key, so the two are not co-partitioned.
+type shop struct {
+	t      *testing.T
+	db     string // connection URL
+	conn   *pgx.Conn
+	broker *embedded.Broker
+	cl     *kgo.Client
+	// sessions, one per customer: an order claims its customer's record.
+	sessions map[string]*causal.Session
+}
+
+const schema = `
+CREATE TABLE customers (id text PRIMARY KEY, name text NOT NULL);
+CREATE TABLE orders (id text PRIMARY KEY, customer text NOT NULL REFERENCES customers(id), amount int NOT NULL CHECK (amount >= 0));`
+
+func newShop(t *testing.T) *shop {
+	t.Helper()
+	ctx := context.Background()
+	name := strings.ToLower(strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
+	url, err := cluster.CreateDatabase(ctx, name)
+	require.NoError(t, err)
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	_, err = conn.Exec(ctx, schema)
+	require.NoError(t, err)
+
+	b, err := embedded.Start()
+	require.NoError(t, err)
+	t.Cleanup(b.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	_, err = kadm.NewClient(cl).CreateTopics(ctx, 2, 1, nil, "customers", "orders")
+	require.NoError(t, err)
+	_, err = kadm.NewClient(cl).CreateTopics(ctx, 1, 1, nil, "dead")
+	require.NoError(t, err)
+	return &shop{t: t, db: url, conn: conn, broker: b, cl: cl, sessions: map[string]*causal.Session{}}
+}
+
+// produce writes one record to topic/partition in customer's session,
+// and records it there.
+func (s *shop) produce(topic string, partition int32, customer, key, value string) {
+	s.t.Helper()
+	sess := s.sessions[customer]
+	if sess == nil {
+		sess = &causal.Session{}
+		s.sessions[customer] = sess
+	}
+	rec := &kgo.Record{Topic: topic, Partition: partition, Key: []byte(key), Value: []byte(value),
+		Headers: []kgo.RecordHeader{{Key: causal.HeaderKey, Value: sess.AppendHeader(nil)}}}
+	res := s.cl.ProduceSync(context.Background(), rec)
+	require.NoError(s.t, res.FirstErr())
+	sess.Produced(causal.Channel{Topic: topic, Partition: partition}, res[0].Record.Offset)
+}
+
+// orderShop writes customers c00..c19 (even ones on partition 0, odd on
+// 1) and 60 orders over both orders partitions, each for customer
+// j%20 and claiming that customer's record. It returns how many orders
+// are for a customer on customers/1.
+func (s *shop) orderShop() (onOne int) {
+	for i := range 20 {
+		c := fmt.Sprintf("c%02d", i)
+		s.produce("customers", int32(i%2), c, c, fmt.Sprintf(`{"name": "customer %d"}`, i))
+	}
+	for j := range 60 {
+		c, o := fmt.Sprintf("c%02d", j%20), fmt.Sprintf("o%03d", j)
+		s.produce("orders", int32(j%2), c, o, fmt.Sprintf(`{"customer": %q, "amount": %d}`, c, j))
+		if j%20%2 == 1 {
+			onOne++
+		}
+	}
+	return onOne
+}
+
+// worker runs a sink worker writing the shop's topics until the test
+// ends or stop is called; it returns the worker and stop, which returns
+// Run's error.
+func (s *shop) worker(chs []causal.Channel, mutate func(*sinkworker.Config)) (*sinkworker.Worker, func() error) {
+	w, stop, _ := s.workerDone(chs, mutate)
+	return w, stop
+}
+
+// workerDone is worker, with a channel closed when Run returns.
+func (s *shop) workerDone(chs []causal.Channel, mutate func(*sinkworker.Config)) (*sinkworker.Worker, func() error, <-chan struct{}) {
+	s.t.Helper()
+	ctx := context.Background()
+	def := postgres.Sink{}
+	cfg, err := def.Config().Parse(map[string]string{postgres.ConnectionURL: s.db, postgres.PKMode: "record_key"})
+	require.NoError(s.t, err)
+	task, err := def.Open(ctx, "shop", []string{"customers", "orders"}, cfg)
+	require.NoError(s.t, err)
+	wc := sinkworker.Config{Connector: "shop", Topics: []string{"customers", "orders"}, Task: task, Bootstrap: s.broker.Addr(),
+		Channels: chs, DeadLetterTopic: "dead", ToleranceAll: true, InstanceID: instanceOf(chs), Log: zaptest.NewLogger(s.t)}
+	if mutate != nil {
+		mutate(&wc)
+	}
+	w, err := sinkworker.New(wc)
+	require.NoError(s.t, err)
+	runCtx, cancel := context.WithCancel(ctx)
+	var once sync.Once
+	var runErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runErr = w.Run(runCtx)
+	}()
+	stop := func() error {
+		once.Do(func() {
+			cancel()
+			<-done
+		})
+		return runErr
+	}
+	s.t.Cleanup(func() { _ = stop() })
+	return w, stop, done
+}
+
+// instanceOf names the worker of chs, for its client ids.
+func instanceOf(chs []causal.Channel) string {
+	var b strings.Builder
+	for _, ch := range chs {
+		fmt.Fprintf(&b, "%s%d.", ch.Topic, ch.Partition)
+	}
+	return b.String()
+}
+
+// count returns the rows of table.
+func (s *shop) count(table string) int {
+	s.t.Helper()
+	var n int
+	require.NoError(s.t, s.conn.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n))
+	return n
+}
+
+// deadLetters reads the dead-letter topic to its end: each letter's
+// reason.
+func (s *shop) deadLetters() []string {
+	s.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.broker.Addr()), kgo.ConsumeTopics("dead"), kgo.KeepControlRecords(),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(s.t, err)
+	defer cl.Close()
+	end, err := kadm.NewClient(cl).ListEndOffsets(context.Background(), "dead")
+	require.NoError(s.t, err)
+	want, _ := end.Lookup("dead", 0)
+	var out []string
+	for next := int64(0); next < want.Offset; {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		fs := cl.PollFetches(ctx)
+		timedOut := ctx.Err() != nil
+		cancel()
+		require.False(s.t, timedOut, "read the dead letters to offset %d", want.Offset)
+		fs.EachRecord(func(r *kgo.Record) {
+			next = r.Offset + 1
+			for _, h := range r.Headers {
+				if h.Key == sinkworker.HeaderMessage && !r.Attrs.IsControl() {
+					out = append(out, string(h.Value))
+				}
+			}
+		})
+	}
+	return out
+}
+
+// eventually waits up to a minute for cond.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// foreignKeyViolations counts the reasons that are Postgres's foreign key
+// violations (SQLSTATE 23503).
+func foreignKeyViolations(reasons []string) int {
+	n := 0
+	for _, r := range reasons {
+		if strings.Contains(r, "SQLSTATE 23503") {
+			n++
+		}
+	}
+	return n
+}
+
+// Orders written by one task while their customers' partition is written
+// by another that lags: with the gate, an order waits in the worker until
+// the database holds its customer, and no foreign key is ever broken;
+// without it (the negative control), every order of a lagging customer is
+// refused by the database.
+func TestAnOrderIsWrittenOnlyAfterItsCustomer(t *testing.T) {
+	for _, client := range transport.Clients() {
+		for _, gateOff := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/gate off %v", client, gateOff), func(t *testing.T) {
+				t.Parallel()
+				s := newShop(t)
+				onOne := s.orderShop()
+				lagging := causal.Channel{Topic: "customers", Partition: 1}
+				set := func(c *sinkworker.Config) { c.GateOff, c.Client = gateOff, client }
+				a, stopA := s.worker([]causal.Channel{{Topic: "customers"}, {Topic: "orders"}, {Topic: "orders", Partition: 1}}, set)
+				if gateOff {
+					eventually(t, "every order handled", func() bool { st := a.Status(); return st.Written+st.Rejected == 70 })
+				} else {
+					eventually(t, "orders waiting for customers/1", func() bool { return len(a.Status().Waiting) > 0 })
+					assert.Contains(t, a.Status().Waiting, lagging)
+					assert.Less(t, s.count("orders"), 60, "orders of customers not written yet wait")
+				}
+				_, stopB := s.worker([]causal.Channel{lagging}, set)
+				eventually(t, "every customer written", func() bool { return s.count("customers") == 20 })
+				eventually(t, "every order handled", func() bool { st := a.Status(); return st.Written+st.Rejected == 70 })
+				require.NoError(t, stopA())
+				require.NoError(t, stopB())
+
+				violations := foreignKeyViolations(s.deadLetters())
+				if gateOff {
+					// At least every order of a lagging customer; more when the
+					// orders were fetched before customers/0 too.
+					assert.GreaterOrEqual(t, violations, onOne, "without the gate, each order of a lagging customer breaks the foreign key")
+					assert.Equal(t, 60-violations, s.count("orders"))
+					return
+				}
+				assert.Zero(t, violations)
+				assert.Equal(t, 60, s.count("orders"), "every order written")
+				assert.Zero(t, a.Status().Rejected)
+			})
+		}
+	}
+}
+
+// A worker that stops and a new one that starts write every record once:
+// the new one resumes from the positions in the database (written in the
+// same transaction as the rows), so it writes only what came after.
+func TestARestartResumesFromThePositionsInTheDatabase(t *testing.T) {
+	t.Parallel()
+	s := newShop(t)
+	all := []causal.Channel{{Topic: "customers"}, {Topic: "customers", Partition: 1}, {Topic: "orders"}, {Topic: "orders", Partition: 1}}
+	s.orderShop()
+	first, stop := s.worker(all, nil)
+	eventually(t, "the first 80 records", func() bool { return s.count("orders") == 60 })
+	require.NoError(t, stop())
+	assert.Equal(t, 80, first.Status().Written)
+
+	for j := 60; j < 90; j++ {
+		c, o := fmt.Sprintf("c%02d", j%20), fmt.Sprintf("o%03d", j)
+		s.produce("orders", int32(j%2), c, o, fmt.Sprintf(`{"customer": %q, "amount": %d}`, c, j))
+	}
+	second, stop := s.worker(all, nil)
+	eventually(t, "the next 30", func() bool { return s.count("orders") == 90 })
+	require.NoError(t, stop())
+	assert.Equal(t, 30, second.Status().Written, "only what came after the first worker's last commit")
+	assert.Zero(t, second.Status().Rejected, "no row written twice (its key would be refused)")
+	var positions []string
+	rows, err := s.conn.Query(context.Background(), "SELECT topic || '/' || partition || '=' || next_offset FROM causeway_sink_positions ORDER BY 1")
+	require.NoError(t, err)
+	positions, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	assert.Equal(t, []string{"customers/0=10", "customers/1=10", "orders/0=45", "orders/1=45"}, positions)
+}
+
+// A row the database refuses on its own merits (a CHECK constraint) goes
+// to the dead-letter topic with the database's error, and the records
+// around it are written; without errors.tolerance=all the worker stops,
+// naming the record.
+func TestARefusedRowGoesToTheDeadLetterTopic(t *testing.T) {
+	t.Parallel()
+	for _, tolerate := range []bool{true, false} {
+		t.Run(fmt.Sprintf("tolerate %v", tolerate), func(t *testing.T) {
+			t.Parallel()
+			s := newShop(t)
+			s.produce("customers", 0, "c00", "c00", `{"name": "one"}`)
+			for j, amount := range []int{1, -5, 3} {
+				s.produce("orders", 0, "c00", fmt.Sprintf("o%d", j), fmt.Sprintf(`{"customer": "c00", "amount": %d}`, amount))
+			}
+			all := []causal.Channel{{Topic: "customers"}, {Topic: "customers", Partition: 1}, {Topic: "orders"}, {Topic: "orders", Partition: 1}}
+			_, stop, done := s.workerDone(all, func(c *sinkworker.Config) { c.ToleranceAll = tolerate })
+			if !tolerate {
+				select {
+				case <-done:
+				case <-time.After(time.Minute):
+					t.Fatal("the worker did not stop on the refused row")
+				}
+				err := stop()
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), "orders/0@1")
+				assert.Contains(t, err.Error(), "orders_amount_check")
+				var next int64
+				err = s.conn.QueryRow(context.Background(), "SELECT coalesce(max(next_offset), 0) FROM causeway_sink_positions WHERE topic = 'orders'").Scan(&next)
+				require.NoError(t, err)
+				assert.LessOrEqual(t, next, int64(1), "no position committed past the refused record")
+				assert.Zero(t, s.count("orders WHERE id = 'o2'"), "nothing after it committed")
+				return
+			}
+			eventually(t, "both good orders", func() bool { return s.count("orders") == 2 })
+			require.NoError(t, stop())
+			letters := s.deadLetters()
+			require.Len(t, letters, 1)
+			assert.Contains(t, letters[0], "orders_amount_check")
+		})
+	}
+}
