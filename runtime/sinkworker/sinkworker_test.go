@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/connect"
 	"github.com/causeway-stream/causeway/connect/postgres"
 	"github.com/causeway-stream/causeway/internal/pgtest"
 	"github.com/causeway-stream/causeway/runtime/embedded"
@@ -30,6 +34,9 @@ import (
 var cluster *pgtest.Cluster
 
 func TestMain(m *testing.M) {
+	if os.Getenv("CAUSEWAY_SINK_WORKER") != "" {
+		os.Exit(runWorkerProcess())
+	}
 	var err error
 	if cluster, err = pgtest.Start(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "start postgres:", err)
@@ -356,6 +363,93 @@ func TestARefusedRowGoesToTheDeadLetterTopic(t *testing.T) {
 			letters := s.deadLetters()
 			require.Len(t, letters, 1)
 			assert.Contains(t, letters[0], "orders_amount_check")
+		})
+	}
+}
+
+// runWorkerProcess is the test binary as a sink worker process of the
+// shop connector, in the group, configured by the environment; it runs
+// until SIGTERM or SIGKILL.
+func runWorkerProcess() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	def := postgres.Sink{}
+	cfg, err := def.Config().Parse(map[string]string{postgres.ConnectionURL: os.Getenv("SINK_DB"), postgres.PKMode: "record_key"})
+	if err == nil {
+		var task connect.SinkTask
+		if task, err = def.Open(ctx, "shop", []string{"customers", "orders"}, cfg); err == nil {
+			var w *sinkworker.Worker
+			w, err = sinkworker.New(sinkworker.Config{Connector: "shop", Topics: []string{"customers", "orders"}, Task: task,
+				Bootstrap: os.Getenv("SINK_BOOTSTRAP"), Client: os.Getenv("SINK_CLIENT"), InstanceID: os.Getenv("SINK_INSTANCE"),
+				DeadLetterTopic: "dead", ToleranceAll: true})
+			if err == nil {
+				err = w.Run(ctx)
+			}
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sink worker:", err)
+		return 1
+	}
+	return 0
+}
+
+// spawn starts a sink worker process in the shop's group; it is killed
+// when the test ends.
+func (s *shop) spawn(client, instance string) *exec.Cmd {
+	s.t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), "CAUSEWAY_SINK_WORKER=1", "SINK_DB="+s.db, "SINK_BOOTSTRAP="+s.broker.Addr(),
+		"SINK_CLIENT="+client, "SINK_INSTANCE="+instance)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	require.NoError(s.t, cmd.Start())
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait() // the test looks at what the database holds, not at how the process ended
+		close(done)
+	}()
+	s.t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	return cmd
+}
+
+// Sink workers in one group while orders keep coming; one is killed with
+// SIGKILL mid-stream and another takes its place. In the end every record
+// is in the database once: as many rows as records, none refused (a row
+// written twice would break its primary key), no foreign key broken, and
+// each channel's position in the database at the end of its partition.
+func TestSinkWorkersKilledWriteEveryRecordOnce(t *testing.T) {
+	for _, client := range transport.Clients() {
+		t.Run(client, func(t *testing.T) {
+			t.Parallel()
+			s := newShop(t)
+			for i := range 40 {
+				c := fmt.Sprintf("c%02d", i)
+				s.produce("customers", int32(i%2), c, c, fmt.Sprintf(`{"name": "customer %d"}`, i))
+			}
+			first := s.spawn(client, "a")
+			s.spawn(client, "b")
+			const orders = 1200
+			for j := range orders {
+				c, o := fmt.Sprintf("c%02d", j%40), fmt.Sprintf("o%04d", j)
+				s.produce("orders", int32(j%2), c, o, fmt.Sprintf(`{"customer": %q, "amount": %d}`, c, j))
+				if j == orders/3 {
+					eventually(t, "some orders written", func() bool { return s.count("orders") > 0 })
+					require.NoError(t, first.Process.Kill())
+					s.spawn(client, "c")
+				}
+			}
+			eventually(t, "every order written", func() bool { return s.count("orders") == orders })
+			assert.Equal(t, 40, s.count("customers"))
+			letters := s.deadLetters()
+			assert.Zero(t, len(letters), "no row refused: none written twice, no foreign key broken; the first: %.300s", strings.Join(letters, "; "))
+			rows, err := s.conn.Query(context.Background(), "SELECT topic || '/' || partition || '=' || next_offset FROM causeway_sink_positions ORDER BY 1")
+			require.NoError(t, err)
+			positions, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			require.NoError(t, err)
+			assert.Equal(t, []string{"customers/0=20", "customers/1=20", "orders/0=600", "orders/1=600"}, positions)
 		})
 	}
 }
