@@ -14,7 +14,7 @@ STATE_KEYS ?= 1000000,5000000
 # librdkafka or franz (pure Go).
 CLIENT   ?= librdkafka
 
-.PHONY: help run run-orders run-clicks test test-all test-purego chromium postgres test-browser test-short lint bench bench-state bench-instructions fuzz tidy
+.PHONY: help run run-orders run-clicks run-connect test test-all test-purego chromium postgres test-browser test-short lint bench bench-state bench-instructions fuzz tidy
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -27,6 +27,9 @@ run-orders: ## The orders shop with lagging partitions, gate on and gate off, si
 
 run-clicks: ## Page views joined to user profiles, counted per region in one-minute windows by the time in their JSON, each window emitted once when it closes; bad JSON to the dead-letter topic; checked against an independent count (CLIENT=franz too).
 	$(GO) run ./examples/clicks demo -client $(CLIENT)
+
+run-connect: postgres ## The shop's orders, payments and shipments written into Postgres tables with foreign keys by the causal sink, a lagging partition's worker starting late: gate on and gate off side by side (CLIENT=franz too).
+	$(GO) run ./examples/shopsink -client $(CLIENT)
 
 # The packages whose tests run with the race detector: all but causal, a
 # pure state machine with no goroutines, whose simulation the detector
@@ -128,6 +131,7 @@ bench: ## Micro benchmarks of the causal core, then the end-to-end comparison on
 	$(GO) run ./internal/e2ebench -records $(E2E_RECORDS) -runs $(E2E_RUNS) -out bench-results || status=1; \
 	$(GO) run ./internal/e2ebench -pin -configs on,threads -records $(E2E_RECORDS) -runs 3 -out bench-results/threads || status=1; \
 	$(GO) run ./internal/querybench -out bench-results || status=1; \
+	$(GO) run ./internal/sinkbench -out bench-results || status=1; \
 	exit $$status
 
 bench-state: ## State on disk against state in memory at 1M and 5M keys: processing, memory, restarts, restores (about 10 minutes); results in bench-results/.

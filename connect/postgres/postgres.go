@@ -143,13 +143,12 @@ type table struct {
 	// columns the table has, and which make its primary key.
 	columns map[string]bool
 	pk      []string
+	// sql caches inserts by their columns (see insertSQL).
+	sql map[string]string
 }
 
 func (t *task) prepare(ctx context.Context, topics []string) error {
-	_, err := t.pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+t.s.positions.Sanitize()+` (
-		connector text NOT NULL, topic text NOT NULL, partition int NOT NULL, next_offset bigint NOT NULL,
-		PRIMARY KEY (connector, topic, partition))`)
-	if err != nil {
+	if err := t.makePositions(ctx); err != nil {
 		return fmt.Errorf("make the positions table %s: %w", t.s.positions.Sanitize(), err)
 	}
 	for _, topic := range topics {
@@ -161,6 +160,27 @@ func (t *task) prepare(ctx context.Context, topics []string) error {
 		t.tables[topic] = tb
 	}
 	return nil
+}
+
+// makePositions makes the positions table when it is missing. Tasks that
+// start together would race in CREATE TABLE IF NOT EXISTS, which Postgres
+// does not serialise (one fails on its catalog's unique index): an
+// advisory lock on the table's name makes them take turns.
+func (t *task) makePositions(ctx context.Context) error {
+	tx, err := t.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit it does nothing
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, t.s.positions.Sanitize()); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+t.s.positions.Sanitize()+` (
+		connector text NOT NULL, topic text NOT NULL, partition int NOT NULL, next_offset bigint NOT NULL,
+		PRIMARY KEY (connector, topic, partition))`); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 // describe reads a table's columns and primary key.
@@ -175,7 +195,7 @@ func (t *task) describe(ctx context.Context, name pgx.Identifier) (*table, error
 	if err != nil {
 		return nil, err
 	}
-	tb := &table{name: name, columns: map[string]bool{}}
+	tb := &table{name: name, columns: map[string]bool{}, sql: map[string]string{}}
 	for rows.Next() {
 		var col string
 		var pk bool
@@ -217,10 +237,15 @@ func (t *task) Positions(ctx context.Context) (map[causal.Channel]int64, error) 
 	return out, nil
 }
 
-// statement is one record's write.
+// statement is one record's write. An insert also keeps its table, its
+// columns and its row, so that a run of inserts into the same columns
+// goes to the database as one statement (see group).
 type statement struct {
 	sql  string
 	args []any
+	tb   *table
+	cols string // the columns, comma-separated: what a run shares
+	doc  []byte // the row, as JSON; nil for a delete
 }
 
 // Put writes recs in order into the open transaction. Each batch.size of
@@ -268,14 +293,17 @@ func (t *task) putBatch(ctx context.Context, recs []connect.Record) ([]connect.R
 		return nil, fmt.Errorf("savepoint: %w", err)
 	}
 	b := &pgx.Batch{}
-	for _, st := range stmts {
+	for _, st := range t.group(stmts) {
 		b.Queue(st.sql, st.args...)
 	}
 	err := t.tx.SendBatch(ctx, b).Close()
 	if err == nil {
 		return rejected, nil
 	}
-	if !refused(err) {
+	// Whatever the database refused (a row's constraint, or an upsert
+	// naming one key twice in a run), the rows go again one at a time.
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
 		return nil, fmt.Errorf("write batch: %w", err)
 	}
 	if _, err := t.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT causeway_batch"); err != nil {
@@ -299,6 +327,42 @@ func (t *task) putBatch(ctx context.Context, recs []connect.Record) ([]connect.R
 		}
 	}
 	return rejected, nil
+}
+
+// group joins each run of consecutive inserts into the same table and
+// columns into one statement over a JSON array of their rows
+// (json_populate_recordset), which keeps their order; the other
+// statements stay as they are.
+func (t *task) group(stmts []statement) []statement {
+	out := make([]statement, 0, len(stmts))
+	for i := 0; i < len(stmts); {
+		st := stmts[i]
+		j := i + 1
+		for st.doc != nil && j < len(stmts) && stmts[j].doc != nil && stmts[j].tb == st.tb && stmts[j].cols == st.cols {
+			j++
+		}
+		if j-i == 1 {
+			out = append(out, st)
+			i = j
+			continue
+		}
+		size := 2
+		for _, r := range stmts[i:j] {
+			size += len(r.doc) + 1
+		}
+		arr := make([]byte, 0, size)
+		arr = append(arr, '[')
+		for k, r := range stmts[i:j] {
+			if k > 0 {
+				arr = append(arr, ',')
+			}
+			arr = append(arr, r.doc...)
+		}
+		arr = append(arr, ']')
+		out = append(out, statement{sql: t.insertSQL(st.tb, strings.Split(st.cols, ","), true), args: []any{string(arr)}})
+		i = j
+	}
+	return out
 }
 
 // refused reports whether err is the database refusing the data (a
@@ -326,26 +390,59 @@ func (t *task) statementOf(r connect.Record) (statement, error) {
 		}
 		return t.deleteOf(tb, key)
 	}
-	row := map[string]json.RawMessage{}
-	if err := json.Unmarshal(r.Value, &row); err != nil {
+	names, err := topKeys(r.Value, make([]string, 0, 8))
+	if err != nil {
 		return statement{}, fmt.Errorf("the value is not a JSON object: %w", err)
 	}
-	for c, v := range key {
-		row[c] = v
+	doc := r.Value
+	if len(key) > 0 {
+		// The key's columns go last: when the value names one too, the
+		// key's wins (Postgres reads the last of a repeated field).
+		doc = appendFields(slices.Clip(r.Value), key)
+		for c := range key {
+			if !slices.Contains(names, c) {
+				names = append(names, c)
+			}
+		}
 	}
-	cols := make([]string, 0, len(row))
-	for c := range row {
+	for _, c := range names {
 		if !tb.columns[c] {
 			return statement{}, fmt.Errorf("%s has no column %q", tb.name.Sanitize(), c)
 		}
-		cols = append(cols, c)
 	}
-	sort.Strings(cols)
-	doc, err := json.Marshal(row)
-	if err != nil {
-		return statement{}, err
+	sort.Strings(names)
+	names = slices.Compact(names)
+	return statement{sql: t.insertSQL(tb, names, false), args: []any{string(doc)}, tb: tb, cols: strings.Join(names, ","), doc: doc}, nil
+}
+
+// appendFields returns the JSON object obj with fields added at its end.
+func appendFields(obj []byte, fields map[string]json.RawMessage) []byte {
+	end := len(obj) - 1
+	for end >= 0 && obj[end] != '}' {
+		end--
 	}
-	return statement{sql: t.insertSQL(tb, cols), args: []any{string(doc)}}, nil
+	empty := true
+	for i := end - 1; i >= 0 && obj[i] != '{'; i-- {
+		if c := obj[i]; c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			empty = false
+			break
+		}
+	}
+	out := append(make([]byte, 0, len(obj)+64), obj[:end]...)
+	names := make([]string, 0, len(fields))
+	for c := range fields {
+		names = append(names, c)
+	}
+	sort.Strings(names)
+	for _, c := range names {
+		if !empty {
+			out = append(out, ',')
+		}
+		empty = false
+		name, _ := json.Marshal(c)
+		out = append(append(append(out, name...), ':'), fields[c]...)
+	}
+	return append(out, '}')
 }
 
 // keyColumns are the primary key's columns from the record's key, with
@@ -372,31 +469,50 @@ func (t *task) keyColumns(tb *table, r connect.Record) (map[string]json.RawMessa
 	return map[string]json.RawMessage{tb.pk[0]: v}, nil
 }
 
-func (t *task) insertSQL(tb *table, cols []string) string {
+// insertSQL is the insert (or upsert) of cols into tb from one JSON row
+// ($1), or from a JSON array of rows when set.
+func (t *task) insertSQL(tb *table, cols []string, set bool) string {
+	key := strings.Join(cols, ",")
+	if set {
+		key += "/set"
+	}
+	if sql, ok := tb.sql[key]; ok {
+		return sql
+	}
+	sql := t.buildInsert(tb, cols, set)
+	tb.sql[key] = sql
+	return sql
+}
+
+func (t *task) buildInsert(tb *table, cols []string, set bool) string {
 	list := make([]string, len(cols))
 	for i, c := range cols {
 		list[i] = pgx.Identifier{c}.Sanitize()
 	}
 	joined := strings.Join(list, ", ")
+	from := "json_populate_record"
+	if set {
+		from = "json_populate_recordset"
+	}
 	sql := "INSERT INTO " + tb.name.Sanitize() + " (" + joined + ") SELECT " + joined +
-		" FROM json_populate_record(NULL::" + tb.name.Sanitize() + ", $1::json)"
+		" FROM " + from + "(NULL::" + tb.name.Sanitize() + ", $1::json)"
 	if !t.s.upsert {
 		return sql
 	}
-	var set []string
+	var updates []string
 	for i, c := range cols {
 		if !slices.Contains(tb.pk, c) {
-			set = append(set, list[i]+" = EXCLUDED."+list[i])
+			updates = append(updates, list[i]+" = EXCLUDED."+list[i])
 		}
 	}
 	pk := make([]string, len(tb.pk))
 	for i, c := range tb.pk {
 		pk[i] = pgx.Identifier{c}.Sanitize()
 	}
-	if len(set) == 0 {
+	if len(updates) == 0 {
 		return sql + " ON CONFLICT (" + strings.Join(pk, ", ") + ") DO NOTHING"
 	}
-	return sql + " ON CONFLICT (" + strings.Join(pk, ", ") + ") DO UPDATE SET " + strings.Join(set, ", ")
+	return sql + " ON CONFLICT (" + strings.Join(pk, ", ") + ") DO UPDATE SET " + strings.Join(updates, ", ")
 }
 
 func (t *task) deleteOf(tb *table, key map[string]json.RawMessage) (statement, error) {

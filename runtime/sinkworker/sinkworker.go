@@ -277,7 +277,8 @@ func (r rebalance) Assigned(chs []causal.Channel) error {
 	return nil
 }
 
-func (r rebalance) Revoked(_ []causal.Channel, lost bool) {
+func (r rebalance) Revoked(chs []causal.Channel, lost bool) {
+	r.w.log.Info("channels revoked", zap.String("channels", fmt.Sprint(chs)), zap.Bool("lost", lost))
 	ctx := context.WithoutCancel(r.ctx)
 	if lost {
 		if err := r.w.cfg.Task.Abort(ctx); err != nil {
@@ -341,7 +342,7 @@ func (w *Worker) assigned(ctx context.Context, chs []causal.Channel) error {
 		return err
 	}
 	w.setAssignment(a)
-	w.log.Info("channels assigned", zap.Int("channels", len(starts)))
+	w.log.Info("channels assigned", zap.String("starts", fmt.Sprint(starts)))
 	return nil
 }
 
@@ -390,8 +391,7 @@ func (w *Worker) handle(ev transport.Event) error {
 // refresh reads the positions of other tasks' channels again when a head
 // waits on one of them, and advances the gate over what they committed.
 func (w *Worker) refresh(ctx context.Context, a *assignment) error {
-	waiting := w.waitingOnOthers(a)
-	if len(waiting) == 0 || time.Since(a.lastRefresh) < w.cfg.RefreshInterval {
+	if a.node.Held() == 0 || time.Since(a.lastRefresh) < w.cfg.RefreshInterval || len(w.waitingOnOthers(a)) == 0 {
 		return nil
 	}
 	a.lastRefresh = time.Now()
