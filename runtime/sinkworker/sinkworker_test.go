@@ -395,7 +395,10 @@ func runWorkerProcess() int {
 			var w *sinkworker.Worker
 			w, err = sinkworker.New(sinkworker.Config{Connector: "shop", Topics: []string{"customers", "orders"}, Task: task,
 				Bootstrap: os.Getenv("SINK_BOOTSTRAP"), Client: os.Getenv("SINK_CLIENT"), InstanceID: os.Getenv("SINK_INSTANCE"),
-				DeadLetterTopic: "dead", ToleranceAll: true, Log: processLog(os.Getenv("SINK_INSTANCE"))})
+				DeadLetterTopic: "dead", ToleranceAll: true, Log: processLog(os.Getenv("SINK_INSTANCE")),
+				// A killed member leaves the group sooner than by default (6 s
+				// is the least a broker takes by default).
+				Kafka: map[string]string{"session.timeout.ms": "6000", "heartbeat.interval.ms": "500"}})
 			if err == nil {
 				err = w.Run(ctx)
 			}

@@ -75,7 +75,12 @@ func (c *franzConsumer) Subscribe(topics []string, h RebalanceHandler) error {
 	if c.instanceID != "" {
 		opts = append(opts, kgo.InstanceID(c.instanceID))
 	}
-	// From here on the pump holds the turn, but inside kgo's poll.
+	return c.start(opts)
+}
+
+// start makes the client from opts. From here on the pump holds the
+// turn, but inside kgo's poll.
+func (c *franzConsumer) start(opts []kgo.Opt) error {
 	c.turn.Lock()
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -188,17 +193,8 @@ func (c *franzConsumer) Assign(starts map[causal.Channel]int64) error {
 		}
 		parts[ch.Topic][ch.Partition] = kgo.NewOffset().At(off)
 	}
-	opts := append([]kgo.Opt{kgo.ConsumePartitions(parts), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
-		kgo.FetchMaxWait(10 * time.Millisecond)}, c.base...)
-	// As after Subscribe, the pump holds the turn but inside kgo's poll.
-	c.turn.Lock()
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		c.turn.Unlock()
-		return fmt.Errorf("consumer: %w", err)
-	}
-	c.cl = cl
-	return nil
+	return c.start(append([]kgo.Opt{kgo.ConsumePartitions(parts), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
+		kgo.FetchMaxWait(10 * time.Millisecond)}, c.base...))
 }
 
 // Poll hands out up to max events the consumer read ahead; with none
