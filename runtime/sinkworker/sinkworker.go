@@ -382,9 +382,7 @@ func (w *Worker) handle(ev transport.Event) error {
 		w.log.Warn("kafka", zap.Error(ev.Err))
 		return nil
 	}
-	for d, ok := a.node.Next(); ok; d, ok = a.node.Next() {
-		a.pending = append(a.pending, d.Payload)
-	}
+	a.drain()
 	return nil
 }
 
@@ -407,10 +405,15 @@ func (w *Worker) refresh(ctx context.Context, a *assignment) error {
 			return err
 		}
 	}
+	a.drain()
+	return nil
+}
+
+// drain takes what the gate delivers now into pending, in order.
+func (a *assignment) drain() {
 	for d, ok := a.node.Next(); ok; d, ok = a.node.Next() {
 		a.pending = append(a.pending, d.Payload)
 	}
-	return nil
 }
 
 // waitingOnOthers lists the other tasks' channels heads wait on.
