@@ -35,3 +35,8 @@ func (s *Session) Clock() Clock { return s.clock }
 
 // AppendHeader appends the encoded clock to dst, for the HeaderKey header.
 func (s *Session) AppendHeader(dst []byte) []byte { return AppendClock(dst, s.clock) }
+
+// ResumeSession returns a session whose next record claims c: a session
+// carried over from elsewhere, such as the token of an HTTP client (the
+// clock of what it wrote so far).
+func ResumeSession(c Clock) Session { return Session{clock: c} }

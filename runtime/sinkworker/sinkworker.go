@@ -76,6 +76,11 @@ type Config struct {
 	// RefreshInterval is how often a worker whose records wait on another
 	// task's channels reads the positions again. Default: 50ms.
 	RefreshInterval time.Duration
+	// Convert, when set, changes each record before the task writes it
+	// (converters and transforms). A record it fails on is refused, as
+	// one the sink's system refuses is: it goes to the dead-letter topic
+	// with ToleranceAll, or stops the worker. Default: none.
+	Convert func(connect.Record) (connect.Record, error)
 	// Log hears the worker. Default: none.
 	Log *zap.Logger
 }
@@ -486,7 +491,15 @@ func (w *Worker) put(ctx context.Context, a *assignment) error {
 			dead = append(dead, connect.Rejected{Record: h.rec, Err: h.bad})
 			continue
 		}
-		recs = append(recs, h.rec)
+		rec := h.rec
+		if w.cfg.Convert != nil {
+			var err error
+			if rec, err = w.cfg.Convert(rec); err != nil {
+				dead = append(dead, connect.Rejected{Record: h.rec, Err: err})
+				continue
+			}
+		}
+		recs = append(recs, rec)
 	}
 	clear(a.pending)
 	a.pending = a.pending[:0]
@@ -494,8 +507,8 @@ func (w *Worker) put(ctx context.Context, a *assignment) error {
 	if err != nil {
 		return fmt.Errorf("put: %w", err)
 	}
-	if len(rejected) > 0 && !w.cfg.ToleranceAll {
-		r := rejected[0]
+	if len(dead)+len(rejected) > 0 && !w.cfg.ToleranceAll {
+		r := append(dead, rejected...)[0]
 		return fmt.Errorf("%s/%d@%d refused by the sink (set errors.tolerance=all to send such records to a dead-letter topic): %w",
 			r.Record.Topic, r.Record.Partition, r.Record.Offset, r.Err)
 	}

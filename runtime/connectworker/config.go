@@ -1,0 +1,174 @@
+package connectworker
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/causeway-stream/causeway/connect"
+	"github.com/causeway-stream/causeway/connect/transform"
+)
+
+// The settings every connector takes besides its plugin's, named as
+// Kafka Connect names them.
+const (
+	keyName           = "name"
+	keyClass          = "connector.class"
+	keyTasksMax       = "tasks.max"
+	keyTopics         = "topics"
+	keyTolerance      = "errors.tolerance"
+	keyDeadLetter     = "errors.deadletterqueue.topic.name"
+	keyTransforms     = "transforms"
+	keyValueConverter = "value.converter"
+	keyGate           = "causal.gate"
+	keyPartitions     = "topic.creation.default.partitions"
+)
+
+// Converters a connector can name; JSON is the default.
+const (
+	JSONConverter = "org.apache.kafka.connect.json.JsonConverter"
+	AvroConverter = "io.confluent.connect.avro.AvroConverter"
+)
+
+// pluginKind is a plugin's type, as /connector-plugins names it.
+type pluginKind string
+
+const (
+	kindSink   pluginKind = "sink"
+	kindSource pluginKind = "source"
+)
+
+// plugin is a connector class the worker has.
+type plugin struct {
+	class  string
+	kind   pluginKind
+	sink   connect.Sink
+	source connect.Source
+	// http marks the built-in HTTP source, which has no task to poll.
+	http bool
+}
+
+func (p plugin) def() *connect.ConfigDef {
+	switch {
+	case p.sink != nil:
+		return p.sink.Config()
+	case p.source != nil:
+		return p.source.Config()
+	default:
+		return httpSourceConfig()
+	}
+}
+
+// commonDef is the settings of every connector of a kind.
+func commonDef(kind pluginKind) *connect.ConfigDef {
+	keys := []connect.Key{
+		{Name: keyName, Type: connect.TypeString, Required: true, Importance: connect.High, Group: "Common",
+			Doc: "The connector's name, unique in the cluster.", Check: checkName},
+		{Name: keyClass, Type: connect.TypeString, Required: true, Importance: connect.High, Group: "Common",
+			Doc: "The connector's plugin, as GET /connector-plugins names it."},
+		{Name: keyTasksMax, Type: connect.TypeInt, Default: "1", Importance: connect.High, Group: "Common",
+			Doc: "The most tasks the connector runs, at most one per worker.", Check: atLeastOne},
+		{Name: keyTransforms, Type: connect.TypeList, Importance: connect.Low, Group: "Transforms",
+			Doc: "Aliases of the transforms to apply, in order (transforms.<alias>.type and its settings)."},
+		{Name: keyValueConverter, Type: connect.TypeString, Default: JSONConverter, Importance: connect.Low, Group: "Common",
+			Allowed: []string{JSONConverter, AvroConverter},
+			Doc: "How record values are read: JSON, or Avro through a Schema Registry (value.converter.schema.registry.url)."},
+		{Name: keyTolerance, Type: connect.TypeString, Default: "none", Allowed: []string{"none", "all"}, Importance: connect.Medium, Group: "Error Handling",
+			Doc: "none: the first record that cannot be written fails the task; all: it is skipped (sinks: sent to the dead-letter topic)."},
+	}
+	switch kind {
+	case kindSink:
+		keys = append(keys,
+			connect.Key{Name: keyTopics, Type: connect.TypeList, Required: true, Importance: connect.High, Group: "Common",
+				Doc: "The topics to write."},
+			connect.Key{Name: keyDeadLetter, Type: connect.TypeString, Importance: connect.Medium, Group: "Error Handling",
+				Doc: "Where records the sink's system refuses go, with errors.tolerance all."},
+			connect.Key{Name: keyGate, Type: connect.TypeBoolean, Default: "true", Importance: connect.Low, Group: "Causal",
+				Doc: "Write a record only after what its clock claims. false only to see what the gate prevents."})
+	case kindSource:
+		keys = append(keys,
+			connect.Key{Name: keyPartitions, Type: connect.TypeInt, Default: "1", Importance: connect.Low, Group: "Topic Creation",
+				Doc: "Partitions of a topic the source makes when it writes to one that does not exist.", Check: atLeastOne})
+	}
+	return &connect.ConfigDef{Keys: keys}
+}
+
+func checkName(v string) error {
+	if strings.ContainsAny(v, "/?#%") || strings.TrimSpace(v) != v {
+		return errors.New("may not hold /, ?, #, % or surrounding spaces")
+	}
+	return nil
+}
+
+func atLeastOne(v string) error {
+	if v == "0" || strings.HasPrefix(v, "-") {
+		return errors.New("must be at least 1")
+	}
+	return nil
+}
+
+// validation is what validating a connector's settings found: Kafka
+// Connect's ConfigInfos, less its layout.
+type validation struct {
+	plugin plugin
+	common connect.Validation
+	own    connect.Validation
+	// extra are errors of settings no definition holds (the transforms').
+	extra []*connect.FieldError
+}
+
+func (v validation) errorCount() int { return v.common.ErrorCount + v.own.ErrorCount + len(v.extra) }
+
+// errs lists every error, each naming its setting.
+func (v validation) errs() []string {
+	var out []string
+	for _, val := range append(slices.Clone(v.common.Values), v.own.Values...) {
+		for _, e := range val.Errors {
+			out = append(out, (&connect.FieldError{Field: val.Key.Name, Reason: e}).Error())
+		}
+	}
+	for _, e := range v.extra {
+		out = append(out, e.Error())
+	}
+	return out
+}
+
+// validate checks cfg against the plugin it names, the settings of every
+// connector of its kind, and its transforms.
+func (w *Worker) validate(cfg map[string]string) (validation, error) {
+	p, ok := w.plugins[cfg[keyClass]]
+	if !ok {
+		return validation{}, fmt.Errorf("%w: %q (the worker has %s)", errUnknownPlugin, cfg[keyClass], strings.Join(slices.Sorted(maps.Keys(w.plugins)), ", "))
+	}
+	v := validation{plugin: p, common: commonDef(p.kind).Validate(cfg), own: p.def().Validate(cfg)}
+	if _, err := transform.Parse(cfg); err != nil {
+		v.extra = append(v.extra, fieldErrors(err)...)
+	}
+	if cfg[keyTolerance] == "all" && p.kind == kindSink && cfg[keyDeadLetter] == "" {
+		v.extra = append(v.extra, &connect.FieldError{Field: keyDeadLetter, Reason: "is required with errors.tolerance all: refused records go there"})
+	}
+	if cfg[keyValueConverter] == AvroConverter && cfg[keyValueConverter+".schema.registry.url"] == "" {
+		v.extra = append(v.extra, &connect.FieldError{Field: keyValueConverter + ".schema.registry.url", Reason: "is required with the Avro converter"})
+	}
+	return v, nil
+}
+
+// fieldErrors unwraps the field errors joined in err.
+func fieldErrors(err error) []*connect.FieldError {
+	var out []*connect.FieldError
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			out = append(out, fieldErrors(e)...)
+		}
+		return out
+	}
+	var fe *connect.FieldError
+	if errors.As(err, &fe) {
+		return []*connect.FieldError{fe}
+	}
+	return []*connect.FieldError{{Field: keyTransforms, Reason: err.Error()}}
+}
+
+var errUnknownPlugin = errors.New("no such connector plugin")

@@ -1,0 +1,385 @@
+package connectworker_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/causeway-stream/causeway/connect"
+	"github.com/causeway-stream/causeway/connect/postgres"
+	"github.com/causeway-stream/causeway/internal/pgtest"
+	"github.com/causeway-stream/causeway/runtime/connectworker"
+	"github.com/causeway-stream/causeway/runtime/embedded"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
+)
+
+// pg is the Postgres server the tests share; each test has databases of
+// its own.
+var pg *pgtest.Cluster
+
+func TestMain(m *testing.M) {
+	var err error
+	if pg, err = pgtest.Start(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "start postgres:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := pg.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop postgres:", err)
+	}
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreAnyFunction("github.com/confluentinc/confluent-kafka-go/v2/kafka.(*handle).eventPoll")); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// env is a test's broker and databases.
+type env struct {
+	t      *testing.T
+	client string
+	broker *embedded.Broker
+	cl     *kgo.Client
+}
+
+func newEnv(t *testing.T, client string) *env {
+	t.Helper()
+	b, err := embedded.Start()
+	require.NoError(t, err)
+	t.Cleanup(b.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	return &env{t: t, client: client, broker: b, cl: cl}
+}
+
+// database makes a database of the test's with schema in it, and returns
+// its URL and a connection to it.
+func (e *env) database(suffix, schema string) (string, *pgx.Conn) {
+	e.t.Helper()
+	ctx := context.Background()
+	name := strings.ToLower(strings.NewReplacer("/", "_", " ", "_", "=", "_").Replace(e.t.Name())) + "_" + suffix
+	url, err := pg.CreateDatabase(ctx, name)
+	require.NoError(e.t, err)
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() { conn.Close(context.Background()) })
+	_, err = conn.Exec(ctx, schema)
+	require.NoError(e.t, err)
+	return url, conn
+}
+
+func (e *env) topics(partitions int32, names ...string) {
+	e.t.Helper()
+	_, err := kadm.NewClient(e.cl).CreateTopics(context.Background(), partitions, 1, nil, names...)
+	require.NoError(e.t, err)
+}
+
+// worker is a running connect worker.
+type worker struct {
+	w    *connectworker.Worker
+	base string
+	stop func() error
+}
+
+// start runs a connect worker until the test ends or stop is called.
+func (e *env) start(id string) *worker {
+	e.t.Helper()
+	w, err := connectworker.New(connectworker.Config{Bootstrap: e.broker.Addr(), Client: e.client, Listen: "127.0.0.1:0", WorkerID: id,
+		Sinks: map[string]connect.Sink{"PostgresSink": postgres.Sink{}}, Sources: map[string]connect.Source{"PostgresSource": postgres.Source{}},
+		Heartbeat: 300 * time.Millisecond, Log: zaptest.NewLogger(e.t).Named(id)})
+	require.NoError(e.t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var runErr error
+	go func() {
+		defer close(done)
+		runErr = w.Run(ctx)
+	}()
+	var once sync.Once
+	stop := func() error {
+		once.Do(func() {
+			cancel()
+			<-done
+		})
+		return runErr
+	}
+	e.t.Cleanup(func() { _ = stop() })
+	return &worker{w: w, base: "http://" + w.Addr(), stop: stop}
+}
+
+// call sends a request to the worker's REST API, and returns the answer's
+// code and its body decoded (nil when empty).
+func (w *worker) call(t *testing.T, method, path string, body any) (int, any) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		require.NoError(t, err)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, w.base+path, rd)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	var out any
+	if len(bytes.TrimSpace(b)) > 0 {
+		require.NoError(t, json.Unmarshal(b, &out), "body of %s %s: %s", method, path, b)
+	}
+	return resp.StatusCode, out
+}
+
+// eventually waits up to a minute for cond.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+func count(t *testing.T, conn *pgx.Conn, table string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, conn.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n))
+	return n
+}
+
+// Kafka Connect's REST entities, by the JSON names of their fields
+// (org.apache.kafka.connect.runtime.rest.entities). A body the worker
+// answers must have these names and no others; trace (a failed state's)
+// is left out when empty, as Connect leaves it out.
+var connectShapes = map[string][]string{
+	"ErrorMessage":       {"error_code", "message"},
+	"ConnectorInfo":      {"config", "name", "tasks", "type"},
+	"ConnectorTaskId":    {"connector", "task"},
+	"ConnectorStateInfo": {"connector", "name", "tasks", "type"},
+	"ConnectorState":     {"state", "worker_id"},
+	"TaskState":          {"id", "state", "worker_id"},
+	"ConfigInfos":        {"configs", "error_count", "groups", "name"},
+	"ConfigInfo":         {"definition", "value"},
+	"ConfigKeyInfo":      {"default_value", "dependents", "display_name", "documentation", "group", "importance", "name", "order", "required", "type", "width"},
+	"ConfigValueInfo":    {"errors", "name", "recommended_values", "value", "visible"},
+	"PluginInfo":         {"class", "type", "version"},
+	"TaskInfo":           {"config", "id"},
+	"ServerInfo":         {"commit", "kafka_cluster_id", "version"},
+}
+
+// shaped checks that v is an object with the fields of Connect's entity
+// (plus those optional names, when present), and returns it.
+func shaped(t *testing.T, entity string, v any, optional ...string) map[string]any {
+	t.Helper()
+	m, ok := v.(map[string]any)
+	require.True(t, ok, "%s: %v is not an object", entity, v)
+	keys := slices.Sorted(maps.Keys(m))
+	keys = slices.DeleteFunc(keys, func(k string) bool { return slices.Contains(optional, k) })
+	assert.Equal(t, connectShapes[entity], keys, "%s's fields", entity)
+	return m
+}
+
+// A negative control for shaped: a body with a field of another name
+// fails it.
+func TestShapedCatchesAFieldConnectDoesNotHave(t *testing.T) {
+	inner := &testing.T{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		shaped(inner, "ErrorMessage", map[string]any{"code": 404, "message": "x"})
+	}()
+	<-done
+	assert.True(t, inner.Failed(), "errorCode instead of error_code must fail")
+}
+
+const sinkSchema = `
+CREATE TABLE customers (id text PRIMARY KEY, name text NOT NULL);
+CREATE TABLE orders (id text PRIMARY KEY, customer text NOT NULL REFERENCES customers(id), amount int NOT NULL CHECK (amount >= 0));`
+
+// produce writes one record.
+func (e *env) produce(topic string, partition int32, key, value string) {
+	e.t.Helper()
+	res := e.cl.ProduceSync(context.Background(), &kgo.Record{Topic: topic, Partition: partition, Key: []byte(key), Value: []byte(value)})
+	require.NoError(e.t, res.FirstErr())
+}
+
+// Every endpoint the connectors issue names, on a real worker writing a
+// real Postgres: the shapes of the bodies are Kafka Connect's, the codes
+// its own, and pause, resume, restart and delete do what they say.
+func TestTheRESTAPIManagesAConnectorAsKafkaConnectDoes(t *testing.T) {
+	for _, client := range transport.Clients() {
+		t.Run(client, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, client)
+			e.topics(1, "customers", "orders", "dead")
+			db, conn := e.database("sink", sinkSchema)
+			w := e.start("w1")
+
+			code, body := w.call(t, "GET", "/", nil)
+			assert.Equal(t, 200, code)
+			shaped(t, "ServerInfo", body)
+
+			code, body = w.call(t, "GET", "/connector-plugins", nil)
+			require.Equal(t, 200, code)
+			var classes []string
+			for _, p := range body.([]any) {
+				m := shaped(t, "PluginInfo", p)
+				classes = append(classes, m["class"].(string)+"/"+m["type"].(string))
+			}
+			assert.Equal(t, []string{"HttpSource/source", "PostgresSink/sink", "PostgresSource/source"}, classes)
+
+			cfg := map[string]string{"name": "shop", "connector.class": "PostgresSink", "topics": "customers,orders", "connection.url": db,
+				"pk.mode": "record_key", "insert.mode": "merge", "tasks.max": "1"}
+
+			// Validation names the field that is wrong.
+			code, body = w.call(t, "PUT", "/connector-plugins/PostgresSink/config/validate", cfg)
+			require.Equal(t, 200, code)
+			infos := shaped(t, "ConfigInfos", body)
+			assert.EqualValues(t, 1, infos["error_count"])
+			var wrong []string
+			for _, c := range infos["configs"].([]any) {
+				ci := shaped(t, "ConfigInfo", c)
+				def := shaped(t, "ConfigKeyInfo", ci["definition"])
+				val := shaped(t, "ConfigValueInfo", ci["value"])
+				assert.Equal(t, def["name"], val["name"])
+				if errs := val["errors"].([]any); len(errs) > 0 {
+					wrong = append(wrong, val["name"].(string)+": "+errs[0].(string))
+				}
+			}
+			assert.Equal(t, []string{`insert.mode: "merge" is not one of insert, upsert`}, wrong)
+
+			code, body = w.call(t, "POST", "/connectors", map[string]any{"name": "shop", "config": cfg})
+			assert.Equal(t, 400, code)
+			assert.Contains(t, shaped(t, "ErrorMessage", body)["message"], `setting "insert.mode": "merge" is not one of insert, upsert`)
+
+			// Create.
+			cfg["insert.mode"] = "insert"
+			cfg["errors.tolerance"] = "none"
+			code, body = w.call(t, "POST", "/connectors", map[string]any{"name": "shop", "config": cfg})
+			require.Equal(t, 201, code, "%v", body)
+			info := shaped(t, "ConnectorInfo", body)
+			assert.Equal(t, "sink", info["type"])
+			assert.Equal(t, "shop", info["config"].(map[string]any)["name"])
+			require.Len(t, info["tasks"], 1)
+			assert.Equal(t, map[string]any{"connector": "shop", "task": 0.0}, shaped(t, "ConnectorTaskId", info["tasks"].([]any)[0]))
+
+			code, body = w.call(t, "POST", "/connectors", map[string]any{"name": "shop", "config": cfg})
+			assert.Equal(t, 409, code)
+			shaped(t, "ErrorMessage", body)
+
+			code, body = w.call(t, "GET", "/connectors", nil)
+			assert.Equal(t, 200, code)
+			assert.Equal(t, []any{"shop"}, body)
+			code, body = w.call(t, "GET", "/connectors?expand=status&expand=info", nil)
+			assert.Equal(t, 200, code)
+			shaped(t, "ConnectorInfo", body.(map[string]any)["shop"].(map[string]any)["info"])
+			code, body = w.call(t, "GET", "/connectors/shop/tasks", nil)
+			assert.Equal(t, 200, code)
+			shaped(t, "TaskInfo", body.([]any)[0])
+
+			status := func() (string, string, string) {
+				code, body := w.call(t, "GET", "/connectors/shop/status", nil)
+				require.Equal(t, 200, code)
+				st := shaped(t, "ConnectorStateInfo", body)
+				conn := shaped(t, "ConnectorState", st["connector"], "trace")
+				task := shaped(t, "TaskState", st["tasks"].([]any)[0], "trace")
+				trace, _ := task["trace"].(string)
+				return conn["state"].(string), task["state"].(string), trace
+			}
+			eventually(t, "the task running", func() bool { _, task, _ := status(); return task == "RUNNING" })
+
+			e.produce("customers", 0, "c1", `{"name": "one"}`)
+			eventually(t, "the customer written", func() bool { return count(t, conn, "customers") == 1 })
+
+			// Pause: nothing is written until resume.
+			code, _ = w.call(t, "PUT", "/connectors/shop/pause", nil)
+			assert.Equal(t, 202, code)
+			eventually(t, "the task paused", func() bool { c, task, _ := status(); return c == "PAUSED" && task == "PAUSED" })
+			e.produce("customers", 0, "c2", `{"name": "two"}`)
+			time.Sleep(time.Second)
+			assert.Equal(t, 1, count(t, conn, "customers"), "a paused connector writes nothing")
+			code, _ = w.call(t, "PUT", "/connectors/shop/resume", nil)
+			assert.Equal(t, 202, code)
+			eventually(t, "the second customer written", func() bool { return count(t, conn, "customers") == 2 })
+
+			// A row the database refuses fails the task (errors.tolerance
+			// none); once the constraint is dropped, a restart of the failed
+			// task writes it.
+			e.produce("orders", 0, "o1", `{"customer": "c1", "amount": -5}`)
+			eventually(t, "the task failed", func() bool { _, task, _ := status(); return task == "FAILED" })
+			_, _, trace := status()
+			assert.Contains(t, trace, "orders/0@0 refused by the sink")
+			code, body = w.call(t, "GET", "/connectors/shop/tasks/0/status", nil)
+			assert.Equal(t, 200, code)
+			assert.Equal(t, "FAILED", shaped(t, "TaskState", body, "trace")["state"])
+			_, err := conn.Exec(context.Background(), "ALTER TABLE orders DROP CONSTRAINT orders_amount_check")
+			require.NoError(t, err)
+			code, body = w.call(t, "POST", "/connectors/shop/restart?includeTasks=true&onlyFailed=true", nil)
+			assert.Equal(t, 202, code)
+			st := shaped(t, "ConnectorStateInfo", body)
+			assert.Equal(t, "RESTARTING", st["tasks"].([]any)[0].(map[string]any)["state"])
+			eventually(t, "the order written after the restart", func() bool { return count(t, conn, "orders") == 1 })
+			eventually(t, "the task running again", func() bool { _, task, _ := status(); return task == "RUNNING" })
+			code, _ = w.call(t, "POST", "/connectors/shop/restart", nil)
+			assert.Equal(t, 204, code)
+			code, _ = w.call(t, "POST", "/connectors/shop/tasks/0/restart", nil)
+			assert.Equal(t, 204, code)
+
+			// Reconfigure.
+			cfg["batch.size"] = "100"
+			code, body = w.call(t, "PUT", "/connectors/shop/config", cfg)
+			assert.Equal(t, 200, code)
+			assert.Equal(t, "100", shaped(t, "ConnectorInfo", body)["config"].(map[string]any)["batch.size"])
+			code, body = w.call(t, "GET", "/connectors/shop/config", nil)
+			assert.Equal(t, 200, code)
+			assert.Equal(t, "100", body.(map[string]any)["batch.size"])
+			eventually(t, "the task running again", func() bool { _, task, _ := status(); return task == "RUNNING" })
+			e.produce("customers", 0, "c3", `{"name": "three"}`)
+			eventually(t, "the third customer written", func() bool { return count(t, conn, "customers") == 3 })
+
+			// Delete: the task stops, and the connector is gone.
+			code, _ = w.call(t, "DELETE", "/connectors/shop", nil)
+			assert.Equal(t, 204, code)
+			code, body = w.call(t, "GET", "/connectors/shop", nil)
+			assert.Equal(t, 404, code)
+			assert.Equal(t, "Connector shop not found", shaped(t, "ErrorMessage", body)["message"])
+			// Tasks stop after the answer, as Connect's do: the sink's group
+			// empties once this worker's task has left it.
+			eventually(t, "the sink's task gone from its group", func() bool {
+				groups, err := kadm.NewClient(e.cl).DescribeGroups(context.Background(), "connect-shop")
+				return err == nil && len(groups["connect-shop"].Members) == 0
+			})
+			e.produce("customers", 0, "c4", `{"name": "four"}`)
+			time.Sleep(time.Second)
+			assert.Equal(t, 3, count(t, conn, "customers"), "a deleted connector writes nothing")
+			code, _ = w.call(t, "PUT", "/connectors/shop/pause", nil)
+			assert.Equal(t, 404, code)
+			require.NoError(t, w.stop())
+		})
+	}
+}

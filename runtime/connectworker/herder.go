@@ -1,0 +1,291 @@
+package connectworker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// herder runs the tasks that fall to its worker: it deals each
+// connector's tasks over the live workers, starts and stops this worker's
+// runners to match, and writes their statuses to the state topic.
+//
+//causeway:owned
+type herder struct {
+	w *Worker
+	// wake makes the herder look again at once (a write of the REST API).
+	wake chan struct{}
+
+	mu sync.Mutex
+	// runners are this worker's tasks, by connector.
+	runners map[string]*runner
+	// seen are the restart requests already acted on, by key.
+	seen map[string]int64
+	// written are the statuses last written, by connector.
+	written map[string]taskStatus
+}
+
+// runner is one task of a connector running on this worker.
+type runner struct {
+	task   int
+	config string // the configuration it runs, as JSON: a change restarts it
+	// paused is set for a task kept without running (paused or stopped).
+	paused string
+	cancel context.CancelFunc
+	done   chan struct{}
+	// err is why the task stopped, read once done is closed.
+	err error
+	// http is the HTTP source's task, when it is one.
+	http *httpSource
+}
+
+func newHerder(w *Worker) *herder {
+	h := &herder{w: w, wake: make(chan struct{}, 1), runners: map[string]*runner{}, seen: map[string]int64{}, written: map[string]taskStatus{}}
+	w.store.view(func(st *clusterState) {
+		for k, r := range st.restarts {
+			h.seen[k] = r.Count // requests before this worker came are done
+		}
+	})
+	return h
+}
+
+// poke makes the herder look again soon.
+func (h *herder) poke() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run beats and deals until ctx is done, then stops every runner and
+// says the worker leaves.
+func (h *herder) run(ctx context.Context) error {
+	beat := time.NewTicker(h.w.cfg.Heartbeat)
+	defer beat.Stop()
+	look := time.NewTicker(250 * time.Millisecond)
+	defer look.Stop()
+	if err := h.heartbeat(ctx); err != nil {
+		return err
+	}
+	for {
+		h.deal(ctx)
+		select {
+		case <-ctx.Done():
+			return h.leave(context.WithoutCancel(ctx))
+		case <-beat.C:
+			if err := h.heartbeat(ctx); err != nil && ctx.Err() == nil {
+				h.w.log.Warn("heartbeat", zap.Error(err))
+			}
+		case <-look.C:
+		case <-h.wake:
+		}
+	}
+}
+
+func (h *herder) heartbeat(ctx context.Context) error {
+	b, err := json.Marshal(workerRecord{URL: "http://" + h.w.Addr()})
+	if err != nil {
+		return err
+	}
+	return h.w.store.write(ctx, "worker/"+h.w.cfg.WorkerID, b)
+}
+
+// desired is what this worker should do for one connector.
+type desired struct {
+	task   int // -1: no task here
+	target string
+	config map[string]string
+	raw    string
+}
+
+// plan reads the state: what this worker should run.
+func (h *herder) plan() (map[string]desired, map[string]restartRequest) {
+	out := map[string]desired{}
+	restarts := map[string]restartRequest{}
+	h.w.store.view(func(st *clusterState) {
+		live := st.live(time.Now(), 3*h.w.cfg.Heartbeat)
+		if !slices.Contains(live, h.w.cfg.WorkerID) {
+			live = append(live, h.w.cfg.WorkerID) // its beat may be late to come back
+			slices.Sort(live)
+		}
+		for name, cfg := range st.configs {
+			d := desired{task: -1, target: st.target(name), config: cfg}
+			raw, _ := json.Marshal(cfg)
+			d.raw = string(raw)
+			d.task = slices.Index(tasksOf(name, tasksMax(cfg), live), h.w.cfg.WorkerID)
+			out[name] = d
+		}
+		maps.Copy(restarts, st.restarts)
+	})
+	return out, restarts
+}
+
+// deal starts and stops runners to match the state, and writes the
+// statuses that changed.
+func (h *herder) deal(ctx context.Context) {
+	plan, restarts := h.plan()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for name, r := range h.runners {
+		d, ok := plan[name]
+		restart := false
+		if req, ok := restarts[name]; ok && req.Count > h.seen[name] {
+			h.seen[name] = req.Count
+			restart = !req.OnlyFailed || r.failed()
+		}
+		if req, ok := restarts[fmt.Sprintf("%s/%d", name, r.task)]; ok && req.Count > h.seen[fmt.Sprintf("%s/%d", name, r.task)] {
+			h.seen[fmt.Sprintf("%s/%d", name, r.task)] = req.Count
+			restart = true
+		}
+		if !ok || d.task != r.task || d.raw != r.config || d.target != r.target() || restart {
+			h.stop(name, r)
+		}
+	}
+	for name, d := range plan {
+		if _, running := h.runners[name]; running || d.task < 0 {
+			continue
+		}
+		h.runners[name] = h.start(ctx, name, d)
+	}
+	h.report(ctx, plan)
+}
+
+// target is the target state a runner was started for.
+func (r *runner) target() string {
+	if r.paused != "" {
+		return r.paused
+	}
+	return StateRunning
+}
+
+// failed reports whether the runner's task stopped on an error.
+func (r *runner) failed() bool {
+	if r.done == nil {
+		return false
+	}
+	select {
+	case <-r.done:
+		return r.err != nil
+	default:
+		return false
+	}
+}
+
+// status is the runner's task status.
+func (r *runner) status() taskStatus {
+	switch {
+	case r.paused != "":
+		return taskStatus{State: r.paused, Task: r.task}
+	case r.failed():
+		return taskStatus{State: StateFailed, Task: r.task, Trace: r.err.Error()}
+	default:
+		return taskStatus{State: StateRunning, Task: r.task}
+	}
+}
+
+// stop stops a runner and forgets it; its status goes with the next
+// report.
+func (h *herder) stop(name string, r *runner) {
+	if r.cancel != nil {
+		r.cancel()
+		<-r.done
+	}
+	delete(h.runners, name)
+	h.w.log.Info("task stopped", zap.String("connector", name), zap.Int("task", r.task))
+}
+
+// start starts the task d gives this worker, or keeps its place when the
+// connector is paused or stopped.
+func (h *herder) start(ctx context.Context, name string, d desired) *runner {
+	r := &runner{task: d.task, config: d.raw}
+	if d.target != StateRunning {
+		r.paused = d.target
+		return r
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r.cancel, r.done = cancel, make(chan struct{})
+	run, err := h.w.runnerFor(name, d.task, d.config, r)
+	if err != nil {
+		r.err = err
+		close(r.done)
+		h.w.log.Error("task failed to start", zap.String("connector", name), zap.Int("task", d.task), zap.Error(err))
+		return r
+	}
+	go func() {
+		defer close(r.done)
+		r.err = run(runCtx)
+		if r.err != nil && runCtx.Err() != nil && errors.Is(r.err, context.Canceled) {
+			r.err = nil
+		}
+		if r.err != nil {
+			h.w.log.Error("task failed", zap.String("connector", name), zap.Int("task", d.task), zap.Error(r.err))
+		}
+		h.poke()
+	}()
+	h.w.log.Info("task started", zap.String("connector", name), zap.Int("task", d.task))
+	return r
+}
+
+// report writes the status of every connector whose status on this
+// worker changed: a task's, or a tombstone once it has none here.
+func (h *herder) report(ctx context.Context, plan map[string]desired) {
+	for name, r := range h.runners {
+		st := r.status()
+		if h.written[name] == st {
+			continue
+		}
+		b, err := json.Marshal(st)
+		if err == nil {
+			err = h.w.store.send(ctx, "status/"+name+"/"+h.w.cfg.WorkerID, b)
+		}
+		if err != nil {
+			h.w.log.Warn("write a task status", zap.String("connector", name), zap.Error(err))
+			continue
+		}
+		h.written[name] = st
+	}
+	for name := range h.written {
+		if _, ok := h.runners[name]; ok {
+			continue
+		}
+		if err := h.w.store.send(ctx, "status/"+name+"/"+h.w.cfg.WorkerID, nil); err != nil {
+			h.w.log.Warn("write a task status", zap.String("connector", name), zap.Error(err))
+			continue
+		}
+		delete(h.written, name)
+	}
+}
+
+// leave stops every runner, takes back their statuses and says the
+// worker is gone, so that others deal its tasks at once.
+func (h *herder) leave(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var errs []error
+	for name, r := range h.runners {
+		h.stop(name, r)
+	}
+	for name := range h.written {
+		errs = append(errs, h.w.store.send(ctx, "status/"+name+"/"+h.w.cfg.WorkerID, nil))
+	}
+	errs = append(errs, h.w.store.send(ctx, "worker/"+h.w.cfg.WorkerID, nil))
+	return errors.Join(errs...)
+}
+
+// httpTask returns this worker's HTTP source task of a connector, if it
+// runs one.
+func (h *herder) httpTask(name string) *httpSource {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if r, ok := h.runners[name]; ok && !r.failed() {
+		return r.http
+	}
+	return nil
+}

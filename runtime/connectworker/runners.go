@@ -1,0 +1,117 @@
+package connectworker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/causeway-stream/causeway/connect"
+	"github.com/causeway-stream/causeway/connect/transform"
+	"github.com/causeway-stream/causeway/runtime/sinkworker"
+)
+
+// runnerFor makes what runs task of the connector name from its
+// configuration cfg.
+func (w *Worker) runnerFor(name string, task int, cfg map[string]string, r *runner) (func(context.Context) error, error) {
+	v, err := w.validate(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if n := v.errorCount(); n > 0 {
+		return nil, fmt.Errorf("the configuration has %d errors: %s", n, strings.Join(v.errs(), "; "))
+	}
+	chain, err := transform.Parse(cfg)
+	if err != nil {
+		return nil, err
+	}
+	convert, err := converterFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	p := v.plugin
+	own, err := p.def().Parse(cfg)
+	if err != nil {
+		return nil, err
+	}
+	log := w.log.With(zap.String("connector", name), zap.Int("task", task))
+	switch {
+	case p.sink != nil:
+		if chain.Routes() {
+			return nil, &connect.FieldError{Field: keyTransforms, Reason: "a sink's topics name its channels and cannot be routed: use the sink's own table naming instead"}
+		}
+		return func(ctx context.Context) error {
+			return w.runSink(ctx, name, task, cfg, p.sink, own, chain, convert, log)
+		}, nil
+	case p.source != nil:
+		return func(ctx context.Context) error {
+			t, err := p.source.Open(ctx, name, own)
+			if err != nil {
+				return err
+			}
+			s, err := w.newSourceRunner(name, cfg, chain, log)
+			if err != nil {
+				return errors.Join(err, t.Close())
+			}
+			return s.run(ctx, t)
+		}, nil
+	default:
+		h, err := w.newHTTPSource(name, task, cfg, own, chain, log)
+		if err != nil {
+			return nil, err
+		}
+		r.http = h
+		return h.run, nil
+	}
+}
+
+// runSink runs a task of a sink connector until ctx is done.
+func (w *Worker) runSink(ctx context.Context, name string, task int, cfg map[string]string, sink connect.Sink, own connect.Config,
+	chain *transform.Chain, convert converter, log *zap.Logger) error {
+	topics := list(cfg[keyTopics])
+	t, err := sink.Open(ctx, name, topics, own)
+	if err != nil {
+		return err
+	}
+	sw, err := sinkworker.New(sinkworker.Config{Connector: name, Topics: topics, Task: t, Bootstrap: w.cfg.Bootstrap,
+		Client: w.cfg.Client, Kafka: w.cfg.Kafka, InstanceID: fmt.Sprintf("%s-%d", w.cfg.WorkerID, task),
+		GateOff: cfg[keyGate] == "false", DeadLetterTopic: cfg[keyDeadLetter], ToleranceAll: cfg[keyTolerance] == "all",
+		Convert: sinkConvert(chain, convert), Log: log})
+	if err != nil {
+		return errors.Join(err, t.Close())
+	}
+	return sw.Run(ctx)
+}
+
+// sinkConvert is what a sink does to each record before writing it:
+// convert its value to JSON, then transform it. nil when nothing.
+func sinkConvert(chain *transform.Chain, convert converter) func(connect.Record) (connect.Record, error) {
+	if chain.Empty() && convert == nil {
+		return nil
+	}
+	return func(r connect.Record) (connect.Record, error) {
+		if convert != nil && r.Value != nil {
+			v, err := convert(r.Topic, r.Value)
+			if err != nil {
+				return r, err
+			}
+			r.Value = v
+		}
+		t, err := chain.Apply(transform.Record{Topic: r.Topic, Key: r.Key, Value: r.Value})
+		r.Key, r.Value = t.Key, t.Value
+		return r, err
+	}
+}
+
+// list splits a comma-separated setting, dropping blanks.
+func list(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -1,0 +1,300 @@
+package connectworker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/connect"
+	"github.com/causeway-stream/causeway/connect/transform"
+	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
+)
+
+// sourceRunner writes what a source task reads to Kafka, exactly once and
+// in causal order.
+//
+// Records go in Kafka transactions, one per run of records for one
+// topic, each with the source's offset after the run (a record of the
+// offsets topic keyed by the connector). Every record carries the
+// session's clock: after a transaction commits, the session claims the
+// end of every partition it wrote, so each record claims every record
+// written before it. The producer's transactional id is the connector's:
+// a task that starts fences the one before it, whatever became of it.
+//
+//causeway:owned
+type sourceRunner struct {
+	connector  string
+	offsets    causal.Channel
+	partitions int32
+	chain      *transform.Chain
+	producer   transport.Producer
+	admin      transport.Admin
+	consumer   transport.Consumer
+	log        *zap.Logger
+	tolerate   bool
+
+	counts  map[string]int32
+	session causal.Session
+	// topics are those the source wrote, kept with its offset.
+	topics []string
+	offset []byte
+}
+
+// committedOffset is the record a source runner keeps in the offsets
+// topic: the task's offset, and the topics it wrote, whose ends the next
+// task claims before it writes anything.
+type committedOffset struct {
+	Offset []byte   `json:"offset"`
+	Topics []string `json:"topics"`
+}
+
+func (w *Worker) newSourceRunner(name string, cfg map[string]string, chain *transform.Chain, log *zap.Logger) (*sourceRunner, error) {
+	parts, _ := strconv.Atoi(cfg[keyPartitions])
+	s := &sourceRunner{connector: name, chain: chain, log: log, partitions: int32(max(parts, 1)), tolerate: cfg[keyTolerance] == "all"}
+	var err error
+	settings := w.settings("connect-"+name, "source")
+	if s.producer, s.admin, err = w.supplier.Producer(settings); err != nil {
+		return nil, err
+	}
+	if s.consumer, err = w.supplier.Consumer(settings); err != nil {
+		s.producer.Close()
+		s.admin.Close()
+		return nil, err
+	}
+	s.offsets = causal.Channel{Topic: w.cfg.OffsetsTopic}
+	return s, nil
+}
+
+// run polls t and writes what it returns until ctx is done or a write
+// fails.
+func (s *sourceRunner) run(ctx context.Context, t connect.SourceTask) (err error) {
+	defer func() {
+		cerr := s.consumer.Close()
+		s.admin.Close()
+		err = errors.Join(err, cerr, s.producer.Close(), t.Close())
+	}()
+	if err := s.start(ctx); err != nil {
+		return err
+	}
+	for ctx.Err() == nil {
+		recs, err := t.Poll(ctx, s.offset)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("poll: %w", err)
+		}
+		if err := s.write(context.WithoutCancel(ctx), recs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// start fences the task before, and reads the offset it committed.
+func (s *sourceRunner) start(ctx context.Context) error {
+	if err := s.admin.CreateTopics(ctx, []transport.TopicSpec{{Name: s.offsets.Topic, Partitions: 25, Configs: map[string]string{"cleanup.policy": "compact"}}}); err != nil {
+		return fmt.Errorf("offsets topic: %w", err)
+	}
+	counts, err := s.admin.PartitionCounts(ctx)
+	if err != nil {
+		return err
+	}
+	s.counts = counts
+	s.offsets.Partition = framework.PartitionFor([]byte(s.connector), counts[s.offsets.Topic])
+	if err := s.producer.InitTransactions(ctx); err != nil {
+		return fmt.Errorf("source producer: %w", err)
+	}
+	last, err := s.readOffset(ctx)
+	if err != nil {
+		return err
+	}
+	s.offset, s.topics = last.Offset, last.Topics
+	// What the tasks before wrote is committed or aborted by now (the
+	// producer's fencing ended their transactions): claim it all.
+	return s.claimEnds(ctx, s.topics)
+}
+
+// readOffset reads the connector's last committed offset record.
+func (s *sourceRunner) readOffset(ctx context.Context) (committedOffset, error) {
+	var last committedOffset
+	ends, err := s.admin.Ends(ctx, []causal.Channel{s.offsets})
+	if err != nil {
+		return last, err
+	}
+	low, _, err := s.consumer.Watermarks(s.offsets)
+	if err != nil {
+		return last, err
+	}
+	if err := s.consumer.Assign(map[causal.Channel]int64{s.offsets: low}); err != nil {
+		return last, err
+	}
+	batch := make([]transport.Event, 0, 256)
+	for pos := low; pos < ends[s.offsets]; {
+		if ctx.Err() != nil {
+			return last, ctx.Err()
+		}
+		batch = batch[:0]
+		s.consumer.Poll(100*time.Millisecond, cap(batch), &batch)
+		for _, ev := range batch {
+			switch ev.Kind {
+			case transport.EventRecord:
+				pos = ev.Msg.Offset + 1
+				if string(ev.Msg.Key) != s.connector {
+					continue
+				}
+				last = committedOffset{}
+				if ev.Msg.Value != nil {
+					if err := json.Unmarshal(ev.Msg.Value, &last); err != nil {
+						return last, fmt.Errorf("offsets topic %s@%d: %w", transport.PartitionString(s.offsets.Topic, s.offsets.Partition), ev.Msg.Offset, err)
+					}
+				}
+			case transport.EventPosition:
+				pos = max(pos, ev.Msg.Offset)
+			case transport.EventFatal:
+				return last, ev.Err
+			}
+		}
+	}
+	return last, nil
+}
+
+// claimEnds makes the session claim the end of every partition of
+// topics.
+func (s *sourceRunner) claimEnds(ctx context.Context, topics []string) error {
+	var chs []causal.Channel
+	for _, t := range topics {
+		for p := range s.counts[t] {
+			chs = append(chs, causal.Channel{Topic: t, Partition: p})
+		}
+	}
+	if len(chs) == 0 {
+		return nil
+	}
+	ends, err := s.admin.Ends(ctx, chs)
+	if err != nil {
+		return fmt.Errorf("ends of the source's topics: %w", err)
+	}
+	for ch, end := range ends {
+		if end > 0 {
+			s.session.Produced(ch, end-1)
+		}
+	}
+	return nil
+}
+
+// write writes recs, a transaction per run of one topic.
+func (s *sourceRunner) write(ctx context.Context, recs []connect.SourceRecord) error {
+	for len(recs) > 0 {
+		topic := s.routed(recs[0])
+		n := 1
+		for n < len(recs) && s.routed(recs[n]) == topic {
+			n++
+		}
+		if err := s.writeRun(ctx, topic, recs[:n]); err != nil {
+			return err
+		}
+		recs = recs[n:]
+	}
+	return nil
+}
+
+// routed is the topic a record goes to once transformed.
+func (s *sourceRunner) routed(r connect.SourceRecord) string {
+	t, err := s.chain.Apply(transform.Record{Topic: r.Topic})
+	if err != nil || t.Topic == "" {
+		return r.Topic
+	}
+	return t.Topic
+}
+
+// writeRun writes one run of records for topic, and the offset after
+// them, in one transaction; then the session claims what it wrote.
+func (s *sourceRunner) writeRun(ctx context.Context, topic string, recs []connect.SourceRecord) error {
+	if err := s.ensureTopic(ctx, topic); err != nil {
+		return err
+	}
+	// A header of its own for each run: a client may read it until the
+	// transaction ends.
+	header := s.session.AppendHeader(nil)
+	if err := s.producer.BeginTransaction(); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	offset := s.offset
+	written := map[int32]bool{}
+	for _, r := range recs {
+		if r.Offset != nil {
+			offset = r.Offset
+		}
+		t, err := s.chain.Apply(transform.Record{Topic: r.Topic, Key: r.Key, Value: r.Value})
+		if err != nil {
+			if s.tolerate {
+				s.log.Warn("record skipped", zap.String("topic", r.Topic), zap.Error(err))
+				continue
+			}
+			return errors.Join(fmt.Errorf("a record for %s: %w", r.Topic, err), s.producer.AbortTransaction(ctx))
+		}
+		p := framework.PartitionFor(t.Key, s.counts[topic])
+		written[p] = true
+		m := transport.Message{Topic: topic, Partition: p, Key: t.Key, Value: t.Value, Timestamp: r.Timestamp,
+			Headers: append(slices.Clone(r.Headers), framework.Header{Key: causal.HeaderKey, Value: header})}
+		if err := s.producer.Produce(&m); err != nil {
+			return errors.Join(fmt.Errorf("produce to %s: %w", topic, err), s.producer.AbortTransaction(ctx))
+		}
+	}
+	topics := s.topics
+	if !slices.Contains(topics, topic) {
+		topics = append(slices.Clone(topics), topic)
+	}
+	b, err := json.Marshal(committedOffset{Offset: offset, Topics: topics})
+	if err != nil {
+		return errors.Join(err, s.producer.AbortTransaction(ctx))
+	}
+	m := transport.Message{Topic: s.offsets.Topic, Partition: s.offsets.Partition, Key: []byte(s.connector), Value: b, Timestamp: time.Now()}
+	if err := s.producer.Produce(&m); err != nil {
+		return errors.Join(fmt.Errorf("offset: %w", err), s.producer.AbortTransaction(ctx))
+	}
+	if err := s.producer.CommitTransaction(ctx); err != nil {
+		return errors.Join(fmt.Errorf("commit: %w", err), s.producer.AbortTransaction(ctx))
+	}
+	s.offset, s.topics = offset, topics
+	var chs []causal.Channel
+	for p := range written {
+		chs = append(chs, causal.Channel{Topic: topic, Partition: p})
+	}
+	ends, err := s.admin.Ends(ctx, chs)
+	if err != nil {
+		return fmt.Errorf("ends of %s: %w", topic, err)
+	}
+	for ch, end := range ends {
+		s.session.Produced(ch, end-1)
+	}
+	return nil
+}
+
+// ensureTopic makes topic when it does not exist.
+func (s *sourceRunner) ensureTopic(ctx context.Context, topic string) error {
+	if _, ok := s.counts[topic]; ok {
+		return nil
+	}
+	if err := s.admin.CreateTopics(ctx, []transport.TopicSpec{{Name: topic, Partitions: s.partitions}}); err != nil {
+		return err
+	}
+	counts, err := s.admin.PartitionCounts(ctx)
+	if err != nil {
+		return err
+	}
+	if _, ok := counts[topic]; !ok {
+		return fmt.Errorf("topic %q was made but is not in the cluster's metadata yet", topic)
+	}
+	s.counts = counts
+	return nil
+}

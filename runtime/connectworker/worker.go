@@ -1,0 +1,199 @@
+// Package connectworker is Causeway's connect worker: a process that runs
+// connectors (package connect) from configurations managed over a REST
+// API with Kafka Connect's shapes. Workers that share a state topic make
+// a cluster: each reads every connector's configuration from the topic,
+// and runs the tasks that fall to it.
+//
+// The state topic (compacted, one partition) holds the connectors'
+// configurations, their target states (running, paused, stopped),
+// restart requests, each task's status, and each worker's heartbeat. A
+// worker is alive while its heartbeat is younger than three heartbeat
+// intervals. A connector's tasks.max tasks go to that many live workers,
+// one each, starting at a worker its name picks; when a worker joins or
+// goes, the tasks are dealt again, and those that move stop on one worker
+// and start on another.
+//
+// A sink's tasks are members of one consumer group, which spreads the
+// topics' partitions over them; the sink's own positions keep its writes
+// exactly-once and causal (see runtime/sinkworker). A source's task
+// writes each record and the source's offset in one Kafka transaction,
+// stamped with the task's session clock; its transactional id is the
+// connector's, so a task that starts fences any zombie of the one before.
+package connectworker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/causeway-stream/causeway/connect"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
+)
+
+// Config is what a Worker runs.
+type Config struct {
+	// Bootstrap are the Kafka bootstrap servers. Required.
+	Bootstrap string
+	// Client is the Kafka client library: "librdkafka" or "franz".
+	// Default: the first built in.
+	Client string
+	// Kafka are librdkafka-style client settings (security and the like).
+	Kafka map[string]string
+	// StateTopic is the cluster's state topic; workers that share it are
+	// one cluster. Default: "causeway-connect-state".
+	StateTopic string
+	// OffsetsTopic keeps the sources' offsets. Default:
+	// "causeway-connect-offsets".
+	OffsetsTopic string
+	// Listen is the REST API's address. Default: ":8083".
+	Listen string
+	// WorkerID names the worker in the cluster, and in statuses. Default:
+	// the host name and the REST port.
+	WorkerID string
+	// Sinks and Sources are the plugins the worker runs, by class name.
+	// The HTTP source (HTTPSourceClass) is always there.
+	Sinks   map[string]connect.Sink
+	Sources map[string]connect.Source
+	// Heartbeat is how often the worker says it is alive; it is taken for
+	// gone after three. Default: 2s.
+	Heartbeat time.Duration
+	// Log hears the worker. Default: none.
+	Log *zap.Logger
+}
+
+// Worker is a connect worker. Make it with New, run it with Run.
+//
+//causeway:owned
+type Worker struct {
+	cfg      Config
+	log      *zap.Logger
+	supplier transport.Supplier
+	plugins  map[string]plugin
+	listener net.Listener
+	store    *store
+	herder   *herder
+}
+
+// New checks cfg, fills in its defaults, and opens the REST listener.
+func New(cfg Config) (*Worker, error) {
+	if cfg.Bootstrap == "" {
+		return nil, errors.New("connectworker: no bootstrap servers")
+	}
+	if cfg.Client == "" {
+		cfg.Client = transport.Clients()[0]
+	}
+	if cfg.StateTopic == "" {
+		cfg.StateTopic = "causeway-connect-state"
+	}
+	if cfg.OffsetsTopic == "" {
+		cfg.OffsetsTopic = "causeway-connect-offsets"
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = ":8083"
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = 2 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	supplier, err := transport.Named(cfg.Client)
+	if err != nil {
+		return nil, fmt.Errorf("connectworker: %w", err)
+	}
+	w := &Worker{cfg: cfg, log: cfg.Log, supplier: supplier, plugins: map[string]plugin{
+		HTTPSourceClass: {class: HTTPSourceClass, kind: kindSource, http: true}}}
+	for class, s := range cfg.Sinks {
+		w.plugins[class] = plugin{class: class, kind: kindSink, sink: s}
+	}
+	for class, s := range cfg.Sources {
+		if _, dup := w.plugins[class]; dup {
+			return nil, fmt.Errorf("connectworker: two plugins named %q", class)
+		}
+		w.plugins[class] = plugin{class: class, kind: kindSource, source: s}
+	}
+	if w.listener, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("connectworker: REST listener: %w", err)
+	}
+	if w.cfg.WorkerID == "" {
+		host, _ := os.Hostname()
+		w.cfg.WorkerID = host + ":" + strconv.Itoa(w.listener.Addr().(*net.TCPAddr).Port)
+	}
+	return w, nil
+}
+
+// Addr is the REST API's address.
+func (w *Worker) Addr() string { return w.listener.Addr().String() }
+
+// ID is the worker's id in the cluster.
+func (w *Worker) ID() string { return w.cfg.WorkerID }
+
+// settings are the transport settings of a client of the worker.
+func (w *Worker) settings(application, instance string) transport.Settings {
+	return transport.Settings{ApplicationID: application, Kafka: w.cfg.Kafka, Bootstrap: w.cfg.Bootstrap,
+		InstanceID: instance, Log: w.log, AllowOffsetReset: true, AutoOffsetReset: "earliest"}
+}
+
+// Run serves the REST API and runs the connectors that fall to this
+// worker until ctx is done; then it stops them, says it leaves, and
+// closes its clients.
+func (w *Worker) Run(ctx context.Context) (err error) {
+	producer, admin, err := w.supplier.Producer(w.settings("causeway-connect", w.cfg.WorkerID))
+	if err != nil {
+		w.listener.Close()
+		return fmt.Errorf("connectworker: %w", err)
+	}
+	consumer, err := w.supplier.Consumer(w.settings("causeway-connect", w.cfg.WorkerID))
+	if err != nil {
+		producer.Close()
+		admin.Close()
+		w.listener.Close()
+		return fmt.Errorf("connectworker: %w", err)
+	}
+	if w.store, err = newStore(ctx, w.cfg.StateTopic, consumer, producer, admin, w.log); err != nil {
+		consumer.Close()
+		producer.Close()
+		admin.Close()
+		w.listener.Close()
+		return fmt.Errorf("connectworker: %w", err)
+	}
+	defer func() { err = errors.Join(err, w.store.close()) }()
+
+	readCtx, stopReading := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	var readErr error
+	wg.Go(func() { readErr = w.store.run(readCtx) })
+	defer func() {
+		stopReading()
+		wg.Wait()
+		err = errors.Join(err, readErr)
+	}()
+
+	if err := w.store.sync(ctx); err != nil {
+		return fmt.Errorf("connectworker: %w", err)
+	}
+	w.herder = newHerder(w)
+	srv := &http.Server{Handler: w.routes(), ReadHeaderTimeout: 10 * time.Second}
+	var serveErr error
+	wg.Go(func() {
+		if err := srv.Serve(w.listener); !errors.Is(err, http.ErrServerClosed) {
+			serveErr = err
+		}
+	})
+	defer func() {
+		shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		err = errors.Join(err, srv.Shutdown(shut), serveErr)
+	}()
+	w.log.Info("connect worker started", zap.String("worker", w.cfg.WorkerID), zap.String("rest", w.Addr()),
+		zap.String("state_topic", w.cfg.StateTopic))
+	return w.herder.run(ctx)
+}
