@@ -18,11 +18,11 @@ import (
 // The settings of the source, named as Confluent's JDBC source names
 // them.
 const (
-	TableWhitelist    = "table.whitelist"
-	IncrementingCol   = "incrementing.column.name"
-	TopicPrefix       = "topic.prefix"
-	PollInterval      = "poll.interval.ms"
-	BatchMaxRows      = "batch.max.rows"
+	TableWhitelist  = "table.whitelist"
+	IncrementingCol = "incrementing.column.name"
+	TopicPrefix     = "topic.prefix"
+	PollInterval    = "poll.interval.ms"
+	BatchMaxRows    = "batch.max.rows"
 )
 
 // Source is the query-based Postgres source: it reads the rows of tables

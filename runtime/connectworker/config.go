@@ -74,7 +74,7 @@ func commonDef(kind pluginKind) *connect.ConfigDef {
 			Doc: "Aliases of the transforms to apply, in order (transforms.<alias>.type and its settings)."},
 		{Name: keyValueConverter, Type: connect.TypeString, Default: JSONConverter, Importance: connect.Low, Group: "Common",
 			Allowed: []string{JSONConverter, AvroConverter},
-			Doc: "How record values are read: JSON, or Avro through a Schema Registry (value.converter.schema.registry.url)."},
+			Doc:     "How record values are read: JSON, or Avro through a Schema Registry (value.converter.schema.registry.url)."},
 		{Name: keyTolerance, Type: connect.TypeString, Default: "none", Allowed: []string{"none", "all"}, Importance: connect.Medium, Group: "Error Handling",
 			Doc: "none: the first record that cannot be written fails the task; all: it is skipped (sinks: sent to the dead-letter topic)."},
 	}
