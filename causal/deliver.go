@@ -35,7 +35,9 @@ func (n *Node[P]) Next() (Delivery[P], bool) {
 		n.raise(idx, cs.q.first().off-1)
 		n.headChanged(idx)
 	} else {
-		n.raise(idx, h.off)
+		// Everything below a position reported while h was held was
+		// received, so it has all been delivered now.
+		n.raise(idx, max(h.off, cs.reported))
 	}
 	return Delivery[P]{Channel: cs.ch, Offset: h.off, Payload: h.payload}, true
 }

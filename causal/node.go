@@ -148,6 +148,10 @@ type chanState[P any] struct {
 	waiters  []waiter     // min-heap by off: heads waiting on this channel's frontier
 
 	lastRecv int64 // offset of the last record received, -1 before any
+	// reported is the highest position the consumer reported, less one:
+	// every record below it was received. Once the queue is empty the
+	// frontier reaches it (see Advance).
+	reported int64
 
 	// last is the clock header of the last record taken in on this channel
 	// with one, and lastGroups where its topic groups lie in it (see
@@ -259,7 +263,7 @@ func (n *Node[P]) Seed(ch Channel, next int64) error {
 	}
 	idx := int32(len(n.chans))
 	t.parts[ch.Partition] = idx + 1
-	n.chans = append(n.chans, &chanState[P]{ch: ch, tid: tid, frontier: next - 1, lastRecv: next - 1, waitOn: -1})
+	n.chans = append(n.chans, &chanState[P]{ch: ch, tid: tid, frontier: next - 1, lastRecv: next - 1, reported: next - 1, waitOn: -1})
 	for _, oi := range t.feeds {
 		o := &n.outputs[oi]
 		if int(tid) >= len(o.inputsOf) {

@@ -396,7 +396,10 @@ func (n *Node[P]) met(claims []claim) bool {
 // record it would return (at a partition EOF under read_committed, the last
 // stable offset). When nothing is held for ch, everything below the position
 // is accounted for and the frontier moves to position-1. With records held the
-// report carries nothing the bridge has not already applied.
+// position is kept: once the last of them is delivered, the frontier moves to
+// it. A channel whose last records wait when the consumer reaches its end
+// (and reports it once, as librdkafka reports a partition EOF) would
+// otherwise keep its frontier below the transaction marker that ends it.
 func (n *Node[P]) Advance(ch Channel, position int64) error {
 	if n.err != nil {
 		return n.err
@@ -405,7 +408,9 @@ func (n *Node[P]) Advance(ch Channel, position int64) error {
 	if err != nil {
 		return err
 	}
-	if n.chans[idx].q.len() == 0 {
+	cs := n.chans[idx]
+	cs.reported = max(cs.reported, position-1)
+	if cs.q.len() == 0 {
 		n.raise(idx, position-1)
 	}
 	return nil

@@ -143,7 +143,7 @@ func (s *sourceTask) Poll(ctx context.Context, offset []byte) ([]connect.SourceR
 	for _, name := range s.tables {
 		col := pgx.Identifier{s.column}.Sanitize()
 		rows, err := tx.Query(ctx, `SELECT `+col+`::bigint, row_to_json(t)::text FROM (SELECT * FROM `+identifier(name).Sanitize()+
-			` WHERE `+col+` > $1 ORDER BY `+col+` LIMIT $2) t`, lastOr(off.Tables, name), s.limit)
+			` WHERE `+col+` > $1::bigint ORDER BY `+col+` LIMIT $2) t`, lastOr(off.Tables, name), s.limit)
 		if err != nil {
 			return nil, fmt.Errorf("poll %s: %w", name, err)
 		}

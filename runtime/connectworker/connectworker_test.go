@@ -5,12 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"maps"
 	"net/http"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -60,6 +60,8 @@ type env struct {
 	client string
 	broker *embedded.Broker
 	cl     *kgo.Client
+	// gateOff turns the gate of lagSink's workers off.
+	gateOff bool
 }
 
 func newEnv(t *testing.T, client string) *env {
@@ -78,7 +80,9 @@ func newEnv(t *testing.T, client string) *env {
 func (e *env) database(suffix, schema string) (string, *pgx.Conn) {
 	e.t.Helper()
 	ctx := context.Background()
-	name := strings.ToLower(strings.NewReplacer("/", "_", " ", "_", "=", "_").Replace(e.t.Name())) + "_" + suffix
+	h := fnv.New32a()
+	h.Write([]byte(e.t.Name())) //nolint:errcheck // a hash does not fail
+	name := fmt.Sprintf("t%08x_%s", h.Sum32(), suffix)
 	url, err := pg.CreateDatabase(ctx, name)
 	require.NoError(e.t, err)
 	conn, err := pgx.Connect(ctx, url)

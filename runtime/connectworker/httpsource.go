@@ -172,10 +172,7 @@ func (h *httpSource) write(ctx context.Context, topic string, recs []postedRecor
 	defer h.mu.Unlock()
 	ctx = context.WithoutCancel(ctx)
 	if _, ok := h.counts[topic]; !ok {
-		if err := h.admin.CreateTopics(ctx, []transport.TopicSpec{{Name: topic, Partitions: h.partitions}}); err != nil {
-			return nil, causal.Clock{}, err
-		}
-		counts, err := h.admin.PartitionCounts(ctx)
+		counts, err := createTopic(ctx, h.admin, topic, h.partitions)
 		if err != nil {
 			return nil, causal.Clock{}, err
 		}

@@ -288,6 +288,9 @@ func (c connectorView) status() ConnectorStateInfo {
 // hands the others to f.
 func (w *Worker) withConnector(f func(http.ResponseWriter, *http.Request, connectorView)) http.HandlerFunc {
 	return func(rw http.ResponseWriter, req *http.Request) {
+		if !w.synced(rw, req) {
+			return
+		}
 		c, ok := w.connector(req.PathValue("name"))
 		if !ok {
 			writeError(rw, http.StatusNotFound, fmt.Sprintf("Connector %s not found", req.PathValue("name")))
@@ -297,7 +300,20 @@ func (w *Worker) withConnector(f func(http.ResponseWriter, *http.Request, connec
 	}
 }
 
+// synced reads the state topic to its end, so that an answer holds every
+// write made before the request on any worker; on failure it answers 500.
+func (w *Worker) synced(rw http.ResponseWriter, req *http.Request) bool {
+	if err := w.store.sync(req.Context()); err != nil {
+		writeError(rw, http.StatusInternalServerError, err.Error())
+		return false
+	}
+	return true
+}
+
 func (w *Worker) listConnectors(rw http.ResponseWriter, req *http.Request) {
+	if !w.synced(rw, req) {
+		return
+	}
 	var names []string
 	w.store.view(func(st *clusterState) { names = slices.Sorted(maps.Keys(st.configs)) })
 	expand := req.URL.Query()["expand"]
@@ -332,6 +348,9 @@ func (w *Worker) createConnector(rw http.ResponseWriter, req *http.Request) {
 		return
 	}
 	name := strings.TrimSpace(body.Name)
+	if !w.synced(rw, req) {
+		return
+	}
 	if body.Config == nil {
 		writeError(rw, http.StatusBadRequest, "the body has no config")
 		return
@@ -354,6 +373,9 @@ func (w *Worker) putConfig(rw http.ResponseWriter, req *http.Request) {
 	var cfg map[string]string
 	if err := json.NewDecoder(req.Body).Decode(&cfg); err != nil || cfg == nil {
 		writeError(rw, http.StatusBadRequest, fmt.Sprintf("the body is not a connector's configuration (an object of strings): %v", err))
+		return
+	}
+	if !w.synced(rw, req) {
 		return
 	}
 	code := http.StatusOK
@@ -400,6 +422,9 @@ func (w *Worker) store1(rw http.ResponseWriter, req *http.Request, name string, 
 }
 
 func (w *Worker) restartConnector(rw http.ResponseWriter, req *http.Request) {
+	if !w.synced(rw, req) {
+		return
+	}
 	c, ok := w.connector(req.PathValue("name"))
 	if !ok {
 		writeError(rw, http.StatusNotFound, fmt.Sprintf("Connector %s not found", req.PathValue("name")))

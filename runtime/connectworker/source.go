@@ -285,16 +285,37 @@ func (s *sourceRunner) ensureTopic(ctx context.Context, topic string) error {
 	if _, ok := s.counts[topic]; ok {
 		return nil
 	}
-	if err := s.admin.CreateTopics(ctx, []transport.TopicSpec{{Name: topic, Partitions: s.partitions}}); err != nil {
-		return err
-	}
-	counts, err := s.admin.PartitionCounts(ctx)
+	counts, err := createTopic(ctx, s.admin, topic, s.partitions)
 	if err != nil {
 		return err
 	}
-	if _, ok := counts[topic]; !ok {
-		return fmt.Errorf("topic %q was made but is not in the cluster's metadata yet", topic)
-	}
 	s.counts = counts
 	return nil
+}
+
+// createTopic makes topic with partitions, and returns the partition
+// counts once the cluster's metadata has it (a broker may answer the
+// creation before its metadata shows the topic).
+func createTopic(ctx context.Context, admin transport.Admin, topic string, partitions int32) (map[string]int32, error) {
+	if err := admin.CreateTopics(ctx, []transport.TopicSpec{{Name: topic, Partitions: partitions}}); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		counts, err := admin.PartitionCounts(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := counts[topic]; ok {
+			return counts, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("topic %q was made but the cluster's metadata does not show it after 30s", topic)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
 }
