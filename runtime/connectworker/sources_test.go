@@ -160,7 +160,10 @@ func TestThePostgresSourceWritesRowsOnceAndInCausalOrder(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, client)
 			src, conn := e.database("src", sourceSchema)
-			exec := func(sql string, args ...any) error { _, err := conn.Exec(context.Background(), sql, args...); return err }
+			exec := func(sql string, args ...any) error {
+				_, err := conn.Exec(context.Background(), sql, args...)
+				return err
+			}
 			insertShop(t, exec, 1, 10, 3)
 
 			create := func(w *worker) {
