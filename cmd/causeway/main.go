@@ -1,10 +1,12 @@
 // Command causeway is the operator's tool for a running worker: it reads
 // the worker's status and restarts a failed task or moves it past the
-// record it failed on, through the worker's HTTP endpoints.
+// record it failed on, through the worker's HTTP endpoints. It also runs
+// a connect worker.
 //
 //	causeway [-worker 127.0.0.1:8080] [-token TOKEN] status
 //	causeway [-worker ...] restart TASK    # rebuild a failed task from its committed state
 //	causeway [-worker ...] skip TASK       # dead-letter the record it failed on, and go on
+//	causeway connect --bootstrap-servers HOST:PORT [flags]  # run a connect worker
 //
 // TASK is "processor/partition", as /status names it. The token (also
 // CAUSEWAY_ADMIN_TOKEN) is the worker's --admin-token, when it has one.
@@ -29,11 +31,13 @@ func main() {
 }
 
 const usage = `Usage: causeway [flags] status | restart TASK | skip TASK
+       causeway connect --bootstrap-servers HOST:PORT [flags]
 
   status        the worker's tasks, their states and last errors
   restart TASK  rebuild a failed task from its committed state
   skip TASK     move a failed task past the record it failed on: that record
                 goes to the dead-letter topic, and the task goes on after it
+  connect       run a connect worker (causeway connect --help)
 
 Flags:
 `
@@ -58,6 +62,9 @@ type status struct {
 }
 
 func run(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "connect" {
+		return runConnect(ctx, args[1:], env, stderr)
+	}
 	fs := flag.NewFlagSet("causeway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	worker := fs.String("worker", "127.0.0.1:8080", "the worker's HTTP address (its --http-addr)")

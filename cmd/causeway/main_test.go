@@ -45,6 +45,9 @@ func TestCommands(t *testing.T) {
 		{"skip without a token", []string{"-worker", addr, "skip", "ledger/0"}, noEnv, 1, "", "401 Unauthorized", "POST /tasks/ledger/0/skip "},
 		{"restart of a task the worker does not run", []string{"-worker", addr, "-token", "t0k", "restart", "nope/9"}, noEnv, 1, "", "404 Not Found", "POST /tasks/nope/9/restart Bearer t0k"},
 		{"a command without its task", []string{"-worker", addr, "skip"}, noEnv, 2, "", "Usage:", ""},
+		{"connect without bootstrap servers", []string{"connect"}, noEnv, 2, "", "Usage: causeway connect", ""},
+		{"connect with a Kafka setting that is not one", []string{"connect", "--bootstrap-servers", "127.0.0.1:1", "--kafka", "nope"}, noEnv, 2, "", `"nope" is not key=value`, ""},
+		{"connect with a log level that is not one", []string{"connect", "--bootstrap-servers", "127.0.0.1:1", "--log-level", "loud"}, noEnv, 2, "", `--log-level: unrecognized level: "loud"`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
