@@ -61,7 +61,7 @@ func TestValidateReportsEverySetting(t *testing.T) {
 		byName[val.Key.Name] = val
 	}
 	assert.Len(t, byName, len(Sink{}.Config().Keys))
-	assert.Equal(t, "500", byName[BatchSize].Value)
+	assert.Equal(t, "3000", byName[BatchSize].Value)
 	assert.False(t, byName[BatchSize].Given)
 	assert.NotEmpty(t, byName[ConnectionURL].Errors)
 	assert.NotEmpty(t, byName[InsertMode].Errors)

@@ -13,6 +13,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -65,7 +66,7 @@ func (Sink) Config() *connect.ConfigDef {
 			Doc: "A tombstone (a record without a value) deletes the row of its key; needs pk.mode record_key."},
 		{Name: TableNameFormat, Type: connect.TypeString, Default: "${topic}", Importance: connect.Medium, Group: "Writes",
 			Doc: "The table a topic is written to; ${topic} stands for the topic's name."},
-		{Name: BatchSize, Type: connect.TypeInt, Default: "500", Importance: connect.Low, Group: "Writes",
+		{Name: BatchSize, Type: connect.TypeInt, Default: "3000", Importance: connect.Low, Group: "Writes",
 			Doc: "The most rows sent to the database in one round trip.",
 			Check: func(v string) error {
 				if v == "0" || strings.HasPrefix(v, "-") {
@@ -135,6 +136,8 @@ type task struct {
 	tables map[string]*table
 	// tx is the open transaction, nil when none.
 	tx pgx.Tx
+	// copyBuf is the buffer COPY's rows are written into, kept.
+	copyBuf []byte
 }
 
 // table is where one topic goes.
@@ -245,7 +248,15 @@ type statement struct {
 	args []any
 	tb   *table
 	cols string // the columns, comma-separated: what a run shares
-	doc  []byte // the row, as JSON; nil for a delete
+	// insert marks an insert (or upsert) of value, with the key's
+	// columns; its doc and sql are made only when a statement writes it
+	// (see materialize), not when COPY does.
+	insert bool
+	value  []byte
+	key    map[string]json.RawMessage
+	doc    []byte // the row, as JSON, once materialized
+	// run, when set, are inserts COPY writes together (see group).
+	run []statement
 }
 
 // Put writes recs in order into the open transaction. Each batch.size of
@@ -292,18 +303,14 @@ func (t *task) putBatch(ctx context.Context, recs []connect.Record) ([]connect.R
 	if _, err := t.tx.Exec(ctx, "SAVEPOINT causeway_batch"); err != nil {
 		return nil, fmt.Errorf("savepoint: %w", err)
 	}
-	b := &pgx.Batch{}
-	for _, st := range t.group(stmts) {
-		b.Queue(st.sql, st.args...)
-	}
-	err := t.tx.SendBatch(ctx, b).Close()
+	err := t.write(ctx, t.group(stmts))
 	if err == nil {
 		return rejected, nil
 	}
 	// Whatever the database refused (a row's constraint, or an upsert
 	// naming one key twice in a run), the rows go again one at a time.
 	var pe *pgconn.PgError
-	if !errors.As(err, &pe) {
+	if !errors.As(err, &pe) && !errors.Is(err, errNotCopied) {
 		return nil, fmt.Errorf("write batch: %w", err)
 	}
 	if _, err := t.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT causeway_batch"); err != nil {
@@ -311,6 +318,7 @@ func (t *task) putBatch(ctx context.Context, recs []connect.Record) ([]connect.R
 	}
 	// One at a time, to leave out only what the database refuses.
 	for i, st := range stmts {
+		st = t.materialize(st)
 		if _, err := t.tx.Exec(ctx, "SAVEPOINT causeway_row"); err != nil {
 			return nil, fmt.Errorf("savepoint: %w", err)
 		}
@@ -329,22 +337,93 @@ func (t *task) putBatch(ctx context.Context, recs []connect.Record) ([]connect.R
 	return rejected, nil
 }
 
+// write sends stmts in order: runs of rows for COPY by COPY, the others
+// in batches of statements between them.
+func (t *task) write(ctx context.Context, stmts []statement) error {
+	b := &pgx.Batch{}
+	send := func() error {
+		if b.Len() == 0 {
+			return nil
+		}
+		err := t.tx.SendBatch(ctx, b).Close()
+		b = &pgx.Batch{}
+		return err
+	}
+	for _, st := range stmts {
+		if st.run == nil {
+			b.Queue(st.sql, st.args...)
+			continue
+		}
+		if err := send(); err != nil {
+			return err
+		}
+		if err := t.copyRun(ctx, st); err != nil {
+			return err
+		}
+	}
+	return send()
+}
+
+// errNotCopied is a run of rows that could not be put in COPY's format:
+// they go again one at a time, for the database to name the one at fault.
+var errNotCopied = errors.New("a row could not be written for COPY")
+
+// copyRun writes a run of rows for one table and columns with COPY, in
+// its text format: the fastest way into Postgres, and the same values
+// json_populate_record would give.
+func (t *task) copyRun(ctx context.Context, st statement) error {
+	cols := strings.Split(st.cols, ",")
+	vals := make([][]byte, len(cols))
+	buf := t.copyBuf[:0]
+	for _, r := range st.run {
+		var err error
+		if buf, err = appendCopyRow(buf, r.value, r.key, cols, vals); err != nil {
+			return fmt.Errorf("%w: %v", errNotCopied, err)
+		}
+	}
+	t.copyBuf = buf
+	sql, ok := st.tb.sql[st.cols+"/copy"]
+	if !ok {
+		quoted := make([]string, len(cols))
+		for i, c := range cols {
+			quoted[i] = pgx.Identifier{c}.Sanitize()
+		}
+		sql = "COPY " + st.tb.name.Sanitize() + " (" + strings.Join(quoted, ",") + ") FROM STDIN"
+		st.tb.sql[st.cols+"/copy"] = sql
+	}
+	_, err := t.tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), sql)
+	return err
+}
+
+// copyMin is the shortest run of rows written with COPY rather than a
+// statement.
+const copyMin = 16
+
 // group joins each run of consecutive inserts into the same table and
-// columns into one statement over a JSON array of their rows
-// (json_populate_recordset), which keeps their order; the other
+// columns: a long one is written with COPY (in insert mode), the others
+// in one statement over a JSON array of their rows
+// (json_populate_recordset); either keeps their order. The other
 // statements stay as they are.
 func (t *task) group(stmts []statement) []statement {
 	out := make([]statement, 0, len(stmts))
 	for i := 0; i < len(stmts); {
 		st := stmts[i]
 		j := i + 1
-		for st.doc != nil && j < len(stmts) && stmts[j].doc != nil && stmts[j].tb == st.tb && stmts[j].cols == st.cols {
+		for st.insert && j < len(stmts) && stmts[j].insert && stmts[j].tb == st.tb && stmts[j].cols == st.cols {
 			j++
 		}
 		if j-i == 1 {
-			out = append(out, st)
+			out = append(out, t.materialize(st))
 			i = j
 			continue
+		}
+		if !t.s.upsert && j-i >= copyMin {
+			out = append(out, statement{tb: st.tb, cols: st.cols, run: stmts[i:j]})
+			i = j
+			continue
+		}
+		for k := i; k < j; k++ {
+			stmts[k] = t.materialize(stmts[k])
 		}
 		size := 2
 		for _, r := range stmts[i:j] {
@@ -394,15 +473,9 @@ func (t *task) statementOf(r connect.Record) (statement, error) {
 	if err != nil {
 		return statement{}, fmt.Errorf("the value is not a JSON object: %w", err)
 	}
-	doc := r.Value
-	if len(key) > 0 {
-		// The key's columns go last: when the value names one too, the
-		// key's wins (Postgres reads the last of a repeated field).
-		doc = appendFields(slices.Clip(r.Value), key)
-		for c := range key {
-			if !slices.Contains(names, c) {
-				names = append(names, c)
-			}
+	for c := range key {
+		if !slices.Contains(names, c) {
+			names = append(names, c)
 		}
 	}
 	for _, c := range names {
@@ -412,7 +485,22 @@ func (t *task) statementOf(r connect.Record) (statement, error) {
 	}
 	sort.Strings(names)
 	names = slices.Compact(names)
-	return statement{sql: t.insertSQL(tb, names, false), args: []any{string(doc)}, tb: tb, cols: strings.Join(names, ","), doc: doc}, nil
+	return statement{tb: tb, cols: strings.Join(names, ","), insert: true, value: r.Value, key: key}, nil
+}
+
+// materialize makes an insert's row and statement.
+func (t *task) materialize(st statement) statement {
+	if !st.insert || st.doc != nil {
+		return st
+	}
+	st.doc = st.value
+	if len(st.key) > 0 {
+		// The key's columns go last: when the value names one too, the
+		// key's wins (Postgres reads the last of a repeated field).
+		st.doc = appendFields(slices.Clip(st.value), st.key)
+	}
+	st.sql, st.args = t.insertSQL(st.tb, strings.Split(st.cols, ","), false), []any{string(st.doc)}
+	return st
 }
 
 // appendFields returns the JSON object obj with fields added at its end.
@@ -454,19 +542,37 @@ func (t *task) keyColumns(tb *table, r connect.Record) (map[string]json.RawMessa
 	if len(r.Key) == 0 {
 		return nil, errors.New("no key, and pk.mode is record_key")
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(r.Key, &obj); err == nil {
-		return obj, nil
+	if first := r.Key[skipSpace(r.Key, 0):]; len(first) > 0 && first[0] == '{' {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(r.Key, &obj); err == nil {
+			return obj, nil
+		}
 	}
 	if len(tb.pk) != 1 {
 		return nil, fmt.Errorf("the key is a single value, and %s's key has %d columns (name them with pk.fields)", tb.name.Sanitize(), len(tb.pk))
 	}
-	v := json.RawMessage(r.Key)
-	if !json.Valid(v) {
-		b, _ := json.Marshal(string(r.Key)) // a plain string key
-		v = b
+	return map[string]json.RawMessage{tb.pk[0]: singleKey(r.Key)}, nil
+}
+
+// singleKey is a key that is one value, as JSON: itself when it is JSON
+// already, else the JSON string of its bytes.
+func singleKey(k []byte) json.RawMessage {
+	plain := true
+	for _, c := range k {
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			plain = false
+			break
+		}
 	}
-	return map[string]json.RawMessage{tb.pk[0]: v}, nil
+	if plain && len(k) > 0 && !strings.ContainsRune("\"{[-0123456789tfn ", rune(k[0])) {
+		// Not JSON (it would start otherwise), and nothing to escape.
+		return append(append(append(make([]byte, 0, len(k)+2), '"'), k...), '"')
+	}
+	if json.Valid(k) {
+		return k
+	}
+	b, _ := json.Marshal(string(k)) // a plain string key
+	return b
 }
 
 // insertSQL is the insert (or upsert) of cols into tb from one JSON row

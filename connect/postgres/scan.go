@@ -10,44 +10,52 @@ import (
 // (braces, keys, colons, commas) and skips each value over its strings and
 // brackets; Postgres checks the values themselves when it reads the row.
 func topKeys(b []byte, dst []string) ([]string, error) {
+	err := eachField(b, func(name string, _ []byte) { dst = append(dst, name) })
+	return dst, err
+}
+
+// eachField calls f with the name and the raw value of each top-level
+// field of the JSON object b, in order.
+func eachField(b []byte, f func(name string, value []byte)) error {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
-		return nil, errors.New("not a JSON object")
+		return errors.New("not a JSON object")
 	}
 	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
-		return dst, trailing(b, i+1)
+		return trailing(b, i+1)
 	}
 	for {
 		if i >= len(b) || b[i] != '"' {
-			return nil, errors.New("a field name must be a string")
+			return errors.New("a field name must be a string")
 		}
 		end, escaped, err := stringEnd(b, i)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		name := string(b[i+1 : end-1])
 		if escaped {
 			if name, err = strconv.Unquote(string(b[i:end])); err != nil {
-				return nil, errors.New("a field name is not a valid string")
+				return errors.New("a field name is not a valid string")
 			}
 		}
-		dst = append(dst, name)
 		i = skipSpace(b, end)
 		if i >= len(b) || b[i] != ':' {
-			return nil, errors.New("a field name must be followed by a colon")
+			return errors.New("a field name must be followed by a colon")
 		}
-		if i, err = skipValue(b, skipSpace(b, i+1)); err != nil {
-			return nil, err
+		from := skipSpace(b, i+1)
+		if i, err = skipValue(b, from); err != nil {
+			return err
 		}
+		f(name, b[from:i])
 		i = skipSpace(b, i)
 		switch {
 		case i < len(b) && b[i] == ',':
 			i = skipSpace(b, i+1)
 		case i < len(b) && b[i] == '}':
-			return dst, trailing(b, i+1)
+			return trailing(b, i+1)
 		default:
-			return nil, errors.New("a field must be followed by a comma or the closing brace")
+			return errors.New("a field must be followed by a comma or the closing brace")
 		}
 	}
 }
