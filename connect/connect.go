@@ -65,9 +65,12 @@ type Move struct {
 }
 
 // SinkTask writes records into a sink's system, exactly once. Its calls
-// come from one goroutine at a time, in this order: Positions when the
-// task's channels are assigned, then any number of rounds of Put calls
-// closed by Commit or Abort, and Close at the end.
+// come in this order: Positions when the task's channels are assigned,
+// then any number of rounds of Put calls closed by Commit or Abort, and
+// Close at the end. Put, Commit and Abort come from one goroutine at a
+// time; Positions may come from another while they run (the runtime reads
+// other tasks' positions while its last records are being written), so it
+// must not use the open transaction.
 type SinkTask interface {
 	// Positions returns the next offset to write of every channel of the
 	// connector's topics that any of its tasks has written (committed): a

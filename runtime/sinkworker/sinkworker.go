@@ -105,6 +105,10 @@ type Worker struct {
 	// failure stops Run: set by a rebalance handler that could not
 	// carry out its part.
 	failure error
+	// flight is the commit being written in the background, nil when
+	// none is; spare is the record slice of the last one, for the next.
+	flight *flight
+	spare  []held
 
 	mu     sync.Mutex
 	status Status
@@ -125,8 +129,6 @@ type assignment struct {
 	own map[causal.Channel]int64
 	// pending are delivered records not yet put.
 	pending []held
-	// wrote is set once something was put since the last commit.
-	wrote bool
 	// lastRefresh is when the positions of other tasks' channels were
 	// last read.
 	lastRefresh time.Time
@@ -199,6 +201,12 @@ func New(cfg Config) (*Worker, error) {
 // clients.
 func (w *Worker) Run(ctx context.Context) (err error) {
 	defer func() {
+		if f := w.flight; f != nil {
+			// A commit in flight ends before the task closes; it holds
+			// what it put and the positions of just that, so it may land.
+			err = errors.Join(err, <-f.done)
+			w.flight = nil
+		}
 		if err != nil {
 			w.setAssignment(nil) // commit nothing on the way out
 		}
@@ -220,6 +228,15 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 				return err
 			}
 		}
+		if w.flight != nil {
+			select {
+			case res := <-w.flight.done:
+				if err := w.landed(res); err != nil {
+					return err
+				}
+			default:
+			}
+		}
 		a := w.assignment
 		if a == nil {
 			continue
@@ -227,10 +244,16 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		if err := w.refresh(ctx, a); err != nil {
 			return err
 		}
-		if len(a.pending) >= w.cfg.BatchSize || time.Since(lastCommit) >= w.cfg.CommitInterval {
-			if err := w.commit(context.WithoutCancel(ctx)); err != nil {
+		due := len(a.pending) >= w.cfg.BatchSize || time.Since(lastCommit) >= w.cfg.CommitInterval
+		if due && w.flight != nil && len(a.pending) >= 4*w.cfg.BatchSize {
+			// The sink's system is slower than Kafka: wait for it, rather
+			// than holding ever more records.
+			if err := w.await(); err != nil {
 				return err
 			}
+		}
+		if due && w.flight == nil {
+			w.launch(context.WithoutCancel(ctx))
 			lastCommit = time.Now()
 		}
 	}
@@ -286,6 +309,9 @@ func (r rebalance) Revoked(chs []causal.Channel, lost bool) {
 	r.w.log.Info("channels revoked", zap.String("channels", fmt.Sprint(chs)), zap.Bool("lost", lost))
 	ctx := context.WithoutCancel(r.ctx)
 	if lost {
+		if err := r.w.await(); err != nil {
+			r.w.log.Warn("a commit in flight when the assignment was lost", zap.Error(err))
+		}
 		if err := r.w.cfg.Task.Abort(ctx); err != nil {
 			r.w.log.Warn("abort after the assignment was lost", zap.Error(err))
 		}
@@ -434,26 +460,26 @@ func (w *Worker) waitingOnOthers(a *assignment) []causal.Channel {
 	return out
 }
 
-// commit puts what was delivered, sends the refused records to the
-// dead-letter topic, and commits the sink's transaction with the
-// positions of the worker's channels as far as they were delivered.
-// Dead letters are committed to Kafka first: a crash before the sink's
-// commit sends them again (at least once), one after loses none.
-func (w *Worker) commit(ctx context.Context) error {
+// flight is a commit written in the background while the worker reads
+// and gates what comes next: the sink's system and Kafka work at once.
+type flight struct {
+	moves []connect.Move
+	recs  []held
+	done  chan error
+}
+
+// launch hands what was delivered, and the positions of the worker's
+// channels as far as they were delivered, to a commit in the background:
+// it puts the records, sends the refused to the dead-letter topic, and
+// commits the sink's transaction with the positions. Dead letters are
+// committed to Kafka first: a crash before the sink's commit sends them
+// again (at least once), one after loses none. Only one commit is in
+// flight at a time; the positions it moves from are those the one before
+// it committed.
+func (w *Worker) launch(ctx context.Context) {
 	a := w.assignment
-	if a == nil {
-		return nil
-	}
-	// On an error the gate is ahead of what the sink holds: the
-	// assignment is dropped, so that nothing commits past the records
-	// that were not written.
-	if err := w.put(ctx, a); err != nil {
-		w.setAssignment(nil)
-		return errors.Join(err, w.cfg.Task.Abort(ctx))
-	}
-	if err := w.sendDead(ctx); err != nil {
-		w.setAssignment(nil)
-		return errors.Join(err, w.cfg.Task.Abort(ctx))
+	if a == nil || w.flight != nil {
+		return
 	}
 	var moves []connect.Move
 	for _, e := range a.node.Committable() {
@@ -462,31 +488,80 @@ func (w *Worker) commit(ctx context.Context) error {
 		}
 	}
 	w.publish(a)
-	if len(moves) == 0 && !a.wrote {
-		return nil
+	recs := a.pending
+	if len(moves) == 0 && len(recs) == 0 {
+		return
+	}
+	// The records go to the flight; the slice of the one before comes
+	// back for the next (two slices, taken in turns).
+	a.pending, w.spare = w.spare[:0], nil
+	f := &flight{moves: moves, recs: recs, done: make(chan error, 1)}
+	w.flight = f
+	go func() { f.done <- w.write(ctx, recs, moves) }()
+}
+
+// write is the background part of a commit.
+func (w *Worker) write(ctx context.Context, recs []held, moves []connect.Move) error {
+	if err := w.put(ctx, recs); err != nil {
+		return err
+	}
+	if err := w.sendDead(ctx); err != nil {
+		return err
 	}
 	if err := w.cfg.Task.Commit(ctx, moves); err != nil {
-		w.setAssignment(nil)
 		return fmt.Errorf("commit: %w", err)
 	}
-	for _, m := range moves {
-		a.own[m.Channel] = m.To
+	return nil
+}
+
+// await waits for the commit in flight, if one is.
+func (w *Worker) await() error {
+	if w.flight == nil {
+		return nil
 	}
-	a.wrote = false
+	return w.landed(<-w.flight.done)
+}
+
+// landed takes the outcome of the commit in flight. On an error the gate
+// is ahead of what the sink holds: the assignment is dropped, so that
+// nothing commits past the records that were not written.
+func (w *Worker) landed(err error) error {
+	f := w.flight
+	w.flight = nil
+	clear(f.recs) // let go of the records' bytes
+	w.spare = f.recs[:0]
+	if err != nil {
+		w.setAssignment(nil)
+		return errors.Join(err, w.cfg.Task.Abort(context.Background()))
+	}
+	if a := w.assignment; a != nil {
+		for _, m := range f.moves {
+			a.own[m.Channel] = m.To
+		}
+	}
 	w.mu.Lock()
 	w.status.Commits++
 	w.mu.Unlock()
 	return nil
 }
 
+// commit writes what was delivered and commits it, and waits for it.
+func (w *Worker) commit(ctx context.Context) error {
+	if err := w.await(); err != nil {
+		return err
+	}
+	w.launch(ctx)
+	return w.await()
+}
+
 // put hands the delivered records to the task, and keeps the refused.
-func (w *Worker) put(ctx context.Context, a *assignment) error {
-	if len(a.pending) == 0 {
+func (w *Worker) put(ctx context.Context, pending []held) error {
+	if len(pending) == 0 {
 		return nil
 	}
-	recs := make([]connect.Record, 0, len(a.pending))
+	recs := make([]connect.Record, 0, len(pending))
 	var dead []connect.Rejected
-	for _, h := range a.pending {
+	for _, h := range pending {
 		if h.bad != nil {
 			dead = append(dead, connect.Rejected{Record: h.rec, Err: h.bad})
 			continue
@@ -501,8 +576,6 @@ func (w *Worker) put(ctx context.Context, a *assignment) error {
 		}
 		recs = append(recs, rec)
 	}
-	clear(a.pending)
-	a.pending = a.pending[:0]
 	rejected, err := w.cfg.Task.Put(ctx, recs)
 	if err != nil {
 		return fmt.Errorf("put: %w", err)
@@ -513,7 +586,6 @@ func (w *Worker) put(ctx context.Context, a *assignment) error {
 			r.Record.Topic, r.Record.Partition, r.Record.Offset, r.Err)
 	}
 	w.dead = append(append(w.dead, dead...), rejected...)
-	a.wrote = true
 	w.mu.Lock()
 	w.status.Written += len(recs) - len(rejected)
 	w.status.Rejected += len(dead) + len(rejected)
