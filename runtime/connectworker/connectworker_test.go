@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -155,6 +156,24 @@ func (w *worker) call(t *testing.T, method, path string, body any) (int, any) {
 		require.NoError(t, json.Unmarshal(b, &out), "body of %s %s: %s", method, path, b)
 	}
 	return resp.StatusCode, out
+}
+
+// metrics reads the worker's /metrics: each series' value by its name and
+// labels.
+func (w *worker) metrics(t *testing.T) map[string]string {
+	t.Helper()
+	resp, err := http.Get(w.base + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if i := strings.LastIndexByte(line, ' '); i > 0 && !strings.HasPrefix(line, "#") {
+			out[line[:i]] = line[i+1:]
+		}
+	}
+	return out
 }
 
 // eventually waits up to a minute for cond.
@@ -330,6 +349,12 @@ func TestTheRESTAPIManagesAConnectorAsKafkaConnectDoes(t *testing.T) {
 			code, _ = w.call(t, "PUT", "/connectors/shop/resume", nil)
 			assert.Equal(t, 202, code)
 			eventually(t, "the second customer written", func() bool { return count(t, conn, "customers") == 2 })
+			// The resumed task is a new one: it counts the one row it wrote.
+			eventually(t, "the metrics counting it", func() bool {
+				m := w.metrics(t)
+				return m[`causeway_connect_sink_records_total{connector="shop",outcome="written"}`] == "1" &&
+					m[`causeway_connect_tasks{connector="shop",state="RUNNING"}`] == "1"
+			})
 
 			// A row the database refuses fails the task (errors.tolerance
 			// none); once the constraint is dropped, a restart of the failed

@@ -44,6 +44,9 @@ type runner struct {
 	err error
 	// http is the HTTP source's task, when it is one.
 	http *httpSource
+	// kind is the connector's kind, and counters what its task did.
+	kind     pluginKind
+	counters taskCounters
 }
 
 func newHerder(w *Worker) *herder {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -57,6 +58,8 @@ type httpSource struct {
 	log        *zap.Logger
 	producer   transport.Producer
 	admin      transport.Admin
+	// produced counts the records committed.
+	produced *atomic.Int64
 	// ready is closed once the producer's transactions are ready; err
 	// then says whether they are.
 	ready chan struct{}
@@ -66,9 +69,11 @@ type httpSource struct {
 	counts map[string]int32
 }
 
-func (w *Worker) newHTTPSource(name string, task int, cfg map[string]string, own connect.Config, chain *transform.Chain, log *zap.Logger) (*httpSource, error) {
+func (w *Worker) newHTTPSource(name string, task int, cfg map[string]string, own connect.Config, chain *transform.Chain, log *zap.Logger,
+	produced *atomic.Int64) (*httpSource, error) {
 	parts, _ := strconv.Atoi(cfg[keyPartitions])
-	h := &httpSource{topics: own.List(keyHTTPTopics), partitions: int32(max(parts, 1)), chain: chain, log: log, ready: make(chan struct{})}
+	h := &httpSource{topics: own.List(keyHTTPTopics), partitions: int32(max(parts, 1)), chain: chain, log: log, ready: make(chan struct{}),
+		produced: produced}
 	var err error
 	if h.producer, h.admin, err = w.supplier.Producer(w.settings("connect-"+name, fmt.Sprintf("%s-%d", w.cfg.WorkerID, task))); err != nil {
 		return nil, err
@@ -209,6 +214,7 @@ func (h *httpSource) write(ctx context.Context, topic string, recs []postedRecor
 	if err := h.producer.CommitTransaction(ctx); err != nil {
 		return nil, causal.Clock{}, errors.Join(err, h.producer.AbortTransaction(ctx))
 	}
+	h.produced.Add(int64(len(recs)))
 	var chs []causal.Channel
 	for p := range written {
 		chs = append(chs, causal.Channel{Topic: topic, Partition: p})

@@ -11,6 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/causeway-stream/causeway/connect"
 )
 
@@ -130,6 +134,9 @@ func (w *Worker) routes() http.Handler {
 	mux.HandleFunc("GET /{$}", func(rw http.ResponseWriter, _ *http.Request) {
 		writeJSON(rw, http.StatusOK, ServerInfo{Version: "causeway", Commit: "", KafkaClusterID: ""})
 	})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collector{h: w.herder})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /connectors", w.listConnectors)
 	mux.HandleFunc("POST /connectors", w.createConnector)
 	mux.HandleFunc("GET /connectors/{name}", w.withConnector(func(rw http.ResponseWriter, _ *http.Request, c connectorView) {

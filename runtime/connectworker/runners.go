@@ -32,6 +32,7 @@ func (w *Worker) runnerFor(name string, task int, cfg map[string]string, r *runn
 		return nil, err
 	}
 	p := v.plugin
+	r.kind = p.kind
 	own, err := p.def().Parse(cfg)
 	if err != nil {
 		return nil, err
@@ -43,7 +44,7 @@ func (w *Worker) runnerFor(name string, task int, cfg map[string]string, r *runn
 			return nil, &connect.FieldError{Field: keyTransforms, Reason: "a sink's topics name its channels and cannot be routed: use the sink's own table naming instead"}
 		}
 		return func(ctx context.Context) error {
-			return w.runSink(ctx, name, task, cfg, p.sink, own, chain, convert, log)
+			return w.runSink(ctx, name, task, cfg, p.sink, own, chain, convert, log, &r.counters)
 		}, nil
 	case p.source != nil:
 		return func(ctx context.Context) error {
@@ -51,14 +52,14 @@ func (w *Worker) runnerFor(name string, task int, cfg map[string]string, r *runn
 			if err != nil {
 				return err
 			}
-			s, err := w.newSourceRunner(name, cfg, chain, log)
+			s, err := w.newSourceRunner(name, cfg, chain, log, &r.counters.produced)
 			if err != nil {
 				return errors.Join(err, t.Close())
 			}
 			return s.run(ctx, t)
 		}, nil
 	default:
-		h, err := w.newHTTPSource(name, task, cfg, own, chain, log)
+		h, err := w.newHTTPSource(name, task, cfg, own, chain, log, &r.counters.produced)
 		if err != nil {
 			return nil, err
 		}
@@ -69,7 +70,7 @@ func (w *Worker) runnerFor(name string, task int, cfg map[string]string, r *runn
 
 // runSink runs a task of a sink connector until ctx is done.
 func (w *Worker) runSink(ctx context.Context, name string, task int, cfg map[string]string, sink connect.Sink, own connect.Config,
-	chain *transform.Chain, convert converter, log *zap.Logger) error {
+	chain *transform.Chain, convert converter, log *zap.Logger, counters *taskCounters) error {
 	topics := list(cfg[keyTopics])
 	t, err := sink.Open(ctx, name, topics, own)
 	if err != nil {
@@ -82,6 +83,7 @@ func (w *Worker) runSink(ctx context.Context, name string, task int, cfg map[str
 	if err != nil {
 		return errors.Join(err, t.Close())
 	}
+	counters.sink.Store(sw)
 	return sw.Run(ctx)
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -40,6 +41,8 @@ type sourceRunner struct {
 	consumer   transport.Consumer
 	log        *zap.Logger
 	tolerate   bool
+	// produced counts the records committed.
+	produced *atomic.Int64
 
 	counts  map[string]int32
 	session causal.Session
@@ -56,9 +59,9 @@ type committedOffset struct {
 	Topics []string `json:"topics"`
 }
 
-func (w *Worker) newSourceRunner(name string, cfg map[string]string, chain *transform.Chain, log *zap.Logger) (*sourceRunner, error) {
+func (w *Worker) newSourceRunner(name string, cfg map[string]string, chain *transform.Chain, log *zap.Logger, produced *atomic.Int64) (*sourceRunner, error) {
 	parts, _ := strconv.Atoi(cfg[keyPartitions])
-	s := &sourceRunner{connector: name, chain: chain, log: log, partitions: int32(max(parts, 1)), tolerate: cfg[keyTolerance] == "all"}
+	s := &sourceRunner{connector: name, chain: chain, log: log, partitions: int32(max(parts, 1)), tolerate: cfg[keyTolerance] == "all", produced: produced}
 	var err error
 	settings := w.settings("connect-"+name, "source")
 	if s.producer, s.admin, err = w.supplier.Producer(settings); err != nil {
@@ -230,6 +233,7 @@ func (s *sourceRunner) writeRun(ctx context.Context, topic string, recs []connec
 	}
 	offset := s.offset
 	written := map[int32]bool{}
+	n := 0
 	for _, r := range recs {
 		if r.Offset != nil {
 			offset = r.Offset
@@ -249,6 +253,7 @@ func (s *sourceRunner) writeRun(ctx context.Context, topic string, recs []connec
 		if err := s.producer.Produce(&m); err != nil {
 			return errors.Join(fmt.Errorf("produce to %s: %w", topic, err), s.producer.AbortTransaction(ctx))
 		}
+		n++
 	}
 	topics := s.topics
 	if !slices.Contains(topics, topic) {
@@ -266,6 +271,7 @@ func (s *sourceRunner) writeRun(ctx context.Context, topic string, recs []connec
 		return errors.Join(fmt.Errorf("commit: %w", err), s.producer.AbortTransaction(ctx))
 	}
 	s.offset, s.topics = offset, topics
+	s.produced.Add(int64(n))
 	var chs []causal.Channel
 	for p := range written {
 		chs = append(chs, causal.Channel{Topic: topic, Partition: p})

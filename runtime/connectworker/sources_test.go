@@ -283,6 +283,7 @@ func TestHTTPSourceSessionsKeepAClientsWritesInOrder(t *testing.T) {
 						}
 					}
 				}
+				assert.Equal(t, "77", w.metrics(t)[`causeway_connect_source_records_total{connector="web"}`], "records the source wrote")
 				require.NoError(t, w.stop())
 				db, conn := e.database("dst", sinkSchema)
 				refused := e.lagSink(db, "customers", "orders", 57)

@@ -1,0 +1,52 @@
+package connectworker
+
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/causeway-stream/causeway/runtime/sinkworker"
+)
+
+// The worker's metrics, read from its tasks when scraped.
+var (
+	descTasks = prometheus.NewDesc("causeway_connect_tasks", "Tasks this worker holds, by connector and state.",
+		[]string{"connector", "state"}, nil)
+	descSinkRecords = prometheus.NewDesc("causeway_connect_sink_records_total",
+		"Records a sink task handled since it started: written, or refused (sent to the dead-letter topic).", []string{"connector", "outcome"}, nil)
+	descSinkCommits = prometheus.NewDesc("causeway_connect_sink_commits_total", "Commits of a sink task since it started.",
+		[]string{"connector"}, nil)
+	descSinkHeld = prometheus.NewDesc("causeway_connect_sink_held_records",
+		"Records a sink task's gate holds, as of its last commit: they wait for what their clocks claim.", []string{"connector"}, nil)
+	descSourceRecords = prometheus.NewDesc("causeway_connect_source_records_total",
+		"Records a source task wrote to Kafka (committed) since it started.", []string{"connector"}, nil)
+)
+
+// taskCounters are what a runner's task reports to the metrics.
+type taskCounters struct {
+	sink     atomic.Pointer[sinkworker.Worker]
+	produced atomic.Int64
+}
+
+// collector reads the herder's runners when scraped.
+type collector struct{ h *herder }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	c.h.mu.Lock()
+	defer c.h.mu.Unlock()
+	for name, r := range c.h.runners {
+		ch <- prometheus.MustNewConstMetric(descTasks, prometheus.GaugeValue, 1, name, r.status().State)
+		if sw := r.counters.sink.Load(); sw != nil {
+			st := sw.Status()
+			ch <- prometheus.MustNewConstMetric(descSinkRecords, prometheus.CounterValue, float64(st.Written), name, "written")
+			ch <- prometheus.MustNewConstMetric(descSinkRecords, prometheus.CounterValue, float64(st.Rejected), name, "refused")
+			ch <- prometheus.MustNewConstMetric(descSinkCommits, prometheus.CounterValue, float64(st.Commits), name)
+			ch <- prometheus.MustNewConstMetric(descSinkHeld, prometheus.GaugeValue, float64(st.Held), name)
+		}
+		if r.kind == kindSource {
+			ch <- prometheus.MustNewConstMetric(descSourceRecords, prometheus.CounterValue, float64(r.counters.produced.Load()), name)
+		}
+	}
+}
