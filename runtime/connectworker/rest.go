@@ -1,7 +1,9 @@
 package connectworker
 
 import (
+	"embed"
 	"encoding/json"
+	"io/fs"
 	"errors"
 	"fmt"
 	"maps"
@@ -128,7 +130,12 @@ type ServerInfo struct {
 	KafkaClusterID string `json:"kafka_cluster_id"`
 }
 
-// routes is the REST API.
+// webFiles are the worker's page, at /ui/.
+//
+//go:embed web
+var webFiles embed.FS
+
+// routes is the REST API, the metrics and the page.
 func (w *Worker) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(rw http.ResponseWriter, _ *http.Request) {
@@ -137,6 +144,8 @@ func (w *Worker) routes() http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collector{h: w.herder})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	page, _ := fs.Sub(webFiles, "web")
+	mux.Handle("GET /ui/", http.StripPrefix("/ui/", http.FileServerFS(page)))
 	mux.HandleFunc("GET /connectors", w.listConnectors)
 	mux.HandleFunc("POST /connectors", w.createConnector)
 	mux.HandleFunc("GET /connectors/{name}", w.withConnector(func(rw http.ResponseWriter, _ *http.Request, c connectorView) {

@@ -1,0 +1,73 @@
+package pagetest
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/causeway-stream/causeway/runtime/connectworker"
+	"github.com/causeway-stream/causeway/runtime/embedded"
+)
+
+// The connect worker's page lists a connector with its task's state, and
+// its pause button pauses it: the page shows PAUSED, and so does the REST
+// API.
+func TestConnectPageShowsConnectorsAndPausesThem(t *testing.T) {
+	b, err := embedded.Start()
+	require.NoError(t, err)
+	defer b.Close()
+	w, err := connectworker.New(connectworker.Config{Bootstrap: b.Addr(), Listen: "127.0.0.1:0", WorkerID: "page",
+		Heartbeat: 300 * time.Millisecond, Log: zap.NewNop()})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() {
+		cancel()
+		assert.NoError(t, <-done)
+	}()
+	base := "http://" + w.Addr()
+	var resp *http.Response
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		resp, err = http.Post(base+"/connectors", "application/json",
+			strings.NewReader(`{"name": "web", "config": {"connector.class": "HttpSource", "http.topics": "events"}}`))
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+
+	bctx := browser(t)
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(base+"/ui/"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-connector="web"] [data-task="0"] span.RUNNING`)),
+	))
+	taskState, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`tr[data-connector="web"] [data-task="0"] span`)))
+	require.NoError(t, err)
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Click(chromedp.CSS(`tr[data-connector="web"] button[data-action="pause"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-connector="web"] span.state.PAUSED`)),
+	))
+	connState, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`tr[data-connector="web"] span.state`)))
+	require.NoError(t, err)
+	assert.Equal(t, "RUNNING", taskState)
+	assert.Equal(t, "PAUSED", connState)
+
+	resp, err = http.Get(base + "/connectors/web/status")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var st connectworker.ConnectorStateInfo
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
+	assert.Equal(t, "PAUSED", st.Connector.State)
+}
