@@ -3,9 +3,9 @@ package connectworker
 import (
 	"embed"
 	"encoding/json"
-	"io/fs"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net/http"
 	"slices"
