@@ -1,10 +1,15 @@
 package postgres
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // appendCopyRow appends the JSON object doc, with the key's columns, as
@@ -80,3 +85,65 @@ func appendCopyText(dst, b []byte) []byte {
 	}
 	return dst
 }
+
+// write sends stmts in order: runs of rows for COPY by COPY, the others
+// in batches of statements between them.
+func (t *task) write(ctx context.Context, stmts []statement) error {
+	b := &pgx.Batch{}
+	send := func() error {
+		if b.Len() == 0 {
+			return nil
+		}
+		err := t.tx.SendBatch(ctx, b).Close()
+		b = &pgx.Batch{}
+		return err
+	}
+	for _, st := range stmts {
+		if st.run == nil {
+			b.Queue(st.sql, st.args...)
+			continue
+		}
+		if err := send(); err != nil {
+			return err
+		}
+		if err := t.copyRun(ctx, st); err != nil {
+			return err
+		}
+	}
+	return send()
+}
+
+// errNotCopied is a run of rows that could not be put in COPY's format:
+// they go again one at a time, for the database to name the one at fault.
+var errNotCopied = errors.New("a row could not be written for COPY")
+
+// copyRun writes a run of rows for one table and columns with COPY, in
+// its text format: the fastest way into Postgres, and the same values
+// json_populate_record would give.
+func (t *task) copyRun(ctx context.Context, st statement) error {
+	cols := strings.Split(st.cols, ",")
+	vals := make([][]byte, len(cols))
+	buf := t.copyBuf[:0]
+	for _, r := range st.run {
+		var err error
+		if buf, err = appendCopyRow(buf, r.value, r.key, cols, vals); err != nil {
+			return fmt.Errorf("%w: %v", errNotCopied, err)
+		}
+	}
+	t.copyBuf = buf
+	sql, ok := st.tb.sql[st.cols+"/copy"]
+	if !ok {
+		quoted := make([]string, len(cols))
+		for i, c := range cols {
+			quoted[i] = pgx.Identifier{c}.Sanitize()
+		}
+		sql = "COPY " + st.tb.name.Sanitize() + " (" + strings.Join(quoted, ",") + ") FROM STDIN"
+		st.tb.sql[st.cols+"/copy"] = sql
+	}
+	_, err := t.tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), sql)
+	return err
+}
+
+// copyMin is the shortest run of rows written with COPY rather than a
+// statement.
+const copyMin = 16
