@@ -242,6 +242,9 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 			continue
 		}
 		if err := w.refresh(ctx, a); err != nil {
+			if ctx.Err() != nil {
+				break // stopped while reading the positions: not a failure
+			}
 			return err
 		}
 		due := len(a.pending) >= w.cfg.BatchSize || time.Since(lastCommit) >= w.cfg.CommitInterval
