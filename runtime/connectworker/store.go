@@ -123,9 +123,14 @@ func (s *store) write(ctx context.Context, key string, value []byte) error {
 }
 
 // send writes key's value without waiting to read it back.
+//
+// Once begun, the transaction is ended whether or not ctx is done: one
+// left open would refuse every later write.
 func (s *store) send(ctx context.Context, key string, value []byte) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
 	if err := s.producer.BeginTransaction(); err != nil {
 		return fmt.Errorf("write %s: %w", key, err)
 	}

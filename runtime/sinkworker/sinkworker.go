@@ -213,6 +213,9 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		err = errors.Join(err, w.close())
 	}()
 	if err := w.start(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while it started: not a failure
+		}
 		return err
 	}
 	batch := make([]transport.Event, 0, 512)
