@@ -250,20 +250,31 @@ func (c *franzConsumer) readAhead(topic string, p *kgo.FetchPartition) {
 }
 
 // handOut turns up to max of the events read ahead into batch, skipping
-// paused partitions, and returns how many.
+// paused partitions, and returns how many. It takes handOutSlice events of
+// each partition in turn, as librdkafka's queue mixes partitions: a
+// fetch that brought many records of one partition does not hand them all
+// out before the few of another, which a gate may be holding them for.
 func (c *franzConsumer) handOut(max int, batch *[]Event) int {
 	n := 0
-	for i := range c.ahead {
-		if n == max {
-			break
-		}
-		if a := &c.ahead[i]; !c.paused[a.ch] {
-			n += c.take(a, max-n, batch)
+	for more := true; more && n < max; {
+		more = false
+		for i := range c.ahead {
+			if n == max {
+				break
+			}
+			if a := &c.ahead[i]; !c.paused[a.ch] && (a.err != nil || len(a.recs) > 0) {
+				n += c.take(a, min(handOutSlice, max-n), batch)
+				more = more || a.err != nil || len(a.recs) > 0
+			}
 		}
 	}
 	c.ahead = slices.DeleteFunc(c.ahead, func(a franzAhead) bool { return a.err == nil && len(a.recs) == 0 })
 	return n
 }
+
+// handOutSlice is how many events of one partition handOut takes before it
+// turns to the next.
+const handOutSlice = 64
 
 // take turns up to max events of a into batch and returns how many.
 func (c *franzConsumer) take(a *franzAhead, max int, batch *[]Event) int {
