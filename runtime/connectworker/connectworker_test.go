@@ -37,6 +37,9 @@ import (
 var pg *pgtest.Cluster
 
 func TestMain(m *testing.M) {
+	if os.Getenv("CAUSEWAY_CONNECT_WORKER") != "" {
+		os.Exit(runWorkerProcess())
+	}
 	var err error
 	if pg, err = pgtest.Start(context.Background()); err != nil {
 		fmt.Fprintln(os.Stderr, "start postgres:", err)

@@ -1,0 +1,148 @@
+package connectworker_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/causeway-stream/causeway/connect"
+	"github.com/causeway-stream/causeway/connect/postgres"
+	"github.com/causeway-stream/causeway/runtime/connectworker"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
+)
+
+// runWorkerProcess is the test binary run as a connect worker process
+// (CAUSEWAY_CONNECT_WORKER set), until SIGTERM.
+func runWorkerProcess() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	log, _ := zap.NewDevelopment()
+	w, err := connectworker.New(connectworker.Config{Bootstrap: os.Getenv("CW_BOOTSTRAP"), Client: os.Getenv("CW_CLIENT"),
+		Listen: os.Getenv("CW_LISTEN"), WorkerID: os.Getenv("CW_ID"), Heartbeat: 300 * time.Millisecond, Log: log.Named(os.Getenv("CW_ID")),
+		Sinks: map[string]connect.Sink{"PostgresSink": postgres.Sink{}}, Sources: map[string]connect.Source{"PostgresSource": postgres.Source{}}})
+	if err == nil {
+		err = w.Run(ctx)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "connect worker:", err)
+		return 1
+	}
+	return 0
+}
+
+// spawn starts a connect worker process; it is killed when the test ends.
+func (e *env) spawn(id string) (*worker, *exec.Cmd) {
+	e.t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(e.t, err)
+	addr := l.Addr().String()
+	require.NoError(e.t, l.Close())
+	exe, err := os.Executable()
+	require.NoError(e.t, err)
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), "CAUSEWAY_CONNECT_WORKER=1", "CW_BOOTSTRAP="+e.broker.Addr(), "CW_CLIENT="+e.client,
+		"CW_LISTEN="+addr, "CW_ID="+id)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(e.t, cmd.Start())
+	e.t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if e.t.Failed() {
+			e.t.Logf("worker %s said:\n%s", id, out.String())
+		}
+	})
+	w := &worker{base: "http://" + addr}
+	eventually(e.t, "worker "+id+" answering", func() bool {
+		resp, err := http.Get(w.base + "/")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	return w, cmd
+}
+
+// syncBuffer is a process's output, written by its pipes' goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b = append(s.b, p...)
+	return len(p), nil
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return string(s.b)
+}
+
+// A Postgres source's worker process is killed with SIGKILL while rows
+// keep coming, and another worker takes the task over: every row is in
+// Kafka once. The offset goes in the same Kafka transaction as the rows,
+// so the new task neither skips what the killed one read but did not
+// commit, nor writes again what it did.
+func TestAKilledSourceWorkerWritesEveryRowOnce(t *testing.T) {
+	for _, client := range transport.Clients() {
+		t.Run(client, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, client)
+			src, conn := e.database("src", sourceSchema)
+			exec := func(sql string, args ...any) error { _, err := conn.Exec(context.Background(), sql, args...); return err }
+			const customers = 60
+			inserted := make(chan struct{})
+			go func() {
+				defer close(inserted)
+				for i := 1; i <= customers; i++ {
+					if exec(`INSERT INTO customers (id, name) VALUES ($1, $2)`, i, strconv.Itoa(i)) != nil {
+						return
+					}
+					for j := range 3 {
+						if exec(`INSERT INTO orders (customer, amount) VALUES ($1, $2)`, i, j) != nil {
+							return
+						}
+					}
+					time.Sleep(30 * time.Millisecond)
+				}
+			}()
+			w1, p1 := e.spawn("p1")
+			code, body := w1.call(t, "POST", "/connectors", map[string]any{"name": "src", "config": map[string]string{
+				"connector.class": "PostgresSource", "connection.url": src, "table.whitelist": "customers,orders",
+				"topic.prefix": "src_", "poll.interval.ms": "50", "batch.max.rows": "7", "topic.creation.default.partitions": "2"}})
+			require.Equal(t, 201, code, "%v", body)
+			eventually(t, "some rows in Kafka", func() bool { return len(e.readIDs("src_orders")) >= 20 })
+			require.NoError(t, p1.Process.Signal(syscall.SIGKILL))
+			_ = p1.Wait()
+			w2, _ := e.spawn("p2")
+			<-inserted
+			eventually(t, "every row in Kafka", func() bool {
+				return len(e.readIDs("src_orders")) >= 3*customers && len(e.readIDs("src_customers")) >= customers
+			})
+			time.Sleep(500 * time.Millisecond) // a duplicate would come after
+			assert.ElementsMatch(t, seq(1, 3*customers), e.readIDs("src_orders"), "every order once")
+			assert.ElementsMatch(t, seq(1, customers), e.readIDs("src_customers"), "every customer once")
+			code, body = w2.call(t, "GET", "/connectors/src/status", nil)
+			assert.Equal(t, 200, code)
+			assert.Equal(t, "p2", body.(map[string]any)["tasks"].([]any)[0].(map[string]any)["worker_id"])
+		})
+	}
+}
