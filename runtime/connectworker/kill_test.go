@@ -107,7 +107,10 @@ func TestAKilledSourceWorkerWritesEveryRowOnce(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, client)
 			src, conn := e.database("src", sourceSchema)
-			exec := func(sql string, args ...any) error { _, err := conn.Exec(context.Background(), sql, args...); return err }
+			exec := func(sql string, args ...any) error {
+				_, err := conn.Exec(context.Background(), sql, args...)
+				return err
+			}
 			const customers = 60
 			inserted := make(chan struct{})
 			go func() {
