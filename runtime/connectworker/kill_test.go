@@ -107,7 +107,7 @@ func TestAKilledSourceWorkerWritesEveryRowOnce(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, client)
 			src, conn := e.database("src", sourceSchema)
-			exec := func(sql string, args ...any) error {
+			insert := func(sql string, args ...any) error {
 				_, err := conn.Exec(context.Background(), sql, args...)
 				return err
 			}
@@ -116,11 +116,11 @@ func TestAKilledSourceWorkerWritesEveryRowOnce(t *testing.T) {
 			go func() {
 				defer close(inserted)
 				for i := 1; i <= customers; i++ {
-					if exec(`INSERT INTO customers (id, name) VALUES ($1, $2)`, i, strconv.Itoa(i)) != nil {
+					if insert(`INSERT INTO customers (id, name) VALUES ($1, $2)`, i, strconv.Itoa(i)) != nil {
 						return
 					}
 					for j := range 3 {
-						if exec(`INSERT INTO orders (customer, amount) VALUES ($1, $2)`, i, j) != nil {
+						if insert(`INSERT INTO orders (customer, amount) VALUES ($1, $2)`, i, j) != nil {
 							return
 						}
 					}
