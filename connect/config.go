@@ -169,9 +169,13 @@ func (c Config) Bool(name string) bool {
 }
 
 // List returns the setting name split at commas, without blanks.
-func (c Config) List(name string) []string {
+func (c Config) List(name string) []string { return SplitList(c.values[name]) }
+
+// SplitList splits a comma-separated setting into its items, trimmed,
+// leaving out blanks.
+func SplitList(v string) []string {
 	var out []string
-	for _, s := range strings.Split(c.values[name], ",") {
+	for _, s := range strings.Split(v, ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			out = append(out, s)
 		}

@@ -87,7 +87,7 @@ const prefix = "org.apache.kafka.connect.transforms."
 func Parse(cfg map[string]string) (*Chain, error) {
 	c := &Chain{}
 	var errs []error
-	for _, alias := range list(cfg["transforms"]) {
+	for _, alias := range connect.SplitList(cfg["transforms"]) {
 		key := func(name string) string { return "transforms." + alias + "." + name }
 		typ := strings.TrimPrefix(cfg[key("type")], prefix)
 		field := func(name string) string { return cfg[key(name)] }
@@ -97,9 +97,9 @@ func Parse(cfg map[string]string) (*Chain, error) {
 		case "":
 			err = &connect.FieldError{Field: key("type"), Reason: "is required"}
 		case "ReplaceField$Key", "ReplaceField$Value":
-			t, err = newReplace(typ == "ReplaceField$Key", list(field("exclude")), list(field("include")), list(field("renames")), key("renames"))
+			t, err = newReplace(typ == "ReplaceField$Key", connect.SplitList(field("exclude")), connect.SplitList(field("include")), connect.SplitList(field("renames")), key("renames"))
 		case "ValueToKey":
-			fields := list(field("fields"))
+			fields := connect.SplitList(field("fields"))
 			if len(fields) == 0 {
 				err = &connect.FieldError{Field: key("fields"), Reason: "is required"}
 			}
@@ -126,15 +126,19 @@ func Parse(cfg map[string]string) (*Chain, error) {
 	return c, nil
 }
 
-// list splits a comma-separated setting, dropping blanks.
-func list(v string) []string {
-	var out []string
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
+// decodePart decodes the key (or value) of r as a JSON object, and
+// returns it with where it lies and its name; m is nil when r has none (a
+// tombstone's value), or on an error.
+func decodePart(r *Record, key bool) (b *[]byte, what string, m map[string]json.RawMessage, err error) {
+	b, what = &r.Value, "value"
+	if key {
+		b, what = &r.Key, "key"
 	}
-	return out
+	if *b == nil {
+		return b, what, nil, nil
+	}
+	m, err = object(*b, what)
+	return b, what, m, err
 }
 
 // object decodes b as a JSON object, keeping each field's bytes.
@@ -178,15 +182,8 @@ func set(names []string) map[string]bool {
 }
 
 func (t replace) Apply(r Record) (Record, error) {
-	b, what := &r.Value, "value"
-	if t.key {
-		b, what = &r.Key, "key"
-	}
-	if *b == nil {
-		return r, nil
-	}
-	m, err := object(*b, what)
-	if err != nil {
+	b, _, m, err := decodePart(&r, t.key)
+	if m == nil {
 		return r, err
 	}
 	out := make(map[string]json.RawMessage, len(m))
@@ -233,15 +230,8 @@ type extract struct {
 }
 
 func (t extract) Apply(r Record) (Record, error) {
-	b, what := &r.Value, "value"
-	if t.key {
-		b, what = &r.Key, "key"
-	}
-	if *b == nil {
-		return r, nil
-	}
-	m, err := object(*b, what)
-	if err != nil {
+	b, what, m, err := decodePart(&r, t.key)
+	if m == nil {
 		return r, err
 	}
 	v, ok := m[t.field]

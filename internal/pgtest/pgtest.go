@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
 )
 
 // ErrNoPostgres is returned when no PostgreSQL server binaries are found.
@@ -162,4 +163,28 @@ func (c *Cluster) Stop() error {
 		}
 	}
 	return errors.Join(err, os.RemoveAll(c.dir))
+}
+
+// Main is a test binary's TestMain for tests on a real Postgres: it
+// starts a server into *c, runs the tests, stops the server, and, when
+// they passed, checks that no goroutine outlives them (librdkafka's event
+// poller aside, which its handles stop on their own). It returns the exit
+// code.
+func Main(m interface{ Run() int }, c **Cluster) int {
+	var err error
+	if *c, err = Start(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "start postgres:", err)
+		return 1
+	}
+	code := m.Run()
+	if err := (*c).Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop postgres:", err)
+	}
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreAnyFunction("github.com/confluentinc/confluent-kafka-go/v2/kafka.(*handle).eventPoll")); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	return code
 }

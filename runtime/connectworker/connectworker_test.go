@@ -21,7 +21,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/causeway-stream/causeway/connect"
@@ -40,22 +39,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("CAUSEWAY_CONNECT_WORKER") != "" {
 		os.Exit(runWorkerProcess())
 	}
-	var err error
-	if pg, err = pgtest.Start(context.Background()); err != nil {
-		fmt.Fprintln(os.Stderr, "start postgres:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := pg.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop postgres:", err)
-	}
-	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreAnyFunction("github.com/confluentinc/confluent-kafka-go/v2/kafka.(*handle).eventPoll")); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(pgtest.Main(m, &pg))
 }
 
 // env is a test's broker and databases.

@@ -187,7 +187,7 @@ func (w *Worker) routes() http.Handler {
 			w.writeOr500(rw, req, code, nil, kv{"target/" + c.name, b})
 		}))
 	}
-	mux.HandleFunc("POST /connectors/{name}/restart", w.restartConnector)
+	mux.HandleFunc("POST /connectors/{name}/restart", w.withConnector(w.restartConnector))
 	mux.HandleFunc("POST /connectors/{name}/tasks/{task}/restart", w.withConnector(func(rw http.ResponseWriter, req *http.Request, c connectorView) {
 		id, err := strconv.Atoi(req.PathValue("task"))
 		if err != nil || id < 0 || id >= len(c.info().Tasks) {
@@ -437,15 +437,7 @@ func (w *Worker) store1(rw http.ResponseWriter, req *http.Request, name string, 
 	}, writes...)
 }
 
-func (w *Worker) restartConnector(rw http.ResponseWriter, req *http.Request) {
-	if !w.synced(rw, req) {
-		return
-	}
-	c, ok := w.connector(req.PathValue("name"))
-	if !ok {
-		writeError(rw, http.StatusNotFound, fmt.Sprintf("Connector %s not found", req.PathValue("name")))
-		return
-	}
+func (w *Worker) restartConnector(rw http.ResponseWriter, req *http.Request, c connectorView) {
 	q := req.URL.Query()
 	includeTasks, onlyFailed := q.Get("includeTasks") == "true", q.Get("onlyFailed") == "true"
 	key := "restart/" + c.name

@@ -71,7 +71,7 @@ func (w *Worker) runnerFor(name string, task int, cfg map[string]string, r *runn
 // runSink runs a task of a sink connector until ctx is done.
 func (w *Worker) runSink(ctx context.Context, name string, task int, cfg map[string]string, sink connect.Sink, own connect.Config,
 	chain *transform.Chain, convert converter, log *zap.Logger, counters *taskCounters) error {
-	topics := list(cfg[keyTopics])
+	topics := connect.SplitList(cfg[keyTopics])
 	t, err := sink.Open(ctx, name, topics, own)
 	if err != nil {
 		return err
@@ -105,15 +105,4 @@ func sinkConvert(chain *transform.Chain, convert converter) func(connect.Record)
 		r.Key, r.Value = t.Key, t.Value
 		return r, err
 	}
-}
-
-// list splits a comma-separated setting, dropping blanks.
-func list(v string) []string {
-	var out []string
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
@@ -39,27 +38,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("CAUSEWAY_SINK_WORKER") != "" {
 		os.Exit(runWorkerProcess())
 	}
-	var err error
-	if cluster, err = pgtest.Start(context.Background()); err != nil {
-		fmt.Fprintln(os.Stderr, "start postgres:", err)
-		os.Exit(1)
-	}
-	code := 0
-	func() {
-		defer func() {
-			if err := cluster.Stop(); err != nil {
-				fmt.Fprintln(os.Stderr, "stop postgres:", err)
-			}
-		}()
-		code = m.Run()
-	}()
-	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreAnyFunction("github.com/confluentinc/confluent-kafka-go/v2/kafka.(*handle).eventPoll")); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(pgtest.Main(m, &cluster))
 }
 
 // shop is a test's database and broker: customers and their orders, one
