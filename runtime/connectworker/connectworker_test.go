@@ -29,6 +29,7 @@ import (
 	"github.com/causeway-stream/causeway/runtime/connectworker"
 	"github.com/causeway-stream/causeway/runtime/embedded"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
+	"github.com/causeway-stream/causeway/runtime/sinkworker"
 )
 
 // pg is the Postgres server the tests share; each test has databases of
@@ -163,6 +164,35 @@ func (w *worker) metrics(t *testing.T) map[string]string {
 	return out
 }
 
+// deadLetters reads a dead-letter topic to its end, read committed: each
+// letter's key and reason.
+func (e *env) deadLetters(topic string) []string {
+	e.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.broker.Addr()), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(e.t, err)
+	defer cl.Close()
+	var out []string
+	for quiet := 0; quiet < 3; {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) {
+			n++
+			for _, h := range r.Headers {
+				if h.Key == sinkworker.HeaderMessage {
+					out = append(out, string(r.Key)+": "+string(h.Value))
+				}
+			}
+		})
+		if n == 0 {
+			quiet++
+		}
+	}
+	return out
+}
+
 // eventually waits up to a minute for cond.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -290,6 +320,7 @@ func TestTheRESTAPIManagesAConnectorAsKafkaConnectDoes(t *testing.T) {
 			// Create.
 			cfg["insert.mode"] = "insert"
 			cfg["errors.tolerance"] = "none"
+			cfg["errors.deadletterqueue.topic.name"] = "dead" // for skips
 			code, body = w.call(t, "POST", "/connectors", map[string]any{"name": "shop", "config": cfg})
 			require.Equal(t, 201, code, "%v", body)
 			info := shaped(t, "ConnectorInfo", body)
@@ -361,6 +392,22 @@ func TestTheRESTAPIManagesAConnectorAsKafkaConnectDoes(t *testing.T) {
 			assert.Equal(t, "RESTARTING", st["tasks"].([]any)[0].(map[string]any)["state"])
 			eventually(t, "the order written after the restart", func() bool { return count(t, conn, "orders") == 1 })
 			eventually(t, "the task running again", func() bool { _, task, _ := status(); return task == "RUNNING" })
+			// Skip: a row refused again stops the task; a skip sends it to
+			// the dead-letter topic, and the task goes on past it.
+			code, _ = w.call(t, "POST", "/connectors/shop/tasks/0/skip", nil)
+			assert.Equal(t, 409, code, "a running task has nothing to skip")
+			_, err = conn.Exec(context.Background(), "ALTER TABLE orders ADD CONSTRAINT orders_amount_check CHECK (amount >= 0) NOT VALID")
+			require.NoError(t, err)
+			e.produce("orders", 0, "o2", `{"customer": "c1", "amount": -7}`)
+			eventually(t, "the task failed again", func() bool { _, task, _ := status(); return task == "FAILED" })
+			code, body = w.call(t, "POST", "/connectors/shop/tasks/0/skip", nil)
+			assert.Equal(t, 202, code)
+			assert.Equal(t, map[string]any{"topic": "orders", "partition": 0.0, "offset": 1.0}, body)
+			e.produce("orders", 0, "o3", `{"customer": "c1", "amount": 3}`)
+			eventually(t, "the order after the skipped one written", func() bool { return count(t, conn, "orders") == 2 })
+			eventually(t, "the task running again", func() bool { _, task, _ := status(); return task == "RUNNING" })
+			assert.Equal(t, []string{"o2: " + sinkworker.ErrSkipped.Error()}, e.deadLetters("dead"))
+
 			code, _ = w.call(t, "POST", "/connectors/shop/restart", nil)
 			assert.Equal(t, 204, code)
 			code, _ = w.call(t, "POST", "/connectors/shop/tasks/0/restart", nil)

@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/runtime/sinkworker"
 )
 
 // herder runs the tasks that fall to its worker: it deals each
@@ -44,6 +47,8 @@ type runner struct {
 	err error
 	// http is the HTTP source's task, when it is one.
 	http *httpSource
+	// skip is what the task skips (see sinkworker.Config.Skip).
+	skip map[causal.Channel]int64
 	// kind is the connector's kind, and counters what its task did.
 	kind     pluginKind
 	counters taskCounters
@@ -109,9 +114,10 @@ type desired struct {
 }
 
 // plan reads the state: what this worker should run.
-func (h *herder) plan() (map[string]desired, map[string]restartRequest) {
+func (h *herder) plan() (map[string]desired, map[string]restartRequest, map[string]skipRequest) {
 	out := map[string]desired{}
 	restarts := map[string]restartRequest{}
+	skips := map[string]skipRequest{}
 	h.w.store.view(func(st *clusterState) {
 		live := st.live(time.Now(), 3*h.w.cfg.Heartbeat)
 		if !slices.Contains(live, h.w.cfg.WorkerID) {
@@ -126,19 +132,33 @@ func (h *herder) plan() (map[string]desired, map[string]restartRequest) {
 			out[name] = d
 		}
 		maps.Copy(restarts, st.restarts)
+		maps.Copy(skips, st.skips)
 	})
-	return out, restarts
+	return out, restarts, skips
 }
 
 // deal starts and stops runners to match the state, and writes the
 // statuses that changed.
 func (h *herder) deal(ctx context.Context) {
-	plan, restarts := h.plan()
+	plan, restarts, skips := h.plan()
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	carried := map[string]map[causal.Channel]int64{}
 	for name, r := range h.runners {
 		d, ok := plan[name]
 		restart := false
+		taskKey := fmt.Sprintf("%s/%d", name, r.task)
+		if req, ok := skips[taskKey]; ok && req.Count > h.seen["skip/"+taskKey] {
+			h.seen["skip/"+taskKey] = req.Count
+			// A new map: the task running holds the one before.
+			next := maps.Clone(r.skip)
+			if next == nil {
+				next = map[causal.Channel]int64{}
+			}
+			next[causal.Channel{Topic: req.Topic, Partition: req.Partition}] = req.Offset
+			r.skip = next
+			restart = true
+		}
 		if req, ok := restarts[name]; ok && req.Count > h.seen[name] {
 			h.seen[name] = req.Count
 			restart = !req.OnlyFailed || r.failed()
@@ -149,13 +169,16 @@ func (h *herder) deal(ctx context.Context) {
 		}
 		if !ok || d.task != r.task || d.raw != r.config || d.target != r.target() || restart {
 			h.stop(name, r)
+			if ok && d.task == r.task && d.raw == r.config {
+				carried[name] = r.skip // what it skipped stays skipped
+			}
 		}
 	}
 	for name, d := range plan {
 		if _, running := h.runners[name]; running || d.task < 0 {
 			continue
 		}
-		h.runners[name] = h.start(ctx, name, d)
+		h.runners[name] = h.start(ctx, name, d, carried[name])
 	}
 	h.report(ctx, plan)
 }
@@ -187,7 +210,12 @@ func (r *runner) status() taskStatus {
 	case r.paused != "":
 		return taskStatus{State: r.paused, Task: r.task}
 	case r.failed():
-		return taskStatus{State: StateFailed, Task: r.task, Trace: r.err.Error()}
+		st := taskStatus{State: StateFailed, Task: r.task, Trace: r.err.Error()}
+		var refused *sinkworker.RefusedError
+		if errors.As(r.err, &refused) {
+			st.FailedAt = &recordRef{Topic: refused.Record.Topic, Partition: refused.Record.Partition, Offset: refused.Record.Offset}
+		}
+		return st
 	default:
 		return taskStatus{State: StateRunning, Task: r.task}
 	}
@@ -206,8 +234,8 @@ func (h *herder) stop(name string, r *runner) {
 
 // start starts the task d gives this worker, or keeps its place when the
 // connector is paused or stopped.
-func (h *herder) start(ctx context.Context, name string, d desired) *runner {
-	r := &runner{task: d.task, config: d.raw}
+func (h *herder) start(ctx context.Context, name string, d desired, skip map[causal.Channel]int64) *runner {
+	r := &runner{task: d.task, config: d.raw, skip: skip}
 	if d.target != StateRunning {
 		r.paused = d.target
 		return r
@@ -241,7 +269,7 @@ func (h *herder) start(ctx context.Context, name string, d desired) *runner {
 func (h *herder) report(ctx context.Context, plan map[string]desired) {
 	for name, r := range h.runners {
 		st := r.status()
-		if h.written[name] == st {
+		if sameStatus(h.written[name], st) {
 			continue
 		}
 		b, err := json.Marshal(st)
@@ -264,6 +292,12 @@ func (h *herder) report(ctx context.Context, plan map[string]desired) {
 		}
 		delete(h.written, name)
 	}
+}
+
+// sameStatus reports whether two statuses say the same.
+func sameStatus(a, b taskStatus) bool {
+	return a.State == b.State && a.Task == b.Task && a.Trace == b.Trace && (a.FailedAt == nil) == (b.FailedAt == nil) &&
+		(a.FailedAt == nil || *a.FailedAt == *b.FailedAt)
 }
 
 // leave stops every runner, takes back their statuses and says the

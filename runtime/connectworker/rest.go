@@ -198,6 +198,7 @@ func (w *Worker) routes() http.Handler {
 		b, _ := json.Marshal(restartRequest{Count: c.restarts[key].Count + 1})
 		w.writeOr500(rw, req, http.StatusNoContent, nil, kv{key, b})
 	}))
+	mux.HandleFunc("POST /connectors/{name}/tasks/{task}/skip", w.withConnector(w.skipRecord))
 	mux.HandleFunc("GET /connector-plugins", func(rw http.ResponseWriter, _ *http.Request) {
 		out := []PluginInfo{}
 		for _, class := range slices.Sorted(maps.Keys(w.plugins)) {
@@ -457,6 +458,31 @@ func (w *Worker) restartConnector(rw http.ResponseWriter, req *http.Request, c c
 		}
 		return st
 	}, kv{key, b})
+}
+
+// skipRecord sends the record a failed sink task stopped on to the
+// dead-letter topic, and restarts the task past it: Causeway's own call,
+// as its stream worker has (Kafka Connect has none).
+func (w *Worker) skipRecord(rw http.ResponseWriter, req *http.Request, c connectorView) {
+	id, err := strconv.Atoi(req.PathValue("task"))
+	if err != nil || id < 0 || id >= len(c.tasks) {
+		writeError(rw, http.StatusNotFound, fmt.Sprintf("Task %s of connector %s not found", req.PathValue("task"), c.name))
+		return
+	}
+	st, ok := c.statuses[c.tasks[id]]
+	switch {
+	case !ok || st.Task != id || st.State != StateFailed || st.FailedAt == nil:
+		writeError(rw, http.StatusConflict, fmt.Sprintf("task %d of connector %s did not stop on a record: there is nothing to skip", id, c.name))
+		return
+	case c.config[keyDeadLetter] == "":
+		writeError(rw, http.StatusConflict, fmt.Sprintf("connector %s has no %s to send the record to", c.name, keyDeadLetter))
+		return
+	}
+	key := fmt.Sprintf("skip/%s/%d", c.name, id)
+	var prev skipRequest
+	w.store.view(func(s *clusterState) { prev = s.skips[fmt.Sprintf("%s/%d", c.name, id)] })
+	b, _ := json.Marshal(skipRequest{Count: prev.Count + 1, recordRef: *st.FailedAt})
+	w.writeOr500(rw, req, http.StatusAccepted, func() any { return st.FailedAt }, kv{key, b})
 }
 
 func (w *Worker) validateConfig(rw http.ResponseWriter, req *http.Request) {

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/connect"
 	"github.com/causeway-stream/causeway/connect/transform"
 	"github.com/causeway-stream/causeway/runtime/sinkworker"
@@ -44,7 +45,7 @@ func (w *Worker) runnerFor(name string, task int, cfg map[string]string, r *runn
 			return nil, &connect.FieldError{Field: keyTransforms, Reason: "a sink's topics name its channels and cannot be routed: use the sink's own table naming instead"}
 		}
 		return func(ctx context.Context) error {
-			return w.runSink(ctx, name, task, cfg, p.sink, own, chain, convert, log, &r.counters)
+			return w.runSink(ctx, name, task, cfg, p.sink, own, chain, convert, log, &r.counters, r.skip)
 		}, nil
 	case p.source != nil:
 		return func(ctx context.Context) error {
@@ -70,7 +71,7 @@ func (w *Worker) runnerFor(name string, task int, cfg map[string]string, r *runn
 
 // runSink runs a task of a sink connector until ctx is done.
 func (w *Worker) runSink(ctx context.Context, name string, task int, cfg map[string]string, sink connect.Sink, own connect.Config,
-	chain *transform.Chain, convert converter, log *zap.Logger, counters *taskCounters) error {
+	chain *transform.Chain, convert converter, log *zap.Logger, counters *taskCounters, skip map[causal.Channel]int64) error {
 	topics := connect.SplitList(cfg[keyTopics])
 	t, err := sink.Open(ctx, name, topics, own)
 	if err != nil {
@@ -79,7 +80,7 @@ func (w *Worker) runSink(ctx context.Context, name string, task int, cfg map[str
 	sw, err := sinkworker.New(sinkworker.Config{Connector: name, Topics: topics, Task: t, Bootstrap: w.cfg.Bootstrap,
 		Client: w.cfg.Client, Kafka: w.cfg.Kafka, InstanceID: fmt.Sprintf("%s-%d", w.cfg.WorkerID, task),
 		GateOff: cfg[keyGate] == "false", DeadLetterTopic: cfg[keyDeadLetter], ToleranceAll: cfg[keyTolerance] == "all",
-		Convert: sinkConvert(chain, convert), Log: log})
+		Skip: skip, Convert: sinkConvert(chain, convert), Log: log})
 	if err != nil {
 		return errors.Join(err, t.Close())
 	}

@@ -17,6 +17,7 @@ import (
 //	target/<connector>          {"state": "RUNNING"|"PAUSED"|"STOPPED"}
 //	restart/<connector>         {"count": n, "only_failed": b}
 //	restart/<connector>/<task>  {"count": n}
+//	skip/<connector>/<task>     {"count": n, "topic": ..., "partition": n, "offset": n}
 //	worker/<worker>             {"url": "..."}               tombstone: left
 //	status/<connector>/<worker> {"state": "...", "task": n, "trace": "..."}
 //
@@ -41,6 +42,7 @@ type clusterState struct {
 	configs  map[string]map[string]string
 	targets  map[string]string
 	restarts map[string]restartRequest
+	skips    map[string]skipRequest // by connector/task
 	workers  map[string]workerRecord
 	statuses map[string]map[string]taskStatus // connector, then worker
 }
@@ -58,6 +60,20 @@ type restartRequest struct {
 	OnlyFailed bool  `json:"only_failed,omitempty"`
 }
 
+// skipRequest asks a failed task to go past the record it failed on,
+// sending it to the dead-letter topic.
+type skipRequest struct {
+	Count int64 `json:"count"`
+	recordRef
+}
+
+// recordRef names a record.
+type recordRef struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+}
+
 type workerRecord struct {
 	URL string    `json:"url"`
 	At  time.Time `json:"-"`
@@ -67,11 +83,13 @@ type taskStatus struct {
 	State string `json:"state"`
 	Task  int    `json:"task"`
 	Trace string `json:"trace,omitempty"`
+	// FailedAt is the record a failed sink task stopped on, when one did.
+	FailedAt *recordRef `json:"failed_at,omitempty"`
 }
 
 func newClusterState() clusterState {
 	return clusterState{configs: map[string]map[string]string{}, targets: map[string]string{},
-		restarts: map[string]restartRequest{}, workers: map[string]workerRecord{}, statuses: map[string]map[string]taskStatus{}}
+		restarts: map[string]restartRequest{}, skips: map[string]skipRequest{}, workers: map[string]workerRecord{}, statuses: map[string]map[string]taskStatus{}}
 }
 
 // apply folds one record of the state topic in. A record it cannot read
@@ -110,6 +128,14 @@ func (s *clusterState) apply(key string, value []byte, at time.Time) error {
 			}
 		}
 		s.restarts[rest] = r
+	case "skip":
+		var r skipRequest
+		if value != nil {
+			if err := json.Unmarshal(value, &r); err != nil {
+				return bad(err)
+			}
+		}
+		s.skips[rest] = r
 	case "worker":
 		if value == nil {
 			delete(s.workers, rest)

@@ -15,6 +15,7 @@
 package sinkworker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -76,6 +77,11 @@ type Config struct {
 	// RefreshInterval is how often a worker whose records wait on another
 	// task's channels reads the positions again. Default: 50ms.
 	RefreshInterval time.Duration
+	// Skip names records, by channel and offset, that go to the
+	// dead-letter topic instead of the sink, claiming nothing: what an
+	// operator skips once a RefusedError stopped the worker. Needs
+	// DeadLetterTopic. Default: none.
+	Skip map[causal.Channel]int64
 	// Convert, when set, changes each record before the task writes it
 	// (converters and transforms). A record it fails on is refused, as
 	// one the sink's system refuses is: it goes to the dead-letter topic
@@ -159,6 +165,8 @@ func New(cfg Config) (*Worker, error) {
 		return nil, errors.New("sinkworker: no bootstrap servers")
 	case cfg.ToleranceAll && cfg.DeadLetterTopic == "":
 		return nil, errors.New("sinkworker: errors are tolerated but there is no dead-letter topic to send them to")
+	case len(cfg.Skip) > 0 && cfg.DeadLetterTopic == "":
+		return nil, errors.New("sinkworker: records to skip but no dead-letter topic to send them to")
 	}
 	if cfg.Client == "" {
 		cfg.Client = transport.Clients()[0]
@@ -281,7 +289,7 @@ func (w *Worker) start(ctx context.Context) error {
 		}
 		w.counts[t] = n
 	}
-	if w.cfg.ToleranceAll {
+	if w.cfg.ToleranceAll || len(w.cfg.Skip) > 0 {
 		n, ok := counts[w.cfg.DeadLetterTopic]
 		if !ok {
 			return fmt.Errorf("sinkworker: the dead-letter topic %q does not exist", w.cfg.DeadLetterTopic)
@@ -395,11 +403,18 @@ func (w *Worker) handle(ev transport.Event) error {
 		ch := m.Channel()
 		rec := connect.Record{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: m.Value,
 			Timestamp: m.Timestamp, Headers: m.Headers}
+		if off, ok := w.cfg.Skip[ch]; ok && off == m.Offset {
+			_, err := a.node.ReceiveOrReject(ch, m.Offset, nil, false, held{rec: rec, bad: ErrSkipped})
+			if err != nil {
+				return fmt.Errorf("%s/%d@%d: %w", m.Topic, m.Partition, m.Offset, err)
+			}
+			break
+		}
 		header, present := framework.Record(*m).Header(causal.HeaderKey)
 		_, err := a.node.ReceiveOrReject(ch, m.Offset, header, present, held{rec: rec})
 		if errors.Is(err, causal.ErrCorruptClock) {
 			if !w.cfg.ToleranceAll {
-				return fmt.Errorf("%s/%d@%d: %w", m.Topic, m.Partition, m.Offset, err)
+				return &RefusedError{Record: rec, Err: err}
 			}
 			_, err = a.node.ReceiveOrReject(ch, m.Offset, nil, false, held{rec: rec, bad: err})
 		}
@@ -566,7 +581,9 @@ func (w *Worker) put(ctx context.Context, pending []held) error {
 		return nil
 	}
 	recs := make([]connect.Record, 0, len(pending))
-	var dead []connect.Rejected
+	// dead are the records held as bad (skipped, or with a corrupt clock
+	// under ToleranceAll); unconverted those the converter refused.
+	var dead, unconverted []connect.Rejected
 	for _, h := range pending {
 		if h.bad != nil {
 			dead = append(dead, connect.Rejected{Record: h.rec, Err: h.bad})
@@ -576,7 +593,7 @@ func (w *Worker) put(ctx context.Context, pending []held) error {
 		if w.cfg.Convert != nil {
 			var err error
 			if rec, err = w.cfg.Convert(rec); err != nil {
-				dead = append(dead, connect.Rejected{Record: h.rec, Err: err})
+				unconverted = append(unconverted, connect.Rejected{Record: h.rec, Err: err})
 				continue
 			}
 		}
@@ -586,18 +603,45 @@ func (w *Worker) put(ctx context.Context, pending []held) error {
 	if err != nil {
 		return fmt.Errorf("put: %w", err)
 	}
-	if len(dead)+len(rejected) > 0 && !w.cfg.ToleranceAll {
-		r := append(dead, rejected...)[0]
-		return fmt.Errorf("%s/%d@%d refused by the sink (set errors.tolerance=all to send such records to a dead-letter topic): %w",
-			r.Record.Topic, r.Record.Partition, r.Record.Offset, r.Err)
+	rejected = append(unconverted, rejected...)
+	if len(rejected) > 0 && !w.cfg.ToleranceAll {
+		first := slices.MinFunc(rejected, func(a, b connect.Rejected) int { return cmp.Compare(a.Record.Offset, b.Record.Offset) })
+		return &RefusedError{Record: first.Record, Err: first.Err, BySink: true}
 	}
 	w.dead = append(append(w.dead, dead...), rejected...)
 	w.mu.Lock()
-	w.status.Written += len(recs) - len(rejected)
+	w.status.Written += len(recs) - (len(rejected) - len(unconverted))
 	w.status.Rejected += len(dead) + len(rejected)
 	w.mu.Unlock()
 	return nil
 }
+
+// RefusedError stops a worker without ToleranceAll: a record the sink's
+// system (or the converter) refused, or whose clock header is corrupt. It
+// names the record, which Config.Skip can then send to the dead-letter
+// topic.
+type RefusedError struct {
+	Record connect.Record
+	Err    error
+	// BySink: the sink's system or the converter refused it; otherwise
+	// its clock header is corrupt.
+	BySink bool
+}
+
+func (e *RefusedError) Error() string {
+	r := e.Record
+	if e.BySink {
+		return fmt.Sprintf("%s/%d@%d refused by the sink (set errors.tolerance=all to send such records to a dead-letter topic): %v",
+			r.Topic, r.Partition, r.Offset, e.Err)
+	}
+	return fmt.Sprintf("%s/%d@%d: %v", r.Topic, r.Partition, r.Offset, e.Err)
+}
+
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// ErrSkipped is the reason a record Config.Skip names carries to the
+// dead-letter topic.
+var ErrSkipped = errors.New("skipped by an operator after it stopped the sink")
 
 // Headers a dead letter carries, as Kafka Connect names them.
 const (
