@@ -1,0 +1,216 @@
+package sinkworker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"go.uber.org/zap"
+
+	"github.com/causeway-stream/causeway/connect"
+	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
+)
+
+// flight is a commit written in the background while the worker reads
+// and gates what comes next: the sink's system and Kafka work at once.
+type flight struct {
+	moves []connect.Move
+	recs  []held
+	done  chan error
+}
+
+// launch hands what was delivered, and the positions of the worker's
+// channels as far as they were delivered, to a commit in the background:
+// it puts the records, sends the refused to the dead-letter topic, and
+// commits the sink's transaction with the positions. Dead letters are
+// committed to Kafka first: a crash before the sink's commit sends them
+// again (at least once), one after loses none. Only one commit is in
+// flight at a time; the positions it moves from are those the one before
+// it committed.
+func (w *Worker) launch(ctx context.Context) {
+	a := w.assignment
+	if a == nil || w.flight != nil {
+		return
+	}
+	var moves []connect.Move
+	for _, e := range a.node.Committable() {
+		if from, mine := a.own[e.Channel]; mine && e.Offset != from {
+			moves = append(moves, connect.Move{Channel: e.Channel, From: from, To: e.Offset})
+		}
+	}
+	w.publish(a)
+	recs := a.pending
+	if len(moves) == 0 && len(recs) == 0 {
+		return
+	}
+	// The records go to the flight; the slice of the one before comes
+	// back for the next (two slices, taken in turns).
+	a.pending, w.spare = w.spare[:0], nil
+	f := &flight{moves: moves, recs: recs, done: make(chan error, 1)}
+	w.flight = f
+	go func() { f.done <- w.write(ctx, recs, moves) }()
+}
+
+// write is the background part of a commit.
+func (w *Worker) write(ctx context.Context, recs []held, moves []connect.Move) error {
+	if err := w.put(ctx, recs); err != nil {
+		return err
+	}
+	if err := w.sendDead(ctx); err != nil {
+		return err
+	}
+	if err := w.cfg.Task.Commit(ctx, moves); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// await waits for the commit in flight, if one is.
+func (w *Worker) await() error {
+	if w.flight == nil {
+		return nil
+	}
+	return w.landed(<-w.flight.done)
+}
+
+// landed takes the outcome of the commit in flight. On an error the gate
+// is ahead of what the sink holds: the assignment is dropped, so that
+// nothing commits past the records that were not written.
+func (w *Worker) landed(err error) error {
+	f := w.flight
+	w.flight = nil
+	clear(f.recs) // let go of the records' bytes
+	w.spare = f.recs[:0]
+	if err != nil {
+		w.setAssignment(nil)
+		return errors.Join(err, w.cfg.Task.Abort(context.Background()))
+	}
+	if a := w.assignment; a != nil {
+		for _, m := range f.moves {
+			a.own[m.Channel] = m.To
+		}
+	}
+	w.mu.Lock()
+	w.status.Commits++
+	w.mu.Unlock()
+	return nil
+}
+
+// commit writes what was delivered and commits it, and waits for it.
+func (w *Worker) commit(ctx context.Context) error {
+	if err := w.await(); err != nil {
+		return err
+	}
+	w.launch(ctx)
+	return w.await()
+}
+
+// put hands the delivered records to the task, and keeps the refused.
+func (w *Worker) put(ctx context.Context, pending []held) error {
+	if len(pending) == 0 {
+		return nil
+	}
+	recs := make([]connect.Record, 0, len(pending))
+	// dead are the records held as bad (skipped, or with a corrupt clock
+	// under ToleranceAll); unconverted those the converter refused.
+	var dead, unconverted []connect.Rejected
+	for _, h := range pending {
+		if h.bad != nil {
+			dead = append(dead, connect.Rejected{Record: h.rec, Err: h.bad})
+			continue
+		}
+		rec := h.rec
+		if w.cfg.Convert != nil {
+			var err error
+			if rec, err = w.cfg.Convert(rec); err != nil {
+				unconverted = append(unconverted, connect.Rejected{Record: h.rec, Err: err})
+				continue
+			}
+		}
+		recs = append(recs, rec)
+	}
+	rejected, err := w.cfg.Task.Put(ctx, recs)
+	if err != nil {
+		return fmt.Errorf("put: %w", err)
+	}
+	rejected = append(unconverted, rejected...)
+	if len(rejected) > 0 && !w.cfg.ToleranceAll {
+		first := slices.MinFunc(rejected, func(a, b connect.Rejected) int { return cmp.Compare(a.Record.Offset, b.Record.Offset) })
+		return &RefusedError{Record: first.Record, Err: first.Err, BySink: true}
+	}
+	w.dead = append(append(w.dead, dead...), rejected...)
+	w.mu.Lock()
+	w.status.Written += len(recs) - (len(rejected) - len(unconverted))
+	w.status.Rejected += len(dead) + len(rejected)
+	w.mu.Unlock()
+	return nil
+}
+
+// RefusedError stops a worker without ToleranceAll: a record the sink's
+// system (or the converter) refused, or whose clock header is corrupt. It
+// names the record, which Config.Skip can then send to the dead-letter
+// topic.
+type RefusedError struct {
+	Record connect.Record
+	Err    error
+	// BySink: the sink's system or the converter refused it; otherwise
+	// its clock header is corrupt.
+	BySink bool
+}
+
+func (e *RefusedError) Error() string {
+	r := e.Record
+	if e.BySink {
+		return fmt.Sprintf("%s/%d@%d refused by the sink (set errors.tolerance=all to send such records to a dead-letter topic): %v",
+			r.Topic, r.Partition, r.Offset, e.Err)
+	}
+	return fmt.Sprintf("%s/%d@%d: %v", r.Topic, r.Partition, r.Offset, e.Err)
+}
+
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// ErrSkipped is the reason a record Config.Skip names carries to the
+// dead-letter topic.
+var ErrSkipped = errors.New("skipped by an operator after it stopped the sink")
+
+// Headers a dead letter carries, as Kafka Connect names them.
+const (
+	HeaderTopic     = "__connect.errors.topic"
+	HeaderPartition = "__connect.errors.partition"
+	HeaderOffset    = "__connect.errors.offset"
+	HeaderMessage   = "__connect.errors.exception.message"
+)
+
+// sendDead writes the refused records to the dead-letter topic in one
+// Kafka transaction.
+func (w *Worker) sendDead(ctx context.Context) error {
+	if len(w.dead) == 0 {
+		return nil
+	}
+	if err := w.producer.BeginTransaction(); err != nil {
+		return fmt.Errorf("dead letters: %w", err)
+	}
+	for _, d := range w.dead {
+		r := d.Record
+		m := transport.Message{Topic: w.cfg.DeadLetterTopic, Partition: framework.PartitionFor(r.Key, w.deadPartitions), Key: r.Key, Value: r.Value,
+			Headers: append(slices.Clone(r.Headers),
+				framework.Header{Key: HeaderTopic, Value: []byte(r.Topic)},
+				framework.Header{Key: HeaderPartition, Value: []byte(strconv.Itoa(int(r.Partition)))},
+				framework.Header{Key: HeaderOffset, Value: []byte(strconv.FormatInt(r.Offset, 10))},
+				framework.Header{Key: HeaderMessage, Value: []byte(d.Err.Error())})}
+		if err := w.producer.Produce(&m); err != nil {
+			return errors.Join(fmt.Errorf("dead letters: %w", err), w.producer.AbortTransaction(ctx))
+		}
+	}
+	if err := w.producer.CommitTransaction(ctx); err != nil {
+		return errors.Join(fmt.Errorf("dead letters: %w", err), w.producer.AbortTransaction(ctx))
+	}
+	w.log.Warn("records refused by the sink sent to the dead-letter topic", zap.Int("records", len(w.dead)), zap.String("topic", w.cfg.DeadLetterTopic))
+	clear(w.dead)
+	w.dead = w.dead[:0]
+	return nil
+}
