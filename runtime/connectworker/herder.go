@@ -29,7 +29,7 @@ type herder struct {
 	mu sync.Mutex
 	// runners are this worker's tasks, by connector.
 	runners map[string]*runner
-	// seen are the restart requests already acted on, by key.
+	// seen are the restart and skip requests already acted on, by key.
 	seen map[string]int64
 	// written are the statuses last written, by connector.
 	written map[string]taskStatus
@@ -57,8 +57,12 @@ type runner struct {
 func newHerder(w *Worker) *herder {
 	h := &herder{w: w, wake: make(chan struct{}, 1), runners: map[string]*runner{}, seen: map[string]int64{}, written: map[string]taskStatus{}}
 	w.store.view(func(st *clusterState) {
+		// Requests made before this worker came are done.
 		for k, r := range st.restarts {
-			h.seen[k] = r.Count // requests before this worker came are done
+			h.seen[k] = r.Count
+		}
+		for k, r := range st.skips {
+			h.seen["skip/"+k] = r.Count
 		}
 	})
 	return h
@@ -161,7 +165,7 @@ func (h *herder) deal(ctx context.Context) {
 		}
 		if req, ok := restarts[name]; ok && req.Count > h.seen[name] {
 			h.seen[name] = req.Count
-			restart = !req.OnlyFailed || r.failed()
+			restart = restart || !req.OnlyFailed || r.failed()
 		}
 		if req, ok := restarts[fmt.Sprintf("%s/%d", name, r.task)]; ok && req.Count > h.seen[fmt.Sprintf("%s/%d", name, r.task)] {
 			h.seen[fmt.Sprintf("%s/%d", name, r.task)] = req.Count
