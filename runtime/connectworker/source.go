@@ -194,36 +194,63 @@ func (s *sourceRunner) claimEnds(ctx context.Context, topics []string) error {
 	return nil
 }
 
-// write writes recs, a transaction per run of one topic.
+// write writes recs, transformed, a transaction per run of records for
+// one topic. A record the transforms refuse fails the task, or with
+// errors.tolerance=all is left out; its offset still counts.
 func (s *sourceRunner) write(ctx context.Context, recs []connect.SourceRecord) error {
-	for len(recs) > 0 {
-		topic := s.routed(recs[0])
+	out := make([]routedRecord, 0, len(recs))
+	var skipped []byte // the offset of skipped records no record carries yet
+	for _, r := range recs {
+		t, err := s.chain.Apply(transform.Record{Topic: r.Topic, Key: r.Key, Value: r.Value})
+		switch {
+		case err == nil:
+			if r.Offset == nil {
+				r.Offset = skipped
+			}
+			skipped = nil
+			out = append(out, routedRecord{t: t, src: r})
+		case s.tolerate:
+			s.log.Warn("record skipped", zap.String("topic", r.Topic), zap.Error(err))
+			if r.Offset != nil {
+				skipped = r.Offset
+			}
+		default:
+			return fmt.Errorf("a record for %s: %w", r.Topic, err)
+		}
+	}
+	if skipped != nil {
+		if len(out) == 0 {
+			return s.writeRun(ctx, "", nil, skipped) // the offset alone
+		}
+		out[len(out)-1].src.Offset = skipped
+	}
+	for len(out) > 0 {
 		n := 1
-		for n < len(recs) && s.routed(recs[n]) == topic {
+		for n < len(out) && out[n].t.Topic == out[0].t.Topic {
 			n++
 		}
-		if err := s.writeRun(ctx, topic, recs[:n]); err != nil {
+		if err := s.writeRun(ctx, out[0].t.Topic, out[:n], nil); err != nil {
 			return err
 		}
-		recs = recs[n:]
+		out = out[n:]
 	}
 	return nil
 }
 
-// routed is the topic a record goes to once transformed.
-func (s *sourceRunner) routed(r connect.SourceRecord) string {
-	t, err := s.chain.Apply(transform.Record{Topic: r.Topic})
-	if err != nil || t.Topic == "" {
-		return r.Topic
-	}
-	return t.Topic
+// routedRecord is a source record and what the transforms made of it.
+type routedRecord struct {
+	t   transform.Record
+	src connect.SourceRecord
 }
 
 // writeRun writes one run of records for topic, and the offset after
-// them, in one transaction; then the session claims what it wrote.
-func (s *sourceRunner) writeRun(ctx context.Context, topic string, recs []connect.SourceRecord) error {
-	if err := s.ensureTopic(ctx, topic); err != nil {
-		return err
+// them (or, with no records, offset), in one transaction; then the
+// session claims what it wrote.
+func (s *sourceRunner) writeRun(ctx context.Context, topic string, recs []routedRecord, offset []byte) error {
+	if len(recs) > 0 {
+		if err := s.ensureTopic(ctx, topic); err != nil {
+			return err
+		}
 	}
 	// A header of its own for each run: a client may read it until the
 	// transaction ends.
@@ -231,32 +258,25 @@ func (s *sourceRunner) writeRun(ctx context.Context, topic string, recs []connec
 	if err := s.producer.BeginTransaction(); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	offset := s.offset
+	if offset == nil {
+		offset = s.offset
+	}
 	written := map[int32]bool{}
-	n := 0
 	for _, r := range recs {
-		if r.Offset != nil {
-			offset = r.Offset
+		if r.src.Offset != nil {
+			offset = r.src.Offset
 		}
-		t, err := s.chain.Apply(transform.Record{Topic: r.Topic, Key: r.Key, Value: r.Value})
-		if err != nil {
-			if s.tolerate {
-				s.log.Warn("record skipped", zap.String("topic", r.Topic), zap.Error(err))
-				continue
-			}
-			return errors.Join(fmt.Errorf("a record for %s: %w", r.Topic, err), s.producer.AbortTransaction(ctx))
-		}
-		p := framework.PartitionFor(t.Key, s.counts[topic])
+		p := framework.PartitionFor(r.t.Key, s.counts[topic])
 		written[p] = true
-		m := transport.Message{Topic: topic, Partition: p, Key: t.Key, Value: t.Value, Timestamp: r.Timestamp,
-			Headers: append(slices.Clone(r.Headers), framework.Header{Key: causal.HeaderKey, Value: header})}
+		m := transport.Message{Topic: topic, Partition: p, Key: r.t.Key, Value: r.t.Value, Timestamp: r.src.Timestamp,
+			Headers: append(slices.Clone(r.src.Headers), framework.Header{Key: causal.HeaderKey, Value: header})}
 		if err := s.producer.Produce(&m); err != nil {
 			return errors.Join(fmt.Errorf("produce to %s: %w", topic, err), s.producer.AbortTransaction(ctx))
 		}
-		n++
 	}
+	n := len(recs)
 	topics := s.topics
-	if !slices.Contains(topics, topic) {
+	if len(recs) > 0 && !slices.Contains(topics, topic) {
 		topics = append(slices.Clone(topics), topic)
 	}
 	b, err := json.Marshal(committedOffset{Offset: offset, Topics: topics})
@@ -272,6 +292,9 @@ func (s *sourceRunner) writeRun(ctx context.Context, topic string, recs []connec
 	}
 	s.offset, s.topics = offset, topics
 	s.produced.Add(int64(n))
+	if len(written) == 0 {
+		return nil
+	}
 	var chs []causal.Channel
 	for p := range written {
 		chs = append(chs, causal.Channel{Topic: topic, Partition: p})
