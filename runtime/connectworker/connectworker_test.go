@@ -230,6 +230,8 @@ var connectShapes = map[string][]string{
 	"PluginInfo":         {"class", "type", "version"},
 	"TaskInfo":           {"config", "id"},
 	"ServerInfo":         {"commit", "kafka_cluster_id", "version"},
+	"ConnectorOffsets":   {"offsets"},
+	"ConnectorOffset":    {"offset", "partition"},
 }
 
 // shaped checks that v is an object with the fields of Connect's entity
@@ -367,6 +369,19 @@ func TestTheRESTAPIManagesAConnectorAsKafkaConnectDoes(t *testing.T) {
 			code, _ = w.call(t, "PUT", "/connectors/shop/resume", nil)
 			assert.Equal(t, 202, code)
 			eventually(t, "the second customer written", func() bool { return count(t, conn, "customers") == 2 })
+			// The sink's offsets are the positions in the database: past
+			// both customers of customers/0.
+			eventually(t, "the offsets at 2", func() bool {
+				code, body := w.call(t, "GET", "/connectors/shop/offsets", nil)
+				require.Equal(t, 200, code)
+				for _, o := range shaped(t, "ConnectorOffsets", body)["offsets"].([]any) {
+					m := shaped(t, "ConnectorOffset", o)
+					if fmt.Sprint(m["partition"]) == "map[kafka_partition:0 kafka_topic:customers]" {
+						return fmt.Sprint(m["offset"]) == "map[kafka_offset:2]"
+					}
+				}
+				return false
+			})
 			// The resumed task is a new one: it counts the one row it wrote.
 			eventually(t, "the metrics counting it", func() bool {
 				m := w.metrics(t)

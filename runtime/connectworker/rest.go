@@ -199,6 +199,7 @@ func (w *Worker) routes() http.Handler {
 		w.writeOr500(rw, req, http.StatusNoContent, nil, kv{key, b})
 	}))
 	mux.HandleFunc("POST /connectors/{name}/tasks/{task}/skip", w.withConnector(w.skipRecord))
+	mux.HandleFunc("GET /connectors/{name}/offsets", w.withConnector(w.offsets))
 	mux.HandleFunc("GET /connector-plugins", func(rw http.ResponseWriter, _ *http.Request) {
 		out := []PluginInfo{}
 		for _, class := range slices.Sorted(maps.Keys(w.plugins)) {

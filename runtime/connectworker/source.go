@@ -112,7 +112,7 @@ func (s *sourceRunner) start(ctx context.Context) error {
 		return err
 	}
 	s.counts = counts
-	s.offsets.Partition = framework.PartitionFor([]byte(s.connector), counts[s.offsets.Topic])
+	s.offsets.Partition = offsetsPartition(s.connector, counts[s.offsets.Topic])
 	if err := s.producer.InitTransactions(ctx); err != nil {
 		return fmt.Errorf("source producer: %w", err)
 	}
@@ -124,6 +124,12 @@ func (s *sourceRunner) start(ctx context.Context) error {
 	// What the tasks before wrote is committed or aborted by now (the
 	// producer's fencing ended their transactions): claim it all.
 	return s.claimEnds(ctx, s.topics)
+}
+
+// offsetsPartition is the partition of the offsets topic a connector's
+// offsets go to.
+func offsetsPartition(connector string, partitions int32) int32 {
+	return framework.PartitionFor([]byte(connector), partitions)
 }
 
 // readOffset reads the connector's last committed offset record.

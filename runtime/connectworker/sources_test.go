@@ -182,6 +182,11 @@ func TestThePostgresSourceWritesRowsOnceAndInCausalOrder(t *testing.T) {
 			insertShop(t, exec, 11, 10, 3)
 			w2 := e.start("w2")
 			eventually(t, "80 rows in Kafka", func() bool { return len(e.readIDs("src_orders"))+len(e.readIDs("src_customers")) == 80 })
+			code, body := w2.call(t, "GET", "/connectors/shop-src/offsets", nil)
+			assert.Equal(t, 200, code)
+			assert.Equal(t, map[string]any{"offsets": []any{map[string]any{"partition": map[string]any{"connector": "shop-src"},
+				"offset": map[string]any{"tables": map[string]any{"customers": 20.0, "orders": 60.0}}}}}, body,
+				"the last ids read of each table")
 			require.NoError(t, w2.stop())
 			orders := e.readIDs("src_orders")
 			assert.ElementsMatch(t, seq(1, 60), orders, "every order once")
