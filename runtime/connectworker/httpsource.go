@@ -177,7 +177,7 @@ func (h *httpSource) write(ctx context.Context, topic string, recs []postedRecor
 	defer h.mu.Unlock()
 	ctx = context.WithoutCancel(ctx)
 	if _, ok := h.counts[topic]; !ok {
-		counts, err := createTopic(ctx, h.admin, topic, h.partitions)
+		counts, err := createTopic(ctx, h.admin, topic, h.partitions, nil)
 		if err != nil {
 			return nil, causal.Clock{}, err
 		}

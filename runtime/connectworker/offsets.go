@@ -101,14 +101,5 @@ func (w *Worker) sourceOffset(ctx context.Context, name string) (committedOffset
 		s.admin.Close()
 		s.producer.Close()
 	}()
-	counts, err := s.admin.PartitionCounts(ctx)
-	if err != nil {
-		return committedOffset{}, err
-	}
-	if _, ok := counts[s.offsets.Topic]; !ok {
-		return committedOffset{}, nil // no source has committed yet
-	}
-	s.counts = counts
-	s.offsets.Partition = offsetsPartition(name, counts[s.offsets.Topic])
-	return s.readOffset(ctx)
+	return s.lastCommitted(ctx)
 }

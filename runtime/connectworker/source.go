@@ -104,19 +104,13 @@ func (s *sourceRunner) run(ctx context.Context, t connect.SourceTask) (err error
 
 // start fences the task before, and reads the offset it committed.
 func (s *sourceRunner) start(ctx context.Context) error {
-	if err := s.admin.CreateTopics(ctx, []transport.TopicSpec{{Name: s.offsets.Topic, Partitions: 25, Configs: map[string]string{"cleanup.policy": "compact"}}}); err != nil {
+	if _, err := createTopic(ctx, s.admin, s.offsets.Topic, 25, map[string]string{"cleanup.policy": "compact"}); err != nil {
 		return fmt.Errorf("offsets topic: %w", err)
 	}
-	counts, err := s.admin.PartitionCounts(ctx)
-	if err != nil {
-		return err
-	}
-	s.counts = counts
-	s.offsets.Partition = offsetsPartition(s.connector, counts[s.offsets.Topic])
 	if err := s.producer.InitTransactions(ctx); err != nil {
 		return fmt.Errorf("source producer: %w", err)
 	}
-	last, err := s.readOffset(ctx)
+	last, err := s.lastCommitted(ctx)
 	if err != nil {
 		return err
 	}
@@ -124,6 +118,21 @@ func (s *sourceRunner) start(ctx context.Context) error {
 	// What the tasks before wrote is committed or aborted by now (the
 	// producer's fencing ended their transactions): claim it all.
 	return s.claimEnds(ctx, s.topics)
+}
+
+// lastCommitted reads the partition counts and the connector's last
+// committed offset; none when the offsets topic does not exist yet.
+func (s *sourceRunner) lastCommitted(ctx context.Context) (committedOffset, error) {
+	counts, err := s.admin.PartitionCounts(ctx)
+	if err != nil {
+		return committedOffset{}, err
+	}
+	s.counts = counts
+	if _, ok := counts[s.offsets.Topic]; !ok {
+		return committedOffset{}, nil // no source has committed yet
+	}
+	s.offsets.Partition = offsetsPartition(s.connector, counts[s.offsets.Topic])
+	return s.readOffset(ctx)
 }
 
 // offsetsPartition is the partition of the offsets topic a connector's
@@ -320,7 +329,7 @@ func (s *sourceRunner) ensureTopic(ctx context.Context, topic string) error {
 	if _, ok := s.counts[topic]; ok {
 		return nil
 	}
-	counts, err := createTopic(ctx, s.admin, topic, s.partitions)
+	counts, err := createTopic(ctx, s.admin, topic, s.partitions, nil)
 	if err != nil {
 		return err
 	}
@@ -331,8 +340,8 @@ func (s *sourceRunner) ensureTopic(ctx context.Context, topic string) error {
 // createTopic makes topic with partitions, and returns the partition
 // counts once the cluster's metadata has it (a broker may answer the
 // creation before its metadata shows the topic).
-func createTopic(ctx context.Context, admin transport.Admin, topic string, partitions int32) (map[string]int32, error) {
-	if err := admin.CreateTopics(ctx, []transport.TopicSpec{{Name: topic, Partitions: partitions}}); err != nil {
+func createTopic(ctx context.Context, admin transport.Admin, topic string, partitions int32, configs map[string]string) (map[string]int32, error) {
+	if err := admin.CreateTopics(ctx, []transport.TopicSpec{{Name: topic, Partitions: partitions, Configs: configs}}); err != nil {
 		return nil, err
 	}
 	deadline := time.Now().Add(30 * time.Second)
