@@ -164,32 +164,37 @@ func (w *worker) metrics(t *testing.T) map[string]string {
 	return out
 }
 
-// deadLetters reads a dead-letter topic to its end, read committed: each
-// letter's key and reason.
-func (e *env) deadLetters(topic string) []string {
+// readAll reads topics to their end, read committed (three quiet polls
+// in a row), handing each record to each.
+func (e *env) readAll(each func(*kgo.Record), topics ...string) {
 	e.t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.broker.Addr()), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.broker.Addr()), kgo.ConsumeTopics(topics...), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	require.NoError(e.t, err)
 	defer cl.Close()
-	var out []string
 	for quiet := 0; quiet < 3; {
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		fs := cl.PollFetches(ctx)
 		cancel()
-		n := 0
-		fs.EachRecord(func(r *kgo.Record) {
-			n++
-			for _, h := range r.Headers {
-				if h.Key == sinkworker.HeaderMessage {
-					out = append(out, string(r.Key)+": "+string(h.Value))
-				}
-			}
-		})
-		if n == 0 {
+		if fs.NumRecords() == 0 {
 			quiet++
 		}
+		fs.EachRecord(each)
 	}
+}
+
+// deadLetters reads a dead-letter topic to its end: each letter's key
+// and reason.
+func (e *env) deadLetters(topic string) []string {
+	e.t.Helper()
+	var out []string
+	e.readAll(func(r *kgo.Record) {
+		for _, h := range r.Headers {
+			if h.Key == sinkworker.HeaderMessage {
+				out = append(out, string(r.Key)+": "+string(h.Value))
+			}
+		}
+	}, topic)
 	return out
 }
 

@@ -217,7 +217,7 @@ func (r *runner) status() taskStatus {
 		st := taskStatus{State: StateFailed, Task: r.task, Trace: r.err.Error()}
 		var refused *sinkworker.RefusedError
 		if errors.As(r.err, &refused) {
-			st.FailedAt = &recordRef{Topic: refused.Record.Topic, Partition: refused.Record.Partition, Offset: refused.Record.Offset}
+			st.FailedAt = recordRef{Topic: refused.Record.Topic, Partition: refused.Record.Partition, Offset: refused.Record.Offset}
 		}
 		return st
 	default:
@@ -273,7 +273,7 @@ func (h *herder) start(ctx context.Context, name string, d desired, skip map[cau
 func (h *herder) report(ctx context.Context, plan map[string]desired) {
 	for name, r := range h.runners {
 		st := r.status()
-		if sameStatus(h.written[name], st) {
+		if h.written[name] == st {
 			continue
 		}
 		b, err := json.Marshal(st)
@@ -296,12 +296,6 @@ func (h *herder) report(ctx context.Context, plan map[string]desired) {
 		}
 		delete(h.written, name)
 	}
-}
-
-// sameStatus reports whether two statuses say the same.
-func sameStatus(a, b taskStatus) bool {
-	return a.State == b.State && a.Task == b.Task && a.Trace == b.Trace && (a.FailedAt == nil) == (b.FailedAt == nil) &&
-		(a.FailedAt == nil || *a.FailedAt == *b.FailedAt)
 }
 
 // leave stops every runner, takes back their statuses and says the

@@ -388,9 +388,8 @@ func (w *Worker) createConnector(rw http.ResponseWriter, req *http.Request) {
 
 func (w *Worker) putConfig(rw http.ResponseWriter, req *http.Request) {
 	name := req.PathValue("name")
-	var cfg map[string]string
-	if err := json.NewDecoder(req.Body).Decode(&cfg); err != nil || cfg == nil {
-		writeError(rw, http.StatusBadRequest, fmt.Sprintf("the body is not a connector's configuration (an object of strings): %v", err))
+	cfg, ok := decodeConfig(rw, req)
+	if !ok {
 		return
 	}
 	if !w.synced(rw, req) {
@@ -472,7 +471,7 @@ func (w *Worker) skipRecord(rw http.ResponseWriter, req *http.Request, c connect
 	}
 	st, ok := c.statuses[c.tasks[id]]
 	switch {
-	case !ok || st.Task != id || st.State != StateFailed || st.FailedAt == nil:
+	case !ok || st.Task != id || st.State != StateFailed || st.FailedAt == (recordRef{}):
 		writeError(rw, http.StatusConflict, fmt.Sprintf("task %d of connector %s did not stop on a record: there is nothing to skip", id, c.name))
 		return
 	case c.config[keyDeadLetter] == "":
@@ -482,15 +481,14 @@ func (w *Worker) skipRecord(rw http.ResponseWriter, req *http.Request, c connect
 	key := fmt.Sprintf("skip/%s/%d", c.name, id)
 	var prev skipRequest
 	w.store.view(func(s *clusterState) { prev = s.skips[fmt.Sprintf("%s/%d", c.name, id)] })
-	b, _ := json.Marshal(skipRequest{Count: prev.Count + 1, recordRef: *st.FailedAt})
+	b, _ := json.Marshal(skipRequest{Count: prev.Count + 1, recordRef: st.FailedAt})
 	w.writeOr500(rw, req, http.StatusAccepted, func() any { return st.FailedAt }, kv{key, b})
 }
 
 func (w *Worker) validateConfig(rw http.ResponseWriter, req *http.Request) {
 	class := req.PathValue("plugin")
-	var cfg map[string]string
-	if err := json.NewDecoder(req.Body).Decode(&cfg); err != nil || cfg == nil {
-		writeError(rw, http.StatusBadRequest, fmt.Sprintf("the body is not a configuration (an object of strings): %v", err))
+	cfg, ok := decodeConfig(rw, req)
+	if !ok {
 		return
 	}
 	if c, ok := cfg[keyClass]; ok && c != class && !strings.HasSuffix(c, "."+class) {
@@ -531,6 +529,17 @@ func (w *Worker) validateConfig(rw http.ResponseWriter, req *http.Request) {
 			Value: ConfigValueInfo{Name: e.Field, Value: &given, RecommendedValues: []string{}, Errors: []string{e.Reason}, Visible: true}})
 	}
 	writeJSON(rw, http.StatusOK, out)
+}
+
+// decodeConfig reads a request's body as a connector's settings; on
+// failure it answers 400.
+func decodeConfig(rw http.ResponseWriter, req *http.Request) (map[string]string, bool) {
+	var cfg map[string]string
+	if err := json.NewDecoder(req.Body).Decode(&cfg); err != nil || cfg == nil {
+		writeError(rw, http.StatusBadRequest, fmt.Sprintf("the body is not a connector's configuration (an object of strings): %v", err))
+		return nil, false
+	}
+	return cfg, true
 }
 
 // keyInfo is a setting's definition as Kafka Connect writes it.

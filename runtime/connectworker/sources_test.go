@@ -114,26 +114,12 @@ CREATE TABLE src_orders (id int PRIMARY KEY, customer int NOT NULL REFERENCES sr
 // field of every value.
 func (e *env) readIDs(topic string) []int {
 	e.t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.broker.Addr()), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	require.NoError(e.t, err)
-	defer cl.Close()
 	var ids []int
-	for quiet := 0; quiet < 3; {
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		n := 0
-		fs.EachRecord(func(r *kgo.Record) {
-			var v struct{ ID int }
-			require.NoError(e.t, json.Unmarshal(r.Value, &v))
-			ids = append(ids, v.ID)
-			n++
-		})
-		if n == 0 {
-			quiet++
-		}
-	}
+	e.readAll(func(r *kgo.Record) {
+		var v struct{ ID int }
+		require.NoError(e.t, json.Unmarshal(r.Value, &v))
+		ids = append(ids, v.ID)
+	}, topic)
 	return ids
 }
 

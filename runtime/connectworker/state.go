@@ -83,8 +83,9 @@ type taskStatus struct {
 	State string `json:"state"`
 	Task  int    `json:"task"`
 	Trace string `json:"trace,omitempty"`
-	// FailedAt is the record a failed sink task stopped on, when one did.
-	FailedAt *recordRef `json:"failed_at,omitempty"`
+	// FailedAt is the record a failed sink task stopped on, when one did
+	// (zero otherwise).
+	FailedAt recordRef `json:"failed_at,omitzero"`
 }
 
 func newClusterState() clusterState {
