@@ -84,6 +84,14 @@ type Config struct {
 	// its partitions over only after the session timeout. Default on. Flag
 	// --static-membership.
 	StaticMembership bool
+	// RebalanceProtocol is how the consumer group moves partitions when
+	// workers come and go: "cooperative" (default) takes away only the
+	// tasks that move (KIP-429), and the worker goes on with the others;
+	// "eager" takes every task away from every worker and hands the new
+	// assignment out whole. The workers of one application must agree:
+	// change it with all of them stopped. Flag --rebalance-protocol, env
+	// CAUSEWAY_REBALANCE_PROTOCOL.
+	RebalanceProtocol string
 	// AutoOffsetReset is where a partition with no committed offset
 	// starts: "earliest" (default) or "latest". Flag --auto-offset-reset.
 	AutoOffsetReset string
@@ -159,6 +167,12 @@ type Config struct {
 	Kafka map[string]string
 }
 
+// The rebalance protocols (Config.RebalanceProtocol).
+const (
+	RebalanceCooperative = transport.RebalanceCooperative
+	RebalanceEager       = transport.RebalanceEager
+)
+
 // The Kafka client libraries a worker can use (Config.Client).
 const (
 	ClientLibrdkafka = transport.Librdkafka
@@ -178,6 +192,7 @@ func DefaultConfig() Config {
 		HTTPAddr:          "127.0.0.1:8080",
 		AutoOffsetReset:   "earliest",
 		StaticMembership:  true,
+		RebalanceProtocol: RebalanceCooperative,
 		CheckClaims:       true,
 		DefaultPartitions: 4,
 		MaxHeldPerChannel: 10_000,
@@ -232,6 +247,8 @@ func Load(args []string, env func(string) string) (Config, error) {
 		"host:port at which other workers reach this one's HTTP server, for forwarded queries (default: the address it listens on)")
 	fs.StringVar(&c.InstanceID, "instance-id", env("CAUSEWAY_INSTANCE_ID"), "this worker's stable id (default: kept in the state dir)")
 	fs.BoolVar(&c.StaticMembership, "static-membership", envOr(env, "CAUSEWAY_STATIC_MEMBERSHIP", "true") == "true", "join the group as a static member (fast restarts)")
+	fs.StringVar(&c.RebalanceProtocol, "rebalance-protocol", envOr(env, "CAUSEWAY_REBALANCE_PROTOCOL", c.RebalanceProtocol),
+		"cooperative (only the tasks that move stop) or eager (every rebalance stops every task); all workers must agree")
 	fs.StringVar(&c.AutoOffsetReset, "auto-offset-reset", envOr(env, "CAUSEWAY_AUTO_OFFSET_RESET", c.AutoOffsetReset), "earliest or latest")
 	fs.BoolVar(&c.AllowOffsetReset, "allow-offset-reset", env("CAUSEWAY_ALLOW_OFFSET_RESET") == "true", "go on when a committed offset is out of range")
 	fs.Var(&createTopics, "create-topics", "create missing topics (default: only with the embedded broker)")
@@ -392,6 +409,8 @@ func (c Config) Validate() error {
 		return bad("threads %d: want 1 to %d", c.Threads, maxThreads)
 	case c.Client != ClientLibrdkafka && c.Client != ClientFranz:
 		return bad("client %q: want %s or %s", c.Client, ClientLibrdkafka, ClientFranz)
+	case c.RebalanceProtocol != RebalanceCooperative && c.RebalanceProtocol != RebalanceEager:
+		return bad("rebalance protocol %q: want %s or %s", c.RebalanceProtocol, RebalanceCooperative, RebalanceEager)
 	}
 	for _, k := range []string{"group.id", "group.instance.id", "transactional.id", "isolation.level", "enable.auto.commit", "enable.partition.eof"} {
 		if _, ok := c.Kafka[k]; ok {

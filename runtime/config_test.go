@@ -150,7 +150,7 @@ func TestEveryFlagsVariableActsAsTheFlag(t *testing.T) {
 	values := map[string]string{
 		"application-id": "other", "bootstrap-servers": "k:9092", "commit-interval": "250ms", "state-dir": "elsewhere",
 		"stores": "memory", "http-addr": ":9001", "advertised-http-addr": "h:9001", "instance-id": "inst-7",
-		"static-membership": "false", "auto-offset-reset": "latest", "allow-offset-reset": "true", "create-topics": "false",
+		"static-membership": "false", "rebalance-protocol": "eager", "auto-offset-reset": "latest", "allow-offset-reset": "true", "create-topics": "false",
 		"default-partitions": "7", "max-held-per-channel": "99", "shutdown-timeout": "3s", "threads": "2",
 		"ready-with-failed-tasks": "true", "connect-timeout": "5s", "log-level": "debug",
 		"client": runtime.DefaultConfig().Client, "gate": "off", "check-claims": "false", "admin-token": "secret", "dev": "true",

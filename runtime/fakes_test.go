@@ -346,7 +346,7 @@ func newFakeWorker(t *testing.T, fake *fakeKafka, topo *framework.Topology, coun
 	w.producer = newTxnProducer(fake, w.log, w.metrics, w.stop)
 	w.tasks, err = w.newTaskManager(counts, fake, fake)
 	require.NoError(t, err)
-	t.Cleanup(w.closeTasks) // and their stores on disk
+	t.Cleanup(func() { w.closeTasks(w.tasks.Tasks()) }) // and their stores on disk
 	w.pump.poll = fake.Poll
 	if fake.holdRestore == nil {
 		w.restores.start = func(f func()) { f() }

@@ -53,9 +53,9 @@ func TestUntrustedLocalStateIsWipedAndRestored(t *testing.T) {
 			w.drainAndCommit(t)
 			fake.send(in0, "k")
 			w.drainAndCommit(t)
-			w.savePositions()
+			w.savePositions(w.tasks.Tasks())
 			dir := w.taskDir(w.taskObject(t, "count/0"))
-			w.closeTasks()
+			w.closeTasks(w.tasks.Tasks())
 
 			tc.spoil(t, fake, dir)
 			again := newFakeWorker(t, fake, topo, parts, inState)
@@ -99,7 +99,7 @@ func TestPositionsLearnedWhileRunningBoundTheReplayAfterACrash(t *testing.T) {
 			}
 			fake.send(in0, "k")
 			w.drainAndCommit(t)
-			w.closeTasks() // a crash: no positions saved at the close
+			w.closeTasks(w.tasks.Tasks()) // a crash: no positions saved at the close
 
 			again := newFakeWorker(t, fake, topo, parts, inState)
 			assert.Equal(t, 3, countOf(t, again, "count/0", "k"))

@@ -111,10 +111,6 @@ func (p *pump) setPaused(ch causal.Channel, paused bool) {
 	p.paused[ch] = true
 }
 
-// forgetPaused forgets every pause: a new assignment starts with none of
-// its own (see assigned).
-func (p *pump) forgetPaused() { p.paused = map[causal.Channel]bool{} }
-
 // setAssigned records the consumer's assignment.
 func (p *pump) setAssigned(chs []causal.Channel) { p.assigned = chs }
 

@@ -10,6 +10,15 @@ import (
 	"github.com/causeway-stream/causeway/internal/taskmgr"
 )
 
+// A rebalance reaches the worker as partitions taken away (Revoked) and
+// partitions added (Assigned). With an eager protocol the group takes
+// everything away first and hands the new assignment out whole; with a
+// cooperative one (KIP-429) it takes away only what moves, and adds only
+// what is new. The worker treats both the same way: it closes the tasks
+// that read a partition taken away, and opens the tasks that the added
+// partitions complete. The tasks it keeps go on as they were, with their
+// gates, stores and positions.
+
 // rebalancer is the worker's rebalanceHandler. The consumer calls it while
 // the pump is inside Poll.
 type rebalancer struct{ w *StreamThread }
@@ -17,7 +26,7 @@ type rebalancer struct{ w *StreamThread }
 func (r rebalancer) Assigned(chs []causal.Channel) error {
 	w := r.w
 	w.handlePolled()
-	w.log.Info("partitions assigned", zap.Int("partitions", len(chs)))
+	w.log.Info("partitions assigned", zap.Int("partitions", len(chs)), zap.Int("kept", len(w.pump.assigned)))
 	if err := w.assign(chs); err != nil {
 		w.fate.stop(err)
 		return err
@@ -27,39 +36,78 @@ func (r rebalancer) Assigned(chs []causal.Channel) error {
 
 func (r rebalancer) Revoked(chs []causal.Channel, lost bool) { r.w.revoke(chs, lost) }
 
-// revoke gives up the assignment: a last commit unless it was lost, then
-// the tasks close.
+// revoke gives up the partitions chs: a last commit unless they were
+// lost, then the tasks that read them close. The other tasks keep
+// running; if the commit cannot be made, those with work in the aborted
+// transaction are rebuilt from what was committed.
 func (w *StreamThread) revoke(chs []causal.Channel, lost bool) {
 	w.handlePolled()
-	w.cancelRestores()
-	w.log.Info("partitions revoked", zap.Int("partitions", len(chs)), zap.Bool("lost", lost))
+	gone := w.tasks.Reading(chs)
+	w.log.Info("partitions revoked", zap.Int("partitions", len(chs)), zap.Int("tasks", len(gone)),
+		zap.Int("kept", len(w.tasks.Tasks())-len(gone)), zap.Bool("lost", lost))
+	restarted := w.stopRestoresOf(gone)
+	committed := false
 	if !lost && !w.fate.abort {
 		if err := w.commit(); err != nil {
 			w.log.Warn("commit on revocation failed; the next owner redoes the work", zap.Error(err))
-			w.abort()
 		} else {
+			committed = true
 			w.answerQueries() // those this last commit caught up
 		}
-	} else {
-		w.abort()
 	}
-	if !lost {
-		w.savePositions()
+	if committed {
+		w.savePositions(gone)
 	}
-	w.closeTasks()
+	w.closeTasks(gone)
+	if !committed {
+		w.abortAndRebuild() // the tasks kept, with work in the transaction
+	}
+	w.rebuild(restarted)
 	// The queries still waiting learn at once that their task moved
 	// (ErrNotLocal: retryable, and forwarded over HTTP).
 	w.answerQueries()
 	w.pump.forgetRoutes()
-	w.pump.setAssigned(nil)
+	w.pump.setAssigned(slices.DeleteFunc(slices.Clone(w.pump.assigned), func(ch causal.Channel) bool { return slices.Contains(chs, ch) }))
+	// The clients keep a partition's pause after it goes: resumed, so
+	// that it is not paused when it comes back.
+	var resume []causal.Channel
+	for _, ch := range chs {
+		if w.pump.paused[ch] {
+			resume = append(resume, ch)
+			w.pump.setPaused(ch, false)
+		}
+	}
+	if len(resume) > 0 && !lost {
+		if err := w.consumer.Resume(resume); err != nil {
+			w.log.Warn("resume of revoked partitions", zap.Error(err))
+		}
+	}
+	w.publishStatus()
 }
 
-// assign builds the tasks of the assigned partitions from committed state
-// and starts fetching where they resume. Tasks whose stores must be read
-// back first restore off the pump; their partitions that no running task
-// reads stay paused until they are built.
+// stopRestoresOf ends the restores under way when one of the tasks gone
+// is among them, and returns the tasks kept whose restore ended with it,
+// to be prepared again.
+func (w *StreamThread) stopRestoresOf(gone []*taskmgr.Task) []*taskmgr.Task {
+	if !slices.ContainsFunc(gone, func(t *taskmgr.Task) bool { return t.State() == StateRestoring }) {
+		return nil
+	}
+	w.cancelRestores()
+	var again []*taskmgr.Task
+	for _, t := range w.tasks.Tasks() {
+		if t.State() == StateRestoring && !slices.Contains(gone, t) {
+			again = append(again, t)
+		}
+	}
+	return again
+}
+
+// assign builds the tasks that the added partitions complete from
+// committed state and starts fetching where they resume. Tasks whose
+// stores must be read back first restore off the pump; their partitions
+// that no running task reads stay paused until they are built.
 func (w *StreamThread) assign(parts []causal.Channel) error {
-	created := w.tasks.Create(parts)
+	created := w.tasks.Create(append(slices.Clone(w.pump.assigned), parts...))
 	w.publishStatus()
 	cold, err := w.tasks.Prepare(created)
 	if err != nil {
@@ -67,9 +115,9 @@ func (w *StreamThread) assign(parts []causal.Channel) error {
 	}
 	cold = w.openCold(cold)
 	w.pump.forgetRoutes()
-	start := w.tasks.Starts(w.tasks.Tasks())
+	start := w.tasks.Starts(created)
 	w.tasks.Started(start)
-	assigned := make([]causal.Channel, 0, len(parts))
+	added := make([]causal.Channel, 0, len(parts))
 	starts := make(map[causal.Channel]int64, len(parts))
 	for _, ch := range parts {
 		off, ok := start[ch]
@@ -77,43 +125,30 @@ func (w *StreamThread) assign(parts []causal.Channel) error {
 			w.log.Warn("partition assigned without a complete task; inputs may not be co-partitioned", zap.Stringer("channel", ch))
 			continue
 		}
-		assigned = append(assigned, ch)
+		added = append(added, ch)
 		starts[ch] = off
 	}
-	w.pump.setAssigned(assigned)
-	// The clients keep a partition's pause across Assign. Partitions that
-	// only restoring tasks read are paused before it, so that not one
-	// fetch of them competes with the restore; what else this worker had
-	// paused is resumed, and backpressure decides again.
+	w.pump.setAssigned(append(w.pump.assigned, added...))
+	// Partitions that only restoring tasks read are paused before Assign,
+	// so that not one fetch of them competes with the restore.
 	idle := map[causal.Channel]bool{}
 	for ch, r := range w.tasks.Routes() {
 		idle[ch] = !slices.ContainsFunc(r.Readers(), func(t *taskmgr.Task) bool { return t.State() == StateRunning })
 	}
-	var pause, resume []causal.Channel
-	for _, ch := range assigned {
+	var pause []causal.Channel
+	for _, ch := range added {
 		if idle[ch] {
 			pause = append(pause, ch)
 		}
 	}
-	for ch := range w.pump.paused {
-		if !idle[ch] {
-			resume = append(resume, ch)
-		}
-	}
 	if len(pause) > 0 {
-		// Before Assign a partition may not be known yet: paused again
-		// below.
+		// Before Assign a partition may not be known yet: backpressure
+		// pauses it again below.
 		_ = w.consumer.Pause(pause)
 	}
 	if err := w.consumer.Assign(starts); err != nil {
 		return fmt.Errorf("assign: %w", err)
 	}
-	if len(resume) > 0 {
-		if err := w.consumer.Resume(resume); err != nil {
-			w.log.Warn("resume after assign", zap.Error(err))
-		}
-	}
-	w.pump.forgetPaused()
 	w.backpressure() // pause what only restoring or failed tasks read
 	w.restoreLater(cold)
 	w.publishStatus()

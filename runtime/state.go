@@ -130,15 +130,15 @@ func (w *StreamThread) wipeStores(t *taskmgr.Task, why error) error {
 	return t.ReplaceStores(set) // closes nothing: the stores were let go above
 }
 
-// savePositions records, for each task's stores on disk, that they hold
+// savePositions records, for each of the tasks' stores on disk, that they hold
 // every committed change of their changelogs: to be called on a clean
 // close, when the worker still owns the tasks and their stores hold the
 // last committed state, so that the next restore reads nothing. Pending
 // writes, which no transaction holds, are discarded first. A task whose
 // positions cannot be read keeps the ones it has (a later restore replays
 // more).
-func (w *StreamThread) savePositions() {
-	for _, t := range w.tasks.Tasks() {
+func (w *StreamThread) savePositions(ts []*taskmgr.Task) {
+	for _, t := range ts {
 		if t.State() == StateRestoring || t.Stores() == nil || t.Last() == nil {
 			continue
 		}

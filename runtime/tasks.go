@@ -63,15 +63,15 @@ func (w *StreamThread) openCold(cold []*taskmgr.Task) []*taskmgr.Task {
 	return opened
 }
 
-// closeTasks closes every task, forgets them and their metrics.
-func (w *StreamThread) closeTasks() {
-	for _, rt := range w.tasks.Tasks() {
+// closeTasks closes the given tasks, forgets them and their metrics.
+func (w *StreamThread) closeTasks(ts []*taskmgr.Task) {
+	for _, rt := range ts {
 		w.metrics.TaskState.DeletePartialMatch(map[string]string{"task": rt.ID()})
 		w.metrics.Held.DeletePartialMatch(map[string]string{"task": rt.ID()})
 		w.metrics.CommittedLag.DeletePartialMatch(map[string]string{"task": rt.ID()})
 		w.metrics.DeliveredLag.DeletePartialMatch(map[string]string{"task": rt.ID()})
 	}
-	w.tasks.CloseAll()
+	w.tasks.Close(ts)
 }
 
 // failTask fails one task; see taskmgr.Manager.Fail. A restoring task,

@@ -25,6 +25,7 @@ import (
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/internal/taskmgr"
 	"github.com/causeway-stream/causeway/runtime/embedded"
+	"github.com/causeway-stream/causeway/runtime/internal/assign"
 	"github.com/causeway-stream/causeway/runtime/internal/statedir"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 	"github.com/causeway-stream/causeway/runtime/internal/upstream"
@@ -267,8 +268,21 @@ func (w *StreamThread) clientSettings() transport.Settings {
 		AutoOffsetReset:  w.cfg.AutoOffsetReset,
 		Bootstrap:        w.bootstrap,
 		InstanceID:       w.instanceID,
+		Rebalance:        w.cfg.RebalanceProtocol,
+		Copartitioned:    copartitioned(w.topo),
 		Log:              w.log,
 	}
+}
+
+// copartitioned groups the topology's input topics whose partitions of one
+// index must be read by one worker: a processor's inputs, joined over the
+// topics processors share.
+func copartitioned(topo *framework.Topology) [][]string {
+	var sets [][]string
+	for _, pi := range topo.Processors() {
+		sets = append(sets, pi.Inputs)
+	}
+	return assign.Groups(sets)
 }
 
 func (w *StreamThread) connect(ctx context.Context) error {
@@ -515,8 +529,8 @@ func (w *StreamThread) shutdown() {
 		w.log.Warn("last commit before shutdown failed; its work will be redone by the next owner", zap.Error(err))
 		w.abort()
 	}
-	w.savePositions()
-	w.closeTasks()
+	w.savePositions(w.tasks.Tasks())
+	w.closeTasks(w.tasks.Tasks())
 	w.publishStatus()
 	w.log.Info("worker stopped")
 }
@@ -604,7 +618,7 @@ func (w *StreamThread) closeClients() {
 	if w.tasks != nil {
 		// After a fatal error the tasks are still open: close them, and
 		// their stores on disk, before the clients go.
-		w.closeTasks()
+		w.closeTasks(w.tasks.Tasks())
 	}
 	if w.blockCache != nil {
 		w.blockCache.Unref()

@@ -14,6 +14,7 @@ package taskmgr
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -217,12 +218,17 @@ func (m *Manager) Now() time.Time { return m.now }
 func (m *Manager) Tasks() []*Task { return m.tasks }
 
 // Create adds a task, Restoring, for every (processor, partition index)
-// whose input channels chs holds completely, and returns them. Build them
-// next.
+// whose input channels chs holds completely and that the manager has not
+// got yet, and returns them. Build them next. A worker whose group hands
+// out partitions incrementally calls it with each addition.
 func (m *Manager) Create(chs []causal.Channel) []*Task {
 	have := map[causal.Channel]bool{}
 	for _, ch := range chs {
 		have[ch] = true
+	}
+	exists := map[string]bool{}
+	for _, t := range m.tasks {
+		exists[t.id] = true
 	}
 	var created []*Task
 	for _, pi := range m.cfg.Topology.Processors() {
@@ -231,7 +237,7 @@ func (m *Manager) Create(chs []causal.Channel) []*Task {
 			for _, in := range pi.Inputs {
 				complete = complete && have[causal.Channel{Topic: in, Partition: p}]
 			}
-			if !complete {
+			if !complete || exists[task.ID(pi.Name, p)] {
 				continue
 			}
 			t := &Task{id: task.ID(pi.Name, p), processor: pi.Name, partition: p, inputs: pi.Inputs,
@@ -590,6 +596,34 @@ func (m *Manager) CloseAll() {
 	}
 	m.tasks = nil
 	m.routes = map[causal.Channel]*Route{}
+}
+
+// Close closes the given tasks and their stores, and forgets them and the
+// routes of the channels no other task reads; the other tasks go on as
+// they were, keeping what they have received. A worker calls it for the
+// tasks a rebalance moves elsewhere.
+func (m *Manager) Close(ts []*Task) {
+	ts = slices.Clone(ts) // it may be m.tasks itself
+	for _, t := range ts {
+		m.CloseTask(t)
+		m.closeStores(t)
+	}
+	m.tasks = slices.DeleteFunc(m.tasks, func(t *Task) bool { return slices.Contains(ts, t) })
+	m.index()
+}
+
+// Reading returns the tasks that read any of chs.
+func (m *Manager) Reading(chs []causal.Channel) []*Task {
+	var out []*Task
+	for _, t := range m.tasks {
+		for _, in := range t.inputs {
+			if slices.Contains(chs, causal.Channel{Topic: in, Partition: t.partition}) {
+				out = append(out, t)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // Partitions is a topic's partition count, 0 for a topic the manager does

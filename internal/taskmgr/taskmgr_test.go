@@ -183,3 +183,40 @@ func TestBuildRestoresWhatItIsGiven(t *testing.T) {
 	assert.Equal(t, Running, ts[1].state)
 	assert.NotNil(t, ts[1].stores)
 }
+
+// A worker rebalancing cooperatively adds and removes tasks while the
+// others run: Create makes only the tasks it has not got, and Close
+// leaves the routes of the tasks it keeps, with where their channels are
+// read to.
+func TestTasksComeAndGoWhileTheOthersRun(t *testing.T) {
+	topo, err := framework.NewBuilder("t").Processor("p", func() framework.Processor {
+		return framework.ProcessorFunc(func(framework.Context, framework.Record) error { return nil })
+	}, framework.From("a", "b")).Build()
+	require.NoError(t, err)
+	m, err := New(Config{Topology: topo, Partitions: map[string]int32{"a": 3, "b": 3}, Offsets: noOffsets{}})
+	require.NoError(t, err)
+	ch := func(topic string, p int32) causal.Channel { return causal.Channel{Topic: topic, Partition: p} }
+	first := m.Create([]causal.Channel{ch("a", 0), ch("b", 0), ch("a", 1), ch("b", 1)})
+	require.Len(t, first, 2)
+	require.NoError(t, m.Build(first, nil))
+	m.Started(map[causal.Channel]int64{ch("a", 0): 5, ch("b", 0): 7, ch("a", 1): 0, ch("b", 1): 0})
+
+	added := m.Create([]causal.Channel{ch("a", 0), ch("b", 0), ch("a", 1), ch("b", 1), ch("a", 2), ch("b", 2)})
+	require.Len(t, added, 1, "only the task not there yet")
+	assert.Equal(t, "p/2", added[0].ID())
+	require.NoError(t, m.Build(added, nil))
+
+	gone := m.Reading([]causal.Channel{ch("a", 1), ch("b", 1)})
+	require.Len(t, gone, 1)
+	assert.Equal(t, "p/1", gone[0].ID())
+	m.Close(gone)
+	var ids []string
+	for _, tk := range m.Tasks() {
+		ids = append(ids, tk.ID())
+	}
+	assert.Equal(t, []string{"p/0", "p/2"}, ids)
+	assert.Nil(t, m.Route(ch("a", 1)), "no route of a channel no task reads")
+	require.NotNil(t, m.Route(ch("b", 0)))
+	assert.Equal(t, int64(6), m.Route(ch("b", 0)).Position(), "a kept channel is read to where it was")
+	assert.Nil(t, gone[0].Task(), "the task closed")
+}

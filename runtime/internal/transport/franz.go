@@ -145,6 +145,12 @@ func newFranzConsumer(s Settings, base []kgo.Opt, adm *kadm.Client) *franzConsum
 	if s.StaticMembership {
 		c.instanceID = s.ApplicationID + "-" + s.InstanceID
 	}
+	// The range balancer gives one member the same partition index of
+	// every topic, so co-partitioned topics go together there too.
+	c.balancer = kgo.RangeBalancer()
+	if s.Rebalance == RebalanceCooperative {
+		c.balancer = &franzBalancer{groups: s.Copartitioned}
+	}
 	// Every assigned partition starts at an explicit offset; a fetch that
 	// falls out of range is an error on that partition unless the
 	// application opted into resets.

@@ -25,6 +25,7 @@ type franzConsumer struct {
 	group      string
 	instanceID string
 	reset      kgo.Offset
+	balancer   kgo.GroupBalancer
 	handler    RebalanceHandler
 
 	// turn is held by the pump, except while it waits inside kgo's poll,
@@ -65,7 +66,7 @@ type franzAhead struct {
 func (c *franzConsumer) Subscribe(topics []string, h RebalanceHandler) error {
 	c.handler = h
 	opts := append([]kgo.Opt{
-		kgo.ConsumerGroup(c.group), kgo.ConsumeTopics(topics...), kgo.Balancers(kgo.RangeBalancer()),
+		kgo.ConsumerGroup(c.group), kgo.ConsumeTopics(topics...), kgo.Balancers(c.balancer),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.ConsumeResetOffset(c.reset),
 		kgo.SessionTimeout(10 * time.Second), kgo.HeartbeatInterval(time.Second), kgo.FetchMaxWait(10 * time.Millisecond),

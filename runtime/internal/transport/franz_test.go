@@ -181,6 +181,7 @@ func TestFranzRebalanceHandlerRunsOnlyInsidePoll(t *testing.T) {
 	require.NoError(t, err)
 
 	w := franzTestSettings(t, b.Addr(), "busy")
+	w.Rebalance = RebalanceCooperative
 	w.StaticMembership = false
 	c := franzTestConsumer(t, w)
 	var busy, overlaps, calls atomic.Int32
@@ -204,7 +205,7 @@ func TestFranzRebalanceHandlerRunsOnlyInsidePoll(t *testing.T) {
 	}()
 	for range 2 {
 		other, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.ConsumerGroup("busy"), kgo.ConsumeTopics("in"),
-			kgo.Balancers(kgo.RangeBalancer()))
+			kgo.Balancers(&franzBalancer{}))
 		require.NoError(t, err)
 		time.Sleep(2 * time.Second)
 		other.Close()

@@ -46,7 +46,13 @@ func (rdkafkaTransport) Consumer(s Settings) (Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
-	return &rdkConsumer{c: c}, nil
+	cooperative, followers := s.Rebalance == RebalanceCooperative, map[string][]string{}
+	if cooperative {
+		for _, g := range s.Copartitioned {
+			followers[g[0]] = g[1:]
+		}
+	}
+	return &rdkConsumer{c: c, cooperative: cooperative, followers: followers}, nil
 }
 
 // ChangelogFallback reads changelogs through librdkafka when franz-go
@@ -154,148 +160,6 @@ func timeoutMs(ctx context.Context) int {
 	}
 	return max(1, min(rdkTimeoutMs, int(time.Until(d).Milliseconds())))
 }
-
-// rdkConsumer is the group consumer on librdkafka. Its rebalance callback
-// runs inside Poll, on the pump's goroutine.
-//
-//causeway:owned
-type rdkConsumer struct {
-	c       *kafka.Consumer
-	handler RebalanceHandler
-	headers headerSlab
-}
-
-func (r *rdkConsumer) Subscribe(topics []string, h RebalanceHandler) error {
-	r.handler = h
-	return rdkError(r.c.SubscribeTopics(topics, r.rebalance))
-}
-
-func (r *rdkConsumer) rebalance(c *kafka.Consumer, ev kafka.Event) error {
-	switch e := ev.(type) {
-	case kafka.AssignedPartitions:
-		return r.handler.Assigned(rdkChannels(e.Partitions))
-	case kafka.RevokedPartitions:
-		r.handler.Revoked(rdkChannels(e.Partitions), c.AssignmentLost())
-		return rdkError(c.Unassign())
-	}
-	return nil
-}
-
-// Poll takes librdkafka's events one at a time: it hands out one per call.
-func (r *rdkConsumer) Poll(timeout time.Duration, max int, batch *[]Event) int {
-	n := 0
-	ev := r.c.Poll(int(timeout / time.Millisecond))
-	for ev != nil {
-		if r.take(ev, batch) {
-			if n++; n == max {
-				break
-			}
-		}
-		ev = r.c.Poll(0)
-	}
-	return n
-}
-
-// take appends ev to batch, if it is one the worker handles.
-func (r *rdkConsumer) take(ev kafka.Event, batch *[]Event) bool {
-	switch e := ev.(type) {
-	case *kafka.Message:
-		tp := e.TopicPartition
-		m := Message{Topic: *tp.Topic, Partition: tp.Partition, Offset: int64(tp.Offset)}
-		if tp.Error != nil {
-			*batch = append(*batch, Event{Kind: EventPartitionError, Msg: m, Err: rdkError(tp.Error)})
-			return true
-		}
-		m.Key, m.Value, m.Timestamp = e.Key, e.Value, e.Timestamp
-		if len(e.Headers) > 0 {
-			m.Headers = r.headers.carve(len(e.Headers))
-			for i, h := range e.Headers {
-				m.Headers[i].Key, m.Headers[i].Value = h.Key, h.Value
-			}
-		}
-		*batch = append(*batch, Event{Kind: EventRecord, Msg: m})
-	case kafka.PartitionEOF:
-		if e.Topic == nil || e.Offset < 0 {
-			return false
-		}
-		*batch = append(*batch, Event{Kind: EventPosition, Msg: Message{Topic: *e.Topic, Partition: e.Partition, Offset: int64(e.Offset)}})
-	case kafka.Error:
-		kind := EventError
-		if e.IsFatal() {
-			kind = EventFatal
-		}
-		*batch = append(*batch, Event{Kind: kind, Err: rdkError(e)})
-	default:
-		return false
-	}
-	return true
-}
-
-func (r *rdkConsumer) Assign(starts map[causal.Channel]int64) error {
-	tps := make([]kafka.TopicPartition, 0, len(starts))
-	for ch, off := range starts {
-		topic := ch.Topic
-		tps = append(tps, kafka.TopicPartition{Topic: &topic, Partition: ch.Partition, Offset: kafka.Offset(off)})
-	}
-	return rdkError(r.c.Assign(tps))
-}
-
-func (r *rdkConsumer) Seek(ch causal.Channel, offset int64) error {
-	topic := ch.Topic
-	return rdkError(r.c.Seek(kafka.TopicPartition{Topic: &topic, Partition: ch.Partition, Offset: kafka.Offset(offset)}, 0))
-}
-
-func (r *rdkConsumer) Pause(chs []causal.Channel) error {
-	return rdkError(r.c.Pause(rdkPartitions(chs)))
-}
-func (r *rdkConsumer) Resume(chs []causal.Channel) error {
-	return rdkError(r.c.Resume(rdkPartitions(chs)))
-}
-
-func (r *rdkConsumer) Position(chs []causal.Channel) (map[causal.Channel]int64, error) {
-	pos, err := r.c.Position(rdkPartitions(chs))
-	if err != nil {
-		return nil, rdkError(err)
-	}
-	return rdkOffsets(pos), nil
-}
-
-// rdkOffsets is the offsets of tps, leaving out those librdkafka says it
-// has none of.
-func rdkOffsets(tps []kafka.TopicPartition) map[causal.Channel]int64 {
-	out := make(map[causal.Channel]int64, len(tps))
-	for _, tp := range tps {
-		if tp.Offset >= 0 {
-			out[causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}] = int64(tp.Offset)
-		}
-	}
-	return out
-}
-
-func (r *rdkConsumer) CachedWatermarks(ch causal.Channel) (low, high int64, ok bool) {
-	low, high, err := r.c.GetWatermarkOffsets(ch.Topic, ch.Partition)
-	return low, high, err == nil
-}
-
-func (r *rdkConsumer) GroupMetadata() (GroupMetadata, error) {
-	md, err := r.c.GetConsumerGroupMetadata()
-	return md, rdkError(err)
-}
-
-func (r *rdkConsumer) Committed(chs []causal.Channel) (map[causal.Channel]int64, error) {
-	committed, err := r.c.Committed(rdkPartitions(chs), rdkTimeoutMs)
-	if err != nil {
-		return nil, rdkError(err)
-	}
-	return rdkOffsets(committed), nil
-}
-
-func (r *rdkConsumer) Watermarks(ch causal.Channel) (low, high int64, err error) {
-	low, high, err = r.c.QueryWatermarkOffsets(ch.Topic, ch.Partition, rdkTimeoutMs)
-	return low, high, rdkError(err)
-}
-
-func (r *rdkConsumer) Close() error { return rdkError(r.c.Close()) }
 
 // rdkProducer is the transactional producer on librdkafka. It asks for no
 // delivery reports while all goes well, since each costs a call across

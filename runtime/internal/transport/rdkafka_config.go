@@ -14,7 +14,9 @@ import (
 // Consumer: partitions are fetched with little waiting (fetch.wait.max.ms)
 // so the gate sees causes soon, and the local queue is deep enough that a
 // commit pause does not starve the fetcher. The range assignor gives every
-// member the same partition indices of co-partitioned topics.
+// member the same partition indices of co-partitioned topics (eager
+// rebalancing); cooperative rebalancing uses librdkafka's cooperative-sticky
+// assignor on one topic of each co-partitioned group (see rdkConsumer).
 //
 // Producer: a short linger batches the records of one commit interval
 // without adding noticeably to latency; the transaction timeout is short
@@ -91,6 +93,9 @@ func (s Settings) clientConfig(defaults kafka.ConfigMap, role clientRole) kafka.
 func (s Settings) consumerConfig() kafka.ConfigMap {
 	cm := s.clientConfig(consumerDefaults, consumerRole)
 	cm["group.id"] = s.ApplicationID
+	if s.Rebalance == RebalanceCooperative {
+		cm["partition.assignment.strategy"] = "cooperative-sticky"
+	}
 	if s.StaticMembership {
 		cm["group.instance.id"] = s.ApplicationID + "-" + s.InstanceID
 	}

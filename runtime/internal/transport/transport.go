@@ -211,6 +211,14 @@ type Settings struct {
 	Bootstrap string
 	// InstanceID tells this worker from the others of the application.
 	InstanceID string
+	// Rebalance is the consumer group's rebalance protocol:
+	// RebalanceCooperative, or RebalanceEager (also when empty: the sink
+	// and connect workers' groups rebalance eagerly).
+	Rebalance string
+	// Copartitioned are the groups of topics whose partitions of one
+	// index must go to one member together (the inputs of a processor,
+	// joined over shared topics). The cooperative protocol needs them.
+	Copartitioned [][]string
 	// Log is where the clients log.
 	Log *zap.Logger
 }
@@ -303,6 +311,16 @@ func Clients() []string {
 func PartitionString(topic string, p int32) string {
 	return topic + "/" + strconv.FormatInt(int64(p), 10)
 }
+
+// The rebalance protocols, by the names --rebalance-protocol takes.
+const (
+	// RebalanceCooperative: a rebalance takes away only the partitions
+	// that move (KIP-429); the member goes on with the others.
+	RebalanceCooperative = "cooperative"
+	// RebalanceEager: every rebalance takes every partition away and
+	// hands the new assignment out whole.
+	RebalanceEager = "eager"
+)
 
 // The client libraries, by the names --client takes.
 const (

@@ -1,0 +1,182 @@
+// Package assign decides which worker of an application runs which task,
+// as the group's leader does in a rebalance. It is pure: the transport
+// that leads the group hands it the members and what each owns, and turns
+// its plan into the group's assignment.
+//
+// A task is one partition index of a co-partitioned group of topics: the
+// inputs of a processor, joined with those of every processor that shares
+// one of them. All of a task's partitions go to one member, so that every
+// processor finds all its inputs of a partition on one worker.
+//
+// The plan is even (members' task counts differ by at most one) and
+// sticky: a member keeps the tasks it owns up to its share, and only the
+// rest move. Run under a cooperative protocol (KIP-429), a task that moves
+// is first taken from its owner, which rejoins, and only given to its new
+// owner in the next round; see the transport.
+package assign
+
+import (
+	"cmp"
+	"slices"
+)
+
+// Task is one partition index of one co-partitioned group of topics.
+type Task struct {
+	// Group indexes the groups the tasks were made from.
+	Group int
+	// Partition is the partition index of every topic of the group.
+	Partition int32
+}
+
+// Compare orders tasks by group, then partition.
+func (t Task) Compare(o Task) int {
+	return cmp.Or(cmp.Compare(t.Group, o.Group), cmp.Compare(t.Partition, o.Partition))
+}
+
+// Member is one member of the group, as the leader sees it.
+type Member struct {
+	// ID is the member's id in the group.
+	ID string
+	// Generation is the group generation in which the member last had
+	// Owned assigned. A task that two members claim belongs to the one
+	// of the higher generation (KIP-792): the other missed a rebalance.
+	Generation int32
+	// Owned are the tasks the member runs now.
+	Owned []Task
+}
+
+// Groups joins topics into co-partitioned groups: sets holds the topics
+// each processor reads (one set per processor), and every two sets that
+// share a topic end up in one group. Each group is sorted, and the groups
+// are ordered by their first topic.
+func Groups(sets [][]string) [][]string {
+	parent := map[string]string{}
+	var find func(string) string
+	find = func(t string) string {
+		if p, ok := parent[t]; ok && p != t {
+			r := find(p)
+			parent[t] = r
+			return r
+		}
+		parent[t] = t
+		return t
+	}
+	for _, set := range sets {
+		for _, t := range set {
+			a, b := find(set[0]), find(t)
+			if a != b {
+				parent[max(a, b)] = min(a, b)
+			}
+		}
+	}
+	byRoot := map[string][]string{}
+	for t := range parent {
+		r := find(t)
+		byRoot[r] = append(byRoot[r], t)
+	}
+	var out [][]string
+	for _, g := range byRoot {
+		slices.Sort(g)
+		out = append(out, g)
+	}
+	slices.SortFunc(out, func(a, b []string) int { return cmp.Compare(a[0], b[0]) })
+	return out
+}
+
+// Tasks lists the tasks of the groups, given each topic's partition count:
+// as many per group as its topics' largest count. A topic with no count
+// (not known to the cluster yet) adds none.
+func Tasks(groups [][]string, counts map[string]int32) []Task {
+	var out []Task
+	for g, topics := range groups {
+		n := int32(0)
+		for _, t := range topics {
+			n = max(n, counts[t])
+		}
+		for p := range n {
+			out = append(out, Task{Group: g, Partition: p})
+		}
+	}
+	return out
+}
+
+// Balance gives every task to one member: evenly, and keeping each member's
+// owned tasks up to its share. It returns each member's tasks, sorted, by
+// member id; every member is in it, with no task if need be. Members are
+// taken in the order given, which breaks ties: pass them in a stable order
+// (the group's, by instance id then member id).
+func Balance(tasks []Task, members []Member) map[string][]Task {
+	plan := make(map[string][]Task, len(members))
+	if len(members) == 0 {
+		return plan
+	}
+	for _, m := range members {
+		plan[m.ID] = nil
+	}
+	owner := owners(tasks, members)
+	// The members that own the most get the larger shares, so that fewer
+	// tasks move.
+	order := make([]int, len(members))
+	for i := range order {
+		order[i] = i
+	}
+	owns := make([]int, len(members))
+	for _, i := range owner {
+		owns[i]++
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(owns[b], owns[a]) })
+	share := make([]int, len(members))
+	base, extra := len(tasks)/len(members), len(tasks)%len(members)
+	for rank, i := range order {
+		share[i] = base
+		if rank < extra {
+			share[i]++
+		}
+	}
+	sorted := slices.SortedFunc(slices.Values(tasks), Task.Compare)
+	var free []Task
+	for _, t := range sorted {
+		i, ok := owner[t]
+		if ok && len(plan[members[i].ID]) < share[i] {
+			plan[members[i].ID] = append(plan[members[i].ID], t)
+			continue
+		}
+		free = append(free, t)
+	}
+	for _, t := range free {
+		best := -1
+		for _, i := range order {
+			room := share[i] - len(plan[members[i].ID])
+			if room > 0 && (best < 0 || len(plan[members[i].ID]) < len(plan[members[best].ID])) {
+				best = i
+			}
+		}
+		plan[members[best].ID] = append(plan[members[best].ID], t)
+	}
+	for id := range plan {
+		slices.SortFunc(plan[id], Task.Compare)
+	}
+	return plan
+}
+
+// owners finds each task's owner, by index into members: the member that
+// claims it at the highest generation, the first of them on a tie. Claims
+// of tasks not in tasks are left out.
+func owners(tasks []Task, members []Member) map[Task]int {
+	known := make(map[Task]bool, len(tasks))
+	for _, t := range tasks {
+		known[t] = true
+	}
+	owner := map[Task]int{}
+	for i, m := range members {
+		for _, t := range m.Owned {
+			if !known[t] {
+				continue
+			}
+			if j, ok := owner[t]; !ok || m.Generation > members[j].Generation {
+				owner[t] = i
+			}
+		}
+	}
+	return owner
+}
