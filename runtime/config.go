@@ -92,6 +92,29 @@ type Config struct {
 	// change it with all of them stopped. Flag --rebalance-protocol, env
 	// CAUSEWAY_REBALANCE_PROTOCOL.
 	RebalanceProtocol string
+	// StandbyReplicas is how many workers besides the one that runs a
+	// task keep a copy of its stores up to date, following its changelogs
+	// into their own state dirs, so that a failover restores only what
+	// the copy lacked. Needs the franz client (the balancer that places
+	// the copies is Causeway's own), cooperative rebalancing and stores on
+	// disk; with it set and no client chosen, the worker uses franz.
+	// Default 0. Flag --standby-replicas.
+	StandbyReplicas int
+	// AcceptableRecoveryLag is how many changelog records a worker's copy
+	// of a task's state may lack for the task to move to it at once; a
+	// worker further behind warms a copy up first while the task runs on
+	// where it is, and a probing rebalance moves it once the copy has
+	// caught up (KIP-441). Negative turns warm-ups off. On the franz
+	// client's cooperative balancer only. Default 10000. Flag
+	// --acceptable-recovery-lag.
+	AcceptableRecoveryLag int64
+	// MaxWarmupReplicas bounds the warm-ups of the application at once.
+	// Default 2. Flag --max-warmup-replicas.
+	MaxWarmupReplicas int
+	// ProbingRebalanceInterval is how often a worker that warms copies up
+	// asks the group to rebalance, to move the tasks whose copies caught
+	// up. Default 1m. Flag --probing-rebalance-interval.
+	ProbingRebalanceInterval time.Duration
 	// AutoOffsetReset is where a partition with no committed offset
 	// starts: "earliest" (default) or "latest". Flag --auto-offset-reset.
 	AutoOffsetReset string
@@ -186,22 +209,25 @@ const maxThreads = 64
 // DefaultConfig returns the defaults documented on Config.
 func DefaultConfig() Config {
 	return Config{
-		CommitInterval:    100 * time.Millisecond,
-		StateDir:          "causeway-state",
-		Stores:            StoresPebble,
-		HTTPAddr:          "127.0.0.1:8080",
-		AutoOffsetReset:   "earliest",
-		StaticMembership:  true,
-		RebalanceProtocol: RebalanceCooperative,
-		CheckClaims:       true,
-		DefaultPartitions: 4,
-		MaxHeldPerChannel: 10_000,
-		ShutdownTimeout:   10 * time.Second,
-		ConnectTimeout:    30 * time.Second,
-		LogLevel:          "info",
-		Threads:           1,
-		Client:            transport.Clients()[0],
-		Kafka:             map[string]string{},
+		CommitInterval:           100 * time.Millisecond,
+		StateDir:                 "causeway-state",
+		Stores:                   StoresPebble,
+		HTTPAddr:                 "127.0.0.1:8080",
+		AutoOffsetReset:          "earliest",
+		StaticMembership:         true,
+		RebalanceProtocol:        RebalanceCooperative,
+		AcceptableRecoveryLag:    10_000,
+		MaxWarmupReplicas:        2,
+		ProbingRebalanceInterval: time.Minute,
+		CheckClaims:              true,
+		DefaultPartitions:        4,
+		MaxHeldPerChannel:        10_000,
+		ShutdownTimeout:          10 * time.Second,
+		ConnectTimeout:           30 * time.Second,
+		LogLevel:                 "info",
+		Threads:                  1,
+		Client:                   transport.Clients()[0],
+		Kafka:                    map[string]string{},
 	}
 }
 
@@ -249,6 +275,12 @@ func Load(args []string, env func(string) string) (Config, error) {
 	fs.BoolVar(&c.StaticMembership, "static-membership", envOr(env, "CAUSEWAY_STATIC_MEMBERSHIP", "true") == "true", "join the group as a static member (fast restarts)")
 	fs.StringVar(&c.RebalanceProtocol, "rebalance-protocol", envOr(env, "CAUSEWAY_REBALANCE_PROTOCOL", c.RebalanceProtocol),
 		"cooperative (only the tasks that move stop) or eager (every rebalance stops every task); all workers must agree")
+	fs.IntVar(&c.StandbyReplicas, "standby-replicas", c.StandbyReplicas, "workers besides a task's own that keep a copy of its state up to date, for fast failover (franz client)")
+	fs.Int64Var(&c.AcceptableRecoveryLag, "acceptable-recovery-lag", c.AcceptableRecoveryLag,
+		"changelog records a worker's copy may lack for a task to move to it at once; further behind it warms up first (negative: no warm-ups)")
+	fs.IntVar(&c.MaxWarmupReplicas, "max-warmup-replicas", c.MaxWarmupReplicas, "warm-ups of the application at once")
+	fs.DurationVar(&c.ProbingRebalanceInterval, "probing-rebalance-interval", c.ProbingRebalanceInterval,
+		"how often a worker warming copies up asks the group to rebalance, to move the tasks that caught up")
 	fs.StringVar(&c.AutoOffsetReset, "auto-offset-reset", envOr(env, "CAUSEWAY_AUTO_OFFSET_RESET", c.AutoOffsetReset), "earliest or latest")
 	fs.BoolVar(&c.AllowOffsetReset, "allow-offset-reset", env("CAUSEWAY_ALLOW_OFFSET_RESET") == "true", "go on when a committed offset is out of range")
 	fs.Var(&createTopics, "create-topics", "create missing topics (default: only with the embedded broker)")
@@ -283,6 +315,12 @@ func Load(args []string, env func(string) string) (Config, error) {
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("%w: unexpected argument %q (a switch takes its value as --flag=value)", ErrInvalidConfig, fs.Arg(0))
+	}
+	clientChosen := false
+	fs.Visit(func(f *flag.Flag) { clientChosen = clientChosen || f.Name == "client" })
+	if c.StandbyReplicas > 0 && !clientChosen && slices.Contains(Clients(), ClientFranz) {
+		// Only franz-go's balancer places copies of state.
+		c.Client = ClientFranz
 	}
 	c.CreateTopics = c.BootstrapServers == ""
 	if createTopics.set {
@@ -412,12 +450,35 @@ func (c Config) Validate() error {
 	case c.RebalanceProtocol != RebalanceCooperative && c.RebalanceProtocol != RebalanceEager:
 		return bad("rebalance protocol %q: want %s or %s", c.RebalanceProtocol, RebalanceCooperative, RebalanceEager)
 	}
+	if msg := c.replicasProblem(); msg != "" {
+		return bad("%s", msg)
+	}
 	for _, k := range []string{"group.id", "group.instance.id", "transactional.id", "isolation.level", "enable.auto.commit", "enable.partition.eof"} {
 		if _, ok := c.Kafka[k]; ok {
 			return bad("kafka property %q is set by the worker and cannot be overridden", k)
 		}
 	}
 	return nil
+}
+
+// replicasProblem says what is wrong with the settings of standby replicas
+// and warm-ups, if anything.
+func (c Config) replicasProblem() string {
+	switch {
+	case c.StandbyReplicas < 0:
+		return fmt.Sprintf("standby replicas %d must not be negative", c.StandbyReplicas)
+	case c.StandbyReplicas > 0 && c.Client != ClientFranz:
+		return "standby replicas need the franz client: librdkafka's assignor cannot place copies of state (use --client franz)"
+	case c.StandbyReplicas > 0 && c.RebalanceProtocol != RebalanceCooperative:
+		return "standby replicas need --rebalance-protocol " + RebalanceCooperative
+	case c.StandbyReplicas > 0 && c.Stores != StoresPebble:
+		return "standby replicas keep their copies on disk: they need --stores " + StoresPebble
+	case c.MaxWarmupReplicas < 0:
+		return fmt.Sprintf("max warm-up replicas %d must not be negative", c.MaxWarmupReplicas)
+	case c.ProbingRebalanceInterval <= 0:
+		return fmt.Sprintf("probing rebalance interval %v must be positive", c.ProbingRebalanceInterval)
+	}
+	return ""
 }
 
 // Clients returns the Kafka client libraries built into this binary, the

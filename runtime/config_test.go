@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -150,7 +151,8 @@ func TestEveryFlagsVariableActsAsTheFlag(t *testing.T) {
 	values := map[string]string{
 		"application-id": "other", "bootstrap-servers": "k:9092", "commit-interval": "250ms", "state-dir": "elsewhere",
 		"stores": "memory", "http-addr": ":9001", "advertised-http-addr": "h:9001", "instance-id": "inst-7",
-		"static-membership": "false", "rebalance-protocol": "eager", "auto-offset-reset": "latest", "allow-offset-reset": "true", "create-topics": "false",
+		"static-membership": "false", "rebalance-protocol": "eager",
+		"standby-replicas": "1", "acceptable-recovery-lag": "-1", "max-warmup-replicas": "0", "probing-rebalance-interval": "5s", "auto-offset-reset": "latest", "allow-offset-reset": "true", "create-topics": "false",
 		"default-partitions": "7", "max-held-per-channel": "99", "shutdown-timeout": "3s", "threads": "2",
 		"ready-with-failed-tasks": "true", "connect-timeout": "5s", "log-level": "debug",
 		"client": runtime.DefaultConfig().Client, "gate": "off", "check-claims": "false", "admin-token": "secret", "dev": "true",
@@ -229,4 +231,27 @@ func TestFxLogsThroughZap(t *testing.T) {
 		assert.True(t, json.Valid([]byte(l)), "not a JSON log line: %s", l)
 	}
 	assert.Contains(t, lines[len(lines)-1], "missing type")
+}
+
+// Standby replicas need the franz client's balancer: asked for without a
+// client, they choose it; asked for with librdkafka, or with what they
+// cannot work with, they are refused, naming why.
+func TestStandbyReplicasChooseTheirClient(t *testing.T) {
+	cfg, err := runtime.Load([]string{"--application-id", "shop", "--standby-replicas", "1"}, env(nil))
+	require.NoError(t, err)
+	assert.Equal(t, runtime.ClientFranz, cfg.Client)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--client", "librdkafka"}, "need the franz client"},
+		{[]string{"--client", "franz", "--rebalance-protocol", "eager"}, "need --rebalance-protocol cooperative"},
+		{[]string{"--client", "franz", "--stores", "memory"}, "need --stores pebble"},
+	} {
+		if tc.args[1] == runtime.ClientLibrdkafka && !slices.Contains(runtime.Clients(), runtime.ClientLibrdkafka) {
+			continue // a build without cgo has no librdkafka to refuse
+		}
+		_, err := runtime.Load(append([]string{"--application-id", "shop", "--standby-replicas", "1"}, tc.args...), env(nil))
+		assert.ErrorContains(t, err, tc.want, "%v", tc.args)
+	}
 }

@@ -87,6 +87,8 @@ func (f *fakeKafka) Poll(_ time.Duration, max int, batch *[]transport.Event) int
 }
 func (f *fakeKafka) Subscribe([]string, transport.RebalanceHandler) error { return nil }
 func (f *fakeKafka) Assign(map[causal.Channel]int64) error                { return nil }
+func (f *fakeKafka) Standbys() transport.StandbyAssignment                { return transport.StandbyAssignment{} }
+func (f *fakeKafka) Probe()                                               {}
 
 // Seek drops what is queued of the partition and queues it again from the
 // offset, as librdkafka discards what it fetched before a seek.

@@ -240,6 +240,10 @@ func (in *Instance) Status() Status {
 			t.Thread = i
 			st.Tasks = append(st.Tasks, t)
 		}
+		for _, c := range ts.Standbys {
+			c.Thread = i
+			st.Standbys = append(st.Standbys, c)
+		}
 	}
 	st.Ready = st.Ready && !unready
 	st.Error = strings.Join(errs, "; ")
@@ -248,6 +252,7 @@ func (in *Instance) Status() Status {
 		st.Reason = "no partitions assigned (yet)"
 	}
 	slices.SortFunc(st.Tasks, func(a, b TaskStatus) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(st.Standbys, func(a, b StandbyStatus) int { return strings.Compare(a.ID, b.ID) })
 	return st
 }
 

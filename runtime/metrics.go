@@ -20,6 +20,8 @@ type Metrics struct {
 	CommitSeconds   prometheus.Histogram     // BeginTransaction to committed
 	RestoreRecords  *prometheus.CounterVec   // changelog records restored, by task
 	RestoreProgress *prometheus.GaugeVec     // 0..1, by task
+	StandbyRecords  *prometheus.CounterVec   // changelog records applied to standby and warm-up copies, by task
+	StandbyLag      *prometheus.GaugeVec     // records a copy lacked when its last round began, by task
 	TaskState       *prometheus.GaugeVec     // 1 for the task's current state
 	FailedCommits   *prometheus.GaugeVec     // transactions failed in a row, by stream thread
 	CommittedLag    *prometheus.GaugeVec     // high watermark less committed position, by task and channel
@@ -46,7 +48,10 @@ func NewMetrics() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 12)}),
 		RestoreRecords:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "causeway_restore_records_total", Help: "Store changelog records applied while restoring."}, []string{"task"}),
 		RestoreProgress: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "causeway_restore_progress_ratio", Help: "Share of the changelog read while restoring a task."}, []string{"task"}),
-		TaskState:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "causeway_task_state", Help: "1 for the state each task is in."}, []string{"task", "state"}),
+		StandbyRecords:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "causeway_standby_records_total", Help: "Store changelog records applied to this worker's standby and warm-up copies of other workers' tasks."}, []string{"task"}),
+		StandbyLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "causeway_standby_lag_records", Help: "Changelog records a standby or warm-up copy of a task's stores lacked when its last catch-up round began: about what a failover to this worker would restore."},
+			[]string{"task"}),
+		TaskState: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "causeway_task_state", Help: "1 for the state each task is in."}, []string{"task", "state"}),
 		FailedCommits: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "causeway_transaction_failures_in_a_row", Help: "Transactions of a stream thread that failed in a row (0 after a commit); at 3 the worker reports itself not ready."},
 			[]string{"thread"}),
 		CommittedLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "causeway_committed_lag_records", Help: "Offsets of a task's input channel past what the task has committed: the channel's end (high watermark) as the consumer last saw it, less the committed position. What a restart would read again, and the lag an outside monitor of the group sees."},
@@ -64,6 +69,6 @@ func NewMetrics() *Metrics {
 // own are the worker's own metrics.
 func (m *Metrics) own() []prometheus.Collector {
 	return []prometheus.Collector{m.RecordsIn, m.RecordsOut, m.Deliveries, m.Held, m.GateWait, m.Dropped, m.Commits,
-		m.Aborts, m.CommitSeconds, m.RestoreRecords, m.RestoreProgress, m.TaskState, m.FailedCommits, m.CommittedLag,
+		m.Aborts, m.CommitSeconds, m.RestoreRecords, m.RestoreProgress, m.StandbyRecords, m.StandbyLag, m.TaskState, m.FailedCommits, m.CommittedLag,
 		m.DeliveredLag, m.Latency}
 }

@@ -63,6 +63,7 @@ func (w *StreamThread) revoke(chs []causal.Channel, lost bool) {
 		w.abortAndRebuild() // the tasks kept, with work in the transaction
 	}
 	w.rebuild(restarted)
+	w.standby.refollow() // the tasks gone may be this thread's to copy now
 	// The queries still waiting learn at once that their task moved
 	// (ErrNotLocal: retryable, and forwarded over HTTP).
 	w.answerQueries()
@@ -108,6 +109,7 @@ func (w *StreamThread) stopRestoresOf(gone []*taskmgr.Task) []*taskmgr.Task {
 // that no running task reads stay paused until they are built.
 func (w *StreamThread) assign(parts []causal.Channel) error {
 	created := w.tasks.Create(append(slices.Clone(w.pump.assigned), parts...))
+	w.releaseCopies(created)
 	w.publishStatus()
 	cold, err := w.tasks.Prepare(created)
 	if err != nil {

@@ -11,6 +11,9 @@ type Status = served.Status
 // TaskStatus describes one task.
 type TaskStatus = served.TaskStatus
 
+// StandbyStatus is one copy of another worker's task's state, in Status.
+type StandbyStatus = served.StandbyStatus
+
 // ChannelStatus describes one input channel of a task.
 type ChannelStatus = served.ChannelStatus
 

@@ -172,10 +172,18 @@ type positionRefresh struct {
 	// starts.
 	pending bool
 	due     time.Time
-	results chan map[string]restore.Positions
+	results chan refreshed
 	wg      sync.WaitGroup
 	// start runs a look; tests run it in place.
 	start func(func())
+}
+
+// refreshed is what one look found: where each task's stores on disk
+// stand in their changelogs, and how many records a full restore of them
+// would read.
+type refreshed struct {
+	positions map[string]restore.Positions
+	sizes     map[string]int64
 }
 
 // received notes that the look under way brought its positions back.
@@ -196,7 +204,8 @@ func (w *StreamThread) refreshPositions(now time.Time) {
 	select {
 	case got := <-r.results:
 		r.received()
-		for id, pos := range got {
+		w.sizes = got.sizes
+		for id, pos := range got.positions {
 			if t, ok := w.tasks.Find(id); ok && t.State() != StateRestoring && t.Stores() != nil {
 				w.positions[id] = pos
 			}
@@ -224,10 +233,15 @@ func (w *StreamThread) refreshPositions(now time.Time) {
 	r.wg.Add(1)
 	r.start(func() {
 		defer r.wg.Done()
-		got := map[string]restore.Positions{}
+		got := refreshed{positions: map[string]restore.Positions{}, sizes: map[string]int64{}}
 		for id, chs := range want {
 			if pos, err := restore.EndPositions(offsets, chs); err == nil {
-				got[id] = pos
+				got.positions[id] = pos
+			}
+			for _, ch := range chs {
+				if low, high, err := offsets.Watermarks(ch); err == nil {
+					got.sizes[id] += high - low
+				}
 			}
 		}
 		r.results <- got

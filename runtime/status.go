@@ -5,7 +5,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/internal/taskmgr"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
 // unreadyAfterFailedCommits is how many transactions in a row must fail
@@ -165,7 +167,40 @@ func (w *StreamThread) publishStatus() {
 		st.Tasks = append(st.Tasks, ts)
 	}
 	st.Ready, st.Degraded, st.Reason = h.judge()
+	st.Standbys = w.copyStatuses()
+	report := w.stateOfTasks()
 	w.mu.Lock()
-	w.status = st
+	w.status, w.report = st, report
 	w.mu.Unlock()
+}
+
+// stateOfTasks is what this thread tells the group of its state: the
+// tasks it runs with stores on disk (none behind once running, all of
+// their changelogs while restoring), its copies of other workers' tasks,
+// and how much a full restore of each task it runs would read. Tasks are
+// named by their group's first topic and their partition.
+func (w *StreamThread) stateOfTasks() transport.StateReport {
+	r := transport.StateReport{Copies: map[causal.Channel]int64{}, Sizes: map[causal.Channel]int64{}}
+	name := func(processor string, p int32) causal.Channel {
+		return causal.Channel{Topic: w.leads[processor], Partition: p}
+	}
+	for _, rt := range w.tasks.Tasks() {
+		size, known := w.sizes[rt.ID()]
+		if !known {
+			continue // no stores on disk, or not looked at yet
+		}
+		ch := name(rt.Processor(), rt.Partition())
+		r.Sizes[ch] += size
+		behind := int64(0)
+		if rt.State() == StateRestoring {
+			behind = size // at most
+		}
+		r.Copies[ch] += behind
+	}
+	for _, c := range w.standby.copies {
+		if c.behind >= 0 {
+			r.Copies[name(c.t.Processor(), c.t.Partition())] += c.behind
+		}
+	}
+	return r
 }

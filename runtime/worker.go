@@ -25,7 +25,6 @@ import (
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/internal/taskmgr"
 	"github.com/causeway-stream/causeway/runtime/embedded"
-	"github.com/causeway-stream/causeway/runtime/internal/assign"
 	"github.com/causeway-stream/causeway/runtime/internal/statedir"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 	"github.com/causeway-stream/causeway/runtime/internal/upstream"
@@ -127,6 +126,20 @@ type StreamThread struct {
 	refresh   positionRefresh
 	// restores is the restore under way off the pump (restoring.go).
 	restores restores
+	// standby is this thread's copies of other workers' tasks' state
+	// (standby.go). Owned by the pump.
+	standby standbys
+	// groups are the co-partitioned groups of input topics, and leads
+	// each processor's group's first topic, which names its tasks to the
+	// group's balancer.
+	groups [][]string
+	leads  map[string]string
+	// sizes is, per task, how many changelog records a full restore of
+	// its stores would read, as the last look at the changelogs found
+	// (state.go), and report what this thread tells the group of its
+	// state when it joins (under mu). Owned by the pump.
+	sizes  map[string]int64
+	report transport.StateReport
 	// blockCache is the block cache the tasks' stores on disk share,
 	// made when the first opens (state.go), under cacheMu: restores open
 	// stores too.
@@ -185,12 +198,22 @@ func NewStreamThread(cfg Config, topo *framework.Topology, log *zap.Logger, metr
 		cfg: cfg, topo: topo, log: log, metrics: metrics, now: time.Now, deadLetter: deadLetter, transport: tr,
 		claims:    claimCheck{ends: map[causal.Channel]int64{}},
 		positions: map[string]restore.Positions{},
-		refresh:   positionRefresh{results: make(chan map[string]restore.Positions, 1), start: func(f func()) { go f() }},
+		sizes:     map[string]int64{},
+		refresh:   positionRefresh{results: make(chan refreshed, 1), start: func(f func()) { go f() }},
 		restores:  restores{start: func(f func()) { go f() }},
 		requests:  make(chan taskRequest),
 		queries:   make(chan queryRequest, 64),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
+	}
+	w.groups = copartitioned(topo)
+	w.leads = map[string]string{}
+	for _, pi := range topo.Processors() {
+		for _, g := range w.groups {
+			if slices.Contains(g, pi.Inputs[0]) {
+				w.leads[pi.Name] = g[0]
+			}
+		}
 	}
 	w.setThread(0)
 	w.pump.setBatch(tr.PollBatch())
@@ -269,20 +292,11 @@ func (w *StreamThread) clientSettings() transport.Settings {
 		Bootstrap:        w.bootstrap,
 		InstanceID:       w.instanceID,
 		Rebalance:        w.cfg.RebalanceProtocol,
-		Copartitioned:    copartitioned(w.topo),
-		Log:              w.log,
+		Copartitioned:    w.groups,
+		Replicas: transport.Replicas{Standbys: w.cfg.StandbyReplicas, AcceptableLag: w.cfg.AcceptableRecoveryLag,
+			MaxWarmups: w.cfg.MaxWarmupReplicas, Stateless: w.statelessGroups(), Report: w.stateReport},
+		Log: w.log,
 	}
-}
-
-// copartitioned groups the topology's input topics whose partitions of one
-// index must be read by one worker: a processor's inputs, joined over the
-// topics processors share.
-func copartitioned(topo *framework.Topology) [][]string {
-	var sets [][]string
-	for _, pi := range topo.Processors() {
-		sets = append(sets, pi.Inputs)
-	}
-	return assign.Groups(sets)
 }
 
 func (w *StreamThread) connect(ctx context.Context) error {
@@ -511,6 +525,7 @@ func (w *StreamThread) tick() {
 	}
 	w.advanceIdle()
 	w.refreshPositions(now)
+	w.tendStandbys(now)
 	if err := w.commit(); err != nil {
 		w.onCommitError(err)
 	} else {
@@ -523,6 +538,7 @@ func (w *StreamThread) tick() {
 func (w *StreamThread) shutdown() {
 	defer w.refuseQueries(ErrStopped)
 	w.cancelRestores()
+	w.closeCopies()
 	if w.fate.abort {
 		w.abort()
 	} else if err := w.commit(); err != nil {
@@ -615,6 +631,7 @@ func (w *StreamThread) closeClients() {
 	}
 	w.refresh.wg.Wait() // its queries use the consumer
 	w.cancelRestores()  // after a fatal error, one may still run
+	w.closeCopies()
 	if w.tasks != nil {
 		// After a fatal error the tasks are still open: close them, and
 		// their stores on disk, before the clients go.

@@ -249,6 +249,16 @@ func (m *Manager) Create(chs []causal.Channel) []*Task {
 	return created
 }
 
+// Detached returns a task of processor's partition p that the manager does
+// not run and does not list: the owner keeps a copy of its state up to date
+// (a standby), giving it stores with Opened and closing them with
+// DropStores. It is never built.
+func (m *Manager) Detached(processor string, p int32) *Task {
+	pi, _ := m.cfg.Topology.Processor(processor)
+	return &Task{id: task.ID(processor, p), processor: processor, partition: p, inputs: pi.Inputs,
+		state: Restoring, committed: map[string]int64{}, blocked: map[causal.Channel]Blocked{}}
+}
+
 // Find returns the task named id.
 func (m *Manager) Find(id string) (*Task, bool) {
 	for _, t := range m.tasks {

@@ -43,6 +43,11 @@ type Member struct {
 	Generation int32
 	// Owned are the tasks the member runs now.
 	Owned []Task
+	// Copies are the tasks whose state the member keeps a copy of (those
+	// it runs, stands by for or warms up), with how many changelog records
+	// each copy is behind. Nil for a member that says nothing of its
+	// state.
+	Copies map[Task]int64
 }
 
 // Groups joins topics into co-partitioned groups: sets holds the topics
@@ -101,7 +106,9 @@ func Tasks(groups [][]string, counts map[string]int32) []Task {
 }
 
 // Balance gives every task to one member: evenly, and keeping each member's
-// owned tasks up to its share. It returns each member's tasks, sorted, by
+// owned tasks up to its share. A task that has to find a new member goes
+// to one that keeps a copy of its state, the least behind first, if one
+// has room. It returns each member's tasks, sorted, by
 // member id; every member is in it, with no task if need be. Members are
 // taken in the order given, which breaks ties: pass them in a stable order
 // (the group's, by instance id then member id).
@@ -114,42 +121,47 @@ func Balance(tasks []Task, members []Member) map[string][]Task {
 		plan[m.ID] = nil
 	}
 	owner := owners(tasks, members)
-	// The members that own the most get the larger shares, so that fewer
-	// tasks move.
+	// Every member gets base tasks, and extra of them one more: first
+	// those that own more than base (the most first, so that fewer tasks
+	// move), then whichever takes a free task when the others are full.
+	base, extra := len(tasks)/len(members), len(tasks)%len(members)
+	owned := make([][]Task, len(members))
+	sorted := slices.SortedFunc(slices.Values(tasks), Task.Compare)
+	for _, t := range sorted {
+		if i, ok := owner[t]; ok {
+			owned[i] = append(owned[i], t)
+		}
+	}
 	order := make([]int, len(members))
 	for i := range order {
 		order[i] = i
 	}
-	owns := make([]int, len(members))
-	for _, i := range owner {
-		owns[i]++
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(owns[b], owns[a]) })
-	share := make([]int, len(members))
-	base, extra := len(tasks)/len(members), len(tasks)%len(members)
-	for rank, i := range order {
-		share[i] = base
-		if rank < extra {
-			share[i]++
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(len(owned[b]), len(owned[a])) })
+	kept := map[Task]bool{}
+	for _, i := range order {
+		n := min(len(owned[i]), base)
+		if len(owned[i]) > base && extra > 0 {
+			n++
+			extra--
+		}
+		plan[members[i].ID] = append(plan[members[i].ID], owned[i][:n]...)
+		for _, t := range owned[i][:n] {
+			kept[t] = true
 		}
 	}
-	sorted := slices.SortedFunc(slices.Values(tasks), Task.Compare)
-	var free []Task
 	for _, t := range sorted {
-		i, ok := owner[t]
-		if ok && len(plan[members[i].ID]) < share[i] {
-			plan[members[i].ID] = append(plan[members[i].ID], t)
+		if kept[t] {
 			continue
 		}
-		free = append(free, t)
-	}
-	for _, t := range free {
 		best := -1
 		for _, i := range order {
-			room := share[i] - len(plan[members[i].ID])
-			if room > 0 && (best < 0 || len(plan[members[i].ID]) < len(plan[members[best].ID])) {
+			has := len(plan[members[i].ID])
+			if (has < base || has == base && extra > 0) && (best < 0 || takesBefore(members, plan, t, i, best)) {
 				best = i
 			}
+		}
+		if len(plan[members[best].ID]) == base {
+			extra--
 		}
 		plan[members[best].ID] = append(plan[members[best].ID], t)
 	}
@@ -157,6 +169,21 @@ func Balance(tasks []Task, members []Member) map[string][]Task {
 		slices.SortFunc(plan[id], Task.Compare)
 	}
 	return plan
+}
+
+// takesBefore reports whether member i should take the free task t before
+// member j: the one with a copy of its state, the least behind of two
+// copies, else the one with fewer tasks so far.
+func takesBefore(members []Member, plan map[string][]Task, t Task, i, j int) bool {
+	li, iHas := members[i].Copies[t]
+	lj, jHas := members[j].Copies[t]
+	switch {
+	case iHas != jHas:
+		return iHas
+	case iHas && li != lj:
+		return li < lj
+	}
+	return len(plan[members[i].ID]) < len(plan[members[j].ID])
 }
 
 // owners finds each task's owner, by index into members: the member that

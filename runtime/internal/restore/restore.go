@@ -58,6 +58,9 @@ type Restorer struct {
 	Now     func() time.Time
 	// OnDisk reports whether a store is kept on disk, with a position.
 	OnDisk func(framework.StoreSpec) bool
+	// DiskOnly leaves the stores kept in memory out: a standby's copy,
+	// brought up to date round after round, keeps only those on disk.
+	DiskOnly bool
 	// Wipe throws a task's local stores away and opens them empty.
 	Wipe func(t *taskmgr.Task, why error) error
 	// Report hears how far a task's restore has come, and when it is
@@ -153,8 +156,11 @@ type Result struct {
 	Tasks     []*taskmgr.Task
 	Restored  map[string]*taskmgr.Restored
 	Positions map[string]Positions
-	Err       error
-	Final     bool
+	// Behind is how many changelog records each task's stores lacked
+	// when the restore began: what it read of their changelogs.
+	Behind map[string]int64
+	Err    error
+	Final  bool
 }
 
 // Restore fills the stores of the given tasks (open, empty or holding an
@@ -296,7 +302,7 @@ func (run *restoreRun) taskDone(t *taskmgr.Task) error {
 	r.Ratio.WithLabelValues(t.ID()).Set(1)
 	r.Report(t.ID(), Progress{}, true)
 	run.emit(Result{Tasks: []*taskmgr.Task{t}, Restored: map[string]*taskmgr.Restored{t.ID(): run.out[t.ID()]},
-		Positions: map[string]Positions{t.ID(): pos}})
+		Positions: map[string]Positions{t.ID(): pos}, Behind: map[string]int64{t.ID(): run.totals[t.ID()]}})
 	return nil
 }
 
@@ -470,6 +476,9 @@ func (r *Restorer) planStores(t *taskmgr.Task, info framework.ProcessorInfo, pos
 	plan := map[causal.Channel]int64{}
 	totals[t.ID()] = 0
 	for _, spec := range info.Stores {
+		if r.DiskOnly && !r.OnDisk(spec) {
+			continue
+		}
 		ch := causal.Channel{Topic: StoreChangelogTopic(r.App, spec.Name), Partition: t.Partition()}
 		low, high, err := r.Source.Bounds(ch)
 		if err != nil {
@@ -583,7 +592,11 @@ func (a Result) Merge(b Result) Result {
 	if a.Positions == nil {
 		a.Positions = map[string]Positions{}
 	}
+	if a.Behind == nil {
+		a.Behind = map[string]int64{}
+	}
 	maps.Copy(a.Restored, b.Restored)
 	maps.Copy(a.Positions, b.Positions)
+	maps.Copy(a.Behind, b.Behind)
 	return a
 }

@@ -31,6 +31,21 @@ type Status struct {
 	FailedCommits   int          `json:"failed_commits,omitempty"`
 	LastCommitError string       `json:"last_commit_error,omitempty"`
 	Tasks           []TaskStatus `json:"tasks"`
+	// Standbys are the copies of other workers' tasks' state this worker
+	// keeps up to date.
+	Standbys []StandbyStatus `json:"standbys,omitempty"`
+}
+
+// StandbyStatus describes one copy of another worker's task's state.
+type StandbyStatus struct {
+	ID     string `json:"id"`
+	Thread int    `json:"thread"`
+	// Role is STANDBY (kept for a failover) or WARMING_UP (to take the
+	// task over once it has caught up).
+	Role string `json:"role"`
+	// Lag is how many changelog records the copy lacked when its last
+	// catch-up round began; absent before the first.
+	Lag *int64 `json:"lag,omitempty"`
 }
 
 // TaskStatus describes one task.

@@ -149,7 +149,7 @@ func newFranzConsumer(s Settings, base []kgo.Opt, adm *kadm.Client) *franzConsum
 	// every topic, so co-partitioned topics go together there too.
 	c.balancer = kgo.RangeBalancer()
 	if s.Rebalance == RebalanceCooperative {
-		c.balancer = &franzBalancer{groups: s.Copartitioned}
+		c.balancer = &franzBalancer{groups: s.Copartitioned, replicas: s.Replicas}
 	}
 	// Every assigned partition starts at an explicit offset; a fetch that
 	// falls out of range is an error on that partition unless the

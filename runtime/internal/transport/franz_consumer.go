@@ -31,8 +31,9 @@ type franzConsumer struct {
 	// turn is held by the pump, except while it waits inside kgo's poll,
 	// and by a rebalance callback while it runs the handler.
 	turn sync.Mutex
-	// mu guards starts, which Assign sets in the assigned handler for
-	// adjustOffsets to hand to kgo, and closing.
+	// mu guards starts, which Assign adds to in the assigned handler for
+	// adjustOffsets to hand to kgo (a partition's stays until it is
+	// revoked), and closing.
 	mu      sync.Mutex
 	starts  map[causal.Channel]int64
 	closing bool
@@ -144,6 +145,11 @@ func (c *franzConsumer) onLost(_ context.Context, _ *kgo.Client, m map[string][]
 }
 
 func (c *franzConsumer) forget(chs []causal.Channel) {
+	c.mu.Lock()
+	for _, ch := range chs {
+		delete(c.starts, ch)
+	}
+	c.mu.Unlock()
 	for _, ch := range chs {
 		delete(c.positions, ch)
 		delete(c.highs, ch)
@@ -178,7 +184,16 @@ func (c *franzConsumer) adjustOffsets(_ context.Context, offsets map[string]map[
 // caller is the only reader of those channels.
 func (c *franzConsumer) Assign(starts map[causal.Channel]int64) error {
 	c.mu.Lock()
-	c.starts = starts
+	// Kept until the partition goes: rebalancing cooperatively, kgo may
+	// fetch a partition's offsets in a later session than the one that
+	// added it (when a rebalance cut the first fetch short), after more
+	// partitions were added.
+	if c.starts == nil {
+		c.starts = map[causal.Channel]int64{}
+	}
+	for ch, off := range starts {
+		c.starts[ch] = off
+	}
 	for ch, off := range starts {
 		c.positions[ch] = off
 		c.dropAhead(ch)
@@ -399,6 +414,19 @@ func (c *franzConsumer) CachedWatermarks(ch causal.Channel) (low, high int64, ok
 func (c *franzConsumer) GroupMetadata() (GroupMetadata, error) {
 	member, gen := c.cl.GroupMetadata()
 	return franzGroup{memberID: member, generation: gen, instanceID: c.instanceID}, nil
+}
+
+func (c *franzConsumer) Standbys() StandbyAssignment {
+	if b, ok := c.balancer.(*franzBalancer); ok {
+		return b.standbys()
+	}
+	return StandbyAssignment{}
+}
+
+func (c *franzConsumer) Probe() {
+	if _, ok := c.balancer.(*franzBalancer); ok && c.cl != nil {
+		c.cl.ForceRebalance()
+	}
 }
 
 func (c *franzConsumer) Committed(chs []causal.Channel) (map[causal.Channel]int64, error) {

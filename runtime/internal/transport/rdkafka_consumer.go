@@ -222,6 +222,12 @@ func (r *rdkConsumer) Watermarks(ch causal.Channel) (low, high int64, err error)
 	return low, high, rdkError(err)
 }
 
+// Standbys: librdkafka's assignor places no copies of state.
+func (r *rdkConsumer) Standbys() StandbyAssignment { return StandbyAssignment{} }
+
+// Probe: without warm-ups there is nothing to probe for.
+func (r *rdkConsumer) Probe() {}
+
 // Close leaves the group. The rebalance rounds Close waits for do not
 // reach the worker, which stopped before.
 func (r *rdkConsumer) Close() error {

@@ -118,6 +118,13 @@ type Consumer interface {
 	// none.
 	CachedWatermarks(ch causal.Channel) (low, high int64, ok bool)
 	GroupMetadata() (GroupMetadata, error)
+	// Standbys is the standby and warm-up part of the member's last
+	// assignment; none where the group's balancer places no copies.
+	Standbys() StandbyAssignment
+	// Probe asks the group to rebalance, so that tasks whose warm-ups
+	// caught up move (a probing rebalance); a no-op where the group's
+	// balancer places no copies.
+	Probe()
 	Close() error
 }
 
@@ -219,6 +226,9 @@ type Settings struct {
 	// index must go to one member together (the inputs of a processor,
 	// joined over shared topics). The cooperative protocol needs them.
 	Copartitioned [][]string
+	// Replicas places copies of the tasks' state: standbys and warm-ups.
+	// Only franz-go's cooperative balancer places them.
+	Replicas Replicas
 	// Log is where the clients log.
 	Log *zap.Logger
 }
@@ -310,6 +320,46 @@ func Clients() []string {
 // PartitionString names a partition as the logs do: topic/partition.
 func PartitionString(topic string, p int32) string {
 	return topic + "/" + strconv.FormatInt(int64(p), 10)
+}
+
+// Replicas is how the cooperative balancer places copies of the tasks'
+// state (see assign.Options); every worker of an application must say the
+// same.
+type Replicas struct {
+	// Standbys is how many members besides a task's active one keep a
+	// copy of its state up to date.
+	Standbys int
+	// AcceptableLag is how far behind a member's copy may be for a task
+	// to move to it at once; further behind, it warms up first. Negative
+	// turns warm-ups off.
+	AcceptableLag int64
+	// MaxWarmups bounds the warm-ups of the group at once.
+	MaxWarmups int
+	// Stateless are the first topics of the co-partitioned groups whose
+	// tasks keep no state.
+	Stateless map[string]bool
+	// Report tells, whenever the member joins the group, what state it
+	// keeps. Nil: none.
+	Report func() StateReport
+}
+
+// StateReport is what a member says of its state when it joins the group.
+// A task is named by its group's first topic and its partition index.
+type StateReport struct {
+	// Copies: for each task whose state the member keeps a copy of, how
+	// many changelog records the copy is behind.
+	Copies map[causal.Channel]int64
+	// Sizes: for each task the member runs, how many changelog records a
+	// full restore of its state would read.
+	Sizes map[causal.Channel]int64
+}
+
+// StandbyAssignment is the standby and warm-up part of a member's
+// assignment, tasks named as in StateReport. Version grows with every
+// assignment received.
+type StandbyAssignment struct {
+	Standby, Warmup []causal.Channel
+	Version         uint64
 }
 
 // The rebalance protocols, by the names --rebalance-protocol takes.

@@ -80,6 +80,10 @@ function render(st) {
     return r;
   }), "no tasks assigned to this worker");
 
+  fill("standbys", (st.standbys || []).map(c =>
+    row([c.id, c.thread, el("span", c.role, "state-" + c.role), c.lag === undefined ? "" : c.lag])),
+  "no copies of other workers' tasks");
+
   const held = [];
   const channels = [];
   for (const t of tasks) {
