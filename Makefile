@@ -14,7 +14,7 @@ STATE_KEYS ?= 1000000,5000000
 # librdkafka or franz (pure Go).
 CLIENT   ?= librdkafka
 
-.PHONY: help run run-orders run-clicks run-connect test test-all test-purego chromium postgres test-browser test-short lint bench bench-state bench-instructions fuzz tidy
+.PHONY: help run run-orders run-clicks run-connect test test-all test-purego chromium postgres test-browser test-short lint bench bench-scale bench-state bench-instructions fuzz tidy
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -133,6 +133,9 @@ bench: ## Micro benchmarks of the causal core, then the end-to-end comparison on
 	$(GO) run ./internal/querybench -out bench-results || status=1; \
 	$(GO) run ./internal/sinkbench -out bench-results || status=1; \
 	exit $$status
+
+bench-scale: ## Workers added and killed under steady input: how long partitions stop, and what is restored, with and without standby replicas and warm-ups (about 10 minutes); results in bench-results/.
+	$(GO) run ./internal/scalebench -out bench-results
 
 bench-state: ## State on disk against state in memory at 1M and 5M keys: processing, memory, restarts, restores (about 10 minutes); results in bench-results/.
 	$(GO) run ./internal/statebench -keys $(STATE_KEYS) -out bench-results

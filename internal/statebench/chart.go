@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"image/color"
-	"os"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -11,6 +10,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
+	"github.com/causeway-stream/causeway/internal/benchkit"
 	"github.com/causeway-stream/causeway/runtime"
 )
 
@@ -85,13 +85,5 @@ func chart(rs []result, keys []int, path string) error {
 	rate.Draw(canvases[0][0])
 	mem.Draw(canvases[0][1])
 	back.Draw(canvases[0][2])
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		return err
-	}
-	return f.Close()
+	return benchkit.WritePNG(img, path)
 }

@@ -15,11 +15,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	goruntime "runtime"
 	"runtime/pprof"
@@ -33,9 +31,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"go.uber.org/zap"
 
-	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/internal/benchkit"
 	"github.com/causeway-stream/causeway/runtime"
 	"github.com/causeway-stream/causeway/runtime/embedded"
 )
@@ -136,44 +133,8 @@ func runBroker(o options) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	waitForEnd()
+	benchkit.WaitForEnd()
 	return 0
-}
-
-// waitForEnd returns when stdin closes (the parent went away) or a
-// termination signal arrives.
-func waitForEnd() {
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	gone := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		close(gone)
-	}()
-	select {
-	case <-sig:
-	case <-gone:
-	}
-}
-
-// countTopology counts the records of input per key in store "counts".
-func countTopology(input string) (*framework.Topology, error) {
-	return framework.NewBuilder("count").
-		Processor("count", func() framework.Processor {
-			return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
-				s, err := ctx.KeyValueStore("counts")
-				if err != nil {
-					return err
-				}
-				v, _, err := s.Get(rec.Key)
-				if err != nil {
-					return err
-				}
-				n, _ := strconv.Atoi(string(v))
-				return s.Put(rec.Key, strconv.AppendInt(nil, int64(n+1), 10))
-			})
-		}, framework.From(input), framework.Stores(framework.KeyValueStore("counts"))).
-		Build()
 }
 
 // runWorker runs the counting worker until signalled.
@@ -184,7 +145,7 @@ func runWorker(o options) int {
 			defer pprof.StopCPUProfile()
 		}
 	}
-	topo, err := countTopology(o.input)
+	topo, err := benchkit.CountTopology(o.input, "")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -199,69 +160,32 @@ func runWorker(o options) int {
 	cfg.Kafka = map[string]string{"queued.max.messages.kbytes": "32768", "queued.min.messages": "10000",
 		"fetch.max.bytes": "8388608", "max.partition.fetch.bytes": "1048576"}
 	cfg.ShutdownTimeout = time.Minute
-	w, err := runtime.NewStreamThread(cfg, topo, zap.NewNop(), nil)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := w.Start(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	srv := runtime.NewServer(cfg.HTTPAddr, w, zap.NewNop())
-	if err := srv.Start(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	waitForEnd()
-	if os.Getenv("STATEBENCH_WORKER_MEMSTATS") != "" {
-		var ms goruntime.MemStats
-		goruntime.ReadMemStats(&ms)
-		fmt.Fprintf(os.Stderr, "worker %d: go sys %d MiB, heap sys %d MiB, heap inuse %d MiB, heap released %d MiB, stacks %d MiB\n", os.Getpid(),
-			ms.Sys>>20, ms.HeapSys>>20, ms.HeapInuse>>20, ms.HeapReleased>>20, ms.StackSys>>20)
-		if b, err := os.ReadFile("/proc/self/status"); err == nil {
-			for _, l := range strings.Split(string(b), "\n") {
-				if strings.HasPrefix(l, "Rss") || strings.HasPrefix(l, "VmRSS") {
-					fmt.Fprintln(os.Stderr, "  ", l)
+	atEnd := func() {
+		if os.Getenv("STATEBENCH_WORKER_MEMSTATS") != "" {
+			var ms goruntime.MemStats
+			goruntime.ReadMemStats(&ms)
+			fmt.Fprintf(os.Stderr, "worker %d: go sys %d MiB, heap sys %d MiB, heap inuse %d MiB, heap released %d MiB, stacks %d MiB\n", os.Getpid(),
+				ms.Sys>>20, ms.HeapSys>>20, ms.HeapInuse>>20, ms.HeapReleased>>20, ms.StackSys>>20)
+			if b, err := os.ReadFile("/proc/self/status"); err == nil {
+				for _, l := range strings.Split(string(b), "\n") {
+					if strings.HasPrefix(l, "Rss") || strings.HasPrefix(l, "VmRSS") {
+						fmt.Fprintln(os.Stderr, "  ", l)
+					}
 				}
 			}
 		}
-	}
-	if path := os.Getenv("STATEBENCH_WORKER_HEAPPROFILE"); path != "" {
-		if f, err := os.Create(path + "." + strconv.Itoa(os.Getpid())); err == nil {
-			_ = pprof.WriteHeapProfile(f)
-			f.Close()
+		if path := os.Getenv("STATEBENCH_WORKER_HEAPPROFILE"); path != "" {
+			if f, err := os.Create(path + "." + strconv.Itoa(os.Getpid())); err == nil {
+				_ = pprof.WriteHeapProfile(f)
+				f.Close()
+			}
 		}
 	}
-	stop, cancelStop := context.WithTimeout(context.Background(), time.Minute)
-	defer cancelStop()
-	_ = srv.Stop(stop)
-	if err := w.Stop(stop); err != nil {
+	if err := benchkit.Serve(cfg, topo, atEnd); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return 0
-}
-
-// helper starts this program again in a helper mode; closing the returned
-// pipe, or signalling the process, ends it.
-func helper(args ...string) (*exec.Cmd, io.Closer, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, nil, err
-	}
-	cmd := exec.Command(self, args...)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, nil, err
-	}
-	return cmd, stdin, nil
 }
 
 func startBroker() (addr string, stop func(), err error) {
@@ -271,7 +195,7 @@ func startBroker() (addr string, stop func(), err error) {
 	}
 	ready.Close()
 	os.Remove(ready.Name())
-	cmd, stdin, err := helper("-broker-only", "-broker-ready", ready.Name())
+	cmd, stdin, err := benchkit.Helper("-broker-only", "-broker-ready", ready.Name())
 	if err != nil {
 		return "", nil, err
 	}
@@ -298,12 +222,12 @@ type workerProc struct {
 }
 
 func startWorker(addr, app, input, state, stores string) (*workerProc, error) {
-	port, err := freePort()
+	port, err := benchkit.FreePort()
 	if err != nil {
 		return nil, err
 	}
 	httpAddr := "127.0.0.1:" + strconv.Itoa(port)
-	cmd, stdin, err := helper("-worker", "-bootstrap", addr, "-app", app, "-input", input, "-state-dir", state, "-stores", stores, "-http-addr", httpAddr)
+	cmd, stdin, err := benchkit.Helper("-worker", "-bootstrap", addr, "-app", app, "-input", input, "-state-dir", state, "-stores", stores, "-http-addr", httpAddr)
 	if err != nil {
 		return nil, err
 	}
@@ -349,53 +273,6 @@ func (w *workerProc) rss() (int64, error) {
 		}
 	}
 	return 0, errors.New("no VmRSS")
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// produceKeys writes n distinct 16-byte keys with 1-byte values to topic.
-func produceKeys(ctx context.Context, addr, topic string, n int) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(5*time.Millisecond),
-		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(1<<16))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	var failed error
-	for i := range n {
-		key := fmt.Appendf(nil, "key-%012d", i)
-		cl.Produce(ctx, &kgo.Record{Key: key, Value: []byte{'1'}}, func(_ *kgo.Record, err error) {
-			if err != nil && failed == nil {
-				failed = err
-			}
-		})
-	}
-	if err := cl.Flush(ctx); err != nil {
-		return err
-	}
-	return failed
-}
-
-// committed is the sum of the group's committed offsets on topic.
-func committed(ctx context.Context, adm *kadm.Client, group, topic string) (int64, error) {
-	offs, err := adm.FetchOffsets(ctx, group)
-	if err != nil {
-		return 0, err
-	}
-	sum := int64(0)
-	offs.Each(func(o kadm.OffsetResponse) {
-		if o.Topic == topic && o.Err == nil {
-			sum += o.At
-		}
-	})
-	return sum, nil
 }
 
 // readAll reads every committed record of topic once, as a plain consumer
@@ -450,30 +327,4 @@ func dirSize(dir string) int64 {
 		return nil
 	})
 	return n
-}
-
-// metricSum is the sum of a metric's series on the worker's /metrics.
-func (w *workerProc) metricSum(name string) (float64, error) {
-	resp, err := http.Get("http://" + w.http + "/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	sum := 0.0
-	for _, line := range strings.Split(string(body), "\n") {
-		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %w", line, err)
-		}
-		sum += v
-	}
-	return sum, nil
 }

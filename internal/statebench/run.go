@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/causeway-stream/causeway/internal/benchfmt"
+	"github.com/causeway-stream/causeway/internal/benchkit"
 	"github.com/causeway-stream/causeway/runtime"
 )
 
@@ -71,7 +72,7 @@ func run(o options) error {
 			return fmt.Errorf("create %s: %w", input, err)
 		}
 		began := time.Now()
-		if err := produceKeys(ctx, addr, input, n); err != nil {
+		if err := benchkit.ProduceKeys(ctx, addr, input, n); err != nil {
 			return fmt.Errorf("produce: %w", err)
 		}
 		fmt.Printf("%d keys produced in %v\n", n, time.Since(began).Round(time.Millisecond))
@@ -149,8 +150,8 @@ func abortsUnderLoad(ctx context.Context, adm *kadm.Client, addr, input, state s
 	if err := waitProcessed(ctx, adm, w, app, input, n, time.Now()); err != nil {
 		return r, err
 	}
-	if r.Aborts, err = w.metricSum("causeway_transaction_aborts_total"); err == nil {
-		r.Restored, err = w.metricSum("causeway_restore_records_total")
+	if r.Aborts, err = benchkit.MetricSum(w.http, "causeway_transaction_aborts_total"); err == nil {
+		r.Restored, err = benchkit.MetricSum(w.http, "causeway_restore_records_total")
 	}
 	return r, errors.Join(err, w.stop())
 }
@@ -159,7 +160,7 @@ func abortsUnderLoad(ctx context.Context, adm *kadm.Client, addr, input, state s
 // input, or stops the worker after 30 minutes from began.
 func waitProcessed(ctx context.Context, adm *kadm.Client, w *workerProc, app, input string, n int, began time.Time) error {
 	for {
-		done, err := committed(ctx, adm, app, input)
+		done, err := benchkit.Committed(ctx, adm, app, input)
 		if err == nil && done >= int64(n) {
 			return nil
 		}
