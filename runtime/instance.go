@@ -139,7 +139,7 @@ func (in *Instance) prepareThreads() error {
 	}
 	in.base = base
 	for i, w := range in.threads {
-		w.identify(fmt.Sprintf("%s-%d", base, i), bootstrap)
+		w.identify(fmt.Sprintf("%s-%d", base, i), base, bootstrap)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -180,7 +181,7 @@ func (w *StreamThread) publishStatus() {
 // and how much a full restore of each task it runs would read. Tasks are
 // named by their group's first topic and their partition.
 func (w *StreamThread) stateOfTasks() transport.StateReport {
-	r := transport.StateReport{Copies: map[causal.Channel]int64{}, Sizes: map[causal.Channel]int64{}}
+	r := transport.StateReport{Process: cmp.Or(w.process, w.instanceID), Copies: map[causal.Channel]int64{}, Sizes: map[causal.Channel]int64{}}
 	name := func(processor string, p int32) causal.Channel {
 		return causal.Channel{Topic: w.leads[processor], Partition: p}
 	}

@@ -140,6 +140,10 @@ type StreamThread struct {
 	// state when it joins (under mu). Owned by the pump.
 	sizes  map[string]int64
 	report transport.StateReport
+	// process is the instance id of the process the thread belongs to,
+	// which the group's balancer keeps standbys away from; empty for a
+	// thread run on its own (its own instance id).
+	process string
 	// blockCache is the block cache the tasks' stores on disk share,
 	// made when the first opens (state.go), under cacheMu: restores open
 	// stores too.
@@ -688,7 +692,8 @@ func (w *StreamThread) setThread(i int) {
 // identify gives the stream thread its instance id and the bootstrap
 // servers it connects to, which its Instance learns once the process
 // starts (the embedded broker's address among them).
-func (w *StreamThread) identify(instanceID, bootstrap string) {
+func (w *StreamThread) identify(instanceID, process, bootstrap string) {
 	w.cfg.InstanceID = instanceID
 	w.cfg.BootstrapServers = bootstrap
+	w.process = process
 }

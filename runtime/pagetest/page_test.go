@@ -203,3 +203,54 @@ func TestPageShowsTopologyAndTasks(t *testing.T) {
 	assert.Contains(t, problem, "1 task FAILED")
 	assert.Contains(t, problem, "corrupt clock header on payments/")
 }
+
+// Two workers with a standby replica each keep a copy of the other's
+// tasks: the page of one lists its copies, their role and their lag.
+func TestPageShowsStandbyCopies(t *testing.T) {
+	b, err := embedded.Start()
+	require.NoError(t, err)
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var workers []*runtime.Instance
+	for range 2 {
+		cfg := runtime.DefaultConfig()
+		cfg.ApplicationID, cfg.BootstrapServers, cfg.StateDir, cfg.HTTPAddr = "shop", b.Addr(), t.TempDir(), ""
+		cfg.CreateTopics, cfg.DefaultPartitions, cfg.StaticMembership = true, 2, false
+		cfg.Client, cfg.StandbyReplicas = runtime.ClientFranz, 1
+		w, err := runtime.NewInstance(cfg, shop(t), zap.NewNop(), nil)
+		require.NoError(t, err)
+		require.NoError(t, w.Start(ctx))
+		defer func() { assert.NoError(t, w.Stop(context.Background())) }()
+		workers = append(workers, w)
+	}
+	// Each worker runs one of the two partitions' tasks and stands by for
+	// the other's, once the copies have had a round.
+	copied := func(st runtime.Status) bool {
+		return len(st.Standbys) > 0 && st.Standbys[0].Lag != nil
+	}
+	for !copied(workers[0].Status()) || !copied(workers[1].Status()) {
+		require.NoError(t, ctx.Err(), "no standby copies: %+v, %+v", workers[0].Status(), workers[1].Status())
+		time.Sleep(50 * time.Millisecond)
+	}
+	srv := runtime.NewServer("127.0.0.1:0", workers[0], zap.NewNop())
+	require.NoError(t, srv.Start(ctx))
+	defer func() { assert.NoError(t, srv.Stop(context.Background())) }()
+
+	bctx := browser(t)
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate("http://"+srv.Addr()+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`#standbys tbody td + td + td`)),
+	))
+	copies, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#standbys tbody`)))
+	require.NoError(t, err)
+	st := workers[0].Status()
+	for _, c := range st.Standbys {
+		assert.Contains(t, copies, c.ID, "the table lists every copy")
+	}
+	for _, ts := range st.Tasks {
+		assert.NotContains(t, copies, ts.ID+"\t", "a task the worker runs is no copy of its own")
+	}
+	assert.Contains(t, copies, "STANDBY")
+	assert.NotContains(t, copies, "no copies")
+}

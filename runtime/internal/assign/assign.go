@@ -41,6 +41,10 @@ type Member struct {
 	// Owned assigned. A task that two members claim belongs to the one
 	// of the higher generation (KIP-792): the other missed a rebalance.
 	Generation int32
+	// Process names the process the member runs in (a worker process
+	// runs one member per stream thread): a standby in the process that
+	// runs the task would die with it. Empty: a process of its own.
+	Process string
 	// Owned are the tasks the member runs now.
 	Owned []Task
 	// Copies are the tasks whose state the member keeps a copy of (those

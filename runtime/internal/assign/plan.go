@@ -142,8 +142,18 @@ func closestCopy(t Task, members []Member, acceptable int64) int {
 	return best
 }
 
-// placeStandbys gives every stateful task o.Standbys copies on other
-// members than the one that runs it or warms it up: those that keep a copy
+// processOf is the process m runs in; a member that does not say is one
+// of its own.
+func processOf(m Member) string {
+	if m.Process == "" {
+		return "member " + m.ID
+	}
+	return "process " + m.Process
+}
+
+// placeStandbys gives every stateful task o.Standbys copies on members of
+// other processes than the one that runs it (one copy a process), not on
+// a member that warms it up: those that keep a copy
 // already first, the least behind first, then those with the fewest
 // copies to keep.
 func placeStandbys(sorted []Task, members []Member, index map[string]int, runs map[Task]string, out map[string]*Assignment, o Options) {
@@ -174,9 +184,17 @@ func placeStandbys(sorted []Task, members []Member, index map[string]int, runs m
 			}
 			return cmp.Compare(copies[a], copies[b])
 		})
-		for _, i := range candidates[:min(o.Standbys, len(candidates))] {
+		// One copy a process, and none in the process that runs the task.
+		used := map[string]bool{processOf(members[index[runs[t]]]): true}
+		placed := 0
+		for _, i := range candidates {
+			if placed == o.Standbys || used[processOf(members[i])] {
+				continue
+			}
+			used[processOf(members[i])] = true
 			out[members[i].ID].Standby = append(out[members[i].ID].Standby, t)
 			copies[i]++
+			placed++
 		}
 	}
 }

@@ -31,6 +31,31 @@ func TestStandbysGoWhereACopyIsAndNeverBesideTheActive(t *testing.T) {
 	assert.Equal(t, 2, n, "one standby for each of the two stateful tasks")
 }
 
+// A worker process runs a member per stream thread: a standby in the
+// process that runs the task would die with it, so it goes to another
+// process, one copy a process; with no other process, there is none.
+func TestStandbysLeaveTheProcessThatRunsTheTask(t *testing.T) {
+	tasks := []Task{{0, 0}}
+	ms := []Member{
+		{ID: "p1-0", Process: "p1", Generation: 1, Owned: tasks},
+		{ID: "p1-1", Process: "p1", Generation: 1},
+		{ID: "p2-0", Process: "p2", Generation: 1},
+		{ID: "p2-1", Process: "p2", Generation: 1},
+	}
+	plan := Plan(tasks, ms, Options{Standbys: 2, AcceptableLag: -1})
+	var holders []string
+	for id, a := range plan {
+		if len(a.Standby) > 0 {
+			holders = append(holders, id)
+		}
+	}
+	assert.Len(t, holders, 1, "one copy a process, and p1 runs the task: %v", holders)
+	assert.Contains(t, []string{"p2-0", "p2-1"}, holders[0])
+
+	plan = Plan(tasks, ms[:2], Options{Standbys: 1, AcceptableLag: -1})
+	assert.Empty(t, plan["p1-1"].Standby, "no other process to keep a copy in")
+}
+
 func TestAFailedOverTaskGoesToItsStandby(t *testing.T) {
 	tasks := []Task{{0, 0}, {0, 1}, {0, 2}, {0, 3}}
 	// d held 0/2 and 0/3 and is gone; c stands by for 0/3, b for 0/2.

@@ -65,8 +65,9 @@ type franzTaskRecords struct {
 
 // franzMemberState is the user data of a member's join metadata.
 type franzMemberState struct {
-	Copies []franzTaskRecords `json:"copies,omitempty"`
-	Sizes  []franzTaskRecords `json:"sizes,omitempty"`
+	Process string             `json:"process,omitempty"`
+	Copies  []franzTaskRecords `json:"copies,omitempty"`
+	Sizes   []franzTaskRecords `json:"sizes,omitempty"`
 }
 
 // franzStandbys is the user data of a member's assignment.
@@ -102,7 +103,7 @@ func (b *franzBalancer) JoinGroupMetadata(interests []string, current map[string
 	if b.replicas.Report != nil {
 		r := b.replicas.Report()
 		// A struct of slices and ints always encodes.
-		meta.UserData, _ = json.Marshal(franzMemberState{Copies: taskRecords(r.Copies), Sizes: taskRecords(r.Sizes)})
+		meta.UserData, _ = json.Marshal(franzMemberState{Process: r.Process, Copies: taskRecords(r.Copies), Sizes: taskRecords(r.Sizes)})
 	}
 	return meta.AppendTo(nil)
 }
@@ -174,6 +175,7 @@ func (b *franzBalancer) Balance(cb *kgo.ConsumerBalancer, topics map[string]int3
 		if len(meta.UserData) > 0 && json.Unmarshal(meta.UserData, &state) != nil {
 			state = franzMemberState{} // a member that says nothing readable keeps no copies
 		}
+		am.Process = state.Process
 		for _, r := range state.Copies {
 			if t, ok := task(r); ok {
 				am.Copies[t] = r.Records

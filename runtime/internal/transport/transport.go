@@ -346,6 +346,9 @@ type Replicas struct {
 // StateReport is what a member says of its state when it joins the group.
 // A task is named by its group's first topic and its partition index.
 type StateReport struct {
+	// Process names the process the member runs in: standbys go to
+	// members of other processes.
+	Process string
 	// Copies: for each task whose state the member keeps a copy of, how
 	// many changelog records the copy is behind.
 	Copies map[causal.Channel]int64
