@@ -134,7 +134,7 @@ bench: ## Micro benchmarks of the causal core, then the end-to-end comparison on
 	$(GO) run ./internal/sinkbench -out bench-results || status=1; \
 	exit $$status
 
-bench-scale: ## Workers added and killed under steady input: how long partitions stop, and what is restored, with and without standby replicas and warm-ups (about 10 minutes); results in bench-results/.
+bench-scale: ## Workers added and killed under steady input: how long partitions stop, and what is restored, with and without standby replicas and warm-ups (about 5 minutes); results in bench-results/.
 	$(GO) run ./internal/scalebench -out bench-results
 
 bench-state: ## State on disk against state in memory at 1M and 5M keys: processing, memory, restarts, restores (about 10 minutes); results in bench-results/.
