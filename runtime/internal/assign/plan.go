@@ -16,7 +16,8 @@ type Options struct {
 	Stateless map[int]bool
 	// Sizes is, per task, how many changelog records a full restore of
 	// its state reads, as its owner last said: how far behind a member
-	// without a copy is. A task missing counts as 0: it moves at once.
+	// without a copy is. A task missing counts as nothing (it moves at
+	// once), unless some member keeps a copy of it (see behind).
 	Sizes map[Task]int64
 	// AcceptableLag is how far behind a member's copy of a task's state
 	// may be for the task to move to it at once. Further behind, and
@@ -41,11 +42,10 @@ type Assignment struct {
 }
 
 // Plan makes the group's assignment: the tasks spread by Balance, then
-// held back where their new member would first have to restore more than
-// AcceptableLag (a warm-up instead, up to MaxWarmups), then standbys for
-// every stateful task on other members, preferring those that keep a
-// copy already, the least behind first, then those with the fewest
-// copies to keep.
+// kept where they can run at once when their new member would first have
+// to restore more than AcceptableLag (a warm-up instead, up to
+// MaxWarmups; see warmUp), then standbys for every stateful task in other
+// processes (see placeStandbys).
 func Plan(tasks []Task, members []Member, o Options) map[string]*Assignment {
 	out := make(map[string]*Assignment, len(members))
 	index := make(map[string]int, len(members))
