@@ -2,7 +2,6 @@ package runtime_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,11 +24,8 @@ import (
 
 func getStatus(t *testing.T, addr string) runtime.Status {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/status")
+	st, err := tryStatus(addr)
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	var st runtime.Status
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
 	return st
 }
 

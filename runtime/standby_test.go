@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -26,16 +25,9 @@ import (
 // verdict exactly once and in causal order.
 func TestStandbysRestoreLittleOnFailover(t *testing.T) {
 	t.Parallel()
-	runs := map[string]*failover{}
-	for _, standbys := range []string{"1", "0"} {
-		runs[standbys] = &failover{}
-		t.Run("standbys "+standbys, func(t *testing.T) {
-			t.Parallel()
-			*runs[standbys] = killOne(t, "--client", "franz", "--standby-replicas", standbys)
-		})
-	}
-	t.Cleanup(func() {
-		with, without := runs["1"], runs["0"]
+	withAndWithout(t, "standbys ", "1", "0", func(t *testing.T, standbys string) failover {
+		return killOne(t, "--client", "franz", "--standby-replicas", standbys)
+	}, func(with, without failover) {
 		t.Logf("restored after the kill: %d records with standbys, %d without", with.restored, without.restored)
 		assert.Positive(t, without.restored, "without standbys the moved tasks restore their stores")
 		assert.Less(t, with.restored*5, without.restored, "with standbys a failover restores what the copies lacked")
@@ -65,7 +57,7 @@ func killOne(t *testing.T, flags ...string) failover {
 	var ws []*workerProcess
 	addrs := make([]string, 3)
 	for i := range 3 {
-		addrs[i] = freeAddr(t)
+		addrs[i] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
 		ws = append(ws, spawnWorker(t, b.Addr(), "shop-standby", t.TempDir(), append(args, "--http-addr", addrs[i])...))
 	}
 	feed(8 * time.Second)
@@ -118,17 +110,6 @@ func restoredRecords(logs string) int {
 	return n
 }
 
-// freeAddr is a local address no one listens on, for a worker's HTTP
-// server.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
-}
-
 // Warm-up: one worker runs the shop; a second joins while the tasks' state
 // is larger than the acceptable recovery lag. The tasks stay where they
 // run while the newcomer warms copies up; a probing rebalance then moves
@@ -136,16 +117,9 @@ func freeAddr(t *testing.T) string {
 // warm-ups off (the control) it restores their whole state at once.
 func TestNewWorkersWarmUpBeforeTakingTasks(t *testing.T) {
 	t.Parallel()
-	runs := map[string]*warmed{}
-	for _, lag := range []string{"50", "-1"} {
-		runs[lag] = &warmed{}
-		t.Run("acceptable lag "+lag, func(t *testing.T) {
-			t.Parallel()
-			*runs[lag] = joinLate(t, "--client", "franz", "--acceptable-recovery-lag", lag, "--probing-rebalance-interval", "2s")
-		})
-	}
-	t.Cleanup(func() {
-		with, without := runs["50"], runs["-1"]
+	withAndWithout(t, "acceptable lag ", "50", "-1", func(t *testing.T, lag string) warmed {
+		return joinLate(t, "--client", "franz", "--acceptable-recovery-lag", lag, "--probing-rebalance-interval", "2s")
+	}, func(with, without warmed) {
 		t.Logf("the newcomer restored %d records with warm-ups, %d without; it warmed up %d copies", with.restored, without.restored, with.warming)
 		assert.Positive(t, with.warming, "the newcomer showed warm-ups in /status")
 		assert.Zero(t, without.warming, "warm-ups off, none showed")
@@ -177,7 +151,7 @@ func joinLate(t *testing.T, flags ...string) warmed {
 	// Long enough for the first worker to learn its stores' sizes (it
 	// looks every 10 s) and tell the group when the newcomer joins.
 	feed(12 * time.Second)
-	addr := freeAddr(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	late := spawnWorker(t, b.Addr(), "shop-warmup", t.TempDir(), append(args, "--http-addr", addr)...)
 	var w warmed
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); round++ {
@@ -265,4 +239,19 @@ func preloadShop(t *testing.T, addr string, orders, payments int, prefix string)
 	require.NoError(t, p.Flush(ctx))
 	require.NoError(t, failed)
 	return wl
+}
+
+// withAndWithout runs run with the value under test and with the
+// control's, as parallel subtests named prefix+value, and hands both
+// results to compare once both have ended.
+func withAndWithout[R any](t *testing.T, prefix, with, without string, run func(t *testing.T, value string) R, compare func(with, without R)) {
+	t.Helper()
+	results := map[string]*R{with: new(R), without: new(R)}
+	for _, v := range []string{with, without} {
+		t.Run(prefix+v, func(t *testing.T) {
+			t.Parallel()
+			*results[v] = run(t, v)
+		})
+	}
+	t.Cleanup(func() { compare(*results[with], *results[without]) })
 }

@@ -172,6 +172,23 @@ func MetricSum(addr, name string) (float64, error) {
 	return sum, nil
 }
 
+// WaitReady waits, up to timeout, until the worker serving at addr
+// answers /readyz with 200: every task it has runs. It asks every 10 ms,
+// which bounds what a timing of it adds.
+func WaitReady(addr string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("the worker at %s did not become ready within %v", addr, timeout)
+}
+
 // Serve runs a stream thread of topo with cfg, and its HTTP server at
 // cfg.HTTPAddr, until WaitForEnd returns; then it calls atEnd, if given,
 // and stops them.

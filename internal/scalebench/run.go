@@ -114,22 +114,6 @@ func (w *worker) kill() {
 	w.stdin.Close()
 }
 
-// waitReady waits until the worker answers /readyz with 200: every task
-// it has is running.
-func (w *worker) waitReady(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get("http://" + w.http + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("worker %s not ready within %v", w.http, timeout)
-}
-
 // status reads the worker's /status.
 func (w *worker) status() (runtime.Status, error) {
 	var st runtime.Status
@@ -223,7 +207,7 @@ func measure(o options, s scenario) (result, error) {
 	// Every task running: no restore of the start-up's moves still under
 	// way to count as the change's.
 	for _, w := range ws {
-		if err := w.waitReady(2 * time.Minute); err != nil {
+		if err := benchkit.WaitReady(w.http, 2*time.Minute); err != nil {
 			return r, err
 		}
 	}

@@ -15,7 +15,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -242,22 +241,6 @@ func (w *workerProc) stop() error {
 	err := w.cmd.Wait()
 	w.stdin.Close()
 	return err
-}
-
-// waitReady waits until the worker answers /readyz with 200.
-func (w *workerProc) waitReady(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get("http://" + w.http + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return errors.New("the worker did not become ready")
 }
 
 // rss is the worker's resident memory in bytes.

@@ -263,7 +263,7 @@ func timeToReady(addr, app, input, state, stores string) (time.Duration, int64, 
 	if err != nil {
 		return 0, 0, err
 	}
-	if err := w.waitReady(10 * time.Minute); err != nil {
+	if err := benchkit.WaitReady(w.http, 10*time.Minute); err != nil {
 		_ = w.stop()
 		return 0, 0, err
 	}
