@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -127,15 +128,35 @@ func (wl workload) count() int {
 // its client wrote before. It returns what it wrote.
 func produceShop(t *testing.T, addr string, orders, payments int, prefix string) workload {
 	t.Helper()
+	return produceShopWith(t, addr, orders, payments, prefix, nil)
+}
+
+// produceShopWith is produceShop; with late, every third order is written
+// in a client transaction that commits only after its payments, which
+// claim it, have been acknowledged: late.commitAfter later, in the
+// background.
+func produceShopWith(t *testing.T, addr string, orders, payments int, prefix string, late *lateCommits) workload {
+	t.Helper()
 	p := newProducer(t, addr)
 	wl := workload{payments: map[string][]string{}}
 	sessions := map[string]*causal.Session{}
 	send := func(topic, key, value string, s *causal.Session) {
 		sendRecord(t, p, &kgo.Record{Topic: topic, Key: []byte(key), Value: []byte(value)}, s)
 	}
+	var txn *kgo.Client
+	if late != nil && orders > 0 {
+		var err error
+		txn, err = kgo.NewClient(kgo.SeedBrokers(addr), kgo.ProducerLinger(time.Millisecond), kgo.TransactionalID("late-"+prefix))
+		require.NoError(t, err)
+		require.NoError(t, txn.BeginTransaction())
+	}
 	for i := range orders {
 		id := fmt.Sprintf("%s-o%d", prefix, i)
 		sessions[id] = &causal.Session{}
+		if txn != nil && i%3 == 0 {
+			sendRecord(t, txn, &kgo.Record{Topic: "orders", Key: []byte(id), Value: []byte("order " + id)}, sessions[id])
+			continue
+		}
 		send("orders", id, "order "+id, sessions[id])
 	}
 	for j := range payments {
@@ -146,7 +167,43 @@ func produceShop(t *testing.T, addr string, orders, payments int, prefix string)
 			wl.payments[id] = append(wl.payments[id], pay)
 		}
 	}
+	if txn != nil {
+		late.commit(txn)
+	}
 	return wl
+}
+
+// lateCommits commits client transactions after a delay, in the
+// background; wait waits for every one and fails the test on an error.
+type lateCommits struct {
+	commitAfter func() time.Duration
+	wg          sync.WaitGroup
+	mu          sync.Mutex
+	errs        []error
+}
+
+// commit commits txn's open transaction commitAfter from now, then
+// closes txn.
+func (l *lateCommits) commit(txn *kgo.Client) {
+	delay := l.commitAfter()
+	l.wg.Go(func() {
+		defer txn.Close()
+		time.Sleep(delay)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
+			l.mu.Lock()
+			l.errs = append(l.errs, err)
+			l.mu.Unlock()
+		}
+	})
+}
+
+// wait waits for the transactions given to commit.
+func (l *lateCommits) wait(t *testing.T) {
+	t.Helper()
+	l.wg.Wait()
+	require.Empty(t, l.errs, "a late commit failed")
 }
 
 // newProducer returns a producer to addr that places keyed records as

@@ -46,7 +46,7 @@ func (e *UnsatisfiableClaimError) Error() string {
 		return fmt.Sprintf("%s@%d claims %s up to offset %d, but topic %q does not exist: the producer of that record stamped a claim on nothing",
 			e.Record.Channel, e.Record.Offset, e.Claim.Channel, e.Claim.Offset, e.Claim.Channel.Topic)
 	}
-	return fmt.Sprintf("%s@%d claims %s up to offset %d, which can never be met: %s ends at offset %d and the consumer has read it all; "+
+	return fmt.Sprintf("%s@%d claims %s up to offset %d, which can never be met: %s ends at offset %d (its high watermark, which counts the records of open transactions too); "+
 		"the producer of that record stamped an offset that does not exist", e.Record.Channel, e.Record.Offset, e.Claim.Channel, e.Claim.Offset, e.Claim.Channel, e.End-1)
 }
 

@@ -46,13 +46,18 @@ func (rdkafkaTransport) Consumer(s Settings) (Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
+	a, err := kafka.NewAdminClientFromConsumer(c)
+	if err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("consumer's admin client: %w", err)
+	}
 	cooperative, followers := s.Rebalance == RebalanceCooperative, map[string][]string{}
 	if cooperative {
 		for _, g := range s.Copartitioned {
 			followers[g[0]] = g[1:]
 		}
 	}
-	return &rdkConsumer{c: c, cooperative: cooperative, followers: followers}, nil
+	return &rdkConsumer{c: c, admin: a, cooperative: cooperative, followers: followers}, nil
 }
 
 // ChangelogFallback reads changelogs through librdkafka when franz-go
@@ -393,18 +398,32 @@ func (a *rdkAdmin) GroupCommitted(ctx context.Context, chs []causal.Channel) (ma
 }
 
 func (a *rdkAdmin) Ends(ctx context.Context, chs []causal.Channel) (map[causal.Channel]int64, error) {
+	out, err := rdkListOffsets(ctx, a.admin, chs, kafka.LatestOffsetSpec)
+	if err != nil {
+		return nil, fmt.Errorf("end offsets: %w", err)
+	}
+	return out, nil
+}
+
+// rdkListOffsets asks the broker, read-uncommitted, for the offsets spec
+// names of chs: with kafka.LatestOffsetSpec, the high watermark, which
+// counts the records of transactions still open. (A consumer's
+// QueryWatermarkOffsets asks at its own isolation level; under
+// read_committed that is the last stable offset, which stops at the first
+// open transaction.)
+func rdkListOffsets(ctx context.Context, admin *kafka.AdminClient, chs []causal.Channel, spec kafka.OffsetSpec) (map[causal.Channel]int64, error) {
 	ask := make(map[kafka.TopicPartition]kafka.OffsetSpec, len(chs))
 	for _, tp := range rdkPartitions(chs) {
-		ask[tp] = kafka.LatestOffsetSpec
+		ask[tp] = spec
 	}
-	res, err := a.admin.ListOffsets(ctx, ask, kafka.SetAdminIsolationLevel(kafka.IsolationLevelReadUncommitted))
+	res, err := admin.ListOffsets(ctx, ask, kafka.SetAdminIsolationLevel(kafka.IsolationLevelReadUncommitted))
 	if err != nil {
-		return nil, fmt.Errorf("end offsets: %w", rdkError(err))
+		return nil, rdkError(err)
 	}
 	out := make(map[causal.Channel]int64, len(chs))
 	for tp, info := range res.ResultInfos {
 		if info.Error.Code() != kafka.ErrNoError {
-			return nil, fmt.Errorf("end offset of %s/%d: %w", *tp.Topic, tp.Partition, rdkError(info.Error))
+			return nil, fmt.Errorf("offset of %s/%d: %w", *tp.Topic, tp.Partition, rdkError(info.Error))
 		}
 		out[causal.Channel{Topic: *tp.Topic, Partition: tp.Partition}] = int64(info.Offset)
 	}

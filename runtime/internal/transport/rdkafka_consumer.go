@@ -3,6 +3,8 @@
 package transport
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -23,7 +25,9 @@ import (
 //
 //causeway:owned
 type rdkConsumer struct {
-	c           *kafka.Consumer
+	c *kafka.Consumer
+	// admin shares c's handle; it asks for watermarks read-uncommitted.
+	admin       *kafka.AdminClient
 	handler     RebalanceHandler
 	headers     headerSlab
 	cooperative bool
@@ -217,9 +221,29 @@ func (r *rdkConsumer) Committed(chs []causal.Channel) (map[causal.Channel]int64,
 	return rdkOffsets(committed), nil
 }
 
+// Watermarks asks the broker for ch's log start and high watermark. The
+// high watermark is asked read-uncommitted: the consumer's own
+// QueryWatermarkOffsets would answer at its isolation level, the last
+// stable offset, and a claim on a record of a transaction still open
+// would look like a claim beyond the end.
 func (r *rdkConsumer) Watermarks(ch causal.Channel) (low, high int64, err error) {
-	low, high, err = r.c.QueryWatermarkOffsets(ch.Topic, ch.Partition, rdkTimeoutMs)
-	return low, high, rdkError(err)
+	ctx, cancel := context.WithTimeout(context.Background(), rdkTimeoutMs*time.Millisecond)
+	defer cancel()
+	chs := []causal.Channel{ch}
+	lows, err := rdkListOffsets(ctx, r.admin, chs, kafka.EarliestOffsetSpec)
+	if err != nil {
+		return 0, 0, fmt.Errorf("start offset of %s: %w", ch, err)
+	}
+	highs, err := rdkListOffsets(ctx, r.admin, chs, kafka.LatestOffsetSpec)
+	if err != nil {
+		return 0, 0, fmt.Errorf("end offset of %s: %w", ch, err)
+	}
+	low, okLow := lows[ch]
+	high, okHigh := highs[ch]
+	if !okLow || !okHigh {
+		return 0, 0, fmt.Errorf("watermarks of %s: %w", ch, rdkError(kafka.NewError(kafka.ErrUnknownPartition, "not in the answer", false)))
+	}
+	return low, high, nil
 }
 
 // Standbys: librdkafka's assignor places no copies of state.
@@ -232,5 +256,6 @@ func (r *rdkConsumer) Probe() {}
 // reach the worker, which stopped before.
 func (r *rdkConsumer) Close() error {
 	r.closing = true
+	r.admin.Close()
 	return rdkError(r.c.Close())
 }
