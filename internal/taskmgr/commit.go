@@ -147,6 +147,9 @@ func (m *Manager) Committed(fresh map[*Task]task.Snapshot, local map[*Task][]byt
 		for _, e := range snap.Offsets {
 			t.committedAt(e.Channel.Topic, e.Offset)
 		}
+		if t.observer != nil {
+			t.observer.committed(t.id)
+		}
 		if t.stores == nil {
 			continue
 		}

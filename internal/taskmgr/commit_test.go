@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -90,4 +91,45 @@ func TestCommitLeavesOutTheShareOfATaskThatFailedOnAnOutput(t *testing.T) {
 		assert.Empty(t, tx.sent)
 		assert.Nil(t, tx.offsets)
 	})
+}
+
+// A record dropped on purpose counts once its drop is committed: an
+// aborted transaction's drops happen again when the rebuilt task reads
+// the records again, and counting them at the drop counted them twice.
+func TestDropsCountOnceCommitted(t *testing.T) {
+	topo, err := framework.NewBuilder("t").Processor("p", func() framework.Processor {
+		return framework.ProcessorFunc(func(ctx framework.Context, rec framework.Record) error {
+			ctx.Report(framework.DropEvent{Reason: "unmatched", Record: rec})
+			return nil
+		})
+	}, framework.From("in")).Build()
+	require.NoError(t, err)
+	in0 := causal.Channel{Topic: "in"}
+	metrics := unregisteredMetrics()
+	m, err := New(Config{Topology: topo, Partitions: map[string]int32{"in": 1}, Offsets: groupAt{}, Metrics: metrics})
+	require.NoError(t, err)
+	ts := m.Create([]causal.Channel{in0})
+	require.NoError(t, m.Build(ts, nil))
+	dropped := func() float64 { return testutil.ToFloat64(metrics.Dropped.WithLabelValues("p/0", "unmatched")) }
+	deliver := func(from, to int64) {
+		for off := from; off < to; off++ {
+			m.Deliver(m.Route(in0), framework.Record{Topic: "in", Offset: off})
+		}
+	}
+
+	deliver(0, 2)
+	assert.Zero(t, dropped(), "nothing counts before the commit")
+	_, err = m.Commit(&recordingTransaction{commitErr: errors.New("aborted")})
+	require.Error(t, err)
+	rebuild := m.Aborted()
+	require.Len(t, rebuild, 1)
+	_, err = m.Rebuild(rebuild, nil)
+	require.NoError(t, err)
+	assert.Zero(t, dropped(), "an aborted transaction's drops do not count")
+
+	deliver(0, 3) // read again, and one more
+	committed, err := m.Commit(&recordingTransaction{})
+	require.NoError(t, err)
+	require.True(t, committed)
+	assert.Equal(t, 3.0, dropped(), "each record dropped counts once")
 }

@@ -49,9 +49,17 @@ func (m *Manager) inputCounter(topic string) prometheus.Counter {
 
 // observerOf returns the observer of t's events: it logs and counts them,
 // and passes them on to Config.Observer.
-func (m *Manager) observerOf(t *Task) task.Observer {
+func (m *Manager) observerOf(t *Task) *taskObserver {
 	return &taskObserver{metrics: m.cfg.Metrics, log: m.cfg.Log, also: m.cfg.Observer,
-		deliveries: m.cfg.Metrics.Deliveries.WithLabelValues(t.id)}
+		deliveries: m.cfg.Metrics.Deliveries.WithLabelValues(t.id), dropped: map[string]float64{}}
+}
+
+// observe gives t's next instance an observer of its own: what the
+// instance before it dropped and did not commit is not counted, since
+// the new instance reads those records again.
+func (t *Task) observe(m *Manager) task.Observer {
+	t.observer = m.observerOf(t)
+	return t.observer
 }
 
 // taskObserver turns one task's events into logs and metrics.
@@ -60,18 +68,24 @@ type taskObserver struct {
 	log        *zap.Logger
 	also       task.Observer // nil when none
 	deliveries prometheus.Counter
+	// dropped counts, by reason, the records dropped since the task's last
+	// commit. They count in Metrics.Dropped once that commit is made
+	// (committed): an aborted transaction's drops happen again when the
+	// rebuilt task reads the records again, and would count twice.
+	dropped map[string]float64
 	// nullKeys is set once the task has logged a record without a key
 	// skipped: the rest are counted, and logged only at debug level, as a
 	// topic of such records would otherwise flood the log.
 	nullKeys bool
 }
 
-// Dropped counts and logs a record dropped on purpose.
+// Dropped logs a record dropped on purpose, and counts it toward the
+// task's next commit.
 func (o *taskObserver) Dropped(id string, ev framework.DropEvent) {
 	if o.also != nil {
 		o.also.Dropped(id, ev)
 	}
-	o.metrics.Dropped.WithLabelValues(id, ev.Reason).Inc()
+	o.dropped[ev.Reason]++
 	log := o.log.Warn
 	switch {
 	case ev.Reason == framework.DropNullKey && o.nullKeys:
@@ -83,6 +97,14 @@ func (o *taskObserver) Dropped(id string, ev framework.DropEvent) {
 	log("record dropped", zap.String("task", id), zap.String("reason", ev.Reason),
 		zap.Stringer("channel", causal.Channel{Topic: ev.Record.Topic, Partition: ev.Record.Partition}), zap.Int64("offset", ev.Record.Offset),
 		zap.String("detail", ev.Detail))
+}
+
+// committed counts the drops of the transaction that just committed.
+func (o *taskObserver) committed(id string) {
+	for reason, n := range o.dropped {
+		o.metrics.Dropped.WithLabelValues(id, reason).Add(n)
+	}
+	clear(o.dropped)
 }
 
 // Delivered counts every delivery and times those that waited: a record

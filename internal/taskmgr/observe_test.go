@@ -40,5 +40,7 @@ func TestNullKeysAreLoggedOncePerTask(t *testing.T) {
 	}
 	assert.Equal(t, map[string]int{"p/0 null-key": 1, "p/1 null-key": 1, "p/0 late": 2}, warns)
 	assert.Equal(t, 2, logs.FilterLevelExact(zapcore.DebugLevel).Len(), "the other null keys at debug level")
+	assert.Zero(t, testutil.ToFloat64(metrics.Dropped.WithLabelValues("p/0", framework.DropNullKey)), "counted once committed")
+	a.committed("p/0")
 	assert.Equal(t, 3.0, testutil.ToFloat64(metrics.Dropped.WithLabelValues("p/0", framework.DropNullKey)), "every one counted")
 }

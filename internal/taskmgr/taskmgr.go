@@ -95,6 +95,9 @@ type Task struct {
 	// last is the task's committed checkpoint, matching stores: where a
 	// rebuild on the same stores resumes. Nil when stores is.
 	last *Restored
+	// observer logs and counts the events of the task instance last
+	// built; its counts of dropped records wait for the commit.
+	observer *taskObserver
 }
 
 // Blocked is how long a channel's head has waited at the gate, and for
@@ -465,7 +468,7 @@ func (m *Manager) buildOne(t *Task, group map[causal.Channel]int64) error {
 	cfg := task.Config{
 		Topology: m.cfg.Topology, Processor: t.processor, Partition: t.partition,
 		OutputPartitions: m.partitionCount, GateOff: m.cfg.GateOff, Now: m.Now,
-		DeadLetterTopic: m.cfg.DeadLetterTopic, Skip: t.skips, CheckClaims: m.cfg.CheckClaims, Observer: m.observerOf(t),
+		DeadLetterTopic: m.cfg.DeadLetterTopic, Skip: t.skips, CheckClaims: m.cfg.CheckClaims, Observer: t.observe(m),
 		Stores: t.stores,
 	}
 	if g := m.cfg.Globals; g != nil {

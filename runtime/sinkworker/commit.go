@@ -21,6 +21,9 @@ type flight struct {
 	moves []connect.Move
 	recs  []held
 	done  chan error
+	// written and rejected count the records the commit wrote and sent to
+	// the dead-letter topic; they count in the status once it landed.
+	written, rejected int
 }
 
 // launch hands what was delivered, and the positions of the worker's
@@ -52,18 +55,18 @@ func (w *Worker) launch(ctx context.Context) {
 	a.pending, w.spare = w.spare[:0], nil
 	f := &flight{moves: moves, recs: recs, done: make(chan error, 1)}
 	w.flight = f
-	go func() { f.done <- w.write(ctx, recs, moves) }()
+	go func() { f.done <- w.write(ctx, f) }()
 }
 
 // write is the background part of a commit.
-func (w *Worker) write(ctx context.Context, recs []held, moves []connect.Move) error {
-	if err := w.put(ctx, recs); err != nil {
+func (w *Worker) write(ctx context.Context, f *flight) error {
+	if err := w.put(ctx, f); err != nil {
 		return err
 	}
 	if err := w.sendDead(ctx); err != nil {
 		return err
 	}
-	if err := w.cfg.Task.Commit(ctx, moves); err != nil {
+	if err := w.cfg.Task.Commit(ctx, f.moves); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
@@ -96,6 +99,8 @@ func (w *Worker) landed(err error) error {
 	}
 	w.mu.Lock()
 	w.status.Commits++
+	w.status.Written += f.written
+	w.status.Rejected += f.rejected
 	w.mu.Unlock()
 	return nil
 }
@@ -109,8 +114,9 @@ func (w *Worker) commit(ctx context.Context) error {
 	return w.await()
 }
 
-// put hands the delivered records to the task, and keeps the refused.
-func (w *Worker) put(ctx context.Context, pending []held) error {
+// put hands the records of f to the task, and keeps the refused.
+func (w *Worker) put(ctx context.Context, f *flight) error {
+	pending := f.recs
 	if len(pending) == 0 {
 		return nil
 	}
@@ -143,10 +149,8 @@ func (w *Worker) put(ctx context.Context, pending []held) error {
 		return &RefusedError{Record: first.Record, Err: first.Err, BySink: true}
 	}
 	w.dead = append(append(w.dead, dead...), rejected...)
-	w.mu.Lock()
-	w.status.Written += len(recs) - (len(rejected) - len(unconverted))
-	w.status.Rejected += len(dead) + len(rejected)
-	w.mu.Unlock()
+	f.written = len(recs) - (len(rejected) - len(unconverted))
+	f.rejected = len(dead) + len(rejected)
 	return nil
 }
 
