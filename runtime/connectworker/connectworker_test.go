@@ -432,6 +432,20 @@ func TestTheRESTAPIManagesAConnectorAsKafkaConnectDoes(t *testing.T) {
 			assert.Equal(t, 204, code)
 			code, _ = w.call(t, "POST", "/connectors/shop/tasks/0/restart", nil)
 			assert.Equal(t, 204, code)
+			// Restarts work every time they are asked, not once per task
+			// ever: a sink recovers from a second and a third outage too.
+			for i, restart := range []string{"/connectors/shop/restart?includeTasks=true&onlyFailed=true", "/connectors/shop/tasks/0/restart"} {
+				e.produce("orders", 0, fmt.Sprintf("o%d", 4+i), `{"customer": "c1", "amount": -9}`)
+				eventually(t, "the task failed once more", func() bool { _, task, _ := status(); return task == "FAILED" })
+				_, err = conn.Exec(context.Background(), "ALTER TABLE orders DROP CONSTRAINT orders_amount_check")
+				require.NoError(t, err)
+				code, _ = w.call(t, "POST", restart, nil)
+				assert.Contains(t, []int{202, 204}, code)
+				eventually(t, "the refused order written after "+restart, func() bool { return count(t, conn, "orders") == 3+i })
+				eventually(t, "the task running again", func() bool { _, task, _ := status(); return task == "RUNNING" })
+				_, err = conn.Exec(context.Background(), "ALTER TABLE orders ADD CONSTRAINT orders_amount_check CHECK (amount >= 0) NOT VALID")
+				require.NoError(t, err)
+			}
 
 			// Reconfigure.
 			cfg["batch.size"] = "100"
@@ -465,4 +479,78 @@ func TestTheRESTAPIManagesAConnectorAsKafkaConnectDoes(t *testing.T) {
 			require.NoError(t, w.stop())
 		})
 	}
+}
+
+// The REST API takes only what it can keep whole: a body over
+// MaxRequestBody is answered 413, without reading it all; a name that
+// is not UTF-8 is refused rather than stored with U+FFFD in place of its
+// bytes; answers quote no long input. The worker answers /healthz and
+// /readyz as the stream worker does, and /readyz says which of its tasks
+// failed.
+func TestTheRESTAPIRefusesWhatItCannotKeepWhole(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, transport.Franz)
+	e.topics(1, "orders")
+	db, _ := e.database("sink", "CREATE TABLE orders (id text PRIMARY KEY, amount int NOT NULL CHECK (amount >= 0));")
+	w := e.start("w1")
+	raw := func(method, path string, body []byte) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, w.base+path, bytes.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	code, body := raw("GET", "/healthz", nil)
+	assert.Equal(t, 200, code, body)
+	code, body = raw("GET", "/readyz", nil)
+	assert.Equal(t, 200, code, body)
+	assert.Equal(t, "ready\n", body)
+
+	big := bytes.Repeat([]byte("x"), 2*connectworker.MaxRequestBody)
+	huge, err := json.Marshal(map[string]any{"name": string(big), "config": map[string]string{"connector.class": "PostgresSink"}})
+	require.NoError(t, err)
+	code, body = raw("POST", "/connectors", huge)
+	assert.Equal(t, 413, code)
+	assert.Less(t, len(body), 200, "the answer quotes no input")
+	code, body = raw("PUT", "/connectors/big/config", huge)
+	assert.Equal(t, 413, code, body)
+
+	cfg := map[string]string{"connector.class": "PostgresSink", "topics": "orders", "connection.url": db, "pk.mode": "record_key", "insert.mode": "insert"}
+	b, err := json.Marshal(map[string]any{"name": "shop\xff", "config": cfg})
+	require.NoError(t, err) // json.Marshal itself puts U+FFFD there: write the bytes by hand
+	b = bytes.Replace(b, []byte(`shop\ufffd`), []byte("shop\xff"), 1)
+	code, body = raw("POST", "/connectors", b)
+	assert.Equal(t, 400, code)
+	assert.Contains(t, body, "not valid UTF-8")
+	code, body = raw("PUT", "/connectors/shop%FF/config", mustJSON(t, cfg))
+	assert.Equal(t, 400, code)
+	assert.Contains(t, body, "not valid UTF-8")
+	long := strings.Repeat("n", connectworker.MaxNameLength+1)
+	code, body = raw("POST", "/connectors", mustJSON(t, map[string]any{"name": long, "config": cfg}))
+	assert.Equal(t, 400, code)
+	assert.NotContains(t, body, long)
+	code, body = raw("GET", "/connectors", nil)
+	assert.Equal(t, 200, code)
+	assert.Equal(t, "[]\n", body, "nothing was stored")
+
+	// A task that fails leaves the worker ready, and says so.
+	code, body = raw("POST", "/connectors", mustJSON(t, map[string]any{"name": "shop", "config": cfg}))
+	require.Equal(t, 201, code, body)
+	e.produce("orders", 0, "o1", `{"amount": -5}`)
+	eventually(t, "/readyz naming the failed task", func() bool {
+		code, body := raw("GET", "/readyz", nil)
+		return code == 200 && strings.Contains(body, "degraded: tasks FAILED: shop/0")
+	})
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
 }

@@ -33,6 +33,10 @@ type herder struct {
 	seen map[string]int64
 	// written are the statuses last written, by connector.
 	written map[string]taskStatus
+	// beat is when the last heartbeat was written, beatErr why the one
+	// after it failed (nil when none did).
+	beat    time.Time
+	beatErr error
 }
 
 // runner is one task of a connector running on this worker.
@@ -106,7 +110,39 @@ func (h *herder) heartbeat(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return h.w.store.write(ctx, "worker/"+h.w.cfg.WorkerID, b)
+	err = h.w.store.write(ctx, "worker/"+h.w.cfg.WorkerID, b)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.beatErr = err; err == nil {
+		h.beat = time.Now()
+	}
+	return err
+}
+
+// health says why the worker is not alive: its heartbeats have failed
+// for longer than the other workers wait before they take its tasks
+// (three heartbeat intervals). Nil while it is.
+func (h *herder) health(now time.Time) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.beatErr != nil && now.Sub(h.beat) > 3*h.w.cfg.Heartbeat {
+		return fmt.Errorf("no heartbeat written for %s: %w", now.Sub(h.beat).Round(time.Second), h.beatErr)
+	}
+	return nil
+}
+
+// failedTasks names this worker's tasks that are FAILED.
+func (h *herder) failedTasks() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for name, r := range h.runners {
+		if r.failed() {
+			out = append(out, fmt.Sprintf("%s/%d", name, r.task))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // desired is what this worker should do for one connector.

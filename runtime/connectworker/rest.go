@@ -1,10 +1,12 @@
 package connectworker
 
 import (
+	"context"
 	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -141,6 +144,14 @@ func (w *Worker) routes() http.Handler {
 	mux.HandleFunc("GET /{$}", func(rw http.ResponseWriter, _ *http.Request) {
 		writeJSON(rw, http.StatusOK, ServerInfo{Version: "causeway", Commit: "", KafkaClusterID: ""})
 	})
+	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
+		if err := w.herder.health(time.Now()); err != nil {
+			http.Error(rw, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(rw, "ok")
+	})
+	mux.HandleFunc("GET /readyz", w.readyz)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collector{h: w.herder})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -194,9 +205,9 @@ func (w *Worker) routes() http.Handler {
 			writeError(rw, http.StatusNotFound, fmt.Sprintf("Task %s of connector %s not found", req.PathValue("task"), c.name))
 			return
 		}
-		key := fmt.Sprintf("restart/%s/%d", c.name, id)
-		b, _ := json.Marshal(restartRequest{Count: c.restarts[key].Count + 1})
-		w.writeOr500(rw, req, http.StatusNoContent, nil, kv{key, b})
+		target := fmt.Sprintf("%s/%d", c.name, id)
+		b, _ := json.Marshal(restartRequest{Count: c.restarts[target].Count + 1})
+		w.writeOr500(rw, req, http.StatusNoContent, nil, kv{"restart/" + target, b})
 	}))
 	mux.HandleFunc("POST /connectors/{name}/tasks/{task}/skip", w.withConnector(w.skipRecord))
 	mux.HandleFunc("GET /connectors/{name}/offsets", w.withConnector(w.offsets))
@@ -320,6 +331,24 @@ func (w *Worker) withConnector(f func(http.ResponseWriter, *http.Request, connec
 
 // synced reads the state topic to its end, so that an answer holds every
 // write made before the request on any worker; on failure it answers 500.
+// readyz answers 200 once the worker has read the cluster's state to its
+// end, and says when some of its tasks are FAILED (still 200: restarting
+// the worker would not mend a connector; its status and restart call do);
+// 503 while the state topic cannot be read.
+func (w *Worker) readyz(rw http.ResponseWriter, req *http.Request) {
+	ctx, cancel := context.WithTimeout(req.Context(), 3*time.Second)
+	defer cancel()
+	if err := w.store.sync(ctx); err != nil {
+		http.Error(rw, "not ready: read the state topic: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	if failed := w.herder.failedTasks(); len(failed) > 0 {
+		fmt.Fprintln(rw, "ready, degraded: tasks FAILED: "+strings.Join(failed, ", "))
+		return
+	}
+	fmt.Fprintln(rw, "ready")
+}
+
 func (w *Worker) synced(rw http.ResponseWriter, req *http.Request) bool {
 	if err := w.store.sync(req.Context()); err != nil {
 		writeError(rw, http.StatusInternalServerError, err.Error())
@@ -361,11 +390,13 @@ func (w *Worker) listConnectors(rw http.ResponseWriter, req *http.Request) {
 
 func (w *Worker) createConnector(rw http.ResponseWriter, req *http.Request) {
 	var body CreateConnectorRequest
-	if err := json.NewDecoder(req.Body).Decode(&body); err != nil {
-		writeError(rw, http.StatusBadRequest, "the body is not a connector: "+err.Error())
+	if !decodeBody(rw, req, &body, "a connector") {
 		return
 	}
 	name := strings.TrimSpace(body.Name)
+	if !validName(rw, name) {
+		return
+	}
 	if !w.synced(rw, req) {
 		return
 	}
@@ -388,6 +419,9 @@ func (w *Worker) createConnector(rw http.ResponseWriter, req *http.Request) {
 
 func (w *Worker) putConfig(rw http.ResponseWriter, req *http.Request) {
 	name := req.PathValue("name")
+	if !validName(rw, name) {
+		return
+	}
 	cfg, ok := decodeConfig(rw, req)
 	if !ok {
 		return
@@ -441,8 +475,10 @@ func (w *Worker) store1(rw http.ResponseWriter, req *http.Request, name string, 
 func (w *Worker) restartConnector(rw http.ResponseWriter, req *http.Request, c connectorView) {
 	q := req.URL.Query()
 	includeTasks, onlyFailed := q.Get("includeTasks") == "true", q.Get("onlyFailed") == "true"
+	// The state keeps a restart request by its target, without the key's
+	// "restart/": each request counts one more than the last.
 	key := "restart/" + c.name
-	b, _ := json.Marshal(restartRequest{Count: c.restarts[key].Count + 1, OnlyFailed: onlyFailed})
+	b, _ := json.Marshal(restartRequest{Count: c.restarts[c.name].Count + 1, OnlyFailed: onlyFailed})
 	if !includeTasks && !onlyFailed {
 		// A connector has no instance apart from its tasks here: its
 		// restart is theirs.
@@ -531,12 +567,69 @@ func (w *Worker) validateConfig(rw http.ResponseWriter, req *http.Request) {
 	writeJSON(rw, http.StatusOK, out)
 }
 
+// MaxRequestBody is the largest request body the REST API reads, in
+// bytes; a larger one is answered 413. A connector's configuration is
+// kept as one record of the state topic, and this leaves it room under
+// Kafka's default record size limit (1 MB).
+const MaxRequestBody = 512 << 10
+
+// MaxNameLength is the longest connector name the REST API takes, in
+// bytes. A name becomes part of its sink's consumer group, its clients'
+// ids and the state topic's keys, and is quoted in answers.
+const MaxNameLength = 249
+
+// decodeBody reads a request's JSON body, of at most MaxRequestBody
+// bytes, into v. On failure it answers 413 (too large) or 400, saying
+// what the body should have been, and reports false. Strings in the body
+// must be valid UTF-8: encoding/json would put U+FFFD in place of the
+// bytes it cannot read, and store a name or setting nobody wrote.
+func decodeBody(rw http.ResponseWriter, req *http.Request, v any, what string) bool {
+	b, err := io.ReadAll(http.MaxBytesReader(rw, req.Body, MaxRequestBody))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		writeError(rw, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes", tooLarge.Limit))
+		return false
+	case err != nil:
+		writeError(rw, http.StatusBadRequest, "read the body: "+err.Error())
+		return false
+	case !utf8.Valid(b):
+		writeError(rw, http.StatusBadRequest, "the body is not valid UTF-8")
+		return false
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		writeError(rw, http.StatusBadRequest, fmt.Sprintf("the body is not %s: %v", what, err))
+		return false
+	}
+	return true
+}
+
+// validName answers 400 for a connector name that is empty, not valid
+// UTF-8 or longer than MaxNameLength, without quoting it, and reports
+// whether the name is valid.
+func validName(rw http.ResponseWriter, name string) bool {
+	switch {
+	case name == "":
+		writeError(rw, http.StatusBadRequest, "the connector has no name")
+	case !utf8.ValidString(name):
+		writeError(rw, http.StatusBadRequest, "the connector's name is not valid UTF-8")
+	case len(name) > MaxNameLength:
+		writeError(rw, http.StatusBadRequest, fmt.Sprintf("the connector's name is %d bytes long, over %d", len(name), MaxNameLength))
+	default:
+		return true
+	}
+	return false
+}
+
 // decodeConfig reads a request's body as a connector's settings; on
-// failure it answers 400.
+// failure it answers 400 or 413.
 func decodeConfig(rw http.ResponseWriter, req *http.Request) (map[string]string, bool) {
 	var cfg map[string]string
-	if err := json.NewDecoder(req.Body).Decode(&cfg); err != nil || cfg == nil {
-		writeError(rw, http.StatusBadRequest, fmt.Sprintf("the body is not a connector's configuration (an object of strings): %v", err))
+	if !decodeBody(rw, req, &cfg, "a connector's configuration (an object of strings)") {
+		return nil, false
+	}
+	if cfg == nil {
+		writeError(rw, http.StatusBadRequest, "the body is not a connector's configuration (an object of strings): null")
 		return nil, false
 	}
 	return cfg, true
