@@ -22,6 +22,10 @@ func (w *StreamThread) Status() Status {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	st := w.status
+	if st.Tasks == nil {
+		// Before the first refresh, and with no task: a list, in JSON too.
+		st.Tasks = []TaskStatus{}
+	}
 	if len(w.restoring) > 0 {
 		st.Tasks = slices.Clone(st.Tasks)
 		for i, ts := range st.Tasks {
@@ -150,7 +154,9 @@ func (w *StreamThread) publishStatus() {
 					}
 				}
 				w.metrics.Held.WithLabelValues(rt.ID(), cs.Channel).Set(float64(c.Held))
-				if c.Blocked {
+				// A failed task waits for nothing: an operator's restart or
+				// skip, not a cause, moves it on.
+				if c.Blocked && rt.State() != StateFailed {
 					cs.Blocked, cs.WaitingFor, cs.WaitingOffset = true, c.WaitingFor.String(), c.WaitingOffset
 					b, ok := rt.Blocked(c.Channel)
 					if !ok || b.Head != c.HeadOffset || b.On != c.WaitingFor || b.Off != c.WaitingOffset {
