@@ -108,3 +108,27 @@ type Sink interface {
 // one of the task's channels since the task read its position: the task
 // is a zombie and must stop writing.
 var ErrFenced = errors.New("fenced: another task wrote this task's channels")
+
+// RetriableError is an error of a sink task's system that may pass: a
+// connection lost or refused, the server shutting down or out of
+// resources, a serialization failure. The runtime aborts what the task
+// put, waits, and puts the same records again, up to its retry limit
+// (max.retries, retry.backoff.ms), before it fails the task: Kafka
+// Connect's RetriableException. A SinkTask returns it from Put, Commit or
+// Positions, wrapping the system's error.
+type RetriableError struct {
+	Err error
+}
+
+// Error implements error.
+func (e *RetriableError) Error() string { return "transient: " + e.Err.Error() }
+
+// Unwrap returns the system's error.
+func (e *RetriableError) Unwrap() error { return e.Err }
+
+// IsRetriable reports whether err, or an error it wraps, is a
+// *RetriableError.
+func IsRetriable(err error) bool {
+	var r *RetriableError
+	return errors.As(err, &r)
+}

@@ -220,6 +220,11 @@ func (t *task) describe(ctx context.Context, name pgx.Identifier) (*table, error
 
 // Positions reads every committed position of the connector.
 func (t *task) Positions(ctx context.Context) (map[causal.Channel]int64, error) {
+	out, err := t.positionsOf(ctx)
+	return out, transient(err)
+}
+
+func (t *task) positionsOf(ctx context.Context) (map[causal.Channel]int64, error) {
 	rows, err := t.pool.Query(ctx, `SELECT topic, partition, next_offset FROM `+t.s.positions.Sanitize()+` WHERE connector = $1`, t.connector)
 	if err != nil {
 		return nil, fmt.Errorf("read positions: %w", err)
@@ -264,6 +269,11 @@ type statement struct {
 // record at a time, each under its own savepoint, so that only the refused
 // records are left out.
 func (t *task) Put(ctx context.Context, recs []connect.Record) ([]connect.Rejected, error) {
+	rejected, err := t.put(ctx, recs)
+	return rejected, transient(err)
+}
+
+func (t *task) put(ctx context.Context, recs []connect.Record) ([]connect.Rejected, error) {
 	if t.tx == nil {
 		tx, err := t.pool.Begin(ctx)
 		if err != nil {
@@ -584,6 +594,10 @@ func (t *task) deleteOf(tb *table, key map[string]json.RawMessage) (statement, e
 // where the task read it: the update names its old value, and a row not
 // found means another task moved it (connect.ErrFenced).
 func (t *task) Commit(ctx context.Context, moves []connect.Move) error {
+	return transient(t.commit(ctx, moves))
+}
+
+func (t *task) commit(ctx context.Context, moves []connect.Move) error {
 	if t.tx == nil {
 		if len(moves) == 0 {
 			return nil

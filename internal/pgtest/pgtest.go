@@ -117,9 +117,24 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 	c.port = port
-	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200", port, c.dir)
-	if out, err := c.command(ctx, "pg_ctl", "start", "-w", "-t", "60", "-D", data, "-l", c.Log, "-o", opts).CombinedOutput(); err != nil {
+	return c.Resume(ctx)
+}
+
+// Resume starts the server of a cluster that Pause stopped, on the same
+// port and data.
+func (c *Cluster) Resume(ctx context.Context) error {
+	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200", c.port, c.dir)
+	if out, err := c.command(ctx, "pg_ctl", "start", "-w", "-t", "60", "-D", filepath.Join(c.dir, "data"), "-l", c.Log, "-o", opts).CombinedOutput(); err != nil {
 		return fmt.Errorf("pg_ctl start: %w: %s", err, out)
+	}
+	return nil
+}
+
+// Pause stops the server as an outage would (fast shutdown: sessions are
+// cut, open transactions rolled back), keeping its data for Resume.
+func (c *Cluster) Pause(ctx context.Context) error {
+	if out, err := c.command(ctx, "pg_ctl", "stop", "-m", "fast", "-w", "-D", filepath.Join(c.dir, "data")).CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_ctl stop: %w: %s", err, out)
 	}
 	return nil
 }

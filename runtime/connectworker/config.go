@@ -24,6 +24,8 @@ const (
 	keyValueConverter = "value.converter"
 	keyGate           = "causal.gate"
 	keyPartitions     = "topic.creation.default.partitions"
+	keyMaxRetries     = "max.retries"
+	keyRetryBackoff   = "retry.backoff.ms"
 )
 
 // Converters a connector can name; JSON is the default.
@@ -86,7 +88,11 @@ func commonDef(kind pluginKind) *connect.ConfigDef {
 			connect.Key{Name: keyDeadLetter, Type: connect.TypeString, Importance: connect.Medium, Group: "Error Handling",
 				Doc: "Where records the sink's system refuses go, with errors.tolerance all."},
 			connect.Key{Name: keyGate, Type: connect.TypeBoolean, Default: "true", Importance: connect.Low, Group: "Causal",
-				Doc: "Write a record only after what its clock claims. false only to see what the gate prevents."})
+				Doc: "Write a record only after what its clock claims. false only to see what the gate prevents."},
+			connect.Key{Name: keyMaxRetries, Type: connect.TypeInt, Default: "10", Importance: connect.Medium, Group: "Retries",
+				Doc: "How many times a write that failed on a transient error of the sink's system (connection lost, server restarting) is tried again before the task fails, as Confluent's JDBC sink's max.retries.", Check: notNegative},
+			connect.Key{Name: keyRetryBackoff, Type: connect.TypeInt, Default: "3000", Importance: connect.Medium, Group: "Retries",
+				Doc: "Milliseconds to wait before each retry (retry.backoff.ms).", Check: notNegative})
 	case kindSource:
 		keys = append(keys,
 			connect.Key{Name: keyPartitions, Type: connect.TypeInt, Default: "1", Importance: connect.Low, Group: "Topic Creation",
@@ -98,6 +104,13 @@ func commonDef(kind pluginKind) *connect.ConfigDef {
 func checkName(v string) error {
 	if strings.ContainsAny(v, "/?#%") || strings.TrimSpace(v) != v {
 		return errors.New("may not hold /, ?, #, % or surrounding spaces")
+	}
+	return nil
+}
+
+func notNegative(v string) error {
+	if strings.HasPrefix(v, "-") {
+		return errors.New("may not be negative")
 	}
 	return nil
 }

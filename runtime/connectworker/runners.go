@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -80,7 +81,8 @@ func (w *Worker) runSink(ctx context.Context, name string, task int, cfg map[str
 	sw, err := sinkworker.New(sinkworker.Config{Connector: name, Topics: topics, Task: t, Bootstrap: w.cfg.Bootstrap,
 		Client: w.cfg.Client, Kafka: w.cfg.Kafka, InstanceID: fmt.Sprintf("%s-%d", w.cfg.WorkerID, task),
 		GateOff: cfg[keyGate] == "false", DeadLetterTopic: cfg[keyDeadLetter], ToleranceAll: cfg[keyTolerance] == "all",
-		Skip: skip, Convert: sinkConvert(chain, convert), Log: log})
+		Skip: skip, Convert: sinkConvert(chain, convert), Log: log,
+		MaxRetries: atLeast(cfg[keyMaxRetries], 0, 10), RetryBackoff: time.Duration(atLeast(cfg[keyRetryBackoff], 0, 3000)) * time.Millisecond})
 	if err != nil {
 		return errors.Join(err, t.Close())
 	}

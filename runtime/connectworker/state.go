@@ -212,10 +212,14 @@ func tasksOf(connector string, tasksMax int, live []string) []string {
 
 // tasksMax reads a config's tasks.max; 1 when unset or wrong (validation
 // refuses wrong ones before they are stored).
-func tasksMax(cfg map[string]string) int {
-	n, err := strconv.Atoi(cfg[keyTasksMax])
-	if err != nil || n < 1 {
-		return 1
+func tasksMax(cfg map[string]string) int { return atLeast(cfg[keyTasksMax], 1, 1) }
+
+// atLeast reads an integer setting: def when unset or below min (the
+// settings' checks refuse wrong ones before they are stored).
+func atLeast(v string, min, def int) int {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < min {
+		return def
 	}
 	return n
 }

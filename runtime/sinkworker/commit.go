@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -24,6 +25,11 @@ type flight struct {
 	// written and rejected count the records the commit wrote and sent to
 	// the dead-letter topic; they count in the status once it landed.
 	written, rejected int
+	// deadSent is set once the commit's dead letters are committed to
+	// Kafka: a retry of the commit does not send them again.
+	deadSent bool
+	// stop is closed when the worker stops: a retry waits no longer.
+	stop <-chan struct{}
 }
 
 // launch hands what was delivered, and the positions of the worker's
@@ -53,18 +59,48 @@ func (w *Worker) launch(ctx context.Context) {
 	// The records go to the flight; the slice of the one before comes
 	// back for the next (two slices, taken in turns).
 	a.pending, w.spare = w.spare[:0], nil
-	f := &flight{moves: moves, recs: recs, done: make(chan error, 1)}
+	f := &flight{moves: moves, recs: recs, done: make(chan error, 1), stop: w.stopping}
 	w.flight = f
 	go func() { f.done <- w.write(ctx, f) }()
 }
 
-// write is the background part of a commit.
+// write is the background part of a commit. A commit that failed on a
+// transient error of the sink's system is aborted and made again, up to
+// Config.MaxRetries times; stop (Run's end) cuts the waits short.
 func (w *Worker) write(ctx context.Context, f *flight) error {
+	for attempt := 1; ; attempt++ {
+		err := w.writeOnce(ctx, f)
+		if err == nil || !connect.IsRetriable(err) || attempt > w.cfg.MaxRetries {
+			if err != nil && attempt > 1 {
+				err = fmt.Errorf("after %d attempts: %w", attempt, err)
+			}
+			return err
+		}
+		w.log.Warn("commit failed on a transient error of the sink's system; trying again",
+			zap.Int("attempt", attempt), zap.Int("max_retries", w.cfg.MaxRetries), zap.Duration("backoff", w.cfg.RetryBackoff), zap.Error(err))
+		if aerr := w.cfg.Task.Abort(ctx); aerr != nil {
+			w.log.Warn("abort before trying again", zap.Error(aerr))
+		}
+		f.written, f.rejected = 0, 0
+		select {
+		case <-time.After(w.cfg.RetryBackoff):
+		case <-f.stop:
+			return err
+		}
+	}
+}
+
+// writeOnce puts a commit's records, sends its dead letters (once, even
+// when the commit is tried again) and commits.
+func (w *Worker) writeOnce(ctx context.Context, f *flight) error {
 	if err := w.put(ctx, f); err != nil {
 		return err
 	}
-	if err := w.sendDead(ctx); err != nil {
-		return err
+	if !f.deadSent {
+		if err := w.sendDead(ctx); err != nil {
+			return err
+		}
+		f.deadSent = true
 	}
 	if err := w.cfg.Task.Commit(ctx, f.moves); err != nil {
 		return fmt.Errorf("commit: %w", err)
@@ -148,7 +184,9 @@ func (w *Worker) put(ctx context.Context, f *flight) error {
 		first := slices.MinFunc(rejected, func(a, b connect.Rejected) int { return cmp.Compare(a.Record.Offset, b.Record.Offset) })
 		return &RefusedError{Record: first.Record, Err: first.Err, BySink: true}
 	}
-	w.dead = append(append(w.dead, dead...), rejected...)
+	if !f.deadSent {
+		w.dead = append(append(w.dead, dead...), rejected...)
+	}
 	f.written = len(recs) - (len(rejected) - len(unconverted))
 	f.rejected = len(dead) + len(rejected)
 	return nil

@@ -85,6 +85,15 @@ type Config struct {
 	// one the sink's system refuses is: it goes to the dead-letter topic
 	// with ToleranceAll, or stops the worker. Default: none.
 	Convert func(connect.Record) (connect.Record, error)
+	// MaxRetries is how many times a commit that failed on a transient
+	// error of the sink's system (connect.RetriableError) is tried again,
+	// RetryBackoff apart, before the worker stops on it: the records and
+	// positions of the commit are put and committed again, the Kafka
+	// consumer reading on meanwhile. Confluent's JDBC sink's max.retries
+	// and retry.backoff.ms. Default: 0, none (the connect worker passes
+	// the connector's settings, 10 and 3 s by default).
+	MaxRetries   int
+	RetryBackoff time.Duration
 	// Log hears the worker. Default: none.
 	Log *zap.Logger
 }
@@ -113,6 +122,8 @@ type Worker struct {
 	// none is; spare is the record slice of the last one, for the next.
 	flight *flight
 	spare  []held
+	// stopping is closed when Run's context is done.
+	stopping <-chan struct{}
 
 	mu     sync.Mutex
 	status Status
@@ -134,8 +145,11 @@ type assignment struct {
 	// pending are delivered records not yet put.
 	pending []held
 	// lastRefresh is when the positions of other tasks' channels were
-	// last read.
+	// last read, or are next due less RefreshInterval after a failure.
 	lastRefresh time.Time
+	// refreshFailures counts the reads of the positions in a row that
+	// failed on a transient error.
+	refreshFailures int
 }
 
 // Status is what a worker has done.
@@ -218,6 +232,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		}
 		err = errors.Join(err, w.close())
 	}()
+	w.stopping = ctx.Done()
 	if err := w.start(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while it started: not a failure
@@ -444,7 +459,18 @@ func (w *Worker) refresh(ctx context.Context, a *assignment) error {
 	}
 	a.lastRefresh = time.Now()
 	positions, err := w.cfg.Task.Positions(ctx)
-	if err != nil {
+	switch {
+	case err == nil:
+		a.refreshFailures = 0
+	case connect.IsRetriable(err) && a.refreshFailures < w.cfg.MaxRetries:
+		// Read again after the backoff; nothing waits on it but what the
+		// gate holds.
+		a.refreshFailures++
+		a.lastRefresh = a.lastRefresh.Add(w.cfg.RetryBackoff)
+		w.log.Warn("read the other tasks' positions: a transient error; trying again",
+			zap.Int("attempt", a.refreshFailures), zap.Duration("backoff", w.cfg.RetryBackoff), zap.Error(err))
+		return nil
+	default:
 		return err
 	}
 	for ch, pos := range positions {

@@ -62,9 +62,15 @@ CREATE TABLE orders (id text PRIMARY KEY, customer text NOT NULL REFERENCES cust
 
 func newShop(t *testing.T) *shop {
 	t.Helper()
+	return newShopOn(t, cluster)
+}
+
+// newShopOn is newShop on the Postgres server c.
+func newShopOn(t *testing.T, c *pgtest.Cluster) *shop {
+	t.Helper()
 	ctx := context.Background()
 	name := strings.ToLower(strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
-	url, err := cluster.CreateDatabase(ctx, name)
+	url, err := c.CreateDatabase(ctx, name)
 	require.NoError(t, err)
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
@@ -492,6 +498,65 @@ func TestSinkWorkersKilledWriteEveryRecordOnce(t *testing.T) {
 			letters := s.deadLetters()
 			assert.Zero(t, len(letters), "no row refused: none written twice, no foreign key broken; the first: %.300s", strings.Join(letters, "; "))
 			assert.Equal(t, []string{"customers/0=20", "customers/1=20", "orders/0=600", "orders/1=600"}, s.positions())
+		})
+	}
+}
+
+// A database outage shorter than the retries' span costs the sink no
+// failure: a commit that fails on a transient error is tried again,
+// RetryBackoff apart, with the same records and positions, and every
+// record is written once. Without retries (Kafka Connect's JDBC sink with
+// max.retries=0, and Causeway before it had them) the first failed commit
+// stops the worker.
+func TestASinkRidesOutADatabaseRestart(t *testing.T) {
+	t.Parallel()
+	for _, retries := range []int{20, 0} {
+		t.Run(fmt.Sprintf("max retries %d", retries), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			own, err := pgtest.Start(ctx)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = own.Stop() })
+			s := newShopOn(t, own)
+			s.produce("customers", 0, "c00", "c00", `{"name": "one"}`)
+			all := []causal.Channel{{Topic: "customers"}, {Topic: "customers", Partition: 1}, {Topic: "orders"}, {Topic: "orders", Partition: 1}}
+			_, stop, done := s.workerDone(all, func(c *sinkworker.Config) {
+				c.MaxRetries, c.RetryBackoff = retries, 250*time.Millisecond
+			})
+			eventually(t, "the customer written", func() bool { return s.count("customers") == 1 })
+			s.conn.Close(ctx) // the test's own connection goes with the server
+
+			require.NoError(t, own.Pause(ctx))
+			for j := range 20 {
+				s.produce("orders", int32(j%2), "c00", fmt.Sprintf("o%02d", j), fmt.Sprintf(`{"customer": "c00", "amount": %d}`, j))
+			}
+			time.Sleep(2 * time.Second) // commits fail meanwhile
+			require.NoError(t, own.Resume(ctx))
+			conn, err := pgx.Connect(ctx, s.db)
+			require.NoError(t, err)
+			t.Cleanup(func() { conn.Close(context.Background()) })
+			s.conn = conn
+
+			if retries == 0 {
+				select {
+				case <-done:
+				case <-time.After(30 * time.Second):
+					t.Fatal("without retries, the worker went on after a failed commit")
+				}
+				err := stop()
+				require.Error(t, err)
+				assert.True(t, connect.IsRetriable(err), "the failure says it was transient: %v", err)
+				return
+			}
+			eventually(t, "every order written after the outage", func() bool { return s.count("orders") == 20 })
+			select {
+			case <-done:
+				t.Fatalf("the worker stopped: %v", stop())
+			default:
+			}
+			require.NoError(t, stop())
+			assert.Equal(t, 20, s.count("orders"), "each order once")
+			assert.Empty(t, s.deadLetters())
 		})
 	}
 }
