@@ -85,11 +85,11 @@ func (tx *kafkaTransaction) SendOutputs(t *taskmgr.Task) (bool, error) { return 
 // (writeChangelog). The task's stores keep the changelog positions known
 // for them beside the state this commit makes: they hold for every later
 // committed state too.
-func (tx *kafkaTransaction) WriteState(t *taskmgr.Task, snap task.Snapshot) ([]byte, error) {
-	if err := tx.w.writeChangelog(t, snap); err != nil {
-		return nil, err
+func (tx *kafkaTransaction) WriteState(t *taskmgr.Task, snap task.Snapshot) ([]byte, bool, error) {
+	if sound, err := tx.w.writeChangelog(t, snap); !sound || err != nil {
+		return nil, sound, err
 	}
-	return tx.w.positions[t.ID()].Encode(), nil
+	return tx.w.positions[t.ID()].Encode(), true, nil
 }
 
 // Commit sends the offsets with the group's metadata (KIP-447) and commits,
@@ -121,17 +121,41 @@ func (w *StreamThread) releaseOutputs() {
 
 // writeChangelog sends one task's store changes to its stores' changelogs
 // and its checkpoint to its checkpoint topic, in the open transaction.
-func (w *StreamThread) writeChangelog(t *taskmgr.Task, snap task.Snapshot) error {
+//
+// A change Kafka refuses for good (too large for its topic, or invalid),
+// at once or in a transaction before (refusals), can never be written:
+// the task fails naming its store, and the transaction, which may hold
+// some of the task's changes or outputs, aborts; the other tasks redo
+// their work and the failed one stays failed. It reports whether t is
+// still sound; the error is the transaction's.
+func (w *StreamThread) writeChangelog(t *taskmgr.Task, snap task.Snapshot) (bool, error) {
 	for name, changes := range snap.Changes {
 		cl := restore.StoreChangelogTopic(w.cfg.ApplicationID, name)
 		for _, c := range changes {
-			if err := w.producer.produce(changelogMessage(cl, t.Partition(), c.Key, c.Value)); err != nil {
-				return err
+			err := w.producer.produceState(changelogMessage(cl, t.Partition(), c.Key, c.Value))
+			if err != nil {
+				return w.refusedState(t, fmt.Sprintf("store %q", name), len(c.Key)+len(c.Value), err)
 			}
 		}
 	}
 	topic := restore.CheckpointTopic(w.cfg.ApplicationID, t.Processor())
-	return w.producer.produce(changelogMessage(topic, t.Partition(), restore.CheckpointRecordKey, snap.Checkpoint().Encode()))
+	cp := snap.Checkpoint().Encode()
+	if err := w.producer.produceState(changelogMessage(topic, t.Partition(), restore.CheckpointRecordKey, cp)); err != nil {
+		return w.refusedState(t, "the checkpoint", len(cp), err)
+	}
+	return true, nil
+}
+
+// refusedState settles err, met writing part of t's state (what, of size
+// bytes): a refusal for good fails t and the transaction; any other error
+// is the transaction's.
+func (w *StreamThread) refusedState(t *taskmgr.Task, what string, size int, err error) (bool, error) {
+	if transport.Classify(err) != transport.ClassRecord {
+		return false, err
+	}
+	w.failTask(t, &StateRefusedError{Task: t.ID(), What: what, Size: size, Err: err})
+	w.fate.mustAbort()
+	return false, nil
 }
 
 // onCommitError aborts and rebuilds the tasks that had effects in the

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 
@@ -33,3 +34,26 @@ var ErrLegacyState = errors.New("application state in an earlier layout")
 
 // ErrStopped is returned by calls on a worker that has stopped.
 var ErrStopped = transport.ErrStopped
+
+// StateRefusedError is the failure of a task whose state Kafka refused for
+// good: a store change (or its checkpoint) too large for its changelog
+// topic, or one the broker finds invalid. Retrying cannot help, so the
+// task fails rather than the transaction aborting again and again; a
+// restart after the topic's limit is raised (max.message.bytes) writes
+// it. What names the store.
+type StateRefusedError struct {
+	Task string
+	What string
+	// Size is the change's key and value, in bytes.
+	Size int
+	Err  error
+}
+
+// Error implements error.
+func (e *StateRefusedError) Error() string {
+	return fmt.Sprintf("task %s: Kafka refused a write of %s (%d bytes of key and value) to its changelog for good: %v; "+
+		"raise the changelog topic's max.message.bytes (and the producer's message.max.bytes), or write smaller values", e.Task, e.What, e.Size, e.Err)
+}
+
+// Unwrap returns Kafka's error.
+func (e *StateRefusedError) Unwrap() error { return e.Err }

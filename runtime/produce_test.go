@@ -1,6 +1,8 @@
 package runtime_test
 
 import (
+	"context"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -8,11 +10,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/runtime"
 )
@@ -129,4 +133,65 @@ func TestMessageTooLargeFailsOnlyTheEmittingTask(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A store write larger than its changelog topic takes can never be
+// committed: the task that made it fails, naming the store, and only it;
+// the transaction does not abort again and again, and the other task
+// goes on committing. Under the worker's own bound
+// (--max-store-record-bytes) the write fails at once, naming the input
+// record that made it, which an operator can skip; over the topic's
+// limit alone, Kafka's refusal fails the task after a transaction or two.
+func TestAStoreChangeTooLargeForItsChangelogFailsOnlyItsTask(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		bound int
+		want  []string
+	}{
+		{"over the worker's bound", 3000, []string{`store "orders": a write of 5003 bytes`, "over the 3000", "orders/0@0"}},
+		{"over the changelog topic's limit", 0, []string{`store "orders"`, "max.message.bytes"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			eachClient(t, func(t *testing.T, client string) {
+				b := startBroker(t)
+				createTopics(t, b.Addr(), 2, "orders", "payments", "verdicts")
+				const app = "shop-large-state"
+				cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
+				require.NoError(t, err)
+				defer cl.Close()
+				limit := "4000"
+				_, err = kadm.NewClient(cl).CreateTopic(context.Background(), 2, -1, map[string]*string{"max.message.bytes": &limit, "cleanup.policy": kadm.StringPtr("compact")},
+					app+"-orders-changelog")
+				require.NoError(t, err)
+				p := newProducer(t, b.Addr(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+				// Random bytes: a client that compresses must not squeeze them
+				// under the limit.
+				big := make([]byte, 5000)
+				_, _ = rand.NewChaCha8([32]byte{1}).Read(big)
+				sendRecord(t, p, &kgo.Record{Topic: "orders", Partition: 0, Key: []byte("big"), Value: big}, nil)
+
+				m := runtime.NewMetrics()
+				cfg := testConfigFor(t, client, b.Addr(), app)
+				cfg.MaxStoreRecordBytes = tc.bound
+				w := startWorkerWith(t, cfg, m)
+				failed := waitForTask(t, w, "ledger/0", runtime.StateFailed, 30*time.Second)
+				for _, want := range tc.want {
+					assert.Contains(t, failed.LastError, want)
+				}
+
+				s := &causal.Session{}
+				sendRecord(t, p, &kgo.Record{Topic: "orders", Partition: 1, Key: []byte("a"), Value: []byte("order a")}, s)
+				sendRecord(t, p, &kgo.Record{Topic: "payments", Partition: 1, Key: []byte("a"), Value: []byte("a-p0")}, s)
+				verdicts := readCommitted(t, b.Addr(), "verdicts", 1, 30*time.Second)
+				require.Len(t, verdicts, 1, "the other task keeps committing")
+				assert.Equal(t, "a-p0 known=true n=1", string(verdicts[0].Value))
+				aborts := testutil.ToFloat64(m.Aborts)
+				assert.LessOrEqual(t, aborts, 4.0, "a refused change aborts a few transactions at most")
+				time.Sleep(2 * time.Second)
+				assert.Equal(t, aborts, testutil.ToFloat64(m.Aborts), "and then none")
+			})
+		})
+	}
 }

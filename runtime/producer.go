@@ -99,6 +99,16 @@ func (p *txnProducer) produce(m transport.Message) error {
 	return p.produceMessage(&p.out)
 }
 
+// produceState queues m, a record of a task's state (a store change or
+// a checkpoint), into the open transaction, unless the broker refused it
+// for good in a transaction before (see refusals): its error then.
+func (p *txnProducer) produceState(m transport.Message) error {
+	if err, ok := p.refusals.refusedRecord(m.Topic, m.Partition, m.Key, m.Value); ok {
+		return err
+	}
+	return p.produce(m)
+}
+
 // produceMessage queues m into the open transaction.
 func (p *txnProducer) produceMessage(m *transport.Message) error {
 	if err := p.client.Produce(m); err != nil {

@@ -50,10 +50,16 @@ func (r *refusals) fingerprintOf(topic string, partition int32, key, value []byt
 
 // refused returns the error the broker refused o with before, if it did.
 func (r *refusals) refused(o *task.Output) (error, bool) {
+	return r.refusedRecord(o.Topic, o.Partition, o.Record.Key, o.Record.Value)
+}
+
+// refusedRecord returns the error the broker refused a record with
+// before, if it did.
+func (r *refusals) refusedRecord(topic string, partition int32, key, value []byte) (error, bool) {
 	if len(r.known) == 0 {
 		return nil, false
 	}
-	err, ok := r.known[r.fingerprintOf(o.Topic, o.Partition, o.Record.Key, o.Record.Value)]
+	err, ok := r.known[r.fingerprintOf(topic, partition, key, value)]
 	return err, ok
 }
 

@@ -397,7 +397,7 @@ func (tx memoryTransaction) SendOutputs(t *taskmgr.Task) (bool, error) {
 	return true, nil
 }
 
-func (tx memoryTransaction) WriteState(t *taskmgr.Task, snap task.Snapshot) ([]byte, error) {
+func (tx memoryTransaction) WriteState(t *taskmgr.Task, snap task.Snapshot) ([]byte, bool, error) {
 	c := tx.d.committed[t.ID()]
 	if c == nil {
 		c = &taskmgr.Restored{Stores: map[string][]store.Change{}}
@@ -408,7 +408,7 @@ func (tx memoryTransaction) WriteState(t *taskmgr.Task, snap task.Snapshot) ([]b
 	}
 	cp := snap.Checkpoint()
 	c.Checkpoint = &cp
-	return nil, nil
+	return nil, true, nil
 }
 
 func (tx memoryTransaction) Commit(offsets map[causal.Channel]int64) error {

@@ -62,6 +62,11 @@ type Config struct {
 	// when that transaction aborts. Default: a new in-memory set of the
 	// task's own, which the task closes.
 	Stores store.Set
+	// MaxStoreRecordBytes is the most key and value bytes one store write
+	// may hold: a Put over it fails the record being processed with a
+	// *store.RecordTooLargeError (see store.Limit), since its changelog
+	// could never hold it. Default 0: no limit.
+	MaxStoreRecordBytes int
 	// DeadLetterTopic is where dead letters go. Default: the topology's
 	// dead-letter topic. Required for Skip.
 	DeadLetterTopic string

@@ -23,8 +23,11 @@ type Transaction interface {
 	SendOutputs(t *Task) (sound bool, err error)
 	// WriteState writes t's store changes and its checkpoint (snap). It
 	// returns what t's stores keep beside their committed state once the
-	// transaction commits (see store.Set.Commit); nil for nothing.
-	WriteState(t *Task, snap task.Snapshot) (local []byte, err error)
+	// transaction commits (see store.Set.Commit); nil for nothing. It
+	// reports whether t is still sound: false when a change or the
+	// checkpoint can never be written (it failed the task), and its share
+	// of the commit then stays out.
+	WriteState(t *Task, snap task.Snapshot) (local []byte, sound bool, err error)
 	// Commit commits the transaction with the offsets the group may
 	// commit.
 	Commit(offsets map[causal.Channel]int64) error
@@ -52,9 +55,12 @@ func (m *Manager) Commit(tx Transaction) (bool, error) {
 		if !sound {
 			continue // failed on an output: its share stays out
 		}
-		kept, err := tx.WriteState(p.Task, p.Snap)
+		kept, sound, err := tx.WriteState(p.Task, p.Snap)
 		if err != nil {
 			return false, err
+		}
+		if !sound {
+			continue // a change that can never be written: its share stays out
 		}
 		fresh[p.Task], local[p.Task] = p.Snap, kept
 	}

@@ -31,9 +31,9 @@ func (tx *recordingTransaction) SendOutputs(t *Task) (bool, error) {
 	return !tx.unsound[t.ID()], nil
 }
 
-func (tx *recordingTransaction) WriteState(t *Task, snap task.Snapshot) ([]byte, error) {
+func (tx *recordingTransaction) WriteState(t *Task, snap task.Snapshot) ([]byte, bool, error) {
 	tx.written = append(tx.written, t.ID())
-	return nil, nil
+	return nil, true, nil
 }
 
 func (tx *recordingTransaction) Commit(offsets map[causal.Channel]int64) error {

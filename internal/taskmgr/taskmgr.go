@@ -156,6 +156,9 @@ type Config struct {
 	// a channel's end (see task.Config.CheckClaims), which Deliver checks
 	// against Offsets.ClaimEnd.
 	CheckClaims bool
+	// MaxStoreRecordBytes bounds a store write (task.Config's). Default 0:
+	// no bound.
+	MaxStoreRecordBytes int
 	// AutoOffsetReset is where a channel with no committed position
 	// starts: "earliest" (default) or "latest".
 	AutoOffsetReset string
@@ -469,7 +472,8 @@ func (m *Manager) buildOne(t *Task, group map[causal.Channel]int64) error {
 		Topology: m.cfg.Topology, Processor: t.processor, Partition: t.partition,
 		OutputPartitions: m.partitionCount, GateOff: m.cfg.GateOff, Now: m.Now,
 		DeadLetterTopic: m.cfg.DeadLetterTopic, Skip: t.skips, CheckClaims: m.cfg.CheckClaims, Observer: t.observe(m),
-		Stores: t.stores,
+		MaxStoreRecordBytes: m.cfg.MaxStoreRecordBytes,
+		Stores:              t.stores,
 	}
 	if g := m.cfg.Globals; g != nil {
 		cfg.Globals, cfg.GlobalNext = g.stores, g.Channels()
