@@ -43,6 +43,12 @@ const (
 	// HeaderDLQOutput names the output topic that refused the record, on
 	// dead-letter records of StageProduce.
 	HeaderDLQOutput = "causeway.dlq.output"
+	// HeaderDLQTruncated is on a dead letter cut to fit its topic: it
+	// says what was cut, "value" or "key,value" (left out whole).
+	HeaderDLQTruncated = "causeway.dlq.truncated"
+	// HeaderDLQOriginalSize is the size in bytes of the key and value
+	// of a dead letter before it was cut, beside HeaderDLQTruncated.
+	HeaderDLQOriginalSize = "causeway.dlq.original.size"
 )
 
 // Stages named by HeaderDLQStage.

@@ -134,15 +134,16 @@ type Config struct {
 	// partition is paused until the queue halves. Default 10000. Flag
 	// --max-held-per-channel.
 	MaxHeldPerChannel int
-	// MaxStoreRecordBytes is the most key and value bytes one store write
-	// may hold. A write over it fails the task on the input record that
-	// made it (which an operator can skip), since its changelog record
-	// would be refused by Kafka in every transaction. Keep it under the
-	// changelog topics' max.message.bytes and the producer's
-	// message.max.bytes. Default 999000: librdkafka's message.max.bytes
-	// (1000000) less room for the record's framing. Flag
-	// --max-store-record-bytes; 0 turns the check off.
-	MaxStoreRecordBytes int
+	// MaxRecordBytes is the most key and value bytes of a record the
+	// worker writes of its own accord. A store write over it fails the
+	// task on the input record that made it (which an operator can skip),
+	// since its changelog record would be refused by Kafka in every
+	// transaction; a dead letter over it is cut to fit, its headers
+	// saying what was cut. Keep it under the topics' max.message.bytes
+	// and the producer's message.max.bytes. Default 999000: librdkafka's
+	// message.max.bytes (1000000) less room for the record's framing.
+	// Flag --max-record-bytes; 0 turns both off.
+	MaxRecordBytes int
 	// ConnectTimeout bounds how long Start keeps trying to reach the
 	// cluster (with backoff, each failed attempt logged with the address
 	// and the cause) before it gives up with ErrKafkaUnreachable. Default
@@ -231,7 +232,7 @@ func DefaultConfig() Config {
 		CheckClaims:              true,
 		DefaultPartitions:        4,
 		MaxHeldPerChannel:        10_000,
-		MaxStoreRecordBytes:      999_000,
+		MaxRecordBytes:      999_000,
 		ShutdownTimeout:          10 * time.Second,
 		ConnectTimeout:           30 * time.Second,
 		LogLevel:                 "info",
@@ -296,7 +297,7 @@ func Load(args []string, env func(string) string) (Config, error) {
 	fs.Var(&createTopics, "create-topics", "create missing topics (default: only with the embedded broker)")
 	fs.IntVar(&c.DefaultPartitions, "default-partitions", c.DefaultPartitions, "partitions of topics the worker creates")
 	fs.IntVar(&c.MaxHeldPerChannel, "max-held-per-channel", c.MaxHeldPerChannel, "hold-queue bound per channel before pausing it")
-	fs.IntVar(&c.MaxStoreRecordBytes, "max-store-record-bytes", c.MaxStoreRecordBytes, "most key and value bytes of one store write; a larger one fails its input record (0: no check)")
+	fs.IntVar(&c.MaxRecordBytes, "max-record-bytes", c.MaxRecordBytes, "most key and value bytes of a store write (a larger one fails its input record) and of a dead letter (a larger one is cut to fit); 0: no bound")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound on a graceful stop, and on closing the clients after a fatal error")
 	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", c.ConnectTimeout, "how long to keep trying to reach Kafka at start, with backoff, before exiting")
 	fs.BoolVar(&c.ReadyWithFailedTasks, "ready-with-failed-tasks", false, "answer /readyz with 200 while some tasks are FAILED and the others run (/status still says degraded)")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
@@ -225,4 +226,78 @@ func adminPost(t *testing.T, addr, path, token string) (*http.Response, error) {
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+token)
 	return http.DefaultClient.Do(req)
+}
+
+// A skip always succeeds: a dead letter too large for the dead-letter
+// topic is cut to fit, its headers saying what was cut and how large it
+// was. Over the worker's bound (--max-record-bytes) its value is cut as it
+// is made; over the topic's limit alone, Kafka's refusal has it written
+// again without key and value. The failure before the skip names the
+// record, not a punctuation.
+func TestASkipOfARecordLargerThanTheDeadLetterTopicTakesSucceeds(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		bound     int
+		truncated string
+		valueLen  int
+	}{
+		{"over the worker's bound", 2000, "value", -1},
+		{"over the dead-letter topic's limit", 0, "key,value", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			eachClient(t, func(t *testing.T, client string) {
+				b := startBroker(t)
+				createTopics(t, b.Addr(), 1, "orders", "payments", "verdicts")
+				const app = "shop-skip-large"
+				cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
+				require.NoError(t, err)
+				defer cl.Close()
+				limit := "3000"
+				_, err = kadm.NewClient(cl).CreateTopic(context.Background(), 4, -1, map[string]*string{"max.message.bytes": &limit}, app+"-dead-letter")
+				require.NoError(t, err)
+				p := newProducer(t, b.Addr(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+				s := &causal.Session{}
+				sendRecord(t, p, &kgo.Record{Topic: "orders", Key: []byte("a"), Value: []byte("order a")}, s)
+				big := make([]byte, 5000) // random: no compression squeezes it under the limit
+				_, _ = rand.NewChaCha8([32]byte{2}).Read(big)
+				bad := sendRecord(t, p, &kgo.Record{Topic: "payments", Key: []byte("a"), Value: big,
+					Headers: []kgo.RecordHeader{{Key: causal.HeaderKey, Value: []byte{0xff, 0x01}}}}, nil)
+
+				cfg := testConfigFor(t, client, b.Addr(), app)
+				cfg.MaxRecordBytes = tc.bound
+				w := startWorker(t, cfg)
+				waitForFailure(t, w, fmt.Sprintf("corrupt clock header on payments/0 at offset %d", bad))
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				skipped, err := w.SkipRecord(ctx, "ledger/0")
+				require.NoError(t, err)
+				assert.Equal(t, bad, skipped.Offset)
+				sendRecord(t, p, &kgo.Record{Topic: "payments", Key: []byte("a"), Value: []byte("a-p1")}, s)
+
+				verdicts := readCommitted(t, b.Addr(), "verdicts", 1, 30*time.Second)
+				require.Len(t, verdicts, 1, "the task went on past the skipped record: %+v", w.Status())
+				assert.Equal(t, "a-p1 known=true n=1", string(verdicts[0].Value))
+				dead := readCommitted(t, b.Addr(), app+"-dead-letter", 1, 10*time.Second)
+				require.Len(t, dead, 1)
+				headers := map[string]string{}
+				for _, h := range dead[0].Headers {
+					headers[h.Key] = string(h.Value)
+				}
+				assert.Equal(t, tc.truncated, headers[framework.HeaderDLQTruncated])
+				assert.Equal(t, "5001", headers[framework.HeaderDLQOriginalSize])
+				assert.Equal(t, framework.StageSkip, headers[framework.HeaderDLQStage])
+				if tc.valueLen >= 0 {
+					assert.Len(t, dead[0].Value, tc.valueLen)
+				} else {
+					assert.Equal(t, big[:len(dead[0].Value)], dead[0].Value, "the value's start is kept")
+					assert.Positive(t, len(dead[0].Value))
+				}
+				for _, ts := range w.Status().Tasks {
+					assert.NotContains(t, ts.LastError, "punctuation")
+				}
+			})
+		})
+	}
 }

@@ -139,7 +139,7 @@ func TestMessageTooLargeFailsOnlyTheEmittingTask(t *testing.T) {
 // committed: the task that made it fails, naming the store, and only it;
 // the transaction does not abort again and again, and the other task
 // goes on committing. Under the worker's own bound
-// (--max-store-record-bytes) the write fails at once, naming the input
+// (--max-record-bytes) the write fails at once, naming the input
 // record that made it, which an operator can skip; over the topic's
 // limit alone, Kafka's refusal fails the task after a transaction or two.
 func TestAStoreChangeTooLargeForItsChangelogFailsOnlyItsTask(t *testing.T) {
@@ -174,7 +174,7 @@ func TestAStoreChangeTooLargeForItsChangelogFailsOnlyItsTask(t *testing.T) {
 
 				m := runtime.NewMetrics()
 				cfg := testConfigFor(t, client, b.Addr(), app)
-				cfg.MaxStoreRecordBytes = tc.bound
+				cfg.MaxRecordBytes = tc.bound
 				w := startWorkerWith(t, cfg, m)
 				failed := waitForTask(t, w, "ledger/0", runtime.StateFailed, 30*time.Second)
 				for _, want := range tc.want {

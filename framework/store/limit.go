@@ -15,7 +15,7 @@ type RecordTooLargeError struct {
 // Error implements error.
 func (e *RecordTooLargeError) Error() string {
 	return fmt.Sprintf("store %q: a write of %d bytes (key and value) is over the %d its changelog records may hold; "+
-		"raise the changelog topic's max.message.bytes and the worker's --max-store-record-bytes, or write smaller values", e.Store, e.Size, e.Limit)
+		"raise the changelog topic's max.message.bytes and the worker's --max-record-bytes, or write smaller values", e.Store, e.Size, e.Limit)
 }
 
 // Limit returns m with every Put whose key and value exceed limit bytes

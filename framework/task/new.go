@@ -142,7 +142,7 @@ func (t *Task) openStores() error {
 		if err != nil {
 			return errors.Join(fmt.Errorf("task %s: store %q: %w", t.id, s.Name, err), t.closeSet())
 		}
-		m = store.Limit(m, s.Name, t.cfg.MaxStoreRecordBytes)
+		m = store.Limit(m, s.Name, t.cfg.MaxRecordBytes)
 		t.kv[s.Name], t.specs[s.Name] = m, s
 		if s.Kind == framework.WindowKind {
 			t.windows[s.Name] = store.NewWindow(m, store.SegmentFor(s.Retention))

@@ -62,11 +62,12 @@ type Config struct {
 	// when that transaction aborts. Default: a new in-memory set of the
 	// task's own, which the task closes.
 	Stores store.Set
-	// MaxStoreRecordBytes is the most key and value bytes one store write
-	// may hold: a Put over it fails the record being processed with a
-	// *store.RecordTooLargeError (see store.Limit), since its changelog
-	// could never hold it. Default 0: no limit.
-	MaxStoreRecordBytes int
+	// MaxRecordBytes is the most key and value bytes of a record the
+	// task writes of its own accord. A store Put over it fails the record
+	// being processed with a *store.RecordTooLargeError (see store.Limit),
+	// since its changelog could never hold it; a dead letter over it is
+	// cut to fit (framework.HeaderDLQTruncated). Default 0: no bound.
+	MaxRecordBytes int
 	// DeadLetterTopic is where dead letters go. Default: the topology's
 	// dead-letter topic. Required for Skip.
 	DeadLetterTopic string

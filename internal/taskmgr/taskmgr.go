@@ -156,9 +156,9 @@ type Config struct {
 	// a channel's end (see task.Config.CheckClaims), which Deliver checks
 	// against Offsets.ClaimEnd.
 	CheckClaims bool
-	// MaxStoreRecordBytes bounds a store write (task.Config's). Default 0:
-	// no bound.
-	MaxStoreRecordBytes int
+	// MaxRecordBytes bounds store writes and dead letters (task.Config's).
+	// Default 0: no bound.
+	MaxRecordBytes int
 	// AutoOffsetReset is where a channel with no committed position
 	// starts: "earliest" (default) or "latest".
 	AutoOffsetReset string
@@ -472,7 +472,7 @@ func (m *Manager) buildOne(t *Task, group map[causal.Channel]int64) error {
 		Topology: m.cfg.Topology, Processor: t.processor, Partition: t.partition,
 		OutputPartitions: m.partitionCount, GateOff: m.cfg.GateOff, Now: m.Now,
 		DeadLetterTopic: m.cfg.DeadLetterTopic, Skip: t.skips, CheckClaims: m.cfg.CheckClaims, Observer: t.observe(m),
-		MaxStoreRecordBytes: m.cfg.MaxStoreRecordBytes,
+		MaxRecordBytes: m.cfg.MaxRecordBytes,
 		Stores:              t.stores,
 	}
 	if g := m.cfg.Globals; g != nil {
