@@ -232,7 +232,7 @@ func DefaultConfig() Config {
 		CheckClaims:              true,
 		DefaultPartitions:        4,
 		MaxHeldPerChannel:        10_000,
-		MaxRecordBytes:      999_000,
+		MaxRecordBytes:           999_000,
 		ShutdownTimeout:          10 * time.Second,
 		ConnectTimeout:           30 * time.Second,
 		LogLevel:                 "info",

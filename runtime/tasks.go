@@ -38,8 +38,8 @@ func (w *StreamThread) newTaskManager(counts map[string]int32, offsets transport
 	return taskmgr.New(taskmgr.Config{
 		Topology: w.topo, Partitions: counts, Offsets: w.claims.over(offsets),
 		DeadLetterTopic: w.deadLetter, GateOff: w.cfg.GateOff, CheckClaims: w.cfg.CheckClaims,
-		MaxRecordBytes: w.cfg.MaxRecordBytes,
-		AutoOffsetReset:     w.cfg.AutoOffsetReset, AllowOffsetReset: w.cfg.AllowOffsetReset, Log: w.log,
+		MaxRecordBytes:  w.cfg.MaxRecordBytes,
+		AutoOffsetReset: w.cfg.AutoOffsetReset, AllowOffsetReset: w.cfg.AllowOffsetReset, Log: w.log,
 		Metrics: &taskmgr.Metrics{RecordsIn: w.metrics.RecordsIn, Deliveries: w.metrics.Deliveries, GateWait: w.metrics.GateWait, Dropped: w.metrics.Dropped},
 		Globals: w.globals,
 	})

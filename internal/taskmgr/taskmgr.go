@@ -473,7 +473,7 @@ func (m *Manager) buildOne(t *Task, group map[causal.Channel]int64) error {
 		OutputPartitions: m.partitionCount, GateOff: m.cfg.GateOff, Now: m.Now,
 		DeadLetterTopic: m.cfg.DeadLetterTopic, Skip: t.skips, CheckClaims: m.cfg.CheckClaims, Observer: t.observe(m),
 		MaxRecordBytes: m.cfg.MaxRecordBytes,
-		Stores:              t.stores,
+		Stores:         t.stores,
 	}
 	if g := m.cfg.Globals; g != nil {
 		cfg.Globals, cfg.GlobalNext = g.stores, g.Channels()
