@@ -149,6 +149,12 @@ type Config struct {
 	// and the cause) before it gives up with ErrKafkaUnreachable. Default
 	// 30s. Flag --connect-timeout.
 	ConnectTimeout time.Duration
+	// TopicWaitTimeout is how long Start waits for input or output topics
+	// that do not exist (and that the worker does not create, see
+	// CreateTopics) to be created, looking every second; /status and
+	// /readyz name them meanwhile. Then it gives up, naming them. Zero
+	// gives up at once. Default 5m. Flag --topic-wait-timeout.
+	TopicWaitTimeout time.Duration
 	// ReadyWithFailedTasks keeps /readyz at 200 while some tasks are
 	// FAILED and the others run: for a deployment whose orchestrator
 	// should not take the whole worker out for one bad task. Off by
@@ -235,6 +241,7 @@ func DefaultConfig() Config {
 		MaxRecordBytes:           999_000,
 		ShutdownTimeout:          10 * time.Second,
 		ConnectTimeout:           30 * time.Second,
+		TopicWaitTimeout:         5 * time.Minute,
 		LogLevel:                 "info",
 		Threads:                  1,
 		Client:                   transport.Clients()[0],
@@ -300,6 +307,7 @@ func Load(args []string, env func(string) string) (Config, error) {
 	fs.IntVar(&c.MaxRecordBytes, "max-record-bytes", c.MaxRecordBytes, "most key and value bytes of a store write (a larger one fails its input record) and of a dead letter (a larger one is cut to fit); 0: no bound")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound on a graceful stop, and on closing the clients after a fatal error")
 	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", c.ConnectTimeout, "how long to keep trying to reach Kafka at start, with backoff, before exiting")
+	fs.DurationVar(&c.TopicWaitTimeout, "topic-wait-timeout", c.TopicWaitTimeout, "how long to wait at start for input and output topics that do not exist to be created, before exiting (0: exit at once)")
 	fs.BoolVar(&c.ReadyWithFailedTasks, "ready-with-failed-tasks", false, "answer /readyz with 200 while some tasks are FAILED and the others run (/status still says degraded)")
 	threads := envOr(env, "CAUSEWAY_THREADS", strconv.Itoa(c.Threads))
 	fs.StringVar(&threads, "threads", threads, "stream threads: pumps, each with its own consumer and producer, that share the process's tasks")
@@ -449,6 +457,8 @@ func (c Config) Validate() error {
 		return bad("log level %q: want debug, info, warn or error", c.LogLevel)
 	case c.ConnectTimeout <= 0:
 		return bad("connect timeout %v must be positive", c.ConnectTimeout)
+	case c.TopicWaitTimeout < 0:
+		return bad("topic wait timeout %v must not be negative", c.TopicWaitTimeout)
 	case c.ShutdownTimeout <= 0:
 		return bad("shutdown timeout %v must be positive", c.ShutdownTimeout)
 	case c.StateDir == "":

@@ -230,7 +230,10 @@ func (in *Instance) Status() Status {
 			errs = append(errs, fmt.Sprintf("thread %d: %s", i, ts.Error))
 		}
 		st.Degraded = st.Degraded || ts.Degraded
-		if ts.Reason != "" && (len(ts.Tasks) > 0 || ts.Error != "") {
+		if ts.Starting != "" && st.Starting == "" {
+			st.Starting = ts.Starting
+		}
+		if ts.Reason != "" && (len(ts.Tasks) > 0 || ts.Error != "" || ts.Starting != "") {
 			reasons = append(reasons, fmt.Sprintf("thread %d: %s", i, ts.Reason))
 		}
 		if ts.FailedCommits > st.FailedCommits {

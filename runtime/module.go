@@ -69,6 +69,11 @@ func newServer(cfg Config, w *Instance, log *zap.Logger) *Server {
 // start hooks the worker process and server into the lifecycle, and shuts
 // the application down with exit code 1 when a thread stops on its own.
 func start(lc fx.Lifecycle, sd fx.Shutdowner, w *Instance, s *Server, log *zap.Logger) {
+	// The server first: /healthz, /readyz and /status answer while the
+	// worker reaches Kafka and waits for its topics, and it stops last.
+	if s != nil {
+		lc.Append(fx.Hook{OnStart: s.Start, OnStop: s.Stop})
+	}
 	stopWatch := make(chan struct{})
 	watched := make(chan struct{})
 	lc.Append(fx.Hook{
@@ -97,9 +102,6 @@ func start(lc fx.Lifecycle, sd fx.Shutdowner, w *Instance, s *Server, log *zap.L
 			return w.Stop(ctx)
 		},
 	})
-	if s != nil {
-		lc.Append(fx.Hook{OnStart: s.Start, OnStop: s.Stop})
-	}
 }
 
 // Run is a worker's whole main: it reads the configuration from the
@@ -137,9 +139,10 @@ func run(topo *framework.Topology, args []string, env func(string) string, stdou
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	// Start takes up to the connect timeout to reach the cluster, then
-	// creates topics and joins the group.
-	startCtx, cancel := context.WithTimeout(context.Background(), max(fx.DefaultTimeout*4, cfg.ConnectTimeout+fx.DefaultTimeout*2))
+	// Start takes up to the connect timeout to reach the cluster, then up
+	// to the topic wait timeout for missing topics, then creates topics
+	// and joins the group.
+	startCtx, cancel := context.WithTimeout(context.Background(), max(fx.DefaultTimeout*4, cfg.ConnectTimeout+cfg.TopicWaitTimeout+fx.DefaultTimeout*2))
 	defer cancel()
 	if err := app.Start(startCtx); err != nil {
 		fmt.Fprintln(stderr, err)

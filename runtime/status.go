@@ -22,6 +22,11 @@ func (w *StreamThread) Status() Status {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	st := w.status
+	if st.ApplicationID == "" {
+		// Not refreshed yet: the thread is starting.
+		st.ApplicationID, st.Starting = w.cfg.ApplicationID, w.starting
+		st.Reason = "starting: " + w.starting
+	}
 	if st.Tasks == nil {
 		// Before the first refresh, and with no task: a list, in JSON too.
 		st.Tasks = []TaskStatus{}

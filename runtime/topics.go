@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -32,6 +33,9 @@ type topicManager struct {
 	log   *zap.Logger
 	// deadLetter is the dead-letter topic, created when missing.
 	deadLetter string
+	// waiting hears which topics the manager waits for (nil: none any
+	// more). Default: nobody.
+	waiting func(missing []string)
 }
 
 // ensureTopics reads the partition counts of every topic the topology uses,
@@ -84,7 +88,15 @@ func (tm topicManager) ensureTopics(ctx context.Context) (map[string]int32, erro
 		}
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("topics %v do not exist: create them, or run with --create-topics", missing)
+		fresh, err := tm.awaitTopics(ctx, missing)
+		if err != nil {
+			return nil, err
+		}
+		for t, n := range fresh {
+			if _, planned := counts[t]; !planned {
+				counts[t] = n
+			}
+		}
 	}
 	if legacy := restore.LegacyChangelogTopic(tm.cfg.ApplicationID); counts[legacy] > 0 {
 		return nil, fmt.Errorf("%w: topic %q holds this application's state in the layout of an earlier Causeway, "+
@@ -123,6 +135,45 @@ func (tm topicManager) ensureTopics(ctx context.Context) (map[string]int32, erro
 		return nil, err
 	}
 	return counts, nil
+}
+
+// awaitTopics waits, up to Config.TopicWaitTimeout, for the topics
+// missing to exist, looking every second, and returns the partition
+// counts once they do.
+func (tm topicManager) awaitTopics(ctx context.Context, missing []string) (map[string]int32, error) {
+	giveUp := fmt.Errorf("topics %v do not exist: create them, or run with --create-topics", missing)
+	if tm.cfg.TopicWaitTimeout <= 0 {
+		return nil, giveUp
+	}
+	tm.log.Warn("waiting for topics that do not exist: create them, or run with --create-topics",
+		zap.Strings("topics", missing), zap.Duration("timeout", tm.cfg.TopicWaitTimeout))
+	deadline := time.NewTimer(tm.cfg.TopicWaitTimeout)
+	defer deadline.Stop()
+	for {
+		if tm.waiting != nil {
+			tm.waiting(missing)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (%w)", giveUp, ctx.Err())
+		case <-deadline.C:
+			return nil, fmt.Errorf("%w (waited %s, --topic-wait-timeout)", giveUp, tm.cfg.TopicWaitTimeout)
+		case <-time.After(time.Second):
+		}
+		counts, err := tm.admin.PartitionCounts(ctx)
+		if err != nil {
+			continue
+		}
+		missing = slices.DeleteFunc(missing, func(t string) bool { _, ok := counts[t]; return ok })
+		if len(missing) == 0 {
+			if tm.waiting != nil {
+				tm.waiting(nil)
+			}
+			tm.log.Info("the topics waited for exist")
+			return counts, nil
+		}
+		giveUp = fmt.Errorf("topics %v do not exist: create them, or run with --create-topics", missing)
+	}
 }
 
 func waitForTopics(ctx context.Context, admin topicAdmin, specs []transport.TopicSpec) error {

@@ -161,6 +161,9 @@ type Status struct {
 	// other tasks their heads wait on.
 	Held    int
 	Waiting []causal.Channel
+	// MissingTopics are the connector's topics that do not exist yet,
+	// which the worker waits for before it reads anything.
+	MissingTopics []string
 }
 
 // New checks cfg, fills in its defaults, and makes the worker's Kafka
@@ -290,22 +293,23 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 // start learns the topics' partition counts, readies the dead-letter
 // producer, and joins the group (or assigns the configured channels).
 func (w *Worker) start(ctx context.Context) error {
-	counts, err := w.admin.PartitionCounts(ctx)
+	counts, err := w.awaitTopics(ctx)
 	if err != nil {
-		return fmt.Errorf("partition counts: %w", err)
+		return err
 	}
 	w.counts = map[string]int32{}
 	for _, t := range w.cfg.Topics {
-		n, ok := counts[t]
-		if !ok {
-			return fmt.Errorf("sinkworker: topic %q does not exist", t)
-		}
-		w.counts[t] = n
+		w.counts[t] = counts[t]
 	}
 	if w.cfg.ToleranceAll || len(w.cfg.Skip) > 0 {
 		n, ok := counts[w.cfg.DeadLetterTopic]
 		if !ok {
-			return fmt.Errorf("sinkworker: the dead-letter topic %q does not exist", w.cfg.DeadLetterTopic)
+			// Kafka Connect makes its dead-letter topic when missing too.
+			n = 1
+			if err := w.admin.CreateTopics(ctx, []transport.TopicSpec{{Name: w.cfg.DeadLetterTopic, Partitions: n}}); err != nil {
+				return fmt.Errorf("sinkworker: create the dead-letter topic %q: %w", w.cfg.DeadLetterTopic, err)
+			}
+			w.log.Info("created the dead-letter topic", zap.String("topic", w.cfg.DeadLetterTopic))
 		}
 		w.deadPartitions = n
 		if err := w.producer.InitTransactions(ctx); err != nil {
@@ -519,7 +523,7 @@ func (w *Worker) Status() Status {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	st := w.status
-	st.Waiting = slices.Clone(st.Waiting)
+	st.Waiting, st.MissingTopics = slices.Clone(st.Waiting), slices.Clone(st.MissingTopics)
 	return st
 }
 
@@ -529,4 +533,37 @@ func (w *Worker) close() error {
 	w.setAssignment(nil)
 	w.admin.Close()
 	return errors.Join(err, w.producer.Close(), w.cfg.Task.Close())
+}
+
+// awaitTopics returns the cluster's partition counts once every topic of
+// the connector exists: a sink started before its topics waits for them,
+// as a Kafka Connect sink does, looking every second, with the missing
+// named in Status.MissingTopics and logged once.
+func (w *Worker) awaitTopics(ctx context.Context) (map[string]int32, error) {
+	logged := false
+	for {
+		counts, err := w.admin.PartitionCounts(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("partition counts: %w", err)
+		}
+		missing := slices.DeleteFunc(slices.Clone(w.cfg.Topics), func(t string) bool { _, ok := counts[t]; return ok })
+		w.mu.Lock()
+		w.status.MissingTopics = missing
+		w.mu.Unlock()
+		if len(missing) == 0 {
+			if logged {
+				w.log.Info("the topics waited for exist")
+			}
+			return counts, nil
+		}
+		if !logged {
+			w.log.Warn("waiting for topics that do not exist", zap.Strings("topics", missing))
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -559,4 +560,38 @@ func TestASinkRidesOutADatabaseRestart(t *testing.T) {
 			assert.Empty(t, s.deadLetters())
 		})
 	}
+}
+
+// A sink started before its topics exist waits for them, saying which,
+// and writes once they are created: Kafka Connect's sinks do so, and a
+// Causeway sink used to stop at once. Its dead-letter topic it makes
+// itself, as Kafka Connect does.
+func TestASinkWaitsForItsTopics(t *testing.T) {
+	t.Parallel()
+	s := newShop(t)
+	late, err := embedded.Start()
+	require.NoError(t, err)
+	t.Cleanup(late.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(late.Addr()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	s.broker, s.cl = late, cl
+
+	all := []causal.Channel{{Topic: "customers"}, {Topic: "customers", Partition: 1}, {Topic: "orders"}, {Topic: "orders", Partition: 1}}
+	w, stop, done := s.workerDone(all, nil)
+	eventually(t, "the status naming the missing topics", func() bool {
+		return slices.Equal(w.Status().MissingTopics, []string{"customers", "orders"})
+	})
+	select {
+	case <-done:
+		t.Fatalf("the worker stopped: %v", stop())
+	default:
+	}
+	_, err = kadm.NewClient(cl).CreateTopics(context.Background(), 2, 1, nil, "customers", "orders")
+	require.NoError(t, err)
+	s.produce("customers", 0, "c00", "c00", `{"name": "one"}`)
+	s.produce("orders", 1, "c00", "o1", `{"customer": "c00", "amount": 1}`)
+	eventually(t, "the order written", func() bool { return s.count("orders") == 1 })
+	assert.Empty(t, w.Status().MissingTopics)
+	require.NoError(t, stop())
 }

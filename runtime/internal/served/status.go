@@ -25,6 +25,9 @@ type Status struct {
 	Reason string `json:"reason,omitempty"`
 	// Error is the fatal error the worker stops on.
 	Error string `json:"error,omitempty"`
+	// Starting says what a worker that has not joined its group yet is
+	// doing: reaching Kafka, or waiting for topics that do not exist.
+	Starting string `json:"starting,omitempty"`
 	// FailedCommits counts the transactions that failed in a row, and
 	// LastCommitError says why the last one did; a worker whose commits
 	// keep failing is not ready.

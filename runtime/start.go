@@ -1,0 +1,115 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/causeway-stream/causeway/internal/taskmgr"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
+	"github.com/causeway-stream/causeway/runtime/internal/upstream"
+)
+
+// connect makes the thread's clients, reaches the cluster, makes sure its
+// topics exist (waiting for those it does not create), and builds what
+// reads and restores. What it is doing shows in Status.Starting until the
+// thread runs.
+func (w *StreamThread) connect(ctx context.Context) error {
+	p, admin, err := w.transport.Producer(w.clientSettings())
+	if err != nil {
+		return err
+	}
+	w.producer = newTxnProducer(p, w.log, w.metrics, w.stop)
+	w.admin = admin
+	w.setStarting("connecting to Kafka at " + w.bootstrap)
+	if err := reachCluster(ctx, admin, w.bootstrap, w.cfg.Kafka, w.cfg.ConnectTimeout, w.log); err != nil {
+		return err
+	}
+	w.setStarting("reading and creating topics")
+	counts, err := topicManager{admin: w.admin, topo: w.topo, cfg: w.cfg, log: w.log, deadLetter: w.deadLetter,
+		waiting: func(missing []string) {
+			w.setStarting(fmt.Sprintf("waiting for topics %v to exist: create them, or run with --create-topics", missing))
+		}}.ensureTopics(ctx)
+	if err != nil {
+		return err
+	}
+	w.setStarting("joining the group")
+	if err := p.InitTransactions(ctx); err != nil {
+		return fmt.Errorf("init transactions (transactional id %s-%s): %w", w.cfg.ApplicationID, w.instanceID, err)
+	}
+	consumer, err := w.transport.Consumer(w.clientSettings())
+	if err != nil {
+		return err
+	}
+	w.consumer = consumer
+	// The helper readers are franz-go clients, connected as --kafka asks
+	// when franz-go can follow it.
+	franzOpts, franzErr := transport.FranzConnection(w.cfg.Kafka)
+	connect := append([]kgo.Opt{kgo.SeedBrokers(strings.Split(w.bootstrap, ",")...)}, franzOpts...)
+	src := transport.NewFranzChangelog(consumer, connect)
+	if franzErr != nil {
+		fallback, ok := w.transport.(transport.FallbackReader)
+		if !ok {
+			return fmt.Errorf("kafka settings: %w", franzErr)
+		}
+		src = fallback.ChangelogFallback(w.clientSettings(), consumer)
+		w.log.Warn("restores read through librdkafka, and queries are not forwarded to other workers", zap.Error(franzErr))
+	}
+	if franzErr == nil {
+		m, err := startMembership(connect, membersTopic(w.cfg.ApplicationID), w.instanceID, w.log)
+		if err != nil {
+			return fmt.Errorf("members: %w", err)
+		}
+		w.mu.Lock()
+		w.members = m
+		w.mu.Unlock()
+	}
+	if len(w.topo.GlobalTables()) > 0 {
+		if franzErr != nil {
+			return fmt.Errorf("global tables are read with franz-go: %w", franzErr)
+		}
+		if w.globals, err = taskmgr.NewGlobals(w.topo, counts); err != nil {
+			return err
+		}
+		if w.globalReader, err = startGlobalReader(ctx, connect, w.globals, w.log); err != nil {
+			return err
+		}
+	}
+	if w.tasks, err = w.newTaskManager(counts, consumer, src); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.upstream = upstream.NewView(w.admin, counts, w.now, w.sleep)
+	w.mu.Unlock()
+	poll := consumer.Poll
+	if w.wrapPoll != nil {
+		poll = w.wrapPoll(poll)
+	}
+	w.pump.setPoll(poll)
+	var inputs []string
+	for _, pi := range w.topo.Processors() {
+		for _, in := range pi.Inputs {
+			if !slices.Contains(inputs, in) {
+				inputs = append(inputs, in)
+			}
+		}
+	}
+	slices.Sort(inputs)
+	if err := consumer.Subscribe(inputs, rebalancer{w}); err != nil {
+		return fmt.Errorf("subscribe %v: %w", inputs, err)
+	}
+	w.log.Info("worker started", zap.String("application_id", w.cfg.ApplicationID), zap.String("instance_id", w.instanceID),
+		zap.Strings("inputs", inputs), zap.Bool("gate_off", w.cfg.GateOff), zap.String("client", w.cfg.Client))
+	return nil
+}
+
+// setStarting says what the thread is doing while it starts (Status.Starting).
+func (w *StreamThread) setStarting(what string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.starting = what
+}
