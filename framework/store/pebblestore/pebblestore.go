@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"iter"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -304,15 +305,42 @@ func (s *Set) discard() {
 	}
 }
 
-// Sync makes every commit so far durable: it returns once they are on disk.
+// Sync makes every commit so far durable: it returns once they are on
+// disk, or with the error of a flush that failed (a full disk).
 func (s *Set) Sync() error {
 	if s.db == nil {
 		return store.ErrClosed
 	}
-	if err := s.db.Flush(); err != nil {
+	if err := s.flush(); err != nil {
 		return fmt.Errorf("pebblestore: sync: %w", err)
 	}
 	return nil
+}
+
+// flush writes the memtables to disk and waits for it, but not forever:
+// Pebble tries a failed flush again and again (on a full disk, until
+// space is freed), and its own Flush waits for one to succeed. This
+// returns the first background error instead.
+func (s *Set) flush() error {
+	if err := s.background.get(); err != nil {
+		return fmt.Errorf("a flush or compaction failed: %w", err)
+	}
+	flushed, err := s.db.AsyncFlush()
+	if err != nil {
+		return err
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-flushed:
+			return nil
+		case <-tick.C:
+			if err := s.background.get(); err != nil {
+				return fmt.Errorf("a flush or compaction failed: %w", err)
+			}
+		}
+	}
 }
 
 // Checkpoint implements store.Set.
@@ -333,7 +361,9 @@ func (s *Set) Close() error {
 		return nil
 	}
 	s.discard()
-	err := errors.Join(s.db.Flush(), s.db.Close())
+	// A flush that failed is not waited for: the changelog holds what
+	// the set did not write, and a restore reads it back.
+	err := errors.Join(s.flush(), s.db.Close())
 	s.db = nil
 	if err != nil {
 		return fmt.Errorf("pebblestore: close: %w", err)
@@ -533,6 +563,9 @@ func (k *kv) Restore(changes []store.Change) error {
 			}
 		}
 		if b.Len() >= restoreBatchBytes {
+			if err := k.s.background.get(); err != nil {
+				return fmt.Errorf("pebblestore: restore: a flush or compaction failed: %w", err)
+			}
 			if err := b.Commit(pebble.NoSync); err != nil {
 				return fmt.Errorf("pebblestore: restore: %w", err)
 			}

@@ -194,3 +194,51 @@ func TestAFailedFlushFailsTheNextCommit(t *testing.T) {
 	}
 	assert.ErrorIs(t, err, errorfs.ErrInjected)
 }
+
+// A set whose flushes fail (a full disk) closes without waiting for one
+// to succeed: Pebble's own Flush waits until one does, and a worker whose
+// failed task closed its stores froze until space was freed. Once the
+// disk takes writes again the set opens with its last flushed commit.
+func TestASetWhoseFlushesFailClosesAtOnce(t *testing.T) {
+	var failing atomic.Bool
+	fs := errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if failing.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
+			return errorfs.ErrInjected
+		}
+		return nil
+	}))
+	s, err := pebblestore.Open("db", pebblestore.FS(fs))
+	require.NoError(t, err)
+	kv, err := s.Store("counts")
+	require.NoError(t, err)
+	require.NoError(t, kv.Put([]byte("before"), []byte("1")))
+	require.NoError(t, s.Commit([]byte("c1")))
+	require.NoError(t, s.Sync())
+
+	failing.Store(true)
+	require.NoError(t, kv.Put([]byte("lost"), []byte("1")))
+	require.NoError(t, s.Commit([]byte("c2")), "the commit itself lands in memory")
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case err := <-closed:
+		assert.ErrorIs(t, err, errorfs.ErrInjected, "Close says the flush failed")
+	case <-time.After(10 * time.Second):
+		failing.Store(false) // let the flush succeed, so that Close returns
+		<-closed
+		t.Fatal("Close waited for a flush that kept failing")
+	}
+
+	failing.Store(false)
+	again, err := pebblestore.Open("db", pebblestore.FS(fs))
+	require.NoError(t, err)
+	defer again.Close()
+	cp, err := again.Checkpoint()
+	require.NoError(t, err)
+	assert.Equal(t, "c1", string(cp), "the last commit flushed; the changelog has the rest")
+	kv, err = again.Store("counts")
+	require.NoError(t, err)
+	_, found, err := kv.Get([]byte("before"))
+	require.NoError(t, err)
+	assert.True(t, found)
+}
