@@ -155,6 +155,17 @@ type Config struct {
 	// /readyz name them meanwhile. Then it gives up, naming them. Zero
 	// gives up at once. Default 5m. Flag --topic-wait-timeout.
 	TopicWaitTimeout time.Duration
+	// TaskRestartBackoff turns on restarting FAILED tasks without an
+	// operator, which Kafka Streams never does: a failed task is rebuilt
+	// from its committed state TaskRestartBackoff after it failed, then
+	// after twice that if it fails again, and so on, each wait at most
+	// TaskRestartBackoffMax; a task that then runs TaskRestartBackoffMax
+	// counts from the first attempt again. /status (restarts), the page
+	// and causeway_task_restarts_total show what it does. Default 0: off.
+	// Flags --task-restart-backoff and --task-restart-backoff-max
+	// (default 5m).
+	TaskRestartBackoff    time.Duration
+	TaskRestartBackoffMax time.Duration
 	// ReadyWithFailedTasks keeps /readyz at 200 while some tasks are
 	// FAILED and the others run: for a deployment whose orchestrator
 	// should not take the whole worker out for one bad task. Off by
@@ -242,6 +253,7 @@ func DefaultConfig() Config {
 		ShutdownTimeout:          10 * time.Second,
 		ConnectTimeout:           30 * time.Second,
 		TopicWaitTimeout:         5 * time.Minute,
+		TaskRestartBackoffMax:    5 * time.Minute,
 		LogLevel:                 "info",
 		Threads:                  1,
 		Client:                   transport.Clients()[0],
@@ -307,6 +319,8 @@ func Load(args []string, env func(string) string) (Config, error) {
 	fs.IntVar(&c.MaxRecordBytes, "max-record-bytes", c.MaxRecordBytes, "most key and value bytes of a store write (a larger one fails its input record) and of a dead letter (a larger one is cut to fit); 0: no bound")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound on a graceful stop, and on closing the clients after a fatal error")
 	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", c.ConnectTimeout, "how long to keep trying to reach Kafka at start, with backoff, before exiting")
+	fs.DurationVar(&c.TaskRestartBackoff, "task-restart-backoff", c.TaskRestartBackoff, "restart a FAILED task this long after it failed, doubling the wait on each failure in a row (0: never, as Kafka Streams)")
+	fs.DurationVar(&c.TaskRestartBackoffMax, "task-restart-backoff-max", c.TaskRestartBackoffMax, "the longest wait before a task restart, and how long a restarted task must run to count from the first attempt again")
 	fs.DurationVar(&c.TopicWaitTimeout, "topic-wait-timeout", c.TopicWaitTimeout, "how long to wait at start for input and output topics that do not exist to be created, before exiting (0: exit at once)")
 	fs.BoolVar(&c.ReadyWithFailedTasks, "ready-with-failed-tasks", false, "answer /readyz with 200 while some tasks are FAILED and the others run (/status still says degraded)")
 	threads := envOr(env, "CAUSEWAY_THREADS", strconv.Itoa(c.Threads))
@@ -457,6 +471,8 @@ func (c Config) Validate() error {
 		return bad("log level %q: want debug, info, warn or error", c.LogLevel)
 	case c.ConnectTimeout <= 0:
 		return bad("connect timeout %v must be positive", c.ConnectTimeout)
+	case c.TaskRestartBackoff < 0 || c.TaskRestartBackoffMax <= 0:
+		return bad("task restart backoff %v must not be negative, and its maximum %v must be positive", c.TaskRestartBackoff, c.TaskRestartBackoffMax)
 	case c.TopicWaitTimeout < 0:
 		return bad("topic wait timeout %v must not be negative", c.TopicWaitTimeout)
 	case c.ShutdownTimeout <= 0:

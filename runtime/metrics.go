@@ -27,6 +27,8 @@ type Metrics struct {
 	CommittedLag    *prometheus.GaugeVec     // high watermark less committed position, by task and channel
 	DeliveredLag    *prometheus.GaugeVec     // high watermark less delivered position, by task and channel
 	Latency         *prometheus.HistogramVec // record timestamp to output, by processor
+	TaskRestarts    *prometheus.CounterVec   // restarts the restart policy made, by task
+	NextRestart     *prometheus.GaugeVec     // when the policy restarts a failed task next (Unix seconds), by task
 }
 
 // NewMetrics registers the worker's metrics (and Go and process collectors)
@@ -60,6 +62,8 @@ func NewMetrics() *Metrics {
 			[]string{"task", "channel"}),
 		Latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "causeway_end_to_end_latency_seconds", Help: "From an output record's timestamp (its input's, unless the processor set another) to the moment the worker hands it to the producer, in the transaction that commits it; by processor. Event-time outputs (windows) measure from their window's time.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"processor"}),
+		TaskRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "causeway_task_restarts_total", Help: "Restarts of FAILED tasks the restart policy made (--task-restart-backoff), not counting an operator's."}, []string{"task"}),
+		NextRestart:  prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "causeway_task_next_restart_timestamp_seconds", Help: "When the restart policy restarts a FAILED task next, in Unix seconds; 0 when none is due."}, []string{"task"}),
 	}
 	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r.MustRegister(m.own()...)
@@ -70,5 +74,5 @@ func NewMetrics() *Metrics {
 func (m *Metrics) own() []prometheus.Collector {
 	return []prometheus.Collector{m.RecordsIn, m.RecordsOut, m.Deliveries, m.Held, m.GateWait, m.Dropped, m.Commits,
 		m.Aborts, m.CommitSeconds, m.RestoreRecords, m.RestoreProgress, m.StandbyRecords, m.StandbyLag, m.TaskState, m.FailedCommits, m.CommittedLag,
-		m.DeliveredLag, m.Latency}
+		m.DeliveredLag, m.Latency, m.TaskRestarts, m.NextRestart}
 }

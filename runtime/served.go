@@ -11,6 +11,9 @@ type Status = served.Status
 // TaskStatus describes one task.
 type TaskStatus = served.TaskStatus
 
+// RestartStatus is a task's restarts by the restart policy.
+type RestartStatus = served.RestartStatus
+
 // StandbyStatus is one copy of another worker's task's state, in Status.
 type StandbyStatus = served.StandbyStatus
 

@@ -128,7 +128,7 @@ func (w *StreamThread) publishStatus() {
 		members.publish(addr, ids, now)
 	}
 	for _, rt := range w.tasks.Tasks() {
-		ts := TaskStatus{ID: rt.ID(), State: rt.State()}
+		ts := TaskStatus{ID: rt.ID(), State: rt.State(), Restarts: w.restartStatus(rt.ID())}
 		if rt.Err() != nil {
 			ts.LastError = rt.Err().Error()
 		}

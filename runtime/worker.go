@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/causeway-stream/causeway/runtime/internal/restarts"
 	"github.com/causeway-stream/causeway/runtime/internal/restore"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -150,6 +151,8 @@ type StreamThread struct {
 	blockCache *pebble.Cache
 
 	requests chan taskRequest
+	// restarts is the restart policy's view of the failed tasks.
+	restarts *restarts.Tracker
 	stop     chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
@@ -207,6 +210,7 @@ func NewStreamThread(cfg Config, topo *framework.Topology, log *zap.Logger, metr
 		refresh:   positionRefresh{results: make(chan refreshed, 1), start: func(f func()) { go f() }},
 		restores:  restores{start: func(f func()) { go f() }},
 		requests:  make(chan taskRequest),
+		restarts:  restarts.New(restarts.Policy{Initial: cfg.TaskRestartBackoff, Max: cfg.TaskRestartBackoffMax}),
 		queries:   make(chan queryRequest, 64),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
@@ -445,6 +449,7 @@ func (w *StreamThread) tick() {
 			}
 		}
 	}
+	w.restartFailed(now)
 	w.advanceIdle()
 	w.refreshPositions(now)
 	w.tendStandbys(now)

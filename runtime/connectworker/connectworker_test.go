@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -98,9 +99,19 @@ type worker struct {
 // start runs a connect worker until the test ends or stop is called.
 func (e *env) start(id string) *worker {
 	e.t.Helper()
-	w, err := connectworker.New(connectworker.Config{Bootstrap: e.broker.Addr(), Client: e.client, Listen: "127.0.0.1:0", WorkerID: id,
+	return e.startWith(id, nil)
+}
+
+// startWith is start, with the worker's configuration changed by mutate.
+func (e *env) startWith(id string, mutate func(*connectworker.Config)) *worker {
+	e.t.Helper()
+	cfg := connectworker.Config{Bootstrap: e.broker.Addr(), Client: e.client, Listen: "127.0.0.1:0", WorkerID: id,
 		Sinks: map[string]connect.Sink{"PostgresSink": postgres.Sink{}}, Sources: map[string]connect.Source{"PostgresSource": postgres.Source{}},
-		Heartbeat: 300 * time.Millisecond, Log: zaptest.NewLogger(e.t).Named(id)})
+		Heartbeat: 300 * time.Millisecond, Log: zaptest.NewLogger(e.t).Named(id)}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	w, err := connectworker.New(cfg)
 	require.NoError(e.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -553,4 +564,37 @@ func mustJSON(t *testing.T, v any) []byte {
 	b, err := json.Marshal(v)
 	require.NoError(t, err)
 	return b
+}
+
+// With the restart policy on, a connect task that failed (here on a row
+// the database refused) is started again without an operator, the trace
+// saying when; once what failed it is mended, an attempt writes the row.
+// Kafka Connect never restarts a failed task by itself.
+func TestTheRestartPolicyRestartsAFailedConnectTask(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, transport.Franz)
+	e.topics(1, "customers", "orders")
+	db, conn := e.database("sink", sinkSchema)
+	w := e.startWith("w1", func(c *connectworker.Config) {
+		c.Restarts = connectworker.RestartPolicy{Initial: 300 * time.Millisecond, Max: 2 * time.Second}
+	})
+	cfg := map[string]string{"connector.class": "PostgresSink", "topics": "customers,orders", "connection.url": db,
+		"pk.mode": "record_key", "insert.mode": "insert", "max.retries": "0"}
+	code, body := w.call(t, "POST", "/connectors", map[string]any{"name": "shop", "config": cfg})
+	require.Equal(t, 201, code, "%v", body)
+	e.produce("customers", 0, "c1", `{"name": "one"}`)
+	e.produce("orders", 0, "o1", `{"customer": "c1", "amount": -5}`)
+	eventually(t, "the trace naming the next attempt", func() bool {
+		_, body := w.call(t, "GET", "/connectors/shop/status", nil)
+		task := body.(map[string]any)["tasks"].([]any)[0].(map[string]any)
+		trace, _ := task["trace"].(string)
+		return task["state"] == "FAILED" && strings.Contains(trace, "(restart policy: attempt ")
+	})
+	eventually(t, "a restart counted", func() bool {
+		n, err := strconv.ParseFloat(w.metrics(t)[`causeway_connect_task_restarts_total{connector="shop",task="0"}`], 64)
+		return err == nil && n >= 1
+	})
+	_, err := conn.Exec(context.Background(), "ALTER TABLE orders DROP CONSTRAINT orders_amount_check")
+	require.NoError(t, err)
+	eventually(t, "the order written by a restart nobody asked for", func() bool { return count(t, conn, "orders") == 1 })
 }

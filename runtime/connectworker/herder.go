@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/runtime/internal/restarts"
 	"github.com/causeway-stream/causeway/runtime/sinkworker"
 )
 
@@ -37,6 +38,10 @@ type herder struct {
 	// after it failed (nil when none did).
 	beat    time.Time
 	beatErr error
+	// restarts follows the failed tasks under the restart policy, and
+	// restarted counts the restarts it made, by connector/task.
+	restarts  *restarts.Tracker
+	restarted map[string]int
 }
 
 // runner is one task of a connector running on this worker.
@@ -59,7 +64,8 @@ type runner struct {
 }
 
 func newHerder(w *Worker) *herder {
-	h := &herder{w: w, wake: make(chan struct{}, 1), runners: map[string]*runner{}, seen: map[string]int64{}, written: map[string]taskStatus{}}
+	h := &herder{w: w, wake: make(chan struct{}, 1), runners: map[string]*runner{}, seen: map[string]int64{}, written: map[string]taskStatus{},
+		restarts: restarts.New(w.cfg.Restarts), restarted: map[string]int{}}
 	w.store.view(func(st *clusterState) {
 		// Requests made before this worker came are done.
 		for k, r := range st.restarts {
@@ -203,10 +209,11 @@ func (h *herder) deal(ctx context.Context) {
 			h.seen[name] = req.Count
 			restart = restart || !req.OnlyFailed || r.failed()
 		}
-		if req, ok := restarts[fmt.Sprintf("%s/%d", name, r.task)]; ok && req.Count > h.seen[fmt.Sprintf("%s/%d", name, r.task)] {
-			h.seen[fmt.Sprintf("%s/%d", name, r.task)] = req.Count
+		if req, ok := restarts[taskKey]; ok && req.Count > h.seen[taskKey] {
+			h.seen[taskKey] = req.Count
 			restart = true
 		}
+		restart = h.policyRestart(taskKey, r, restart)
 		if !ok || d.task != r.task || d.raw != r.config || d.target != r.target() || restart {
 			h.stop(name, r)
 			if ok && d.task == r.task && d.raw == r.config {
@@ -308,7 +315,7 @@ func (h *herder) start(ctx context.Context, name string, d desired, skip map[cau
 // worker changed: a task's, or a tombstone once it has none here.
 func (h *herder) report(ctx context.Context, plan map[string]desired) {
 	for name, r := range h.runners {
-		st := r.status()
+		st := h.withRestarts(fmt.Sprintf("%s/%d", name, r.task), r.status())
 		if h.written[name] == st {
 			continue
 		}
@@ -359,4 +366,33 @@ func (h *herder) httpTask(name string) *httpSource {
 		return r.http
 	}
 	return nil
+}
+
+// policyRestart applies the restart policy to the runner r of task key,
+// which restarts already when an operator asked: a failed task whose next
+// attempt is due restarts; one that runs counts toward starting over.
+func (h *herder) policyRestart(key string, r *runner, restart bool) bool {
+	now := time.Now()
+	switch {
+	case !r.failed():
+		h.restarts.Running(key, now)
+	case restart:
+		h.restarts.Forget(key) // an operator's restart: the count starts over
+	case h.restarts.Due(key, now):
+		h.restarts.Restarted(key, now)
+		h.restarted[key]++
+		st, _ := h.restarts.Status(key)
+		h.w.log.Warn("restarting a failed task (restart policy)", zap.String("task", key), zap.Int("attempt", st.Attempts), zap.Error(r.err))
+		return true
+	}
+	return restart
+}
+
+// withRestarts adds to a failed task's status when the restart policy
+// tries it next.
+func (h *herder) withRestarts(key string, st taskStatus) taskStatus {
+	if rs, ok := h.restarts.Status(key); ok && !rs.Next.IsZero() && st.State == StateFailed {
+		st.Trace += fmt.Sprintf("\n(restart policy: attempt %d at %s)", rs.Attempts+1, rs.Next.UTC().Format(time.RFC3339))
+	}
+	return st
 }

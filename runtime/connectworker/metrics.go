@@ -1,6 +1,7 @@
 package connectworker
 
 import (
+	"strings"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,8 @@ var (
 		"Records a sink task's gate holds, as of its last commit: they wait for what their clocks claim.", []string{"connector"}, nil)
 	descSourceRecords = prometheus.NewDesc("causeway_connect_source_records_total",
 		"Records a source task wrote to Kafka (committed) since it started.", []string{"connector"}, nil)
+	descRestarts = prometheus.NewDesc("causeway_connect_task_restarts_total",
+		"Restarts of FAILED tasks the restart policy made on this worker, not counting an operator's.", []string{"connector", "task"}, nil)
 )
 
 // taskCounters are what a runner's task reports to the metrics.
@@ -48,5 +51,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		if r.kind == kindSource {
 			ch <- prometheus.MustNewConstMetric(descSourceRecords, prometheus.CounterValue, float64(r.counters.produced.Load()), name)
 		}
+	}
+	for key, n := range c.h.restarted {
+		name, task, _ := strings.Cut(key, "/")
+		ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.CounterValue, float64(n), name, task)
 	}
 }

@@ -34,9 +34,17 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/causeway-stream/causeway/runtime/internal/restarts"
+
 	"github.com/causeway-stream/causeway/connect"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
+
+// RestartPolicy is when FAILED tasks restart without an operator: the
+// first attempt Initial after the failure, each further one in a row
+// after twice the wait before it, at most Max; the zero policy restarts
+// nothing.
+type RestartPolicy = restarts.Policy
 
 // Config is what a Worker runs.
 type Config struct {
@@ -65,6 +73,12 @@ type Config struct {
 	// Heartbeat is how often the worker says it is alive; it is taken for
 	// gone after three. Default: 2s.
 	Heartbeat time.Duration
+	// Restarts restarts FAILED tasks without an operator, which Kafka
+	// Connect never does: a failed task is started again Initial after it
+	// failed, then after twice that, and so on up to Max (see package
+	// restarts). Its next attempt shows in the task's trace, and
+	// causeway_connect_task_restarts_total counts them. Default: off.
+	Restarts RestartPolicy
 	// Log hears the worker. Default: none.
 	Log *zap.Logger
 }

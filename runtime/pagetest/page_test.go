@@ -81,6 +81,9 @@ func TestPageShowsTopologyAndTasks(t *testing.T) {
 	cfg.ApplicationID, cfg.BootstrapServers, cfg.StateDir, cfg.HTTPAddr = "shop", b.Addr(), t.TempDir(), ""
 	cfg.CreateTopics, cfg.DefaultPartitions = true, 2
 	cfg.Threads = 2 // one task each: the page shows the process's threads as one
+	// The restart policy, slow enough that the failure below is seen
+	// before its first attempt.
+	cfg.TaskRestartBackoff, cfg.TaskRestartBackoffMax = 3*time.Second, 10*time.Second
 	w, err := runtime.NewInstance(cfg, shop(t), zap.NewNop(), nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -202,6 +205,16 @@ func TestPageShowsTopologyAndTasks(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, problem, "1 task FAILED")
 	assert.Contains(t, problem, "corrupt clock header on payments/")
+
+	// The restart policy tries the task again (it fails again on the same
+	// record), and the task table says how often and when next.
+	var restarts string
+	for !strings.Contains(restarts, "1 attempt, next at") {
+		require.NoError(t, bctx.Err(), "the page never showed the restart: %q", restarts)
+		restarts, err = chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`#tasks tbody`)))
+		require.NoError(t, err)
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // Two workers with a standby replica each keep a copy of the other's

@@ -62,6 +62,17 @@ type TaskStatus struct {
 	Channels  []ChannelStatus `json:"channels"`
 	// Restore is how far the restore of a RESTORING task has come.
 	Restore *RestoreStatus `json:"restore,omitempty"`
+	// Restarts is what the restart policy (runtime.Config.TaskRestartBackoff)
+	// did for the task, and when it tries next; absent when nothing.
+	Restarts *RestartStatus `json:"restarts,omitempty"`
+}
+
+// RestartStatus is a task's restarts by the restart policy.
+type RestartStatus struct {
+	// Attempts is how many restarts were made in a row.
+	Attempts int `json:"attempts"`
+	// NextAttempt is when the task, failed, is restarted next.
+	NextAttempt *time.Time `json:"next_attempt,omitempty"`
 }
 
 // RestoreStatus is the progress of one task's restore.

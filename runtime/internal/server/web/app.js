@@ -32,6 +32,14 @@ function fill(tableId, rows, empty) {
   }
 }
 
+// restartText says what the restart policy did for a task, and when it
+// tries next.
+function restartText(r) {
+  if (!r) return "";
+  const next = r.next_attempt ? ", next at " + new Date(r.next_attempt).toLocaleTimeString() : "";
+  return r.attempts + (r.attempts === 1 ? " attempt" : " attempts") + next;
+}
+
 function restoreText(r) {
   if (!r) return "";
   const pct = r.total > 0 ? Math.floor(100 * r.records / r.total) : 0;
@@ -75,7 +83,7 @@ function render(st) {
 
   const tasks = st.tasks || [];
   fill("tasks", tasks.map(t => {
-    const r = row([t.id, t.thread, el("span", t.state, "state-" + t.state), t.held, restoreText(t.restore), t.last_error || "", actions(t)]);
+    const r = row([t.id, t.thread, el("span", t.state, "state-" + t.state), t.held, restoreText(t.restore), restartText(t.restarts), t.last_error || "", actions(t)]);
     r.children[2].className = "state-cell";
     return r;
   }), "no tasks assigned to this worker");
