@@ -163,7 +163,9 @@ func (w *StreamThread) refusedState(t *taskmgr.Task, what string, size int, err 
 // fatal (a fenced producer).
 func (w *StreamThread) onCommitError(err error) {
 	if w.producer.fatal(err) {
-		w.fate.stop(fmt.Errorf("producer fenced or failed: %w (another worker with instance id %q may have taken over)", err, w.instanceID))
+		w.fate.stop(fmt.Errorf("producer fenced or failed: %w; when fenced, either another process runs with this worker's instance id %q "+
+			"(the same --instance-id, or a copy of its state dir), or the broker lost this producer's state "+
+			"(the embedded broker does when it restarts: see docs/operations.md, The embedded broker); restart this worker", err, w.instanceID))
 		return
 	}
 	w.failedCommits++

@@ -418,3 +418,25 @@ func TestAbortDiscardsStoreWritesWithoutReadingTheChangelog(t *testing.T) {
 	}
 	assert.Len(t, last, 3, "the changelog's last value of k")
 }
+
+// A fenced producer stops the worker with a message that names both
+// likely causes: a second process with the same instance id, or a broker
+// that lost the producer's state (a restarted embedded broker does), not
+// only the first.
+func TestAFencedProducerNamesItsLikelyCauses(t *testing.T) {
+	var poisoned atomic.Bool
+	topo, counts := twoReaders(t, &poisoned)
+	fake := newFakeKafka(t)
+	w := newFakeWorker(t, fake, topo, counts)
+	fake.commitErr = &transport.ClientError{Class: transport.ClassFatal, Err: errors.New("PRODUCER_FENCED")}
+	fake.send(causal.Channel{Topic: "in"}, "x")
+	for w.poll() > 0 {
+		w.handlePolled()
+	}
+	w.onCommitError(w.commit())
+	require.Error(t, w.fate.fatal)
+	msg := w.fate.fatal.Error()
+	assert.Contains(t, msg, "PRODUCER_FENCED")
+	assert.Contains(t, msg, "another process runs with this worker's instance id")
+	assert.Contains(t, msg, "or the broker lost this producer's state")
+}
