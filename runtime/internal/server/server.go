@@ -318,25 +318,38 @@ const forwardedHeader = "X-Causeway-Forwarded"
 // when the query was already forwarded, it answers 421.
 func (s *Server) forward(rw http.ResponseWriter, r *http.Request, err error) {
 	var nl *served.NotLocalError
-	owner, ok := "", false
-	if errors.As(err, &nl) && r.Header.Get(forwardedHeader) == "" {
-		owner, ok = s.w.Owner(nl.Task)
-	}
-	if !ok {
-		http.Error(rw, err.Error(), http.StatusMisdirectedRequest)
+	if errors.As(err, &nl) && s.forwardTo(rw, r, nl.Task) {
 		return
 	}
-	req, rerr := http.NewRequestWithContext(r.Context(), http.MethodGet, "http://"+owner+r.URL.RequestURI(), nil)
+	http.Error(rw, err.Error(), http.StatusMisdirectedRequest)
+}
+
+// forwardTo hands r to the worker the members topic says runs task, with
+// its admin token, and that worker's answer back. It reports false, having
+// answered nothing, when no other worker runs task or r was forwarded to
+// this one already (a request is forwarded once at most).
+func (s *Server) forwardTo(rw http.ResponseWriter, r *http.Request, task string) bool {
+	if r.Header.Get(forwardedHeader) != "" {
+		return false
+	}
+	owner, ok := s.w.Owner(task)
+	if !ok {
+		return false
+	}
+	req, rerr := http.NewRequestWithContext(r.Context(), r.Method, "http://"+owner+r.URL.RequestURI(), nil)
 	if rerr != nil {
 		http.Error(rw, rerr.Error(), http.StatusInternalServerError)
-		return
+		return true
 	}
 	req.Header.Set(forwardedHeader, s.w.Parts().InstanceID)
+	if auth := r.Header.Get("Authorization"); auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
 	res, rerr := s.client.Do(req)
 	if rerr != nil {
 		rw.Header().Set("Retry-After", "1")
-		http.Error(rw, fmt.Sprintf("forward to %s, which runs %s: %v", owner, nl.Task, rerr), http.StatusServiceUnavailable)
-		return
+		http.Error(rw, fmt.Sprintf("forward to %s, which runs %s: %v", owner, task, rerr), http.StatusServiceUnavailable)
+		return true
 	}
 	defer res.Body.Close()
 	for _, h := range []string{"Content-Type", "Retry-After"} {
@@ -349,6 +362,7 @@ func (s *Server) forward(rw http.ResponseWriter, r *http.Request, err error) {
 	if _, err := io.Copy(rw, res.Body); err != nil {
 		s.log.Debug("forward answer", zap.Error(err))
 	}
+	return true
 }
 
 // admin lets a request through to h only with the admin token, when one
@@ -379,7 +393,7 @@ func (s *Server) restart(rw http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(rw, "task %s restarted from its committed state\n", id)
 		return
 	}
-	s.taskError(rw, err, "restart")
+	s.taskError(rw, r, id, err, "restart")
 }
 
 func (s *Server) skip(rw http.ResponseWriter, r *http.Request) {
@@ -392,14 +406,18 @@ func (s *Server) skip(rw http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(rw, "task %s restarted past %s@%d, which goes to %s\n", id, rec.Channel, rec.Offset, s.w.DeadLetterTopic())
 		return
 	}
-	s.taskError(rw, err, "skip")
+	s.taskError(rw, r, id, err, "skip")
 }
 
-// taskError answers a failed restart or skip request.
-func (s *Server) taskError(rw http.ResponseWriter, err error, what string) {
+// taskError answers a failed restart or skip request r of task id: one
+// for a task another worker runs is forwarded to it (the members topic
+// says which).
+func (s *Server) taskError(rw http.ResponseWriter, r *http.Request, id string, err error, what string) {
 	switch {
 	case errors.Is(err, taskmgr.ErrNoTask):
-		http.Error(rw, err.Error(), http.StatusNotFound)
+		if !s.forwardTo(rw, r, id) {
+			http.Error(rw, err.Error(), http.StatusNotFound)
+		}
 	case errors.Is(err, taskmgr.ErrNotFailed):
 		// Idempotent: asking again after it worked changes nothing.
 		fmt.Fprintf(rw, "%v: nothing to %s\n", err, what)
