@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/runtime/internal/served"
 )
@@ -27,7 +28,7 @@ type queryReply struct {
 // shows a write an open transaction may still take back. A query with a
 // clock waits, at the pump, for the commit that catches the store up. It
 // returns ErrUnknownStore, ErrNotLocal, ErrNotAvailable, ErrNotCaughtUp,
-// ErrClockNotCheckable, ErrStopped, or ctx's error.
+// ErrClockNotCheckable, ErrClockBeyondEnd, ErrStopped, or ctx's error.
 func (w *StreamThread) Query(ctx context.Context, q Query) (Answer, error) {
 	req := queryRequest{q: q, reply: make(chan queryReply, 1)}
 	if !q.After.IsEmpty() {
@@ -36,6 +37,9 @@ func (w *StreamThread) Query(ctx context.Context, q Query) (Answer, error) {
 			wait = DefaultQueryWait
 		}
 		req.until = time.Now().Add(wait)
+		if err := w.claimsExist(ctx, q.After); err != nil {
+			return Answer{}, err
+		}
 		// Claims on records that reach the store through other processors
 		// become claims on its own inputs (upstream.go).
 		after, err := w.throughUpstream(ctx, q, req.until)
@@ -143,4 +147,22 @@ func (w *StreamThread) reader() served.Reader { return served.Reader{Topology: w
 // storeOwner finds the processor that declares a store.
 func (w *StreamThread) storeOwner(name string) (framework.ProcessorInfo, framework.StoreSpec, bool) {
 	return served.StoreOwner(w.topo, name)
+}
+
+// claimsExist refuses a query clock that claims an offset its channel has
+// not reached, as claims entering the topology are refused: no such
+// record exists (a client's claim from a delivery report lies below its
+// partition's high watermark), and the query would wait its whole wait
+// for nothing. When the ends cannot be read, the query waits as before.
+func (w *StreamThread) claimsExist(ctx context.Context, c causal.Clock) error {
+	w.mu.Lock()
+	view := w.upstream
+	w.mu.Unlock()
+	if view == nil {
+		return nil
+	}
+	if claim, end, beyond := view.Beyond(ctx, c); beyond {
+		return fmt.Errorf("%w: it claims %s up to offset %d, and %s ends at offset %d", ErrClockBeyondEnd, claim.Channel, claim.Offset, claim.Channel, end-1)
+	}
+	return nil
 }

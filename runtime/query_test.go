@@ -305,10 +305,23 @@ func TestCausalQueriesFollowTheirClockUpstream(t *testing.T) {
 	assert.Equal(t, "xx", string(r.a.Value), "with its clock the client reads its own write")
 
 	// A line the splitter never commits: the query gives up at its bound.
-	never, err := causal.NewClock(causal.Entry{Channel: lines0, Offset: 1000})
+	fake.lag(lines0)
+	stuck := fake.send(lines0, key)
+	cluster.look(fake)
+	never, err := causal.NewClock(causal.Entry{Channel: lines0, Offset: stuck})
 	require.NoError(t, err)
 	_, err = w.Query(context.Background(), Query{Store: "counts", Kind: QueryGet, Key: []byte(key), After: never, Wait: 30 * time.Millisecond})
 	assert.ErrorIs(t, err, ErrNotCaughtUp)
+
+	// A line that does not exist, past the partition's end: refused at
+	// once, as such claims are where records enter, not after the wait.
+	beyond, err := causal.NewClock(causal.Entry{Channel: lines0, Offset: 1000})
+	require.NoError(t, err)
+	start := time.Now()
+	_, err = w.Query(context.Background(), Query{Store: "counts", Kind: QueryGet, Key: []byte(key), After: beyond, Wait: time.Minute})
+	assert.ErrorIs(t, err, ErrClockBeyondEnd)
+	assert.ErrorContains(t, err, fmt.Sprintf("it claims lines/0 up to offset 1000, and lines/0 ends at offset %d", stuck))
+	assert.Less(t, time.Since(start), 30*time.Second, "refused without waiting the minute")
 }
 
 // readCount reads key's committed count from the counts store.

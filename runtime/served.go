@@ -74,4 +74,7 @@ var (
 	// ErrClockNotCheckable: the query's clock names a record whose way to
 	// the store cannot be followed.
 	ErrClockNotCheckable = served.ErrClockNotCheckable
+	// ErrClockBeyondEnd: the query's clock claims an offset its channel
+	// has not reached.
+	ErrClockBeyondEnd = served.ErrClockBeyondEnd
 )

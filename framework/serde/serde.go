@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Codec pairs the serdes of a record's key and value: what a stream or
@@ -30,6 +31,10 @@ var ErrLength = errors.New("wrong length")
 // ErrNull is returned when a serde that has no null value gets none (a nil
 // Kafka value, as in a tombstone).
 var ErrNull = errors.New("null input")
+
+// ErrInvalidUTF8 is returned by a text serde (JSON) for input that is not
+// valid UTF-8.
+var ErrInvalidUTF8 = errors.New("not valid UTF-8")
 
 type bytesSerde struct{}
 
@@ -88,7 +93,10 @@ func (varintSerde) Deserialize(b []byte) (int64, error) {
 type jsonSerde[T any] struct{}
 
 // JSON encodes T with encoding/json. A nil input (a tombstone) is ErrNull,
-// so that deleting is never mistaken for a zero value.
+// so that deleting is never mistaken for a zero value, and one that is not
+// valid UTF-8 is ErrInvalidUTF8: encoding/json would read it with U+FFFD
+// in place of the bytes it cannot read, and the record would be
+// processed as something nobody wrote.
 func JSON[T any]() Serde[T] { return jsonSerde[T]{} }
 
 func (jsonSerde[T]) Serialize(v T) ([]byte, error) { return json.Marshal(v) }
@@ -97,6 +105,9 @@ func (jsonSerde[T]) Deserialize(b []byte) (T, error) {
 	var v T
 	if b == nil {
 		return v, ErrNull
+	}
+	if !utf8.Valid(b) {
+		return v, fmt.Errorf("decode %T from JSON: %w", v, ErrInvalidUTF8)
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
 		return v, fmt.Errorf("decode %T from JSON: %w", v, err)

@@ -52,6 +52,7 @@ func TestDeserializeRejectsBadInput(t *testing.T) {
 		{"varint trailing", func() error { _, err := serde.Varint().Deserialize([]byte{2, 2}); return err }, serde.ErrLength},
 		{"varint truncated", func() error { _, err := serde.Varint().Deserialize([]byte{0x80}); return err }, serde.ErrLength},
 		{"json null", func() error { _, err := serde.JSON[order]().Deserialize(nil); return err }, serde.ErrNull},
+		{"json not utf-8", func() error { _, err := serde.JSON[order]().Deserialize([]byte("{\"id\":\"o\xff1\"}")); return err }, serde.ErrInvalidUTF8},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

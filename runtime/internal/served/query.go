@@ -33,6 +33,10 @@ var (
 	// there: those processors form a cycle, or the worker has no admin
 	// client to read the group's offsets with.
 	ErrClockNotCheckable = errors.New("the clock names a record whose way to this store cannot be followed")
+	// ErrClockBeyondEnd: the query's clock claims an offset its channel
+	// has not reached, a record that does not exist; waiting for it would
+	// wait the query's whole wait.
+	ErrClockBeyondEnd = errors.New("the query's clock claims a record that does not exist")
 )
 
 // DefaultQueryWait is how long a query with a clock waits for the store to

@@ -88,6 +88,30 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // Partitions is the partition count of topic, or 0 when it is not known.
 func (v *View) Partitions(topic string) int32 { return v.partitions[topic] }
 
+// Beyond returns the first entry of c that claims an offset its channel
+// has not reached (at or past its high watermark), with that end: a
+// record that does not exist. ok is false when every claim names a
+// record, or the ends cannot be read (then nothing can be said).
+func (v *View) Beyond(ctx context.Context, c causal.Clock) (claim causal.Entry, end int64, ok bool) {
+	if c.IsEmpty() {
+		return causal.Entry{}, 0, false
+	}
+	chs := make([]causal.Channel, 0, c.Len())
+	for ch := range c.All() {
+		chs = append(chs, ch)
+	}
+	ends, err := v.cluster.Ends(ctx, chs)
+	if err != nil {
+		return causal.Entry{}, 0, false
+	}
+	for ch, off := range c.All() {
+		if e, known := ends[ch]; known && off >= e {
+			return causal.Entry{Channel: ch, Offset: off}, e, true
+		}
+	}
+	return causal.Entry{}, 0, false
+}
+
 // Cyclic reports whether the processors leading to the store form a cycle.
 func (p Plan) Cyclic() bool { return p.cyclic }
 
