@@ -86,12 +86,15 @@ func TestQueriesOverHTTP(t *testing.T) {
 	assert.True(t, found, "the client read its own write")
 	assert.Equal(t, int64(1), n)
 
-	// A clock naming an offset that never comes: the query waits its
-	// bound, then gets 503, to retry.
-	never, err := causal.NewClock(causal.Entry{Channel: causal.Channel{Topic: topic, Partition: fresh.Partition}, Offset: 1_000_000})
-	require.NoError(t, err)
+	// A clock naming a record not committed yet (here in a client's
+	// transaction left open): the query waits its bound, then gets 503,
+	// to retry.
+	txn := newProducer(t, b.Addr(), kgo.TransactionalID("open-words"))
+	require.NoError(t, txn.BeginTransaction())
+	var open causal.Session
+	sendRecord(t, txn, &kgo.Record{Topic: topic, Key: []byte("open"), Value: []byte("open")}, &open)
 	began := time.Now()
-	_, _, err = query.Get(ctx, c, "word-counts", "fresh", serde.String(), serde.Int64(), query.After(never, 300*time.Millisecond))
+	_, _, err = query.Get(ctx, c, "word-counts", "open", serde.String(), serde.Int64(), query.After(open.Clock(), 300*time.Millisecond))
 	waited := time.Since(began)
 	var qe *query.Error
 	require.True(t, errors.As(err, &qe), "%v", err)
@@ -99,6 +102,19 @@ func TestQueriesOverHTTP(t *testing.T) {
 	assert.True(t, qe.Retryable)
 	assert.GreaterOrEqual(t, waited, 300*time.Millisecond, "it waited its bound")
 	assert.Less(t, waited, 10*time.Second, "and not much longer")
+	require.NoError(t, txn.EndTransaction(ctx, kgo.TryAbort))
+
+	// A clock naming an offset no record has: refused at once, as a claim
+	// entering the topology is, with 400: retrying cannot help.
+	never, err := causal.NewClock(causal.Entry{Channel: causal.Channel{Topic: topic, Partition: fresh.Partition}, Offset: 1_000_000})
+	require.NoError(t, err)
+	began = time.Now()
+	_, _, err = query.Get(ctx, c, "word-counts", "fresh", serde.String(), serde.Int64(), query.After(never, time.Minute))
+	require.True(t, errors.As(err, &qe), "%v", err)
+	assert.Equal(t, 400, qe.Status)
+	assert.False(t, qe.Retryable)
+	assert.Contains(t, qe.Error(), "the query's clock claims a record that does not exist")
+	assert.Less(t, time.Since(began), 10*time.Second, "without waiting its minute")
 
 	_, _, err = query.Get(ctx, c, "no-such-store", "w1", serde.String(), serde.Int64())
 	require.True(t, errors.As(err, &qe), "%v", err)
