@@ -469,14 +469,6 @@ func (c Config) Validate() error {
 		return bad("max held per channel %d must be positive", c.MaxHeldPerChannel)
 	case !slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel):
 		return bad("log level %q: want debug, info, warn or error", c.LogLevel)
-	case c.ConnectTimeout <= 0:
-		return bad("connect timeout %v must be positive", c.ConnectTimeout)
-	case c.TaskRestartBackoff < 0 || c.TaskRestartBackoffMax <= 0:
-		return bad("task restart backoff %v must not be negative, and its maximum %v must be positive", c.TaskRestartBackoff, c.TaskRestartBackoffMax)
-	case c.TopicWaitTimeout < 0:
-		return bad("topic wait timeout %v must not be negative", c.TopicWaitTimeout)
-	case c.ShutdownTimeout <= 0:
-		return bad("shutdown timeout %v must be positive", c.ShutdownTimeout)
 	case c.StateDir == "":
 		return bad("state dir is required")
 	case c.Stores != StoresPebble && c.Stores != StoresMemory:
@@ -488,6 +480,9 @@ func (c Config) Validate() error {
 	case c.RebalanceProtocol != RebalanceCooperative && c.RebalanceProtocol != RebalanceEager:
 		return bad("rebalance protocol %q: want %s or %s", c.RebalanceProtocol, RebalanceCooperative, RebalanceEager)
 	}
+	if msg := c.durationsProblem(); msg != "" {
+		return bad("%s", msg)
+	}
 	if msg := c.replicasProblem(); msg != "" {
 		return bad("%s", msg)
 	}
@@ -497,6 +492,22 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// durationsProblem says what is wrong with the timeouts and backoffs, if
+// anything.
+func (c Config) durationsProblem() string {
+	switch {
+	case c.ConnectTimeout <= 0:
+		return fmt.Sprintf("connect timeout %v must be positive", c.ConnectTimeout)
+	case c.TaskRestartBackoff < 0 || c.TaskRestartBackoffMax <= 0:
+		return fmt.Sprintf("task restart backoff %v must not be negative, and its maximum %v must be positive", c.TaskRestartBackoff, c.TaskRestartBackoffMax)
+	case c.TopicWaitTimeout < 0:
+		return fmt.Sprintf("topic wait timeout %v must not be negative", c.TopicWaitTimeout)
+	case c.ShutdownTimeout <= 0:
+		return fmt.Sprintf("shutdown timeout %v must be positive", c.ShutdownTimeout)
+	}
+	return ""
 }
 
 // replicasProblem says what is wrong with the settings of standby replicas

@@ -87,16 +87,8 @@ func (tm topicManager) ensureTopics(ctx context.Context) (map[string]int32, erro
 			}
 		}
 	}
-	if len(missing) > 0 {
-		fresh, err := tm.awaitTopics(ctx, missing)
-		if err != nil {
-			return nil, err
-		}
-		for t, n := range fresh {
-			if _, planned := counts[t]; !planned {
-				counts[t] = n
-			}
-		}
+	if err := tm.awaitMissing(ctx, missing, counts); err != nil {
+		return nil, err
 	}
 	if legacy := restore.LegacyChangelogTopic(tm.cfg.ApplicationID); counts[legacy] > 0 {
 		return nil, fmt.Errorf("%w: topic %q holds this application's state in the layout of an earlier Causeway, "+
@@ -135,6 +127,24 @@ func (tm topicManager) ensureTopics(ctx context.Context) (map[string]int32, erro
 		return nil, err
 	}
 	return counts, nil
+}
+
+// awaitMissing waits for the topics missing (none: it returns at once),
+// and adds their partition counts to counts, keeping those planned there.
+func (tm topicManager) awaitMissing(ctx context.Context, missing []string, counts map[string]int32) error {
+	if len(missing) == 0 {
+		return nil
+	}
+	fresh, err := tm.awaitTopics(ctx, missing)
+	if err != nil {
+		return err
+	}
+	for t, n := range fresh {
+		if _, planned := counts[t]; !planned {
+			counts[t] = n
+		}
+	}
+	return nil
 }
 
 // awaitTopics waits, up to Config.TopicWaitTimeout, for the topics
