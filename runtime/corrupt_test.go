@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
@@ -251,17 +250,11 @@ func TestASkipOfARecordLargerThanTheDeadLetterTopicTakesSucceeds(t *testing.T) {
 				b := startBroker(t)
 				createTopics(t, b.Addr(), 1, "orders", "payments", "verdicts")
 				const app = "shop-skip-large"
-				cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
-				require.NoError(t, err)
-				defer cl.Close()
-				limit := "3000"
-				_, err = kadm.NewClient(cl).CreateTopic(context.Background(), 4, -1, map[string]*string{"max.message.bytes": &limit}, app+"-dead-letter")
-				require.NoError(t, err)
+				createLimitedTopic(t, b.Addr(), app+"-dead-letter", 4, 3000, "")
 				p := newProducer(t, b.Addr(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 				s := &causal.Session{}
 				sendRecord(t, p, &kgo.Record{Topic: "orders", Key: []byte("a"), Value: []byte("order a")}, s)
-				big := make([]byte, 5000) // random: no compression squeezes it under the limit
-				_, _ = rand.NewChaCha8([32]byte{2}).Read(big)
+				big := randomBytes(5000, 2)
 				bad := sendRecord(t, p, &kgo.Record{Topic: "payments", Key: []byte("a"), Value: big,
 					Headers: []kgo.RecordHeader{{Key: causal.HeaderKey, Value: []byte{0xff, 0x01}}}}, nil)
 

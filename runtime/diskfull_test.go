@@ -3,7 +3,6 @@ package runtime_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,13 +59,11 @@ func TestAFullDiskFailsTheTaskAndARestartRecoversIt(t *testing.T) {
 		free := int(st.Bavail) * int(st.Bsize)
 		require.NoError(t, os.WriteFile(filler, make([]byte, max(0, free-2<<20)), 0o644))
 		p := newProducer(t, b.Addr(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-		rng := rand.NewChaCha8([32]byte{3})
 		wl := workload{payments: map[string][]string{}}
 		for i := range 160 {
 			s := &causal.Session{}
 			id := fmt.Sprintf("o%03d", i)
-			value := make([]byte, 64<<10) // random: no compression shrinks it
-			_, _ = rng.Read(value)
+			value := randomBytes(64<<10, byte(i))
 			sendRecord(t, p, &kgo.Record{Topic: "orders", Key: []byte(id), Value: value}, s)
 			sendRecord(t, p, &kgo.Record{Topic: "payments", Key: []byte(id), Value: []byte(id + "-p0")}, s)
 			wl.payments[id] = []string{id + "-p0"}

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -158,18 +159,9 @@ func TestAStoreChangeTooLargeForItsChangelogFailsOnlyItsTask(t *testing.T) {
 				b := startBroker(t)
 				createTopics(t, b.Addr(), 2, "orders", "payments", "verdicts")
 				const app = "shop-large-state"
-				cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
-				require.NoError(t, err)
-				defer cl.Close()
-				limit := "4000"
-				_, err = kadm.NewClient(cl).CreateTopic(context.Background(), 2, -1, map[string]*string{"max.message.bytes": &limit, "cleanup.policy": kadm.StringPtr("compact")},
-					app+"-orders-changelog")
-				require.NoError(t, err)
+				createLimitedTopic(t, b.Addr(), app+"-orders-changelog", 2, 4000, "compact")
 				p := newProducer(t, b.Addr(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-				// Random bytes: a client that compresses must not squeeze them
-				// under the limit.
-				big := make([]byte, 5000)
-				_, _ = rand.NewChaCha8([32]byte{1}).Read(big)
+				big := randomBytes(5000, 1)
 				sendRecord(t, p, &kgo.Record{Topic: "orders", Partition: 0, Key: []byte("big"), Value: big}, nil)
 
 				m := runtime.NewMetrics()
@@ -194,4 +186,28 @@ func TestAStoreChangeTooLargeForItsChangelogFailsOnlyItsTask(t *testing.T) {
 			})
 		})
 	}
+}
+
+// createLimitedTopic makes topic with partitions, records of at most
+// maxBytes (max.message.bytes) and the cleanup policy (none: the
+// broker's).
+func createLimitedTopic(t *testing.T, addr, topic string, partitions int32, maxBytes int, cleanup string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	require.NoError(t, err)
+	defer cl.Close()
+	configs := map[string]*string{"max.message.bytes": kadm.StringPtr(strconv.Itoa(maxBytes))}
+	if cleanup != "" {
+		configs["cleanup.policy"] = kadm.StringPtr(cleanup)
+	}
+	_, err = kadm.NewClient(cl).CreateTopic(context.Background(), partitions, -1, configs, topic)
+	require.NoError(t, err)
+}
+
+// randomBytes returns n bytes drawn from seed: random, so that a client
+// that compresses cannot squeeze them under a size limit.
+func randomBytes(n int, seed byte) []byte {
+	b := make([]byte, n)
+	_, _ = rand.NewChaCha8([32]byte{seed}).Read(b)
+	return b
 }

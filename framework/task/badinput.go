@@ -143,7 +143,7 @@ func (t *Task) badInput(policy framework.BadInputPolicy, src, rec framework.Reco
 		if rec.Topic != "" && rec.Topic != src.Topic {
 			dl = dl.WithHeader(framework.HeaderDLQOutput, []byte(rec.Topic))
 		}
-		if err := t.placeDeadLetter(fitDeadLetter(dl, t.cfg.MaxRecordBytes), src); err != nil {
+		if err := t.placeDeadLetter(framework.FitDeadLetter(dl, t.cfg.MaxRecordBytes), src); err != nil {
 			return fmt.Errorf("dead-letter %s/%d@%d: %w", src.Topic, src.Partition, src.Offset, err)
 		}
 		ev.Reason = "dead-letter"
@@ -171,7 +171,7 @@ func (t *Task) ProductionError(o Output, cause error, keepValue bool) error {
 		// key and value, its headers saying so, which fits where anything
 		// does. Only a dead letter that holds nothing more to cut fails.
 		if len(o.Record.Key)+len(o.Record.Value) > 0 {
-			if err := t.placeDeadLetter(cutDeadLetter(o.Record, len(o.Record.Key)+len(o.Record.Value)), src); err != nil {
+			if err := t.placeDeadLetter(framework.CutDeadLetter(o.Record), src); err != nil {
 				return t.fail(err)
 			}
 			return nil
@@ -203,49 +203,4 @@ func (t *Task) placeDeadLetter(dl, src framework.Record) error {
 		t.outbox[len(t.outbox)-1].From = causal.Entry{Channel: causal.Channel{Topic: src.Topic, Partition: src.Partition}, Offset: src.Offset}
 	}
 	return nil
-}
-
-// fitDeadLetter cuts dl's value, and its key if need be, so that its key,
-// value and headers hold at most limit bytes (none when limit is 0 or
-// less): a skip or a dead-lettered record must always be writable. The
-// headers say what was cut and how large key and value were.
-func fitDeadLetter(dl framework.Record, limit int) framework.Record {
-	size := len(dl.Key) + len(dl.Value)
-	if limit <= 0 || size+headersSize(dl.Headers) <= limit {
-		return dl
-	}
-	room := limit - headersSize(dl.Headers) - len(framework.HeaderDLQTruncated) - len("key,value") - len(framework.HeaderDLQOriginalSize) - 20
-	if room < len(dl.Key) {
-		return cutDeadLetter(dl, size)
-	}
-	cut := dl
-	cut.Value = dl.Value[:max(0, room-len(dl.Key))]
-	return cut.WithHeader(framework.HeaderDLQTruncated, []byte("value")).
-		WithHeader(framework.HeaderDLQOriginalSize, []byte(strconv.Itoa(size)))
-}
-
-// cutDeadLetter is dl without key and value; size is what they held,
-// unless dl says it was cut before from a larger size.
-func cutDeadLetter(dl framework.Record, size int) framework.Record {
-	if v, ok := dl.Header(framework.HeaderDLQOriginalSize); ok {
-		if n, err := strconv.Atoi(string(v)); err == nil {
-			size = n
-		}
-	}
-	cut := dl
-	cut.Key, cut.Value = nil, nil
-	cut.Headers = slices.DeleteFunc(slices.Clone(dl.Headers), func(h framework.Header) bool {
-		return h.Key == framework.HeaderDLQTruncated || h.Key == framework.HeaderDLQOriginalSize
-	})
-	return cut.WithHeader(framework.HeaderDLQTruncated, []byte("key,value")).
-		WithHeader(framework.HeaderDLQOriginalSize, []byte(strconv.Itoa(size)))
-}
-
-// headersSize is the bytes of hs's keys and values.
-func headersSize(hs []framework.Header) int {
-	n := 0
-	for _, h := range hs {
-		n += len(h.Key) + len(h.Value)
-	}
-	return n
 }

@@ -82,7 +82,8 @@ func (w *Worker) runSink(ctx context.Context, name string, task int, cfg map[str
 		Client: w.cfg.Client, Kafka: w.cfg.Kafka, InstanceID: fmt.Sprintf("%s-%d", w.cfg.WorkerID, task),
 		GateOff: cfg[keyGate] == "false", DeadLetterTopic: cfg[keyDeadLetter], ToleranceAll: cfg[keyTolerance] == "all",
 		Skip: skip, Convert: sinkConvert(chain, convert), Log: log,
-		MaxRetries: atLeast(cfg[keyMaxRetries], 0, 10), RetryBackoff: time.Duration(atLeast(cfg[keyRetryBackoff], 0, 3000)) * time.Millisecond})
+		MaxRetries: atLeast(cfg[keyMaxRetries], 0, 10), RetryBackoff: time.Duration(atLeast(cfg[keyRetryBackoff], 0, 3000)) * time.Millisecond,
+		MaxRecordBytes: maxDeadLetterBytes})
 	if err != nil {
 		return errors.Join(err, t.Close())
 	}
@@ -109,3 +110,8 @@ func sinkConvert(chain *transform.Chain, convert converter) func(connect.Record)
 		return r, err
 	}
 }
+
+// maxDeadLetterBytes bounds a sink's dead letters (sinkworker's
+// MaxRecordBytes): under librdkafka's message.max.bytes, as the stream
+// worker's --max-record-bytes is by default.
+const maxDeadLetterBytes = 999_000

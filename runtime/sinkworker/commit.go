@@ -238,12 +238,14 @@ func (w *Worker) sendDead(ctx context.Context) error {
 	}
 	for _, d := range w.dead {
 		r := d.Record
-		m := transport.Message{Topic: w.cfg.DeadLetterTopic, Partition: framework.PartitionFor(r.Key, w.deadPartitions), Key: r.Key, Value: r.Value,
+		dl := framework.FitDeadLetter(framework.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp,
 			Headers: append(slices.Clone(r.Headers),
 				framework.Header{Key: HeaderTopic, Value: []byte(r.Topic)},
 				framework.Header{Key: HeaderPartition, Value: []byte(strconv.Itoa(int(r.Partition)))},
 				framework.Header{Key: HeaderOffset, Value: []byte(strconv.FormatInt(r.Offset, 10))},
-				framework.Header{Key: HeaderMessage, Value: []byte(d.Err.Error())})}
+				framework.Header{Key: HeaderMessage, Value: []byte(d.Err.Error())})}, w.cfg.MaxRecordBytes)
+		m := transport.Message{Topic: w.cfg.DeadLetterTopic, Partition: framework.PartitionFor(r.Key, w.deadPartitions), Key: dl.Key, Value: dl.Value,
+			Timestamp: dl.Timestamp, Headers: dl.Headers}
 		if err := w.producer.Produce(&m); err != nil {
 			return errors.Join(fmt.Errorf("dead letters: %w", err), w.producer.AbortTransaction(ctx))
 		}

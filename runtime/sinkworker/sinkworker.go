@@ -94,6 +94,12 @@ type Config struct {
 	// the connector's settings, 10 and 3 s by default).
 	MaxRetries   int
 	RetryBackoff time.Duration
+	// MaxRecordBytes is the most key and value bytes of a dead letter: a
+	// larger one is cut to fit (framework.FitDeadLetter), so that a
+	// refused or skipped record always reaches the dead-letter topic.
+	// Default: 0, no bound (the connect worker passes 999000, under
+	// librdkafka's message.max.bytes).
+	MaxRecordBytes int
 	// Log hears the worker. Default: none.
 	Log *zap.Logger
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/connect"
 	"github.com/causeway-stream/causeway/connect/postgres"
+	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/internal/pgtest"
 	"github.com/causeway-stream/causeway/runtime/embedded"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
@@ -594,4 +595,41 @@ func TestASinkWaitsForItsTopics(t *testing.T) {
 	eventually(t, "the order written", func() bool { return s.count("orders") == 1 })
 	assert.Empty(t, w.Status().MissingTopics)
 	require.NoError(t, stop())
+}
+
+// A refused record larger than the sink's bound for dead letters reaches
+// the dead-letter topic cut to fit, its headers saying what was cut and
+// how large it was, as the stream worker's dead letters do: a refused or
+// skipped record always has somewhere to go.
+func TestADeadLetterTooLargeIsCutToFit(t *testing.T) {
+	t.Parallel()
+	s := newShop(t)
+	s.produce("customers", 0, "c00", "c00", `{"name": "one"}`)
+	note := strings.Repeat("n", 2000)
+	s.produce("orders", 0, "c00", "o1", `{"customer": "c00", "amount": -5, "note": "`+note+`"}`)
+	all := []causal.Channel{{Topic: "customers"}, {Topic: "customers", Partition: 1}, {Topic: "orders"}, {Topic: "orders", Partition: 1}}
+	_, stop := s.worker(all, func(c *sinkworker.Config) { c.MaxRecordBytes = 600 })
+	var dead []*kgo.Record
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.broker.Addr()), kgo.ConsumeTopics("dead"),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer cl.Close()
+	eventually(t, "the dead letter", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		dead = append(dead, cl.PollFetches(ctx).Records()...)
+		return len(dead) > 0
+	})
+	require.NoError(t, stop())
+	headers := map[string]string{}
+	size := len(dead[0].Key) + len(dead[0].Value)
+	for _, h := range dead[0].Headers {
+		headers[h.Key] = string(h.Value)
+		size += len(h.Key) + len(h.Value)
+	}
+	assert.Equal(t, "value", headers[framework.HeaderDLQTruncated])
+	assert.Equal(t, fmt.Sprint(len("o1")+len(`{"customer": "c00", "amount": -5, "note": "`+note+`"}`)), headers[framework.HeaderDLQOriginalSize])
+	assert.Contains(t, headers[sinkworker.HeaderMessage], `has no column "note"`)
+	assert.LessOrEqual(t, size, 600)
+	assert.True(t, strings.HasPrefix(`{"customer": "c00", "amount": -5, "note": "`+note, string(dead[0].Value)), "the value's start is kept")
 }

@@ -164,12 +164,7 @@ func TestSplitBehaviour(t *testing.T) {
 // leaving them in memory until writes stall.
 func TestAFailedFlushFailsTheNextCommit(t *testing.T) {
 	var failing atomic.Bool
-	fs := errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if failing.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
-			return errorfs.ErrInjected
-		}
-		return nil
-	}))
+	fs := failingFS(&failing)
 	s, err := pebblestore.Open("db", pebblestore.FS(fs))
 	require.NoError(t, err)
 	t.Cleanup(func() { failing.Store(false); _ = s.Close() })
@@ -201,12 +196,7 @@ func TestAFailedFlushFailsTheNextCommit(t *testing.T) {
 // disk takes writes again the set opens with its last flushed commit.
 func TestASetWhoseFlushesFailClosesAtOnce(t *testing.T) {
 	var failing atomic.Bool
-	fs := errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if failing.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
-			return errorfs.ErrInjected
-		}
-		return nil
-	}))
+	fs := failingFS(&failing)
 	s, err := pebblestore.Open("db", pebblestore.FS(fs))
 	require.NoError(t, err)
 	kv, err := s.Store("counts")
@@ -241,4 +231,15 @@ func TestASetWhoseFlushesFailClosesAtOnce(t *testing.T) {
 	_, found, err := kv.Get([]byte("before"))
 	require.NoError(t, err)
 	assert.True(t, found)
+}
+
+// failingFS is a file system in memory whose every write fails while
+// failing is set, as on a full disk.
+func failingFS(failing *atomic.Bool) vfs.FS {
+	return errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if failing.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite {
+			return errorfs.ErrInjected
+		}
+		return nil
+	}))
 }
