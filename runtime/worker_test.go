@@ -114,9 +114,12 @@ func runLaggingShop(t *testing.T, client string, gateOff bool) (problems []strin
 	m = runtime.NewMetrics()
 	w := startWorkerWith(t, cfg, m)
 	// Let payments arrive while the orders cannot be read: for 3 s, and
-	// on a loaded machine until the status shows one waiting (or 30 s).
+	// on a loaded machine until the status shows one waiting, or with the
+	// gate off until verdicts were written (or 30 s): a worker that took
+	// longer than the lag to start would otherwise see the orders first.
 	lagged, deadline := time.Now().Add(3*time.Second), time.Now().Add(30*time.Second)
-	for now := time.Now(); now.Before(lagged) || (!sawBlocked && !gateOff && now.Before(deadline)); now = time.Now() {
+	seen := func() bool { return (!gateOff && sawBlocked) || (gateOff && verdictsWritten(t, b.Addr()) > 0) }
+	for now := time.Now(); now.Before(lagged) || (!seen() && now.Before(deadline)); now = time.Now() {
 		for _, ts := range w.Status().Tasks {
 			for _, c := range ts.Channels {
 				if c.Blocked && strings.HasPrefix(c.WaitingFor, "orders/") && c.BlockedSince != nil {
