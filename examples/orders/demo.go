@@ -159,6 +159,16 @@ func runShop(ctx context.Context, topo *framework.Topology, gateOff bool, o demo
 	case <-ctx.Done():
 		return Report{}, ctx.Err()
 	}
+	// On a slow machine the worker may not have read anything yet: the
+	// lag lasts until it has received records of the partitions that do
+	// not lag, or it would see every order first.
+	for !received(w) {
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return Report{}, ctx.Err()
+		}
+	}
 	lag.Remove()
 	fmt.Fprint(out, " caught up, reading committed outputs...")
 	outputs, err := readOutputs(ctx, b.Addr(), o.orders)
@@ -222,4 +232,17 @@ func readOutputs(ctx context.Context, addr string, orders int) (map[string][]str
 			out[r.Topic] = append(out[r.Topic], string(r.Value))
 		}
 	}
+}
+
+// received reports whether w's tasks have received records: delivered
+// some, or hold some at the gate.
+func received(w *runtime.StreamThread) bool {
+	for _, ts := range w.Status().Tasks {
+		for _, c := range ts.Channels {
+			if c.Frontier >= 0 || c.Held > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
