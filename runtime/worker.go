@@ -389,6 +389,7 @@ func (w *StreamThread) run() {
 				w.shutdown()
 				return
 			case req := <-w.requests:
+				w.restarts.Forget(req.id) // an operator's: the policy's count starts over
 				req.reply <- w.serve(req)
 			case req := <-w.queries:
 				w.takeQuery(req)

@@ -67,3 +67,18 @@ func TestTheZeroPolicyRestartsNothing(t *testing.T) {
 	_, ok := tr.Status("p/0")
 	assert.False(t, ok)
 }
+
+func TestForgetStartsTheCountOver(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	tr := New(Policy{Initial: time.Second, Max: time.Minute})
+	for range 3 {
+		tr.Due("p/0", now)
+		now = now.Add(time.Minute)
+		tr.Due("p/0", now)
+		tr.Restarted("p/0", now)
+	}
+	tr.Forget("p/0") // an operator restarted it
+	tr.Due("p/0", now)
+	st, _ := tr.Status("p/0")
+	assert.Equal(t, Status{Attempts: 0, Next: now.Add(time.Second)}, st)
+}
