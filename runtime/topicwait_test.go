@@ -40,6 +40,9 @@ func TestAWorkerWaitsForItsTopicsAndSaysSo(t *testing.T) {
 	assert.Contains(t, body, "waiting for topics [orders payments verdicts]")
 	code, _ = get("/healthz")
 	assert.Equal(t, 200, code)
+	code, body = get("/stores/orders/get?key=a")
+	assert.Equal(t, 503, code, "a query while the worker starts is told to come back")
+	assert.Contains(t, body, "the worker is starting: waiting for topics")
 
 	createTopics(t, b.Addr(), 1, "orders", "payments", "verdicts")
 	wl := produceShop(t, b.Addr(), 2, 1, "w")

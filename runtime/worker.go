@@ -211,6 +211,7 @@ func NewStreamThread(cfg Config, topo *framework.Topology, log *zap.Logger, metr
 		restores:  restores{start: func(f func()) { go f() }},
 		requests:  make(chan taskRequest),
 		restarts:  restarts.New(restarts.Policy{Initial: cfg.TaskRestartBackoff, Max: cfg.TaskRestartBackoffMax}),
+		starting:  "not started yet",
 		queries:   make(chan queryRequest, 64),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),

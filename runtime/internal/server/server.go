@@ -283,6 +283,12 @@ func (s *Server) query(rw http.ResponseWriter, r *http.Request) {
 		http.Error(rw, err.Error(), http.StatusBadRequest)
 		return
 	}
+	if starting := s.w.Status().Starting; starting != "" {
+		// The worker's stores are not open yet: nothing would answer.
+		rw.Header().Set("Retry-After", "1")
+		http.Error(rw, "the worker is starting: "+starting, http.StatusServiceUnavailable)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	a, err := s.w.Query(ctx, q)
