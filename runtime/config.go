@@ -172,8 +172,12 @@ type Config struct {
 	// default: a FAILED task makes the worker unready. /status and the
 	// page say "degraded" either way. Flag --ready-with-failed-tasks.
 	ReadyWithFailedTasks bool
-	// ShutdownTimeout bounds a graceful stop. Default 10s. Flag
-	// --shutdown-timeout.
+	// ShutdownTimeout bounds each of the two halves of a graceful stop:
+	// the last commit and the tasks' close, then the Kafka clients' close
+	// (which, leaving the group in the middle of a rebalance, can take a
+	// session timeout; the worker then leaves them to the process's exit).
+	// It bounds the clients' close after a fatal error too. Default 10s.
+	// Flag --shutdown-timeout.
 	ShutdownTimeout time.Duration
 	// GateOff delivers records on arrival, ignoring clocks. For
 	// measurements and demonstrations only. Flag --gate=off.
@@ -317,7 +321,7 @@ func Load(args []string, env func(string) string) (Config, error) {
 	fs.IntVar(&c.DefaultPartitions, "default-partitions", c.DefaultPartitions, "partitions of topics the worker creates")
 	fs.IntVar(&c.MaxHeldPerChannel, "max-held-per-channel", c.MaxHeldPerChannel, "hold-queue bound per channel before pausing it")
 	fs.IntVar(&c.MaxRecordBytes, "max-record-bytes", c.MaxRecordBytes, "most key and value bytes of a store write (a larger one fails its input record) and of a dead letter (a larger one is cut to fit); 0: no bound")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound on a graceful stop, and on closing the clients after a fatal error")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound on a graceful stop's last commit, and again on closing the Kafka clients (after a fatal error too)")
 	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", c.ConnectTimeout, "how long to keep trying to reach Kafka at start, with backoff, before exiting")
 	fs.DurationVar(&c.TaskRestartBackoff, "task-restart-backoff", c.TaskRestartBackoff, "restart a FAILED task this long after it failed, doubling the wait on each failure in a row (0: never, as Kafka Streams)")
 	fs.DurationVar(&c.TaskRestartBackoffMax, "task-restart-backoff-max", c.TaskRestartBackoffMax, "the longest wait before a task restart, and how long a restarted task must run to count from the first attempt again")

@@ -144,8 +144,8 @@ func (in *Instance) prepareThreads() error {
 	return nil
 }
 
-// Stop stops every thread, each within Config.ShutdownTimeout and all at
-// once, then the embedded broker if the instance started one.
+// Stop stops every thread, each within twice Config.ShutdownTimeout (see
+// StreamThread.Stop) and all at once, then the embedded broker if the instance started one.
 func (in *Instance) Stop(ctx context.Context) error {
 	err := in.stopThreads(ctx, in.threads)
 	in.doneOnce.Do(func() { close(in.done) })

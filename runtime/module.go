@@ -149,7 +149,7 @@ func run(topo *framework.Topology, args []string, env func(string) string, stdou
 		return 1
 	}
 	sig := <-app.Wait()
-	stopCtx, cancelStop := context.WithTimeout(context.Background(), cfg.ShutdownTimeout+fx.DefaultTimeout)
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), 2*cfg.ShutdownTimeout+fx.DefaultTimeout)
 	defer cancelStop()
 	if err := app.Stop(stopCtx); err != nil {
 		fmt.Fprintln(stderr, err)

@@ -313,7 +313,10 @@ func (w *StreamThread) clientSettings() transport.Settings {
 // closes the clients, within ctx or the configured shutdown timeout.
 func (w *StreamThread) Stop(ctx context.Context) error {
 	w.stopOnce.Do(func() { close(w.stop) })
-	ctx, cancel := context.WithTimeout(ctx, w.cfg.ShutdownTimeout)
+	// The last commit, then the clients' close, each bounded by it
+	// (closeClientsWithin): a stop that closed cleanly but whose clients
+	// took their bound is no failure.
+	ctx, cancel := context.WithTimeout(ctx, 2*w.cfg.ShutdownTimeout+time.Second)
 	defer cancel()
 	select {
 	case <-w.done:
