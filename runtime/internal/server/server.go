@@ -222,6 +222,42 @@ func (s *Server) topologyJSON(rw http.ResponseWriter, _ *http.Request) {
 // Request and one that cannot be read now 503 with Retry-After: both may
 // be asked again.
 func (s *Server) query(rw http.ResponseWriter, r *http.Request) {
+	q, err := parseQuery(r)
+	if err != nil {
+		http.Error(rw, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if s.refuseWhileStarting(rw) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	a, err := s.w.Query(ctx, q)
+	switch {
+	case err == nil:
+		rw.Header().Set("Content-Type", "application/json")
+		if err := json.NewEncoder(rw).Encode(a); err != nil {
+			s.log.Warn("write answer", zap.Error(err))
+		}
+	case errors.Is(err, served.ErrUnknownStore):
+		http.Error(rw, err.Error(), http.StatusNotFound)
+	case errors.Is(err, served.ErrWrongKind):
+		http.Error(rw, err.Error(), http.StatusBadRequest)
+	case errors.Is(err, served.ErrNotLocal):
+		s.forward(rw, r, err)
+	case errors.Is(err, served.ErrNotAvailable), errors.Is(err, served.ErrNotCaughtUp):
+		rw.Header().Set("Retry-After", "1")
+		http.Error(rw, err.Error(), http.StatusServiceUnavailable)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, transport.ErrStopped):
+		rw.Header().Set("Retry-After", "1")
+		http.Error(rw, err.Error(), http.StatusServiceUnavailable)
+	default:
+		http.Error(rw, err.Error(), http.StatusBadRequest)
+	}
+}
+
+// parseQuery reads a query from r's path and form.
+func parseQuery(r *http.Request) (served.Query, error) {
 	q := served.Query{Store: r.PathValue("store"), Kind: served.QueryKind(r.PathValue("kind"))}
 	var err error
 	form := r.URL.Query()
@@ -279,40 +315,19 @@ func (s *Server) query(rw http.ResponseWriter, r *http.Request) {
 	if err == nil && (q.Kind == served.QueryGet || q.Kind == served.QueryWindows) && q.Key == nil {
 		err = errors.New("the query needs a key (key or key64)")
 	}
-	if err != nil {
-		http.Error(rw, err.Error(), http.StatusBadRequest)
-		return
+	return q, err
+}
+
+// refuseWhileStarting answers 503, saying what the worker does, while it
+// starts: its stores are not open yet, and nothing would answer a query.
+func (s *Server) refuseWhileStarting(rw http.ResponseWriter) bool {
+	starting := s.w.Status().Starting
+	if starting == "" {
+		return false
 	}
-	if starting := s.w.Status().Starting; starting != "" {
-		// The worker's stores are not open yet: nothing would answer.
-		rw.Header().Set("Retry-After", "1")
-		http.Error(rw, "the worker is starting: "+starting, http.StatusServiceUnavailable)
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
-	defer cancel()
-	a, err := s.w.Query(ctx, q)
-	switch {
-	case err == nil:
-		rw.Header().Set("Content-Type", "application/json")
-		if err := json.NewEncoder(rw).Encode(a); err != nil {
-			s.log.Warn("write answer", zap.Error(err))
-		}
-	case errors.Is(err, served.ErrUnknownStore):
-		http.Error(rw, err.Error(), http.StatusNotFound)
-	case errors.Is(err, served.ErrWrongKind):
-		http.Error(rw, err.Error(), http.StatusBadRequest)
-	case errors.Is(err, served.ErrNotLocal):
-		s.forward(rw, r, err)
-	case errors.Is(err, served.ErrNotAvailable), errors.Is(err, served.ErrNotCaughtUp):
-		rw.Header().Set("Retry-After", "1")
-		http.Error(rw, err.Error(), http.StatusServiceUnavailable)
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, transport.ErrStopped):
-		rw.Header().Set("Retry-After", "1")
-		http.Error(rw, err.Error(), http.StatusServiceUnavailable)
-	default:
-		http.Error(rw, err.Error(), http.StatusBadRequest)
-	}
+	rw.Header().Set("Retry-After", "1")
+	http.Error(rw, "the worker is starting: "+starting, http.StatusServiceUnavailable)
+	return true
 }
 
 // forwardedHeader marks a query one worker forwarded to another, which
