@@ -213,13 +213,8 @@ func (r *rdkConsumer) GroupMetadata() (GroupMetadata, error) {
 	return md, rdkError(err)
 }
 
-// Committed waits, as the franz consumer does, long enough for a
-// transaction a worker left open when it died to time out, which settles
-// its offsets (librdkafka asks for stable offsets, and waits for them):
-// on a loaded machine the 10 s of one request timed out, and the worker
-// stopped on the error.
 func (r *rdkConsumer) Committed(chs []causal.Channel) (map[causal.Channel]int64, error) {
-	committed, err := r.c.Committed(rdkPartitions(chs), 3*rdkTimeoutMs)
+	committed, err := r.c.Committed(rdkPartitions(chs), rdkTimeoutMs)
 	if err != nil {
 		return nil, rdkError(err)
 	}
