@@ -53,7 +53,7 @@ WORKER_BIN = $(CURDIR)/.build/runtime-worker.test
 # once than there are cores.
 PARALLEL ?= 8
 
-test: lint chromium postgres ## Lint, then run every test (the worker's page in headless Chromium among them) with the race detector where there are goroutines, then the runtime's without cgo; about 5 and a half minutes on 2 cores (334 s measured).
+test: lint chromium postgres ## Lint, then run every test (the worker's page in headless Chromium among them) with the race detector where there are goroutines, then the runtime's without cgo; about 6 minutes on 2 cores (334 and 391 s measured).
 	@# causal_mutants builds the gate's deliberate defects in, for the
 	@# negative controls that show the simulation's checker catches them.
 	$(if $(CAUSAL_PKGS),CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -tags causal_mutants -count=1 -timeout 5m $(CAUSAL_PKGS))
