@@ -136,11 +136,27 @@ func (e *env) startWith(id string, mutate func(*connectworker.Config)) *worker {
 // code and its body decoded (nil when empty).
 func (w *worker) call(t *testing.T, method, path string, body any) (int, any) {
 	t.Helper()
+	var raw []byte
+	if body != nil {
+		var err error
+		raw, err = json.Marshal(body)
+		require.NoError(t, err)
+	}
+	code, b := w.raw(t, method, path, raw)
+	var out any
+	if len(bytes.TrimSpace([]byte(b))) > 0 {
+		require.NoError(t, json.Unmarshal([]byte(b), &out), "body of %s %s: %s", method, path, b)
+	}
+	return code, out
+}
+
+// raw sends body as it is (nil: none) and returns the answer's code and
+// body as they are.
+func (w *worker) raw(t *testing.T, method, path string, body []byte) (int, string) {
+	t.Helper()
 	var rd io.Reader
 	if body != nil {
-		b, err := json.Marshal(body)
-		require.NoError(t, err)
-		rd = bytes.NewReader(b)
+		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequest(method, w.base+path, rd)
 	require.NoError(t, err)
@@ -150,11 +166,7 @@ func (w *worker) call(t *testing.T, method, path string, body any) (int, any) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	var out any
-	if len(bytes.TrimSpace(b)) > 0 {
-		require.NoError(t, json.Unmarshal(b, &out), "body of %s %s: %s", method, path, b)
-	}
-	return resp.StatusCode, out
+	return resp.StatusCode, string(b)
 }
 
 // metrics reads the worker's /metrics: each series' value by its name and
@@ -506,15 +518,7 @@ func TestTheRESTAPIRefusesWhatItCannotKeepWhole(t *testing.T) {
 	w := e.start("w1")
 	raw := func(method, path string, body []byte) (int, string) {
 		t.Helper()
-		req, err := http.NewRequest(method, w.base+path, bytes.NewReader(body))
-		require.NoError(t, err)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return resp.StatusCode, string(b)
+		return w.raw(t, method, path, body)
 	}
 	code, body := raw("GET", "/healthz", nil)
 	assert.Equal(t, 200, code, body)
