@@ -127,18 +127,18 @@ bench: ## Micro benchmarks of the causal core, then the end-to-end comparison on
 	done
 	@# A missed target fails the make, but only after the end-to-end comparison has run too.
 	@status=0; \
-	$(GO) run ./internal/benchreport < bench-causal.txt || status=1; \
-	$(GO) run ./internal/e2ebench -records $(E2E_RECORDS) -runs $(E2E_RUNS) -out bench-results || status=1; \
-	$(GO) run ./internal/e2ebench -pin -configs on,threads -records $(E2E_RECORDS) -runs 3 -out bench-results/threads || status=1; \
-	$(GO) run ./internal/querybench -out bench-results || status=1; \
-	$(GO) run ./internal/sinkbench -out bench-results || status=1; \
+	$(GO) run ./bench/benchreport < bench-causal.txt || status=1; \
+	$(GO) run ./bench/e2ebench -records $(E2E_RECORDS) -runs $(E2E_RUNS) -out bench-results || status=1; \
+	$(GO) run ./bench/e2ebench -pin -configs on,threads -records $(E2E_RECORDS) -runs 3 -out bench-results/threads || status=1; \
+	$(GO) run ./bench/querybench -out bench-results || status=1; \
+	$(GO) run ./bench/sinkbench -out bench-results || status=1; \
 	exit $$status
 
 bench-scale: ## Workers added and killed under steady input: how long partitions stop, and what is restored, with and without standby replicas and warm-ups (about 5 minutes); results in bench-results/.
-	$(GO) run ./internal/scalebench -out bench-results
+	$(GO) run ./bench/scalebench -out bench-results
 
 bench-state: ## State on disk against state in memory at 1M and 5M keys: processing, memory, restarts, restores (about 10 minutes); results in bench-results/.
-	$(GO) run ./internal/statebench -keys $(STATE_KEYS) -out bench-results
+	$(GO) run ./bench/statebench -keys $(STATE_KEYS) -out bench-results
 
 bench-instructions: ## Instructions a record of the task's path (BenchmarkPassThrough) under callgrind: with the collector off they do not scatter as timings do; needs valgrind.
 	@command -v valgrind >/dev/null || { echo "bench-instructions needs valgrind (apt-get install valgrind)"; exit 1; }

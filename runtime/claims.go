@@ -7,7 +7,7 @@ import (
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
-// The claim check lives in the task manager (internal/taskmgr/claims.go);
+// The claim check lives in the task manager (framework/taskmgr/claims.go);
 // the thread answers it with the ends of claimed channels, here, and runs
 // its timed half (taskmgr.Manager.CheckBlocked) from the liveness pass.
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 
-	"github.com/causeway-stream/causeway/internal/taskmgr"
+	"github.com/causeway-stream/causeway/framework/taskmgr"
 )
 
 // ErrNoTask is returned by RestartTask and SkipRecord for a task this

@@ -7,7 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/causal"
-	"github.com/causeway-stream/causeway/internal/taskmgr"
+	"github.com/causeway-stream/causeway/framework/taskmgr"
 )
 
 // A rebalance reaches the worker as partitions taken away (Revoked) and

@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/causal"
-	"github.com/causeway-stream/causeway/internal/taskmgr"
+	"github.com/causeway-stream/causeway/framework/taskmgr"
 )
 
 // Restores run off the pump, one at a time, so that a task restoring a

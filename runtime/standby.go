@@ -14,7 +14,7 @@ import (
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/task"
-	"github.com/causeway-stream/causeway/internal/taskmgr"
+	"github.com/causeway-stream/causeway/framework/taskmgr"
 	"github.com/causeway-stream/causeway/runtime/internal/assign"
 	"github.com/causeway-stream/causeway/runtime/internal/restore"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"

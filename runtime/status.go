@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/causeway-stream/causeway/causal"
-	"github.com/causeway-stream/causeway/internal/taskmgr"
+	"github.com/causeway-stream/causeway/framework/taskmgr"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 

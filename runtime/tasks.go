@@ -7,11 +7,11 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/causeway-stream/causeway/internal/taskmgr"
+	"github.com/causeway-stream/causeway/framework/taskmgr"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
-// The worker's tasks live in a task manager (internal/taskmgr) that the
+// The worker's tasks live in a task manager (framework/taskmgr) that the
 // in-memory test driver shares: which tasks exist, building them from
 // committed state, failing and rebuilding them one by one, the channel
 // routes, and the offsets a commit may send. This file connects it to

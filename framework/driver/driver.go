@@ -17,7 +17,7 @@ import (
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/store"
 	"github.com/causeway-stream/causeway/framework/task"
-	"github.com/causeway-stream/causeway/internal/taskmgr"
+	"github.com/causeway-stream/causeway/framework/taskmgr"
 )
 
 // ErrUnknownTopic is returned for a topic the driver has no partitions for.

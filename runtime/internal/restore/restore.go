@@ -15,7 +15,7 @@ import (
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/store"
 	"github.com/causeway-stream/causeway/framework/task"
-	"github.com/causeway-stream/causeway/internal/taskmgr"
+	"github.com/causeway-stream/causeway/framework/taskmgr"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/causeway-stream/causeway/framework"
-	"github.com/causeway-stream/causeway/internal/taskmgr"
+	"github.com/causeway-stream/causeway/framework/taskmgr"
 )
 
 // Reader answers store queries from the stores of a task manager's tasks,

@@ -7,7 +7,7 @@ package served
 import (
 	"time"
 
-	"github.com/causeway-stream/causeway/internal/taskmgr"
+	"github.com/causeway-stream/causeway/framework/taskmgr"
 	"github.com/causeway-stream/causeway/runtime/internal/restore"
 )
 

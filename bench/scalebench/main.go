@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/causeway-stream/causeway/internal/benchkit"
+	"github.com/causeway-stream/causeway/bench/benchkit"
 	"github.com/causeway-stream/causeway/runtime"
 )
 

@@ -18,7 +18,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
-	"github.com/causeway-stream/causeway/internal/benchfmt"
+	"github.com/causeway-stream/causeway/bench/benchfmt"
 )
 
 // summary is the median of every measure over the runs of one

@@ -10,7 +10,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
-	"github.com/causeway-stream/causeway/internal/benchkit"
+	"github.com/causeway-stream/causeway/bench/benchkit"
 	"github.com/causeway-stream/causeway/runtime"
 )
 

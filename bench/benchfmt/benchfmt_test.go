@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/causeway-stream/causeway/internal/benchfmt"
+	"github.com/causeway-stream/causeway/bench/benchfmt"
 )
 
 // A value the goal tells apart from its two-decimal rounding is printed

@@ -20,7 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/causeway-stream/causeway/internal/benchkit"
+	"github.com/causeway-stream/causeway/bench/benchkit"
 	"github.com/causeway-stream/causeway/runtime"
 	"github.com/causeway-stream/causeway/runtime/embedded"
 )

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/causeway-stream/causeway/internal/benchkit"
+	"github.com/causeway-stream/causeway/bench/benchkit"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"

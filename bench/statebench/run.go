@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/causeway-stream/causeway/internal/benchfmt"
-	"github.com/causeway-stream/causeway/internal/benchkit"
+	"github.com/causeway-stream/causeway/bench/benchfmt"
+	"github.com/causeway-stream/causeway/bench/benchkit"
 	"github.com/causeway-stream/causeway/runtime"
 )
 
