@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/causal"
@@ -25,68 +24,68 @@ import (
 //
 //causeway:owned
 type globalReader struct {
-	cl      *kgo.Client
-	batches chan []*kgo.Record
+	f       *transport.Follower
+	batches chan []transport.FollowedRecord
 	cancel  context.CancelFunc
 	done    chan struct{}
 	err     error // set before done closes
 }
 
-// startGlobalReader reads the global tables of globals to their ends and
-// starts following them.
-func startGlobalReader(ctx context.Context, connect []kgo.Opt, globals *taskmgr.Globals, log *zap.Logger) (*globalReader, error) {
-	parts := map[string]map[int32]kgo.Offset{}
+// startGlobalReader reads the global tables of globals to their ends with
+// a follower helpers make, and starts following them.
+func startGlobalReader(ctx context.Context, helpers *transport.Helpers, globals *taskmgr.Globals, log *zap.Logger) (*globalReader, error) {
 	var topics []string
-	for ch := range globals.Channels() {
-		if parts[ch.Topic] == nil {
-			parts[ch.Topic] = map[int32]kgo.Offset{}
+	chs := slices.Collect(maps.Keys(globals.Channels()))
+	for _, ch := range chs {
+		if !slices.Contains(topics, ch.Topic) {
 			topics = append(topics, ch.Topic)
 		}
-		parts[ch.Topic][ch.Partition] = kgo.NewOffset().AtStart()
 	}
-	// Control records (transaction markers) come too: they move a
-	// partition's position past what a transaction wrote, or aborted.
-	cl, err := kgo.NewClient(append(slices.Clip(connect), kgo.ConsumePartitions(parts), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.KeepControlRecords())...)
+	// Transaction markers come too: they move a partition's position past
+	// what a transaction wrote, or aborted.
+	f, err := helpers.FollowPartitions(chs)
 	if err != nil {
-		return nil, fmt.Errorf("global tables: client: %w", err)
+		return nil, fmt.Errorf("global tables: %w", err)
 	}
-	ends, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, topics...)
-	if err == nil {
-		err = ends.Error()
-	}
+	ends, err := f.CommittedEnds(ctx, topics)
 	if err != nil {
-		cl.Close()
+		f.Close()
 		return nil, fmt.Errorf("global tables %v: end offsets: %w", topics, err)
 	}
-	// Read to the ends: the worker's tasks start from a copy at least as
-	// new as the tables were when it started.
+	if err := readGlobalsToEnds(ctx, f, globals, ends, topics, log); err != nil {
+		f.Close()
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	g := &globalReader{f: f, batches: make(chan []transport.FollowedRecord, 4), cancel: cancel, done: make(chan struct{})}
+	go g.follow(rctx)
+	return g, nil
+}
+
+// readGlobalsToEnds applies what f reads until every partition of globals
+// is at its end in ends: the worker's tasks start from a copy at least as
+// new as the tables were when it started.
+func readGlobalsToEnds(ctx context.Context, f *transport.Follower, globals *taskmgr.Globals, ends map[causal.Channel]int64,
+	topics []string, log *zap.Logger) error {
 	began, applied := time.Now(), 0
 	left := map[causal.Channel]int64{}
 	for ch := range globals.Channels() {
-		if end, ok := ends.Lookup(ch.Topic, ch.Partition); ok && end.Offset > 0 {
-			left[ch] = end.Offset
+		if end := ends[ch]; end > 0 {
+			left[ch] = end
 		}
 	}
 	for len(left) > 0 {
-		fs := cl.PollFetches(ctx)
+		recs, err := f.Poll(ctx)
 		if err := ctx.Err(); err != nil {
-			cl.Close()
-			return nil, fmt.Errorf("global tables: read to their ends: %w", err)
+			return fmt.Errorf("global tables: read to their ends: %w", err)
 		}
-		var ferr error
-		fs.EachError(func(topic string, p int32, err error) {
-			ferr = errors.Join(ferr, fmt.Errorf("global table %s: %w", transport.PartitionString(topic, p), err))
-		})
-		if ferr != nil {
-			cl.Close()
-			return nil, ferr
+		if err != nil {
+			return fmt.Errorf("global table %w", err)
 		}
-		for _, r := range fs.Records() {
+		for _, r := range recs {
 			n, err := applyGlobal(globals, r)
 			if err != nil {
-				cl.Close()
-				return nil, err
+				return err
 			}
 			applied += n
 		}
@@ -98,10 +97,7 @@ func startGlobalReader(ctx context.Context, connect []kgo.Opt, globals *taskmgr.
 	}
 	log.Info("global tables read to their ends", zap.Strings("topics", topics), zap.Int("records", applied),
 		zap.Duration("took", time.Since(began)))
-	rctx, cancel := context.WithCancel(context.Background())
-	g := &globalReader{cl: cl, batches: make(chan []*kgo.Record, 4), cancel: cancel, done: make(chan struct{})}
-	go g.follow(rctx)
-	return g, nil
+	return nil
 }
 
 // follow hands what arrives on the global tables to the pump, batch by
@@ -109,21 +105,15 @@ func startGlobalReader(ctx context.Context, connect []kgo.Opt, globals *taskmgr.
 func (g *globalReader) follow(ctx context.Context) {
 	defer close(g.done)
 	for {
-		fs := g.cl.PollFetches(ctx)
+		recs, err := g.f.Poll(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		var ferr error
-		fs.EachError(func(topic string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) {
-				ferr = errors.Join(ferr, fmt.Errorf("global table %s: %w", transport.PartitionString(topic, p), err))
-			}
-		})
-		if ferr != nil {
-			g.err = ferr
+		if err != nil {
+			g.err = fmt.Errorf("global table %w", err)
 			return
 		}
-		if recs := fs.Records(); len(recs) > 0 {
+		if len(recs) > 0 {
 			select {
 			case g.batches <- recs:
 			case <-ctx.Done():
@@ -153,24 +143,23 @@ func (g *globalReader) failure() error {
 func (g *globalReader) stop() {
 	g.cancel()
 	<-g.done
-	g.cl.Close()
+	g.f.Close()
 }
 
 // applyGlobal applies one record read from a global table's topic, or
 // moves past a transaction marker, and reports how many records it
 // applied.
-func applyGlobal(globals *taskmgr.Globals, r *kgo.Record) (int, error) {
-	if r.Attrs.IsControl() {
-		globals.SetNext(causal.Channel{Topic: r.Topic, Partition: r.Partition}, r.Offset+1)
+func applyGlobal(globals *taskmgr.Globals, r transport.FollowedRecord) (int, error) {
+	if r.Marker {
+		globals.SetNext(r.Channel(), r.Offset+1)
 		return 0, nil
 	}
-	rec := framework.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
-	return 1, globals.Apply(rec)
+	return 1, globals.Apply(framework.Record(r.Message))
 }
 
 // applyGlobals applies records of the global tables to the worker's copy
 // and tells the tasks that read them.
-func (w *StreamThread) applyGlobals(recs []*kgo.Record) {
+func (w *StreamThread) applyGlobals(recs []transport.FollowedRecord) {
 	moved := map[causal.Channel]bool{}
 	for _, r := range recs {
 		if _, err := applyGlobal(w.globals, r); err != nil {

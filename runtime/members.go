@@ -3,13 +3,13 @@ package runtime
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
+
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
 // membersTopic is the compacted topic in which an application's workers
@@ -31,13 +31,13 @@ type member struct {
 
 // membership publishes this worker's member record and follows the
 // others', so that a query for a key this worker does not hold can go to
-// the worker that does. It reads and writes with franz-go, outside the
+// the worker that does. It reads and writes with a helper client, outside the
 // worker's transactions: a member record is a hint, checked by the worker
 // it names, which answers 421 when it no longer holds the task.
 //
 //causeway:owned
 type membership struct {
-	cl       *kgo.Client
+	f        *transport.Follower
 	topic    string
 	instance string
 	log      *zap.Logger
@@ -52,15 +52,15 @@ type membership struct {
 	done   chan struct{}
 }
 
-// startMembership starts following the members topic.
-func startMembership(connect []kgo.Opt, topic, instance string, log *zap.Logger) (*membership, error) {
-	cl, err := kgo.NewClient(append(slices.Clip(connect), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ProducerLinger(0))...)
+// startMembership starts following the members topic with a follower
+// helpers make.
+func startMembership(helpers *transport.Helpers, topic, instance string, log *zap.Logger) (*membership, error) {
+	f, err := helpers.FollowTopic(topic)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &membership{cl: cl, topic: topic, instance: instance, log: log, members: map[string]member{}, cancel: cancel,
+	m := &membership{f: f, topic: topic, instance: instance, log: log, members: map[string]member{}, cancel: cancel,
 		done: make(chan struct{})}
 	go m.follow(ctx)
 	return m, nil
@@ -69,31 +69,37 @@ func startMembership(connect []kgo.Opt, topic, instance string, log *zap.Logger)
 func (m *membership) follow(ctx context.Context) {
 	defer close(m.done)
 	for {
-		fs := m.cl.PollFetches(ctx)
+		recs, err := m.f.Poll(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		fs.EachError(func(topic string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) {
-				m.log.Warn("read members", zap.String("topic", topic), zap.Error(err))
-			}
-		})
-		fs.EachRecord(func(r *kgo.Record) {
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			if r.Value == nil {
-				delete(m.members, string(r.Key))
-				return
-			}
-			var mb member
-			if err := json.Unmarshal(r.Value, &mb); err != nil {
-				m.log.Warn("a member record that does not parse", zap.ByteString("key", r.Key), zap.Error(err))
-				return
-			}
-			if old, ok := m.members[mb.Instance]; !ok || !mb.At.Before(old.At) {
-				m.members[mb.Instance] = mb
-			}
-		})
+		if err != nil {
+			m.log.Warn("read members", zap.Error(err))
+		}
+		for _, r := range recs {
+			m.take(r)
+		}
+	}
+}
+
+// take keeps what a record of the members topic says.
+func (m *membership) take(r transport.FollowedRecord) {
+	if r.Marker {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if r.Value == nil {
+		delete(m.members, string(r.Key))
+		return
+	}
+	var mb member
+	if err := json.Unmarshal(r.Value, &mb); err != nil {
+		m.log.Warn("a member record that does not parse", zap.ByteString("key", r.Key), zap.Error(err))
+		return
+	}
+	if old, ok := m.members[mb.Instance]; !ok || !mb.At.Before(old.At) {
+		m.members[mb.Instance] = mb
 	}
 }
 
@@ -118,7 +124,7 @@ func (m *membership) publish(http string, tasks []string, now time.Time) {
 	if err != nil {
 		return
 	}
-	m.cl.Produce(context.Background(), &kgo.Record{Topic: m.topic, Key: []byte(m.instance), Value: b}, func(_ *kgo.Record, err error) {
+	m.f.Produce(m.topic, []byte(m.instance), b, func(err error) {
 		if err != nil {
 			m.log.Warn("publish member record", zap.Error(err))
 		}
@@ -146,10 +152,10 @@ func (m *membership) owner(task string) (string, bool) {
 func (m *membership) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := m.cl.ProduceSync(ctx, &kgo.Record{Topic: m.topic, Key: []byte(m.instance)}).FirstErr(); err != nil {
+	if err := m.f.ProduceSync(ctx, m.topic, []byte(m.instance), nil); err != nil {
 		m.log.Warn("withdraw member record", zap.Error(err))
 	}
 	m.cancel()
 	<-m.done
-	m.cl.Close()
+	m.f.Close()
 }

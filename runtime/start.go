@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/framework/taskmgr"
@@ -48,10 +46,11 @@ func (w *StreamThread) connect(ctx context.Context) error {
 	w.consumer = consumer
 	// The helper readers are franz-go clients, connected as --kafka asks
 	// when franz-go can follow it.
-	franzOpts, franzErr := transport.FranzConnection(w.cfg.Kafka)
-	connect := append([]kgo.Opt{kgo.SeedBrokers(strings.Split(w.bootstrap, ",")...)}, franzOpts...)
-	src := transport.NewFranzChangelog(consumer, connect)
-	if franzErr != nil {
+	helpers, franzErr := transport.NewHelpers(w.bootstrap, w.cfg.Kafka)
+	var src transport.ChangelogSource
+	if franzErr == nil {
+		src = helpers.Changelog(consumer)
+	} else {
 		fallback, ok := w.transport.(transport.FallbackReader)
 		if !ok {
 			return fmt.Errorf("kafka settings: %w", franzErr)
@@ -60,7 +59,7 @@ func (w *StreamThread) connect(ctx context.Context) error {
 		w.log.Warn("restores read through librdkafka, and queries are not forwarded to other workers", zap.Error(franzErr))
 	}
 	if franzErr == nil {
-		m, err := startMembership(connect, membersTopic(w.cfg.ApplicationID), w.instanceID, w.log)
+		m, err := startMembership(helpers, membersTopic(w.cfg.ApplicationID), w.instanceID, w.log)
 		if err != nil {
 			return fmt.Errorf("members: %w", err)
 		}
@@ -75,7 +74,7 @@ func (w *StreamThread) connect(ctx context.Context) error {
 		if w.globals, err = taskmgr.NewGlobals(w.topo, counts); err != nil {
 			return err
 		}
-		if w.globalReader, err = startGlobalReader(ctx, connect, w.globals, w.log); err != nil {
+		if w.globalReader, err = startGlobalReader(ctx, helpers, w.globals, w.log); err != nil {
 			return err
 		}
 	}

@@ -18,7 +18,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/causal"
@@ -522,7 +521,7 @@ func (w *StreamThread) owner(task string) (string, bool) {
 
 // globalBatches is where the global reader hands over what it read; nil
 // (never ready) without global tables.
-func (w *StreamThread) globalBatches() <-chan []*kgo.Record {
+func (w *StreamThread) globalBatches() <-chan []transport.FollowedRecord {
 	if w.globalReader == nil {
 		return nil
 	}
