@@ -71,11 +71,11 @@ var _ taskmgr.Transaction = (*kafkaTransaction)(nil)
 
 // Begin opens a transaction, unless none is open and nothing moved.
 func (tx *kafkaTransaction) Begin(dirty bool) (bool, error) {
-	if !dirty && !tx.w.producer.open {
+	if !dirty && !tx.w.producer.Open() {
 		return false, nil
 	}
 	tx.closing = tx.w.now()
-	return true, tx.w.producer.begin()
+	return true, tx.w.producer.Begin()
 }
 
 // SendOutputs produces the task's remaining outputs (sendOutputs).
@@ -102,14 +102,14 @@ func (tx *kafkaTransaction) Commit(offsets map[causal.Channel]int64) error {
 	if err != nil {
 		return fmt.Errorf("group metadata: %w", err)
 	}
-	return tx.w.producer.commit(offsets, md)
+	return tx.w.producer.Commit(offsets, md)
 }
 
 // releaseOutputs lets every task write its next outputs over the memory
 // of those before, once the producer holds on to none of them (see
 // task.Task.ReleaseOutputs); otherwise the next commit tries again.
 func (w *StreamThread) releaseOutputs() {
-	if !w.producer.client.Released() {
+	if !w.producer.Released() {
 		return
 	}
 	for _, rt := range w.tasks.Tasks() {
@@ -132,7 +132,7 @@ func (w *StreamThread) writeChangelog(t *taskmgr.Task, snap task.Snapshot) (bool
 	for name, changes := range snap.Changes {
 		cl := restore.StoreChangelogTopic(w.cfg.ApplicationID, name)
 		for _, c := range changes {
-			err := w.producer.produceState(changelogMessage(cl, t.Partition(), c.Key, c.Value))
+			err := w.producer.SendCopy(changelogMessage(cl, t.Partition(), c.Key, c.Value))
 			if err != nil {
 				return w.refusedState(t, fmt.Sprintf("store %q", name), len(c.Key)+len(c.Value), err)
 			}
@@ -140,7 +140,7 @@ func (w *StreamThread) writeChangelog(t *taskmgr.Task, snap task.Snapshot) (bool
 	}
 	topic := restore.CheckpointTopic(w.cfg.ApplicationID, t.Processor())
 	cp := snap.Checkpoint().Encode()
-	if err := w.producer.produceState(changelogMessage(topic, t.Partition(), restore.CheckpointRecordKey, cp)); err != nil {
+	if err := w.producer.SendCopy(changelogMessage(topic, t.Partition(), restore.CheckpointRecordKey, cp)); err != nil {
 		return w.refusedState(t, "the checkpoint", len(cp), err)
 	}
 	return true, nil
@@ -162,7 +162,7 @@ func (w *StreamThread) refusedState(t *taskmgr.Task, what string, size int, err 
 // transaction from committed state, or stops the worker when the error is
 // fatal (a fenced producer).
 func (w *StreamThread) onCommitError(err error) {
-	if w.producer.fatal(err) {
+	if w.producer.Fatal(err) {
 		w.fate.stop(fmt.Errorf("producer fenced or failed: %w; when fenced, either another process runs with this worker's instance id %q "+
 			"(the same --instance-id, or a copy of its state dir), or the broker lost this producer's state "+
 			"(the embedded broker does when it restarts: see docs/operations.md, The embedded broker); restart this worker", err, w.instanceID))
@@ -170,7 +170,7 @@ func (w *StreamThread) onCommitError(err error) {
 	}
 	w.failedCommits++
 	w.lastCommitErr = err
-	w.producer.refusals.transactionFailed(w.producer.client)
+	w.producer.Failed()
 	w.log.Warn("transaction failed; aborting and rebuilding the tasks with work in it from committed state",
 		zap.Error(err), zap.Stringer("class", transport.Classify(err)), zap.Int("consecutive_failures", w.failedCommits))
 	// Back off on repeated failures so a persistent fault does not spin.
@@ -189,7 +189,7 @@ func (w *StreamThread) abort() {
 	for _, rt := range w.tasks.Tasks() {
 		rt.StreamedAborted()
 	}
-	if err := w.producer.abort(); err != nil {
+	if err := w.producer.Abort(); err != nil {
 		w.fate.stop(err)
 	}
 }

@@ -345,7 +345,7 @@ func newFakeWorker(t *testing.T, fake *fakeKafka, topo *framework.Topology, coun
 		}
 	}
 	w.consumer = fake
-	w.producer = newTxnProducer(fake, w.log, w.metrics, w.stop)
+	w.producer = newProducer(fake, w.log, w.metrics, w.stop)
 	w.tasks, err = w.newTaskManager(counts, fake, fake)
 	require.NoError(t, err)
 	t.Cleanup(func() { w.closeTasks(w.tasks.Tasks()) }) // and their stores on disk

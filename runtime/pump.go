@@ -259,7 +259,7 @@ func (w *StreamThread) streamFrom(touched []*taskmgr.Task) {
 			w.onCommitError(err)
 			return
 		}
-		if sound && w.producer.client.Released() {
+		if sound && w.producer.Released() {
 			rt.Task().ReuseCarved()
 		}
 	}
@@ -282,7 +282,7 @@ func (w *StreamThread) sendOutputs(rt *taskmgr.Task) (bool, error) {
 		for i := range outs {
 			o := &outs[i]
 			latency.Observe(float64(max(0, now-o.Record.Timestamp.UnixMilli())) / 1000)
-			err := w.producer.send(o)
+			err := w.producer.Send((*transport.Message)(&o.Record))
 			if err == nil {
 				rt.CountStreamed()
 				continue

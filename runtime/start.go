@@ -9,6 +9,7 @@ import (
 
 	"github.com/causeway-stream/causeway/framework/taskmgr"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
+	"github.com/causeway-stream/causeway/runtime/internal/txn"
 	"github.com/causeway-stream/causeway/runtime/internal/upstream"
 )
 
@@ -21,7 +22,7 @@ func (w *StreamThread) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w.producer = newTxnProducer(p, w.log, w.metrics, w.stop)
+	w.producer = newProducer(p, w.log, w.metrics, w.stop)
 	w.admin = admin
 	w.setStarting("connecting to Kafka at " + w.bootstrap)
 	if err := reachCluster(ctx, admin, w.bootstrap, w.cfg.Kafka, w.cfg.ConnectTimeout, w.log); err != nil {
@@ -111,4 +112,11 @@ func (w *StreamThread) setStarting(what string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.starting = what
+}
+
+// newProducer is the thread's transactional producer over client, which
+// counts commits, aborts and the records each topic got in the metrics.
+func newProducer(client transport.Producer, log *zap.Logger, m *Metrics, stop <-chan struct{}) *txn.Producer {
+	return txn.New(client, txn.Options{Log: log, Stop: stop, OnCommit: m.Commits.Inc, OnAbort: m.Aborts.Inc,
+		OnCommitted: func(topic string, n int) { m.RecordsOut.WithLabelValues(topic).Add(float64(n)) }})
 }

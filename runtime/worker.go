@@ -26,6 +26,7 @@ import (
 	"github.com/causeway-stream/causeway/runtime/embedded"
 	"github.com/causeway-stream/causeway/runtime/internal/statedir"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
+	"github.com/causeway-stream/causeway/runtime/internal/txn"
 	"github.com/causeway-stream/causeway/runtime/internal/upstream"
 )
 
@@ -51,7 +52,7 @@ type taskReply struct {
 //
 // StreamThread is the facade over the runtime's parts, each in a file of its
 // own: the pump (pump.go) polls and hands records to the task manager's
-// tasks (tasks.go), the transactional producer (producer.go) sends and
+// tasks (tasks.go), the transactional producer (runtime/internal/txn) sends and
 // commits, commits and aborts follow commit.go, the changelog reader
 // (runtime/internal/restore) restores on a goroutine of its own
 // (restoring.go), and the
@@ -75,7 +76,7 @@ type StreamThread struct {
 	admin      transport.Admin
 
 	// Owned by the pump goroutine.
-	producer *txnProducer
+	producer *txn.Producer
 	tasks    *taskmgr.Manager
 	pump     pump
 	// fate is what the pump must do beyond its next step: stop for good,
@@ -581,7 +582,7 @@ func (w *StreamThread) closeClients() {
 		w.admin.Close()
 	}
 	if w.producer != nil {
-		if err := w.producer.client.Close(); err != nil {
+		if err := w.producer.Close(); err != nil {
 			w.log.Warn("close producer", zap.Error(err))
 		}
 	}

@@ -321,7 +321,7 @@ func (h *herder) report(ctx context.Context, plan map[string]desired) {
 		}
 		b, err := json.Marshal(st)
 		if err == nil {
-			err = h.w.store.send(ctx, "status/"+name+"/"+h.w.cfg.WorkerID, b)
+			err = h.w.store.send("status/"+name+"/"+h.w.cfg.WorkerID, b)
 		}
 		if err != nil {
 			h.w.log.Warn("write a task status", zap.String("connector", name), zap.Error(err))
@@ -333,7 +333,7 @@ func (h *herder) report(ctx context.Context, plan map[string]desired) {
 		if _, ok := h.runners[name]; ok {
 			continue
 		}
-		if err := h.w.store.send(ctx, "status/"+name+"/"+h.w.cfg.WorkerID, nil); err != nil {
+		if err := h.w.store.send("status/"+name+"/"+h.w.cfg.WorkerID, nil); err != nil {
 			h.w.log.Warn("write a task status", zap.String("connector", name), zap.Error(err))
 			continue
 		}
@@ -351,9 +351,9 @@ func (h *herder) leave(ctx context.Context) error {
 		h.stop(name, r)
 	}
 	for name := range h.written {
-		errs = append(errs, h.w.store.send(ctx, "status/"+name+"/"+h.w.cfg.WorkerID, nil))
+		errs = append(errs, h.w.store.send("status/"+name+"/"+h.w.cfg.WorkerID, nil))
 	}
-	errs = append(errs, h.w.store.send(ctx, "worker/"+h.w.cfg.WorkerID, nil))
+	errs = append(errs, h.w.store.send("worker/"+h.w.cfg.WorkerID, nil))
 	return errors.Join(errs...)
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/causeway-stream/causeway/connect/transform"
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
+	"github.com/causeway-stream/causeway/runtime/internal/txn"
 )
 
 // HTTPSourceClass is the built-in HTTP source's class: records posted to
@@ -56,7 +57,7 @@ type httpSource struct {
 	partitions int32
 	chain      *transform.Chain
 	log        *zap.Logger
-	producer   transport.Producer
+	producer   *txn.Producer
 	admin      transport.Admin
 	// produced counts the records committed.
 	produced *atomic.Int64
@@ -75,7 +76,7 @@ func (w *Worker) newHTTPSource(name string, task int, cfg map[string]string, own
 	h := &httpSource{topics: own.List(keyHTTPTopics), partitions: int32(max(parts, 1)), chain: chain, log: log, ready: make(chan struct{}),
 		produced: produced}
 	var err error
-	if h.producer, h.admin, err = w.supplier.Producer(w.settings("connect-"+name, fmt.Sprintf("%s-%d", w.cfg.WorkerID, task))); err != nil {
+	if h.producer, h.admin, err = w.producer(w.settings("connect-"+name, fmt.Sprintf("%s-%d", w.cfg.WorkerID, task))); err != nil {
 		return nil, err
 	}
 	return h, nil
@@ -83,7 +84,7 @@ func (w *Worker) newHTTPSource(name string, task int, cfg map[string]string, own
 
 // run readies the producer, then waits for the end: requests do the work.
 func (h *httpSource) run(ctx context.Context) error {
-	h.err = h.producer.InitTransactions(ctx)
+	h.err = h.producer.Init(ctx)
 	if h.err == nil {
 		h.counts, h.err = h.admin.PartitionCounts(ctx)
 	}
@@ -184,35 +185,35 @@ func (h *httpSource) write(ctx context.Context, topic string, recs []postedRecor
 		h.counts = counts
 	}
 	header := session.AppendHeader(nil)
-	if err := h.producer.BeginTransaction(); err != nil {
-		return nil, causal.Clock{}, err
-	}
 	var out []postedOffset
 	written := map[int32]bool{}
-	for i, r := range recs {
-		var key []byte
-		if len(r.Key) > 0 && string(r.Key) != "null" {
-			key = r.Key
+	err := h.producer.Do(func(send func(*transport.Message) error) error {
+		for i, r := range recs {
+			var key []byte
+			if len(r.Key) > 0 && string(r.Key) != "null" {
+				key = r.Key
+			}
+			var value []byte
+			if len(r.Value) > 0 && string(r.Value) != "null" {
+				value = r.Value
+			}
+			t, err := h.chain.Apply(transform.Record{Topic: topic, Key: key, Value: value})
+			if err != nil {
+				return fmt.Errorf("record %d: %w", i, err)
+			}
+			p := framework.PartitionFor(t.Key, h.counts[topic])
+			written[p] = true
+			out = append(out, postedOffset{Partition: p})
+			m := transport.Message{Topic: topic, Partition: p, Key: t.Key, Value: t.Value, Timestamp: time.Now(),
+				Headers: []framework.Header{{Key: causal.HeaderKey, Value: header}}}
+			if err := send(&m); err != nil {
+				return err
+			}
 		}
-		var value []byte
-		if len(r.Value) > 0 && string(r.Value) != "null" {
-			value = r.Value
-		}
-		t, err := h.chain.Apply(transform.Record{Topic: topic, Key: key, Value: value})
-		if err != nil {
-			return nil, causal.Clock{}, errors.Join(fmt.Errorf("record %d: %w", i, err), h.producer.AbortTransaction(ctx))
-		}
-		p := framework.PartitionFor(t.Key, h.counts[topic])
-		written[p] = true
-		out = append(out, postedOffset{Partition: p})
-		m := transport.Message{Topic: topic, Partition: p, Key: t.Key, Value: t.Value, Timestamp: time.Now(),
-			Headers: []framework.Header{{Key: causal.HeaderKey, Value: header}}}
-		if err := h.producer.Produce(&m); err != nil {
-			return nil, causal.Clock{}, errors.Join(err, h.producer.AbortTransaction(ctx))
-		}
-	}
-	if err := h.producer.CommitTransaction(ctx); err != nil {
-		return nil, causal.Clock{}, errors.Join(err, h.producer.AbortTransaction(ctx))
+		return nil
+	})
+	if err != nil {
+		return nil, causal.Clock{}, err
 	}
 	h.produced.Add(int64(len(recs)))
 	var chs []causal.Channel

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/causeway-stream/causeway/runtime/sinkworker"
 )
@@ -31,15 +32,28 @@ type taskCounters struct {
 	produced atomic.Int64
 }
 
-// collector reads the herder's runners when scraped.
-type collector struct{ h *herder }
+// registry holds the worker's metrics and the Go runtime's and the
+// process's.
+func (w *Worker) registry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collector{w: w})
+	return reg
+}
+
+// collector reads the herder's runners when scraped; the server serves
+// nothing before the worker runs its herder.
+type collector struct{ w *Worker }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
-	c.h.mu.Lock()
-	defer c.h.mu.Unlock()
-	for name, r := range c.h.runners {
+	h := c.w.herder
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for name, r := range h.runners {
 		ch <- prometheus.MustNewConstMetric(descTasks, prometheus.GaugeValue, 1, name, r.status().State)
 		if sw := r.counters.sink.Load(); sw != nil {
 			st := sw.Status()
@@ -52,7 +66,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descSourceRecords, prometheus.CounterValue, float64(r.counters.produced.Load()), name)
 		}
 	}
-	for key, n := range c.h.restarted {
+	for key, n := range h.restarted {
 		name, task, _ := strings.Cut(key, "/")
 		ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.CounterValue, float64(n), name, task)
 	}

@@ -16,10 +16,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/causeway-stream/causeway/connect"
 )
 
@@ -138,23 +134,13 @@ type ServerInfo struct {
 //go:embed web
 var webFiles embed.FS
 
-// routes is the REST API, the metrics and the page.
-func (w *Worker) routes() http.Handler {
-	mux := http.NewServeMux()
+// routes adds the REST API and the page to the worker's server, which
+// answers /healthz, /readyz and /metrics itself (probes).
+func (w *Worker) routes() {
+	mux := w.server
 	mux.HandleFunc("GET /{$}", func(rw http.ResponseWriter, _ *http.Request) {
 		writeJSON(rw, http.StatusOK, ServerInfo{Version: "causeway", Commit: "", KafkaClusterID: ""})
 	})
-	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
-		if err := w.herder.health(time.Now()); err != nil {
-			http.Error(rw, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(rw, "ok")
-	})
-	mux.HandleFunc("GET /readyz", w.readyz)
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), collector{h: w.herder})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	page, _ := fs.Sub(webFiles, "web")
 	mux.Handle("GET /ui/", http.StripPrefix("/ui/", http.FileServerFS(page)))
 	mux.HandleFunc("GET /connectors", w.listConnectors)
@@ -240,7 +226,6 @@ func (w *Worker) routes() http.Handler {
 		}
 		h.serve(rw, req, req.PathValue("topic"))
 	})
-	return mux
 }
 
 // connectorView is what the state says of one connector, copied out.
@@ -329,26 +314,30 @@ func (w *Worker) withConnector(f func(http.ResponseWriter, *http.Request, connec
 	}
 }
 
-// synced reads the state topic to its end, so that an answer holds every
-// write made before the request on any worker; on failure it answers 500.
-// readyz answers 200 once the worker has read the cluster's state to its
-// end, and says when some of its tasks are FAILED (still 200: restarting
-// the worker would not mend a connector; its status and restart call do);
-// 503 while the state topic cannot be read.
-func (w *Worker) readyz(rw http.ResponseWriter, req *http.Request) {
-	ctx, cancel := context.WithTimeout(req.Context(), 3*time.Second)
+// probes answers the connect worker's health. It is live while its
+// herder is (herder.health). It is ready once it has read the cluster's
+// state to its end, and degraded while some of its tasks are FAILED
+// (still ready: restarting the worker would not mend a connector; its
+// status and restart call do); not ready while the state topic cannot be
+// read.
+type probes struct{ w *Worker }
+
+func (p probes) Live() error { return p.w.herder.health(time.Now()) }
+
+func (p probes) Ready(ctx context.Context) (ready, degraded bool, reason string) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	if err := w.store.sync(ctx); err != nil {
-		http.Error(rw, "not ready: read the state topic: "+err.Error(), http.StatusServiceUnavailable)
-		return
+	if err := p.w.store.sync(ctx); err != nil {
+		return false, false, "read the state topic: " + err.Error()
 	}
-	if failed := w.herder.failedTasks(); len(failed) > 0 {
-		fmt.Fprintln(rw, "ready, degraded: tasks FAILED: "+strings.Join(failed, ", "))
-		return
+	if failed := p.w.herder.failedTasks(); len(failed) > 0 {
+		return true, true, "tasks FAILED: " + strings.Join(failed, ", ")
 	}
-	fmt.Fprintln(rw, "ready")
+	return true, false, ""
 }
 
+// synced reads the state topic to its end, so that an answer holds every
+// write made before the request on any worker; on failure it answers 500.
 func (w *Worker) synced(rw http.ResponseWriter, req *http.Request) bool {
 	if err := w.store.sync(req.Context()); err != nil {
 		writeError(rw, http.StatusInternalServerError, err.Error())

@@ -17,6 +17,7 @@ import (
 	"github.com/causeway-stream/causeway/connect/transform"
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
+	"github.com/causeway-stream/causeway/runtime/internal/txn"
 )
 
 // sourceRunner writes what a source task reads to Kafka, exactly once and
@@ -36,7 +37,7 @@ type sourceRunner struct {
 	offsets    causal.Channel
 	partitions int32
 	chain      *transform.Chain
-	producer   transport.Producer
+	producer   *txn.Producer
 	admin      transport.Admin
 	consumer   transport.Consumer
 	log        *zap.Logger
@@ -64,7 +65,7 @@ func (w *Worker) newSourceRunner(name string, cfg map[string]string, chain *tran
 	s := &sourceRunner{connector: name, chain: chain, log: log, partitions: int32(max(parts, 1)), tolerate: cfg[keyTolerance] == "all", produced: produced}
 	var err error
 	settings := w.settings("connect-"+name, "source")
-	if s.producer, s.admin, err = w.supplier.Producer(settings); err != nil {
+	if s.producer, s.admin, err = w.producer(settings); err != nil {
 		return nil, err
 	}
 	if s.consumer, err = w.supplier.Consumer(settings); err != nil {
@@ -107,7 +108,7 @@ func (s *sourceRunner) start(ctx context.Context) error {
 	if _, err := createTopic(ctx, s.admin, s.offsets.Topic, 25, map[string]string{"cleanup.policy": "compact"}); err != nil {
 		return fmt.Errorf("offsets topic: %w", err)
 	}
-	if err := s.producer.InitTransactions(ctx); err != nil {
+	if err := s.producer.Init(ctx); err != nil {
 		return fmt.Errorf("source producer: %w", err)
 	}
 	last, err := s.lastCommitted(ctx)
@@ -270,41 +271,41 @@ func (s *sourceRunner) writeRun(ctx context.Context, topic string, recs []routed
 	// A header of its own for each run: a client may read it until the
 	// transaction ends.
 	header := s.session.AppendHeader(nil)
-	if err := s.producer.BeginTransaction(); err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
 	if offset == nil {
 		offset = s.offset
 	}
 	written := map[int32]bool{}
-	for _, r := range recs {
-		if r.src.Offset != nil {
-			offset = r.src.Offset
-		}
-		p := framework.PartitionFor(r.t.Key, s.counts[topic])
-		written[p] = true
-		m := transport.Message{Topic: topic, Partition: p, Key: r.t.Key, Value: r.t.Value, Timestamp: r.src.Timestamp,
-			Headers: append(slices.Clone(r.src.Headers), framework.Header{Key: causal.HeaderKey, Value: header})}
-		if err := s.producer.Produce(&m); err != nil {
-			return errors.Join(fmt.Errorf("produce to %s: %w", topic, err), s.producer.AbortTransaction(ctx))
-		}
-	}
-	n := len(recs)
 	topics := s.topics
 	if len(recs) > 0 && !slices.Contains(topics, topic) {
 		topics = append(slices.Clone(topics), topic)
 	}
-	b, err := json.Marshal(committedOffset{Offset: offset, Topics: topics})
+	err := s.producer.Do(func(send func(*transport.Message) error) error {
+		for _, r := range recs {
+			if r.src.Offset != nil {
+				offset = r.src.Offset
+			}
+			p := framework.PartitionFor(r.t.Key, s.counts[topic])
+			written[p] = true
+			m := transport.Message{Topic: topic, Partition: p, Key: r.t.Key, Value: r.t.Value, Timestamp: r.src.Timestamp,
+				Headers: append(slices.Clone(r.src.Headers), framework.Header{Key: causal.HeaderKey, Value: header})}
+			if err := send(&m); err != nil {
+				return err
+			}
+		}
+		b, err := json.Marshal(committedOffset{Offset: offset, Topics: topics})
+		if err != nil {
+			return err
+		}
+		m := transport.Message{Topic: s.offsets.Topic, Partition: s.offsets.Partition, Key: []byte(s.connector), Value: b, Timestamp: time.Now()}
+		if err := send(&m); err != nil {
+			return fmt.Errorf("offset: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return errors.Join(err, s.producer.AbortTransaction(ctx))
+		return err
 	}
-	m := transport.Message{Topic: s.offsets.Topic, Partition: s.offsets.Partition, Key: []byte(s.connector), Value: b, Timestamp: time.Now()}
-	if err := s.producer.Produce(&m); err != nil {
-		return errors.Join(fmt.Errorf("offset: %w", err), s.producer.AbortTransaction(ctx))
-	}
-	if err := s.producer.CommitTransaction(ctx); err != nil {
-		return errors.Join(fmt.Errorf("commit: %w", err), s.producer.AbortTransaction(ctx))
-	}
+	n := len(recs)
 	s.offset, s.topics = offset, topics
 	s.produced.Add(int64(n))
 	if len(written) == 0 {

@@ -55,7 +55,7 @@ func TestSourceRecordsAreRoutedAndRefusedOnesLeftOut(t *testing.T) {
 			defer b.Close()
 			w, err := New(Config{Bootstrap: b.Addr(), Client: client, Listen: "127.0.0.1:0", Log: zaptest.NewLogger(t)})
 			require.NoError(t, err)
-			defer w.listener.Close()
+			defer func() { _ = w.server.Stop(context.Background()) }()
 			cfg := map[string]string{"errors.tolerance": "all", "topic.creation.default.partitions": "1",
 				"transforms": "key,route", "transforms.key.type": "ValueToKey", "transforms.key.fields": "id",
 				"transforms.route.type": "RegexRouter", "transforms.route.regex": "raw_(.*)", "transforms.route.replacement": "clean_$1"}

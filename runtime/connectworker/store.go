@@ -11,6 +11,7 @@ import (
 
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
+	"github.com/causeway-stream/causeway/runtime/internal/txn"
 )
 
 // store keeps the cluster's state: it reads the state topic from its
@@ -20,7 +21,7 @@ import (
 type store struct {
 	ch       causal.Channel
 	consumer transport.Consumer
-	producer transport.Producer
+	producer *txn.Producer
 	admin    transport.Admin
 	log      *zap.Logger
 
@@ -38,14 +39,14 @@ type store struct {
 
 // newStore makes the state topic when it is missing and readies the
 // clients; run reads it.
-func newStore(ctx context.Context, topic string, consumer transport.Consumer, producer transport.Producer, admin transport.Admin, log *zap.Logger) (*store, error) {
+func newStore(ctx context.Context, topic string, consumer transport.Consumer, producer *txn.Producer, admin transport.Admin, log *zap.Logger) (*store, error) {
 	err := admin.CreateTopics(ctx, []transport.TopicSpec{{Name: topic, Partitions: 1, Configs: map[string]string{"cleanup.policy": "compact"}}})
 	if err != nil {
 		return nil, fmt.Errorf("state topic: %w", err)
 	}
 	s := &store{ch: causal.Channel{Topic: topic}, consumer: consumer, producer: producer, admin: admin, log: log,
 		state: newClusterState(), moved: make(chan struct{})}
-	if err := producer.InitTransactions(ctx); err != nil {
+	if err := producer.Init(ctx); err != nil {
 		return nil, fmt.Errorf("state topic producer: %w", err)
 	}
 	low, _, err := consumer.Watermarks(s.ch)
@@ -116,30 +117,23 @@ func (s *store) view(f func(st *clusterState)) {
 // write writes key's value (nil: a tombstone) in a transaction of its
 // own, and returns once this worker's view holds it.
 func (s *store) write(ctx context.Context, key string, value []byte) error {
-	if err := s.send(ctx, key, value); err != nil {
+	if err := s.send(key, value); err != nil {
 		return err
 	}
 	return s.sync(ctx)
 }
 
-// send writes key's value without waiting to read it back.
-//
-// Once begun, the transaction is ended whether or not ctx is done: one
-// left open would refuse every later write.
-func (s *store) send(ctx context.Context, key string, value []byte) error {
+// send writes key's value without waiting to read it back, in a
+// transaction of its own, ended whatever happens: one left open would
+// refuse every later write.
+func (s *store) send(key string, value []byte) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	if err := s.producer.BeginTransaction(); err != nil {
+	err := s.producer.Do(func(send func(*transport.Message) error) error {
+		return send(&transport.Message{Topic: s.ch.Topic, Partition: 0, Key: []byte(key), Value: value, Timestamp: time.Now()})
+	})
+	if err != nil {
 		return fmt.Errorf("write %s: %w", key, err)
-	}
-	m := transport.Message{Topic: s.ch.Topic, Partition: 0, Key: []byte(key), Value: value, Timestamp: time.Now()}
-	if err := s.producer.Produce(&m); err != nil {
-		return errors.Join(fmt.Errorf("write %s: %w", key, err), s.producer.AbortTransaction(ctx))
-	}
-	if err := s.producer.CommitTransaction(ctx); err != nil {
-		return errors.Join(fmt.Errorf("write %s: %w", key, err), s.producer.AbortTransaction(ctx))
 	}
 	return nil
 }

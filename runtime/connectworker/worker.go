@@ -26,9 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
-	"strconv"
 	"sync"
 	"time"
 
@@ -37,7 +35,9 @@ import (
 	"github.com/causeway-stream/causeway/runtime/internal/restarts"
 
 	"github.com/causeway-stream/causeway/connect"
+	"github.com/causeway-stream/causeway/runtime/internal/server"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
+	"github.com/causeway-stream/causeway/runtime/internal/txn"
 )
 
 // RestartPolicy is when FAILED tasks restart without an operator: the
@@ -91,7 +91,7 @@ type Worker struct {
 	log      *zap.Logger
 	supplier transport.Supplier
 	plugins  map[string]plugin
-	listener net.Listener
+	server   *server.Base
 	store    *store
 	herder   *herder
 }
@@ -134,21 +134,33 @@ func New(cfg Config) (*Worker, error) {
 		}
 		w.plugins[class] = plugin{class: class, kind: kindSource, source: s}
 	}
-	if w.listener, err = net.Listen("tcp", cfg.Listen); err != nil {
+	w.server = server.NewBase(cfg.Listen, probes{w}, w.registry(), w.log)
+	if err := w.server.Listen(); err != nil {
 		return nil, fmt.Errorf("connectworker: REST listener: %w", err)
 	}
 	if w.cfg.WorkerID == "" {
 		host, _ := os.Hostname()
-		w.cfg.WorkerID = host + ":" + strconv.Itoa(w.listener.Addr().(*net.TCPAddr).Port)
+		_, port, _ := net.SplitHostPort(w.server.Addr())
+		w.cfg.WorkerID = host + ":" + port
 	}
 	return w, nil
 }
 
 // Addr is the REST API's address.
-func (w *Worker) Addr() string { return w.listener.Addr().String() }
+func (w *Worker) Addr() string { return w.server.Addr() }
 
 // ID is the worker's id in the cluster.
 func (w *Worker) ID() string { return w.cfg.WorkerID }
+
+// producer makes a transactional producer, and the admin client beside
+// it, with settings.
+func (w *Worker) producer(s transport.Settings) (*txn.Producer, transport.Admin, error) {
+	p, admin, err := w.supplier.Producer(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	return txn.New(p, txn.Options{Log: w.log}), admin, nil
+}
 
 // settings are the transport settings of a client of the worker.
 func (w *Worker) settings(application, instance string) transport.Settings {
@@ -160,23 +172,23 @@ func (w *Worker) settings(application, instance string) transport.Settings {
 // worker until ctx is done; then it stops them, says it leaves, and
 // closes its clients.
 func (w *Worker) Run(ctx context.Context) (err error) {
-	producer, admin, err := w.supplier.Producer(w.settings("causeway-connect", w.cfg.WorkerID))
+	producer, admin, err := w.producer(w.settings("causeway-connect", w.cfg.WorkerID))
 	if err != nil {
-		w.listener.Close()
+		w.server.Stop(context.Background())
 		return fmt.Errorf("connectworker: %w", err)
 	}
 	consumer, err := w.supplier.Consumer(w.settings("causeway-connect", w.cfg.WorkerID))
 	if err != nil {
 		producer.Close()
 		admin.Close()
-		w.listener.Close()
+		w.server.Stop(context.Background())
 		return fmt.Errorf("connectworker: %w", err)
 	}
 	if w.store, err = newStore(ctx, w.cfg.StateTopic, consumer, producer, admin, w.log); err != nil {
 		consumer.Close()
 		producer.Close()
 		admin.Close()
-		w.listener.Close()
+		w.server.Stop(context.Background())
 		return fmt.Errorf("connectworker: %w", err)
 	}
 	defer func() { err = errors.Join(err, w.store.close()) }()
@@ -195,17 +207,12 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("connectworker: %w", err)
 	}
 	w.herder = newHerder(w)
-	srv := &http.Server{Handler: w.routes(), ReadHeaderTimeout: 10 * time.Second}
-	var serveErr error
-	wg.Go(func() {
-		if err := srv.Serve(w.listener); !errors.Is(err, http.ErrServerClosed) {
-			serveErr = err
-		}
-	})
+	w.routes()
+	w.server.Serve()
 	defer func() {
 		shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		err = errors.Join(err, srv.Shutdown(shut), serveErr)
+		err = errors.Join(err, w.server.Stop(shut))
 	}()
 	w.log.Info("connect worker started", zap.String("worker", w.cfg.WorkerID), zap.String("rest", w.Addr()),
 		zap.String("state_topic", w.cfg.StateTopic))

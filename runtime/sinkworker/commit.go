@@ -233,25 +233,25 @@ func (w *Worker) sendDead(ctx context.Context) error {
 	if len(w.dead) == 0 {
 		return nil
 	}
-	if err := w.producer.BeginTransaction(); err != nil {
-		return fmt.Errorf("dead letters: %w", err)
-	}
-	for _, d := range w.dead {
-		r := d.Record
-		dl := framework.FitDeadLetter(framework.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp,
-			Headers: append(slices.Clone(r.Headers),
-				framework.Header{Key: HeaderTopic, Value: []byte(r.Topic)},
-				framework.Header{Key: HeaderPartition, Value: []byte(strconv.Itoa(int(r.Partition)))},
-				framework.Header{Key: HeaderOffset, Value: []byte(strconv.FormatInt(r.Offset, 10))},
-				framework.Header{Key: HeaderMessage, Value: []byte(d.Err.Error())})}, w.cfg.MaxRecordBytes)
-		m := transport.Message{Topic: w.cfg.DeadLetterTopic, Partition: framework.PartitionFor(r.Key, w.deadPartitions), Key: dl.Key, Value: dl.Value,
-			Timestamp: dl.Timestamp, Headers: dl.Headers}
-		if err := w.producer.Produce(&m); err != nil {
-			return errors.Join(fmt.Errorf("dead letters: %w", err), w.producer.AbortTransaction(ctx))
+	err := w.producer.Do(func(send func(*transport.Message) error) error {
+		for _, d := range w.dead {
+			r := d.Record
+			dl := framework.FitDeadLetter(framework.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp,
+				Headers: append(slices.Clone(r.Headers),
+					framework.Header{Key: HeaderTopic, Value: []byte(r.Topic)},
+					framework.Header{Key: HeaderPartition, Value: []byte(strconv.Itoa(int(r.Partition)))},
+					framework.Header{Key: HeaderOffset, Value: []byte(strconv.FormatInt(r.Offset, 10))},
+					framework.Header{Key: HeaderMessage, Value: []byte(d.Err.Error())})}, w.cfg.MaxRecordBytes)
+			m := transport.Message{Topic: w.cfg.DeadLetterTopic, Partition: framework.PartitionFor(r.Key, w.deadPartitions), Key: dl.Key, Value: dl.Value,
+				Timestamp: dl.Timestamp, Headers: dl.Headers}
+			if err := send(&m); err != nil {
+				return err
+			}
 		}
-	}
-	if err := w.producer.CommitTransaction(ctx); err != nil {
-		return errors.Join(fmt.Errorf("dead letters: %w", err), w.producer.AbortTransaction(ctx))
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("dead letters: %w", err)
 	}
 	w.log.Warn("records refused by the sink sent to the dead-letter topic", zap.Int("records", len(w.dead)), zap.String("topic", w.cfg.DeadLetterTopic))
 	clear(w.dead)

@@ -28,6 +28,7 @@ import (
 	"github.com/causeway-stream/causeway/connect"
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
+	"github.com/causeway-stream/causeway/runtime/internal/txn"
 )
 
 // Config is what a Worker runs.
@@ -111,7 +112,7 @@ type Worker struct {
 	cfg      Config
 	log      *zap.Logger
 	consumer transport.Consumer
-	producer transport.Producer
+	producer *txn.Producer
 	admin    transport.Admin
 	counts   map[string]int32
 	// deadPartitions is the dead-letter topic's partition count.
@@ -214,9 +215,11 @@ func New(cfg Config) (*Worker, error) {
 	s := transport.Settings{ApplicationID: "connect-" + cfg.Connector, Kafka: cfg.Kafka, Bootstrap: cfg.Bootstrap,
 		InstanceID: cfg.InstanceID, Log: cfg.Log, AllowOffsetReset: true, AutoOffsetReset: "earliest"}
 	w := &Worker{cfg: cfg, log: cfg.Log}
-	if w.producer, w.admin, err = supplier.Producer(s); err != nil {
+	p, admin, err := supplier.Producer(s)
+	if err != nil {
 		return nil, fmt.Errorf("sinkworker: %w", err)
 	}
+	w.producer, w.admin = txn.New(p, txn.Options{Log: cfg.Log}), admin
 	if w.consumer, err = supplier.Consumer(s); err != nil {
 		w.producer.Close()
 		w.admin.Close()
@@ -318,7 +321,7 @@ func (w *Worker) start(ctx context.Context) error {
 			w.log.Info("created the dead-letter topic", zap.String("topic", w.cfg.DeadLetterTopic))
 		}
 		w.deadPartitions = n
-		if err := w.producer.InitTransactions(ctx); err != nil {
+		if err := w.producer.Init(ctx); err != nil {
 			return fmt.Errorf("dead-letter producer: %w", err)
 		}
 	}

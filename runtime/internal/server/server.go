@@ -14,14 +14,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/causal"
@@ -44,9 +42,7 @@ type Server struct {
 	client *http.Client
 	w      Served
 	log    *zap.Logger
-	srv    *http.Server
-	ln     net.Listener
-	done   chan struct{}
+	base   *Base
 }
 
 // Served is what a Server serves: a stream thread, or an Instance of
@@ -80,83 +76,55 @@ type Parts struct {
 
 // New returns a server for w on addr; it listens on Start.
 func New(addr string, w Served, log *zap.Logger) *Server {
-	s := &Server{w: w, log: log, done: make(chan struct{}), files: webFiles(), client: &http.Client{Timeout: 30 * time.Second}}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.HandleFunc("GET /readyz", s.readyz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(w.Parts().Registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /status", s.statusJSON)
-	mux.HandleFunc("GET /topology", s.topologyJSON)
-	mux.HandleFunc("GET /stores/{store}/{kind}", s.query)
-	mux.HandleFunc("GET /{$}", s.page)
-	mux.Handle("GET /ui/", http.StripPrefix("/ui/", http.FileServerFS(s.files)))
-	mux.HandleFunc("POST /tasks/{processor}/{partition}/restart", s.admin(s.restart))
-	mux.HandleFunc("POST /tasks/{processor}/{partition}/skip", s.admin(s.skip))
-	s.srv = &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	s := &Server{w: w, log: log, files: webFiles(), client: &http.Client{Timeout: 30 * time.Second}}
+	s.base = NewBase(addr, probes{w}, w.Parts().Registry, log)
+	s.base.HandleFunc("GET /status", s.statusJSON)
+	s.base.HandleFunc("GET /topology", s.topologyJSON)
+	s.base.HandleFunc("GET /stores/{store}/{kind}", s.query)
+	s.base.HandleFunc("GET /{$}", s.page)
+	s.base.Handle("GET /ui/", http.StripPrefix("/ui/", http.FileServerFS(s.files)))
+	s.base.HandleFunc("POST /tasks/{processor}/{partition}/restart", s.admin(s.restart))
+	s.base.HandleFunc("POST /tasks/{processor}/{partition}/skip", s.admin(s.skip))
 	return s
 }
 
-// Start listens and serves in a goroutine that Stop waits for.
+// Start listens, tells the worker its address, and serves in a goroutine
+// that Stop waits for.
 func (s *Server) Start(context.Context) error {
-	ln, err := net.Listen("tcp", s.srv.Addr)
-	if err != nil {
-		return fmt.Errorf("http listen %s: %w", s.srv.Addr, err)
+	if err := s.base.Listen(); err != nil {
+		return err
 	}
-	s.ln = ln
-	s.w.Advertise(ln.Addr().String())
-	s.log.Info("serving status and metrics", zap.String("addr", ln.Addr().String()))
-	go func() {
-		defer close(s.done)
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("http server", zap.Error(err))
-		}
-	}()
+	s.w.Advertise(s.base.Addr())
+	s.log.Info("serving status and metrics", zap.String("addr", s.base.Addr()))
+	s.base.Serve()
 	return nil
 }
 
 // Addr is the address the server listens on, once started.
-func (s *Server) Addr() string {
-	if s.ln == nil {
-		return ""
-	}
-	return s.ln.Addr().String()
-}
+func (s *Server) Addr() string { return s.base.Addr() }
 
 // Stop shuts the server down and waits for its goroutine.
-func (s *Server) Stop(ctx context.Context) error {
-	if s.ln == nil {
-		return nil
-	}
-	err := s.srv.Shutdown(ctx)
-	<-s.done
-	return err
-}
+func (s *Server) Stop(ctx context.Context) error { return s.base.Stop(ctx) }
 
-func (s *Server) healthz(rw http.ResponseWriter, _ *http.Request) {
+// probes answers a stream worker's health: live until it stops or meets
+// a fatal error; ready as its status says.
+type probes struct{ w Served }
+
+func (p probes) Live() error {
 	select {
-	case <-s.w.Done():
-		http.Error(rw, "worker stopped", http.StatusServiceUnavailable)
-		return
+	case <-p.w.Done():
+		return errors.New("worker stopped")
 	default:
 	}
-	if err := s.w.Err(); err != nil {
-		http.Error(rw, "worker stopping on a fatal error: "+err.Error(), http.StatusServiceUnavailable)
-		return
+	if err := p.w.Err(); err != nil {
+		return fmt.Errorf("worker stopping on a fatal error: %w", err)
 	}
-	fmt.Fprintln(rw, "ok")
+	return nil
 }
 
-// readyz answers 200 or 503 as served.Status.Ready says, with the reason.
-func (s *Server) readyz(rw http.ResponseWriter, _ *http.Request) {
-	st := s.w.Status()
-	switch {
-	case !st.Ready:
-		http.Error(rw, "not ready: "+st.Reason, http.StatusServiceUnavailable)
-	case st.Degraded:
-		fmt.Fprintln(rw, "ready, degraded: "+st.Reason)
-	default:
-		fmt.Fprintln(rw, "ready")
-	}
+func (p probes) Ready(context.Context) (ready, degraded bool, reason string) {
+	st := p.w.Status()
+	return st.Ready, st.Degraded, st.Reason
 }
 
 func (s *Server) statusJSON(rw http.ResponseWriter, _ *http.Request) {

@@ -1,11 +1,10 @@
-package runtime
+package txn
 
 import (
 	"hash/maphash"
 
 	"go.uber.org/zap"
 
-	"github.com/causeway-stream/causeway/framework/task"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
@@ -14,10 +13,10 @@ import (
 // topic, or one it finds invalid, only from that record's outcome, and the
 // whole transaction fails with it. While all goes well the producer keeps
 // no outcomes (librdkafka's delivery reports each cost a call across cgo).
-// So after a transaction fails, the next ones are watched (producerClient's
-// Watch), and a record refused for good is remembered. When the rebuilt
-// task emits it again, it goes to the processor's production error policy
-// before it is sent, and the transaction can commit.
+// So after a transaction fails, the next ones are watched (the client's
+// Watch), and a record refused for good is remembered. When it is sent
+// again, its error comes back at once, for the caller's error policy, and
+// the transaction can commit without it.
 //
 // This relies on processors emitting the same record again when they
 // process the same input again, as deterministic processors do. A processor
@@ -33,7 +32,7 @@ type refusals struct {
 	seed  maphash.Seed
 }
 
-// fingerprint names an output record by where it goes and what it holds.
+// fingerprint names a record by where it goes and what it holds.
 type fingerprint struct {
 	topic      string
 	partition  int32
@@ -48,14 +47,9 @@ func (r *refusals) fingerprintOf(topic string, partition int32, key, value []byt
 	return fingerprint{topic: topic, partition: partition, key: maphash.Bytes(r.seed, key), value: maphash.Bytes(r.seed, value)}
 }
 
-// refused returns the error the broker refused o with before, if it did.
-func (r *refusals) refused(o *task.Output) (error, bool) {
-	return r.refusedRecord(o.Topic, o.Partition, o.Record.Key, o.Record.Value)
-}
-
-// refusedRecord returns the error the broker refused a record with
-// before, if it did.
-func (r *refusals) refusedRecord(topic string, partition int32, key, value []byte) (error, bool) {
+// refused returns the error the broker refused a record with before, if
+// it did.
+func (r *refusals) refused(topic string, partition int32, key, value []byte) (error, bool) {
 	if len(r.known) == 0 {
 		return nil, false
 	}
@@ -72,7 +66,7 @@ func (r *refusals) transactionFailed(client transport.Producer) {
 		}
 		m := f.Msg
 		r.known[r.fingerprintOf(m.Topic, m.Partition, m.Key, m.Value)] = f.Err
-		r.log.Warn("the broker refused a record for good; when it is emitted again it goes to its processor's production error policy",
+		r.log.Warn("the broker refused a record for good; when it is sent again it goes to its sender's error policy",
 			zap.String("topic", m.Topic), zap.Int32("partition", m.Partition), zap.Error(f.Err))
 	}
 	client.Watch()
