@@ -2,12 +2,18 @@ package runtime
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/framework/taskmgr"
+	"github.com/causeway-stream/causeway/runtime/embedded"
+	"github.com/causeway-stream/causeway/runtime/internal/statedir"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 	"github.com/causeway-stream/causeway/runtime/internal/txn"
 	"github.com/causeway-stream/causeway/runtime/internal/upstream"
@@ -119,4 +125,79 @@ func (w *StreamThread) setStarting(what string) {
 func newProducer(client transport.Producer, log *zap.Logger, m *Metrics, stop <-chan struct{}) *txn.Producer {
 	return txn.New(client, txn.Options{Log: log, Stop: stop, OnCommit: m.Commits.Inc, OnAbort: m.Aborts.Inc,
 		OnCommitted: func(topic string, n int) { m.RecordsOut.WithLabelValues(topic).Add(float64(n)) }})
+}
+
+// Start connects to Kafka (starting the embedded broker when no bootstrap
+// servers are configured), creates internal topics, initialises the
+// transactional producer, subscribes, and starts processing.
+func (w *StreamThread) Start(ctx context.Context) error {
+	lock, err := statedir.Take(w.cfg.StateDir, "application "+w.cfg.ApplicationID)
+	if err != nil {
+		return err
+	}
+	w.stateLock = lock
+	id, err := w.loadInstanceID()
+	if err != nil {
+		w.releaseStateDir()
+		return err
+	}
+	w.instanceID = id
+	w.bootstrap = w.cfg.BootstrapServers
+	if w.bootstrap == "" {
+		dir := filepath.Join(w.cfg.StateDir, "broker")
+		b, err := embedded.Start(embedded.DataDir(dir))
+		if err != nil {
+			w.releaseStateDir()
+			return err
+		}
+		w.broker, w.bootstrap = b, b.Addr()
+		w.log.Info("no bootstrap servers given: started the embedded broker", zap.String("addr", w.bootstrap), zap.String("data_dir", dir))
+	}
+	if err := w.connect(ctx); err != nil {
+		w.closeClients()
+		return err
+	}
+	go w.run()
+	return nil
+}
+
+func (w *StreamThread) loadInstanceID() (string, error) { return instanceIDOf(w.cfg) }
+
+// instanceIDOf is cfg's instance id, or else the one kept in its state
+// dir, made up and kept there the first time.
+func instanceIDOf(cfg Config) (string, error) {
+	if cfg.InstanceID != "" {
+		return cfg.InstanceID, nil
+	}
+	path := filepath.Join(cfg.StateDir, "instance-id")
+	if b, err := os.ReadFile(path); err == nil && validID.Match(b) {
+		return string(b), nil
+	}
+	var raw [8]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", fmt.Errorf("instance id: %w", err)
+	}
+	id := hex.EncodeToString(raw[:])
+	if err := os.WriteFile(path, []byte(id), 0o644); err != nil {
+		return "", fmt.Errorf("instance id: %w", err)
+	}
+	return id, nil
+}
+
+// clientSettings is what the transport makes the worker's clients from.
+func (w *StreamThread) clientSettings() transport.Settings {
+	return transport.Settings{
+		ApplicationID:    w.cfg.ApplicationID,
+		Kafka:            w.cfg.Kafka,
+		StaticMembership: w.cfg.StaticMembership,
+		AllowOffsetReset: w.cfg.AllowOffsetReset,
+		AutoOffsetReset:  w.cfg.AutoOffsetReset,
+		Bootstrap:        w.bootstrap,
+		InstanceID:       w.instanceID,
+		Rebalance:        w.cfg.RebalanceProtocol,
+		Copartitioned:    w.groups,
+		Replicas: transport.Replicas{Standbys: w.cfg.StandbyReplicas, AcceptableLag: w.cfg.AcceptableRecoveryLag,
+			MaxWarmups: w.cfg.MaxWarmupReplicas, Stateless: w.statelessGroups(), Report: w.stateReport},
+		Log: w.log,
+	}
 }

@@ -2,12 +2,8 @@ package runtime
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -234,81 +230,6 @@ func NewStreamThread(cfg Config, topo *framework.Topology, log *zap.Logger, metr
 // address when it started one).
 func (w *StreamThread) Bootstrap() string { return w.bootstrap }
 
-// Start connects to Kafka (starting the embedded broker when no bootstrap
-// servers are configured), creates internal topics, initialises the
-// transactional producer, subscribes, and starts processing.
-func (w *StreamThread) Start(ctx context.Context) error {
-	lock, err := statedir.Take(w.cfg.StateDir, "application "+w.cfg.ApplicationID)
-	if err != nil {
-		return err
-	}
-	w.stateLock = lock
-	id, err := w.loadInstanceID()
-	if err != nil {
-		w.releaseStateDir()
-		return err
-	}
-	w.instanceID = id
-	w.bootstrap = w.cfg.BootstrapServers
-	if w.bootstrap == "" {
-		dir := filepath.Join(w.cfg.StateDir, "broker")
-		b, err := embedded.Start(embedded.DataDir(dir))
-		if err != nil {
-			w.releaseStateDir()
-			return err
-		}
-		w.broker, w.bootstrap = b, b.Addr()
-		w.log.Info("no bootstrap servers given: started the embedded broker", zap.String("addr", w.bootstrap), zap.String("data_dir", dir))
-	}
-	if err := w.connect(ctx); err != nil {
-		w.closeClients()
-		return err
-	}
-	go w.run()
-	return nil
-}
-
-func (w *StreamThread) loadInstanceID() (string, error) { return instanceIDOf(w.cfg) }
-
-// instanceIDOf is cfg's instance id, or else the one kept in its state
-// dir, made up and kept there the first time.
-func instanceIDOf(cfg Config) (string, error) {
-	if cfg.InstanceID != "" {
-		return cfg.InstanceID, nil
-	}
-	path := filepath.Join(cfg.StateDir, "instance-id")
-	if b, err := os.ReadFile(path); err == nil && validID.Match(b) {
-		return string(b), nil
-	}
-	var raw [8]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return "", fmt.Errorf("instance id: %w", err)
-	}
-	id := hex.EncodeToString(raw[:])
-	if err := os.WriteFile(path, []byte(id), 0o644); err != nil {
-		return "", fmt.Errorf("instance id: %w", err)
-	}
-	return id, nil
-}
-
-// clientSettings is what the transport makes the worker's clients from.
-func (w *StreamThread) clientSettings() transport.Settings {
-	return transport.Settings{
-		ApplicationID:    w.cfg.ApplicationID,
-		Kafka:            w.cfg.Kafka,
-		StaticMembership: w.cfg.StaticMembership,
-		AllowOffsetReset: w.cfg.AllowOffsetReset,
-		AutoOffsetReset:  w.cfg.AutoOffsetReset,
-		Bootstrap:        w.bootstrap,
-		InstanceID:       w.instanceID,
-		Rebalance:        w.cfg.RebalanceProtocol,
-		Copartitioned:    w.groups,
-		Replicas: transport.Replicas{Standbys: w.cfg.StandbyReplicas, AcceptableLag: w.cfg.AcceptableRecoveryLag,
-			MaxWarmups: w.cfg.MaxWarmupReplicas, Stateless: w.statelessGroups(), Report: w.stateReport},
-		Log: w.log,
-	}
-}
-
 // Stop finishes the open work (one last commit), leaves the group and
 // closes the clients, within ctx or the configured shutdown timeout.
 func (w *StreamThread) Stop(ctx context.Context) error {
@@ -375,114 +296,6 @@ func (w *StreamThread) request(ctx context.Context, req taskRequest) (causal.Ent
 // DeadLetterTopic is the topic dead letters go to.
 func (w *StreamThread) DeadLetterTopic() string { return w.deadLetter }
 
-// run is the pump's goroutine: the only one that touches the clients and
-// tasks.
-func (w *StreamThread) run() {
-	defer w.closeClientsWithin(w.cfg.ShutdownTimeout)
-	w.clockAt(w.now())
-	nextCommit := w.pump.time.Add(w.cfg.CommitInterval)
-	// Stop and restart requests are looked at when the consumer is idle and
-	// every so many events otherwise: a select per record costs more than the
-	// record's own bookkeeping.
-	const eventsPerCheck = 64
-	sinceCheck := 0
-	for {
-		if sinceCheck == 0 {
-			select {
-			case <-w.stop:
-				w.shutdown()
-				return
-			case req := <-w.requests:
-				w.restarts.Forget(req.id) // an operator's: the policy's count starts over
-				req.reply <- w.serve(req)
-			case req := <-w.queries:
-				w.takeQuery(req)
-			case res := <-w.restores.results:
-				w.finishRestores(res)
-			case recs := <-w.globalBatches():
-				w.applyGlobals(recs)
-			case <-w.globalReader.stopped():
-				w.fate.stop(w.globalReader.failure())
-			default:
-			}
-		}
-		n := w.poll()
-		w.clockAt(w.now())
-		w.handlePolled()
-		if sinceCheck += n; n == 0 || sinceCheck >= eventsPerCheck {
-			sinceCheck = 0
-		}
-		if w.fate.fatal == nil && w.commitDue(nextCommit, n) {
-			w.tick()
-			nextCommit = w.now().Add(w.cfg.CommitInterval)
-		}
-		if w.fate.fatal != nil {
-			w.mu.Lock()
-			w.err = w.fate.fatal
-			w.mu.Unlock()
-			// Unready (and unhealthy) from here on, while the clients close.
-			w.publishStatus()
-			w.log.Error("worker stopping on a fatal error", zap.Error(w.fate.fatal))
-			return
-		}
-	}
-}
-
-// commitDue reports whether the pump commits now, the last poll having
-// handed it polled events: once the commit interval is up (next), unless
-// that poll filled the pump's batch and the commit is less than a tenth of
-// the interval overdue. A full batch says the consumer has more records
-// ready, already fetched; handling them first puts them in the
-// transaction about to close, where committing in the middle of them
-// would leave them to wait a whole interval for the next. Past the tenth,
-// the commit goes ahead however much is ready, so that a backlog delays
-// no commit by more than that.
-func (w *StreamThread) commitDue(next time.Time, polled int) bool {
-	over := w.pump.time.Sub(next)
-	if over < 0 {
-		return false
-	}
-	return polled < w.pump.batch || over >= w.cfg.CommitInterval/10
-}
-
-func (w *StreamThread) tick() {
-	now := w.now()
-	for _, rt := range w.tasks.Tasks() {
-		if rt.State() == StateRunning {
-			if err := rt.Task().Punctuate(now); err != nil {
-				w.failTask(rt, err)
-			}
-		}
-	}
-	w.restartFailed(now)
-	w.advanceIdle()
-	w.refreshPositions(now)
-	w.tendStandbys(now)
-	if err := w.commit(); err != nil {
-		w.onCommitError(err)
-	} else {
-		w.answerQueries()
-	}
-	w.backpressure()
-	w.publishStatus()
-}
-
-func (w *StreamThread) shutdown() {
-	defer w.refuseQueries(ErrStopped)
-	w.cancelRestores()
-	w.closeCopies()
-	if w.fate.abort {
-		w.abort()
-	} else if err := w.commit(); err != nil {
-		w.log.Warn("last commit before shutdown failed; its work will be redone by the next owner", zap.Error(err))
-		w.abort()
-	}
-	w.savePositions(w.tasks.Tasks())
-	w.closeTasks(w.tasks.Tasks())
-	w.publishStatus()
-	w.log.Info("worker stopped")
-}
-
 // advertise sets the HTTP address this worker tells the others, unless
 // the configuration names one.
 func (w *StreamThread) advertise(addr string) {
@@ -527,88 +340,6 @@ func (w *StreamThread) globalBatches() <-chan []transport.FollowedRecord {
 		return nil
 	}
 	return w.globalReader.batches
-}
-
-// closeClientsWithin closes the clients and stores, then closes done; a
-// close that takes longer than bound (librdkafka's consumer can wait
-// forever for a group it was fenced from) is left behind, logged, so that
-// the worker's Done and the process's exit are not held up by it.
-func (w *StreamThread) closeClientsWithin(bound time.Duration) {
-	defer close(w.done)
-	closed := make(chan struct{})
-	go func() {
-		defer close(closed)
-		w.closeClients()
-	}()
-	t := time.NewTimer(bound)
-	defer t.Stop()
-	select {
-	case <-closed:
-	case <-t.C:
-		w.log.Error("the Kafka clients did not close in time; leaving them to the process's exit", zap.Duration("waited", bound))
-	}
-}
-
-func (w *StreamThread) closeClients() {
-	w.mu.Lock()
-	m := w.members
-	w.members = nil
-	w.mu.Unlock()
-	if m != nil {
-		m.stop()
-	}
-	if w.globalReader != nil {
-		w.globalReader.stop()
-		w.globalReader = nil
-	}
-	w.refresh.wg.Wait() // its queries use the consumer
-	w.cancelRestores()  // after a fatal error, one may still run
-	w.closeCopies()
-	if w.tasks != nil {
-		// After a fatal error the tasks are still open: close them, and
-		// their stores on disk, before the clients go.
-		w.closeTasks(w.tasks.Tasks())
-	}
-	if w.blockCache != nil {
-		w.blockCache.Unref()
-		w.blockCache = nil
-	}
-	if w.consumer != nil {
-		if err := w.consumer.Close(); err != nil {
-			w.log.Warn("close consumer", zap.Error(err))
-		}
-	}
-	if w.admin != nil {
-		w.admin.Close()
-	}
-	if w.producer != nil {
-		if err := w.producer.Close(); err != nil {
-			w.log.Warn("close producer", zap.Error(err))
-		}
-	}
-	if w.broker != nil {
-		w.broker.Close()
-	}
-	w.releaseStateDir()
-}
-
-// releaseStateDir gives up the state dir's lock, once nothing in it is
-// open any more.
-func (w *StreamThread) releaseStateDir() {
-	if err := w.stateLock.Release(); err != nil {
-		w.log.Warn("release the state dir's lock", zap.Error(err))
-	}
-	w.stateLock = nil
-}
-
-// clockAt sets the pump's time and the tasks' clock to now, read where the
-// pump polls: the tasks' clock trails the wall clock by at most the
-// handling of one poll batch.
-func (w *StreamThread) clockAt(now time.Time) {
-	w.pump.tick(now)
-	if w.tasks != nil {
-		w.tasks.SetNow(now)
-	}
 }
 
 // setThread names the stream thread this worker is in its metrics' thread

@@ -31,80 +31,6 @@ import (
 	"github.com/causeway-stream/causeway/runtime/internal/txn"
 )
 
-// Config is what a Worker runs.
-type Config struct {
-	// Connector names the connector: its consumer group is
-	// "connect-<Connector>", and the sink keeps its positions under it.
-	// Required.
-	Connector string
-	// Topics are the topics the connector writes. Required.
-	Topics []string
-	// Task is the sink task, open. The worker closes it when it stops.
-	// Required.
-	Task connect.SinkTask
-	// Bootstrap are the Kafka bootstrap servers. Required.
-	Bootstrap string
-	// Client is the Kafka client library: "librdkafka" or "franz".
-	// Default: the first built in (transport.Clients).
-	Client string
-	// Kafka are librdkafka-style client settings (security and the like).
-	Kafka map[string]string
-	// InstanceID tells this worker from the connector's others; it makes
-	// the dead-letter producer's transactional id. Default: "0".
-	InstanceID string
-	// Channels, when set, are read without a consumer group: this worker
-	// is their only reader. Default: the group assigns.
-	Channels []causal.Channel
-	// GateOff writes records in the order they arrive, ignoring clocks:
-	// only to show what the gate prevents.
-	GateOff bool
-	// DeadLetterTopic is where records the sink's system refuses go, with
-	// the reason in their headers, when ToleranceAll. Kafka Connect's
-	// errors.deadletterqueue.topic.name.
-	DeadLetterTopic string
-	// ToleranceAll sends refused records, and records whose clock header
-	// is corrupt, to the dead-letter topic and goes on; without it the
-	// first such record stops the worker, naming it. Kafka Connect's
-	// errors.tolerance=all.
-	ToleranceAll bool
-	// CommitInterval is the longest a delivered record waits to be
-	// committed. Default: 100ms.
-	CommitInterval time.Duration
-	// BatchSize is how many delivered records trigger a commit before the
-	// interval is over. Default: 5000.
-	BatchSize int
-	// RefreshInterval is how often a worker whose records wait on another
-	// task's channels reads the positions again. Default: 50ms.
-	RefreshInterval time.Duration
-	// Skip names records, by channel and offset, that go to the
-	// dead-letter topic instead of the sink, claiming nothing: what an
-	// operator skips once a RefusedError stopped the worker. Needs
-	// DeadLetterTopic. Default: none.
-	Skip map[causal.Channel]int64
-	// Convert, when set, changes each record before the task writes it
-	// (converters and transforms). A record it fails on is refused, as
-	// one the sink's system refuses is: it goes to the dead-letter topic
-	// with ToleranceAll, or stops the worker. Default: none.
-	Convert func(connect.Record) (connect.Record, error)
-	// MaxRetries is how many times a commit that failed on a transient
-	// error of the sink's system (connect.RetriableError) is tried again,
-	// RetryBackoff apart, before the worker stops on it: the records and
-	// positions of the commit are put and committed again, the Kafka
-	// consumer reading on meanwhile. Confluent's JDBC sink's max.retries
-	// and retry.backoff.ms. Default: 0, none (the connect worker passes
-	// the connector's settings, 10 and 3 s by default).
-	MaxRetries   int
-	RetryBackoff time.Duration
-	// MaxRecordBytes is the most key and value bytes of a dead letter: a
-	// larger one is cut to fit (framework.FitDeadLetter), so that a
-	// refused or skipped record always reaches the dead-letter topic.
-	// Default: 0, no bound (the connect worker passes 999000, under
-	// librdkafka's message.max.bytes).
-	MaxRecordBytes int
-	// Log hears the worker. Default: none.
-	Log *zap.Logger
-}
-
 // Worker runs one sink task. Build it with New, run it with Run.
 //
 //causeway:owned
@@ -331,90 +257,11 @@ func (w *Worker) start(ctx context.Context) error {
 	return w.consumer.Subscribe(w.cfg.Topics, rebalance{w: w, ctx: ctx})
 }
 
-// rebalance hears the group's rebalances.
-type rebalance struct {
-	w   *Worker
-	ctx context.Context
-}
-
-func (r rebalance) Assigned(chs []causal.Channel) error {
-	if err := r.w.assigned(r.ctx, chs); err != nil {
-		r.w.fail(err)
-		return err
-	}
-	return nil
-}
-
-func (r rebalance) Revoked(chs []causal.Channel, lost bool) {
-	r.w.log.Info("channels revoked", zap.String("channels", fmt.Sprint(chs)), zap.Bool("lost", lost))
-	ctx := context.WithoutCancel(r.ctx)
-	if lost {
-		if err := r.w.await(); err != nil {
-			r.w.log.Warn("a commit in flight when the assignment was lost", zap.Error(err))
-		}
-		if err := r.w.cfg.Task.Abort(ctx); err != nil {
-			r.w.log.Warn("abort after the assignment was lost", zap.Error(err))
-		}
-	} else if err := r.w.commit(ctx); err != nil {
-		r.w.fail(err)
-	}
-	r.w.setAssignment(nil)
-}
-
 // fail keeps the first failure for Run to stop on.
 func (w *Worker) fail(err error) {
 	if w.failure == nil {
 		w.failure = err
 	}
-}
-
-// setAssignment replaces the worker's assignment.
-func (w *Worker) setAssignment(a *assignment) { w.assignment = a }
-
-// assigned starts reading chs where the sink's positions say, and builds
-// the gate over every channel of the connector's topics.
-func (w *Worker) assigned(ctx context.Context, chs []causal.Channel) error {
-	positions, err := w.cfg.Task.Positions(ctx)
-	if err != nil {
-		return err
-	}
-	a := &assignment{own: map[causal.Channel]int64{}, lastRefresh: time.Now()}
-	starts := map[causal.Channel]int64{}
-	for _, ch := range chs {
-		pos, ok := positions[ch]
-		a.own[ch] = -1
-		if ok {
-			a.own[ch] = pos
-		} else if pos, _, err = w.consumer.Watermarks(ch); err != nil {
-			return fmt.Errorf("start of %s: %w", ch, err)
-		}
-		starts[ch] = pos
-	}
-	opts := []causal.NodeOpt{causal.Inputs(w.cfg.Topics...)}
-	if w.cfg.GateOff {
-		opts = append(opts, causal.DeliverOnArrival())
-	}
-	if a.node, err = causal.NewNode[held](opts...); err != nil {
-		return err
-	}
-	for _, t := range w.cfg.Topics {
-		for p := range w.counts[t] {
-			ch := causal.Channel{Topic: t, Partition: p}
-			next, ok := starts[ch]
-			if !ok {
-				next = positions[ch] // another task's: as far as it committed
-			}
-			if err := a.node.Seed(ch, next); err != nil {
-				return err
-			}
-		}
-	}
-	if err := w.consumer.Assign(starts); err != nil {
-		return err
-	}
-	w.setAssignment(a)
-	w.log.Info("channels assigned", zap.String("starts", fmt.Sprint(starts)))
-	return nil
 }
 
 // handle takes one event of the consumer.
@@ -462,47 +309,6 @@ func (w *Worker) handle(ev transport.Event) error {
 	}
 	a.drain()
 	return nil
-}
-
-// refresh reads the positions of other tasks' channels again when a head
-// waits on one of them, and advances the gate over what they committed.
-func (w *Worker) refresh(ctx context.Context, a *assignment) error {
-	if a.node.Held() == 0 || time.Since(a.lastRefresh) < w.cfg.RefreshInterval || len(w.waitingOnOthers(a)) == 0 {
-		return nil
-	}
-	a.lastRefresh = time.Now()
-	positions, err := w.cfg.Task.Positions(ctx)
-	switch {
-	case err == nil:
-		a.refreshFailures = 0
-	case connect.IsRetriable(err) && a.refreshFailures < w.cfg.MaxRetries:
-		// Read again after the backoff; nothing waits on it but what the
-		// gate holds.
-		a.refreshFailures++
-		a.lastRefresh = a.lastRefresh.Add(w.cfg.RetryBackoff)
-		w.log.Warn("read the other tasks' positions: a transient error; trying again",
-			zap.Int("attempt", a.refreshFailures), zap.Duration("backoff", w.cfg.RetryBackoff), zap.Error(err))
-		return nil
-	default:
-		return err
-	}
-	for ch, pos := range positions {
-		if _, mine := a.own[ch]; mine || w.counts[ch.Topic] <= ch.Partition {
-			continue
-		}
-		if err := a.node.Advance(ch, pos); err != nil && !errors.Is(err, causal.ErrNotInScope) {
-			return err
-		}
-	}
-	a.drain()
-	return nil
-}
-
-// drain takes what the gate delivers now into pending, in order.
-func (a *assignment) drain() {
-	for d, ok := a.node.Next(); ok; d, ok = a.node.Next() {
-		a.pending = append(a.pending, d.Payload)
-	}
 }
 
 // waitingOnOthers lists the other tasks' channels heads wait on.

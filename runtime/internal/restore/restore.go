@@ -1,11 +1,9 @@
 package restore
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,24 +11,10 @@ import (
 
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
-	"github.com/causeway-stream/causeway/framework/store"
 	"github.com/causeway-stream/causeway/framework/task"
 	"github.com/causeway-stream/causeway/framework/taskmgr"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
-
-// Progress is how far the restore of one task has come.
-type Progress struct {
-	// Records of its stores' changelogs applied so far, of Total to read.
-	Records int64 `json:"records"`
-	Total   int64 `json:"total"`
-	// Bytes of keys and values applied so far.
-	Bytes int64 `json:"bytes"`
-	// PerSecond is the rate so far, and Remaining what it makes of the
-	// rest.
-	PerSecond float64       `json:"records_per_second"`
-	Remaining time.Duration `json:"remaining_ns"`
-}
 
 // checkpointTail is how many offsets from the end of a checkpoint partition
 // a restore reads first: each committed transaction of the task holds one
@@ -66,87 +50,6 @@ type Restorer struct {
 	// Report hears how far a task's restore has come, and when it is
 	// over.
 	Report func(id string, p Progress, done bool)
-}
-
-// storeTarget is where one store changelog partition restores to.
-// Each target applies its changes on a goroutine of its own, batch by
-// batch, so that stores fill in parallel while the reader decodes.
-//
-//causeway:owned
-type storeTarget struct {
-	t *taskmgr.Task
-	// id is t's id, and name the store's.
-	id   string
-	name string
-	kv   store.Logged
-	buf  []store.Change
-	// applied counts the records applied, for the task's metric.
-	applied prometheus.Counter
-	batches chan []store.Change
-	// free brings applied batches back for the reader to fill again.
-	free chan []store.Change
-	done chan error
-	// records and bytes count what the applier applied.
-	records, bytes atomic.Int64
-}
-
-// start starts the target's applier.
-func (s *storeTarget) start() {
-	s.batches, s.free, s.done = make(chan []store.Change, 4), make(chan []store.Change, 6), make(chan error, 1)
-	go func() {
-		var err error
-		for b := range s.batches {
-			if err == nil {
-				err = s.kv.Restore(b)
-				s.applied.Add(float64(len(b)))
-				n := 0
-				for _, c := range b {
-					n += len(c.Key) + len(c.Value)
-				}
-				s.records.Add(int64(len(b)))
-				s.bytes.Add(int64(n))
-			}
-			// The batch goes back to be filled again, so that a restore
-			// allocates a few batches, not one per restoreBatch changes.
-			clear(b)
-			select {
-			case s.free <- b[:0]:
-			default:
-			}
-		}
-		s.done <- err
-	}()
-}
-
-// add gathers one change, and hands a full batch to the applier.
-func (s *storeTarget) add(key, value []byte) {
-	s.buf = append(s.buf, store.Change{Key: key, Value: value})
-	if len(s.buf) >= restoreBatch {
-		s.flush()
-	}
-}
-
-// flush hands what the target has gathered to its applier.
-func (s *storeTarget) flush() {
-	if len(s.buf) == 0 {
-		return
-	}
-	s.batches <- s.buf
-	select {
-	case s.buf = <-s.free:
-	default:
-		s.buf = make([]store.Change, 0, restoreBatch)
-	}
-}
-
-// finish applies what is left, stops the applier, and returns its error.
-func (s *storeTarget) finish() error {
-	s.flush()
-	close(s.batches)
-	if err := <-s.done; err != nil {
-		return fmt.Errorf("restore %s of %s: %w", s.name, s.t.ID(), err)
-	}
-	return nil
 }
 
 // Result is what the restore of some tasks came to: their last
@@ -387,36 +290,6 @@ func rest(ts []*taskmgr.Task, left map[*taskmgr.Task]map[causal.Channel]bool) []
 	return out
 }
 
-// remaining is how long n records take at rate.
-func remaining(n int64, rate float64) time.Duration {
-	if rate <= 0 || n <= 0 {
-		return 0
-	}
-	return time.Duration(float64(n) / rate * float64(time.Second))
-}
-
-// report publishes how far each task's restore has come.
-func (r *Restorer) report(ids []string, targets map[causal.Channel]*storeTarget, totals map[string]int64, started time.Time) {
-	elapsed := r.Now().Sub(started).Seconds()
-	for _, id := range ids {
-		p := Progress{Total: totals[id]}
-		for _, s := range targets {
-			if s.id == id {
-				p.Records += s.records.Load()
-				p.Bytes += s.bytes.Load()
-			}
-		}
-		if elapsed > 0 {
-			p.PerSecond = float64(p.Records) / elapsed
-		}
-		p.Remaining = remaining(p.Total-p.Records, p.PerSecond)
-		r.Report(id, p, false)
-		if p.Total > 0 {
-			r.Ratio.WithLabelValues(id).Set(float64(p.Records) / float64(p.Total))
-		}
-	}
-}
-
 // plan adds what restoring t reads to from: the tail of its checkpoint
 // partition, and each store's changelog partition from where its local
 // copy stands. A local copy whose position is not in its partition (the
@@ -454,23 +327,6 @@ func (r *Restorer) plan(t *taskmgr.Task, from map[causal.Channel]int64, targets 
 // errUntrusted marks local state that a restore throws away.
 var errUntrusted = errors.New("local state cannot be trusted")
 
-func (r *Restorer) localPositions(t *taskmgr.Task) (Positions, error) {
-	b, err := t.Stores().Checkpoint()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errUntrusted, err)
-	}
-	if len(b) == 0 {
-		// Nothing known: a replay from the start leaves whatever the
-		// stores hold as the changelog has it.
-		return Positions{}, nil
-	}
-	pos, err := DecodePositions(b)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errUntrusted, err)
-	}
-	return pos, nil
-}
-
 func (r *Restorer) planStores(t *taskmgr.Task, info framework.ProcessorInfo, pos Positions, from map[causal.Channel]int64,
 	targets map[causal.Channel]*storeTarget, totals map[string]int64) error {
 	plan := map[causal.Channel]int64{}
@@ -505,83 +361,7 @@ func (r *Restorer) planStores(t *taskmgr.Task, info framework.ProcessorInfo, pos
 	return nil
 }
 
-// positions is where t's stores on disk stand once restored, given where
-// the restore left each changelog channel.
-func (r *Restorer) positions(t *taskmgr.Task, at func(causal.Channel) int64) Positions {
-	out := Positions{}
-	for name, ch := range DiskChangelogs(r.App, r.Topology, r.OnDisk, t) {
-		out[name] = at(ch)
-	}
-	return out
-}
-
-// DiskChangelogs is, per store of t kept on disk, its changelog channel.
-func DiskChangelogs(app string, topo *framework.Topology, onDisk func(framework.StoreSpec) bool, t *taskmgr.Task) map[string]causal.Channel {
-	out := map[string]causal.Channel{}
-	info, _ := topo.Processor(t.Processor())
-	for _, spec := range info.Stores {
-		if onDisk(spec) {
-			out[spec.Name] = causal.Channel{Topic: StoreChangelogTopic(app, spec.Name), Partition: t.Partition()}
-		}
-	}
-	return out
-}
-
-// EndPositions is where each of the given changelog channels ends now.
-func EndPositions(offsets transport.OffsetSource, chs map[string]causal.Channel) (Positions, error) {
-	pos := Positions{}
-	for name, ch := range chs {
-		_, high, err := offsets.Watermarks(ch)
-		if err != nil {
-			return nil, fmt.Errorf("end of %s: %w", ch, err)
-		}
-		pos[name] = high
-	}
-	return pos, nil
-}
-
-// Positions is what a task's stores on disk keep beside their
-// committed state: per store, an offset of its changelog partition below
-// which the store holds every committed change. It may lag (a restore
-// from it replays changes the store has, which leaves it as it was), but
-// never lead.
-type Positions map[string]int64
-
 const positionsVersion = 1
-
-func (p Positions) Encode() []byte {
-	b := binary.AppendUvarint([]byte{positionsVersion}, uint64(len(p)))
-	for name, off := range p {
-		b = appendString(b, name)
-		b = binary.AppendUvarint(b, uint64(off))
-	}
-	return b
-}
-
-func DecodePositions(b []byte) (Positions, error) {
-	if len(b) == 0 || b[0] != positionsVersion {
-		return nil, fmt.Errorf("%w: store positions version", ErrBadChangelog)
-	}
-	n, l := binary.Uvarint(b[1:])
-	if l <= 0 || n > uint64(len(b)) {
-		return nil, ErrBadChangelog
-	}
-	b = b[1+l:]
-	out := Positions{}
-	for range n {
-		var name string
-		var err error
-		if name, b, err = readString(b); err != nil {
-			return nil, err
-		}
-		off, l := binary.Uvarint(b)
-		if l <= 0 || off > 1<<62 {
-			return nil, ErrBadChangelog
-		}
-		out[name], b = int64(off), b[l:]
-	}
-	return out, nil
-}
 
 // Merge is the tasks a and b brought back, together.
 func (a Result) Merge(b Result) Result {

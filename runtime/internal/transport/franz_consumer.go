@@ -2,16 +2,13 @@ package transport
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/causeway-stream/causeway/causal"
-	"github.com/causeway-stream/causeway/framework"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -250,126 +247,9 @@ func (c *franzConsumer) Poll(timeout time.Duration, max int, batch *[]Event) int
 // buffered only with a context that is not done yet.
 func max1ms(timeout time.Duration) time.Duration { return max(timeout, time.Millisecond) }
 
-// readAhead keeps what kgo fetched of one partition to hand out.
-func (c *franzConsumer) readAhead(topic string, p *kgo.FetchPartition) {
-	ch := causal.Channel{Topic: topic, Partition: p.Partition}
-	err := p.Err
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed) {
-		err = nil
-	}
-	if p.HighWatermark > 0 {
-		c.highs[ch] = p.HighWatermark
-	}
-	if err != nil || len(p.Records) > 0 {
-		c.ahead = append(c.ahead, franzAhead{ch: ch, err: err, recs: p.Records})
-	}
-}
-
-// handOut turns up to max of the events read ahead into batch, skipping
-// paused partitions, and returns how many. It takes handOutSlice events of
-// each partition in turn, as librdkafka's queue mixes partitions: a
-// fetch that brought many records of one partition does not hand them all
-// out before the few of another, which a gate may be holding them for.
-func (c *franzConsumer) handOut(max int, batch *[]Event) int {
-	n := 0
-	for more := true; more && n < max; {
-		more = false
-		for i := range c.ahead {
-			if n == max {
-				break
-			}
-			if a := &c.ahead[i]; !c.paused[a.ch] && (a.err != nil || len(a.recs) > 0) {
-				n += c.take(a, min(handOutSlice, max-n), batch)
-				more = more || a.err != nil || len(a.recs) > 0
-			}
-		}
-	}
-	c.ahead = slices.DeleteFunc(c.ahead, func(a franzAhead) bool { return a.err == nil && len(a.recs) == 0 })
-	return n
-}
-
 // handOutSlice is how many events of one partition handOut takes before it
 // turns to the next.
 const handOutSlice = 64
-
-// take turns up to max events of a into batch and returns how many.
-func (c *franzConsumer) take(a *franzAhead, max int, batch *[]Event) int {
-	topic, partition := a.ch.Topic, a.ch.Partition
-	n := 0
-	if a.err != nil {
-		*batch = append(*batch, Event{Kind: EventPartitionError, Msg: Message{Topic: topic, Partition: partition}, Err: franzError(a.err)})
-		a.err = nil
-		n++
-	}
-	recs := a.recs[:min(len(a.recs), max-n)]
-	a.recs = a.recs[len(recs):]
-	if len(recs) > 0 {
-		c.positions[a.ch] = recs[len(recs)-1].Offset + 1
-	}
-	for _, r := range recs {
-		if r.Attrs.IsControl() {
-			*batch = append(*batch, Event{Kind: EventPosition, Msg: Message{Topic: topic, Partition: partition, Offset: r.Offset + 1}})
-		} else {
-			setRecordEvent(nextEvent(batch), topic, partition, r)
-		}
-	}
-	return n + len(recs)
-}
-
-// nextEvent extends batch by one event and returns it. The event may hold
-// one the pump handled before: set all of it.
-func nextEvent(batch *[]Event) *Event {
-	b := *batch
-	if len(b) < cap(b) {
-		b = b[:len(b)+1]
-	} else {
-		b = append(b, Event{})
-	}
-	*batch = b
-	return &b[len(b)-1]
-}
-
-// setRecordEvent makes e the event of record r, fetched from topic and
-// partition. Its fields are written one at a time, and those holding
-// pointers only when they change (see franzProducer.Produce).
-func setRecordEvent(e *Event, topic string, partition int32, r *kgo.Record) {
-	e.Kind = EventRecord
-	if e.Err != nil {
-		e.Err = nil
-	}
-	m := &e.Msg
-	if m.Topic != topic {
-		m.Topic = topic
-	}
-	m.Partition, m.Offset, m.Key, m.Value = partition, r.Offset, r.Key, r.Value
-	if m.Timestamp != r.Timestamp {
-		m.Timestamp = r.Timestamp
-	}
-	var hs []framework.Header
-	if len(r.Headers) > 0 {
-		hs = frameworkHeaders(r.Headers)
-	}
-	m.Headers = hs
-}
-
-func franzOffsets(at map[causal.Channel]int64) map[string]map[int32]kgo.EpochOffset {
-	out := map[string]map[int32]kgo.EpochOffset{}
-	for ch, off := range at {
-		if out[ch.Topic] == nil {
-			out[ch.Topic] = map[int32]kgo.EpochOffset{}
-		}
-		out[ch.Topic][ch.Partition] = kgo.EpochOffset{Epoch: -1, Offset: off}
-	}
-	return out
-}
-
-func franzPartitions(chs []causal.Channel) map[string][]int32 {
-	out := map[string][]int32{}
-	for _, ch := range chs {
-		out[ch.Topic] = append(out[ch.Topic], ch.Partition)
-	}
-	return out
-}
 
 func (c *franzConsumer) Seek(ch causal.Channel, offset int64) error {
 	c.cl.SetOffsets(franzOffsets(map[causal.Channel]int64{ch: offset}))
@@ -396,21 +276,6 @@ func (c *franzConsumer) Resume(chs []causal.Channel) error {
 	return nil
 }
 
-func (c *franzConsumer) Position(chs []causal.Channel) (map[causal.Channel]int64, error) {
-	out := make(map[causal.Channel]int64, len(chs))
-	for _, ch := range chs {
-		if off, ok := c.positions[ch]; ok {
-			out[ch] = off
-		}
-	}
-	return out, nil
-}
-
-func (c *franzConsumer) CachedWatermarks(ch causal.Channel) (low, high int64, ok bool) {
-	high, ok = c.highs[ch]
-	return 0, high, ok
-}
-
 func (c *franzConsumer) GroupMetadata() (GroupMetadata, error) {
 	member, gen := c.cl.GroupMetadata()
 	return franzGroup{memberID: member, generation: gen, instanceID: c.instanceID}, nil
@@ -427,74 +292,6 @@ func (c *franzConsumer) Probe() {
 	if _, ok := c.balancer.(*franzBalancer); ok && c.cl != nil {
 		c.cl.ForceRebalance()
 	}
-}
-
-func (c *franzConsumer) Committed(chs []causal.Channel) (map[causal.Channel]int64, error) {
-	// Long enough for a transaction that a worker left open when it died
-	// to time out (10 s, see the producer), which settles its offsets.
-	ctx, cancel := context.WithTimeout(context.Background(), 3*franzRequestTimeout)
-	defer cancel()
-	return franzGroupOffsets(kadm.RequireStable(ctx), c.adm, c.group, chs)
-}
-
-// franzGroupOffsets returns group's committed offsets of chs. Offsets a
-// transaction still holds open are waited for (UNSTABLE_OFFSET_COMMIT, the
-// answer to a stable fetch while they are), as librdkafka does, within
-// ctx.
-func franzGroupOffsets(ctx context.Context, adm *kadm.Client, group string, chs []causal.Channel) (map[causal.Channel]int64, error) {
-	var res kadm.OffsetResponses
-	err := retryWhile(ctx, franzBackoff(1), time.Second, func() error {
-		var err error
-		if res, err = adm.FetchOffsets(ctx, group); err != nil {
-			return err
-		}
-		return res.Error()
-	}, kerr.UnstableOffsetCommit, kerr.CoordinatorLoadInProgress)
-	if errors.Is(err, kerr.GroupIDNotFound) {
-		return map[causal.Channel]int64{}, nil // nothing committed yet
-	}
-	if err != nil {
-		return nil, fmt.Errorf("committed offsets of group %s: %w", group, franzError(err))
-	}
-	out := make(map[causal.Channel]int64, len(chs))
-	for _, ch := range chs {
-		if o, ok := res.Lookup(ch.Topic, ch.Partition); ok && o.At >= 0 {
-			out[ch] = o.At
-		}
-	}
-	return out, nil
-}
-
-func (c *franzConsumer) Watermarks(ch causal.Channel) (low, high int64, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), franzRequestTimeout)
-	defer cancel()
-	starts, err := c.adm.ListStartOffsets(ctx, ch.Topic)
-	if err != nil {
-		return 0, 0, franzError(err)
-	}
-	ends, err := c.adm.ListEndOffsets(ctx, ch.Topic)
-	if err != nil {
-		return 0, 0, franzError(err)
-	}
-	if low, err = franzListed(starts, ch); err != nil {
-		return 0, 0, fmt.Errorf("start offset of %s: %w", ch, err)
-	}
-	if high, err = franzListed(ends, ch); err != nil {
-		return 0, 0, fmt.Errorf("end offset of %s: %w", ch, err)
-	}
-	return low, high, nil
-}
-
-// franzListed is ch's offset in a listing of start or end offsets.
-func franzListed(l kadm.ListedOffsets, ch causal.Channel) (int64, error) {
-	o, ok := l.Lookup(ch.Topic, ch.Partition)
-	switch {
-	case !ok:
-		return 0, franzError(kerr.UnknownTopicOrPartition)
-	case o.Err != nil:
-		return 0, franzError(o.Err)
-	}
-	return o.Offset, nil
 }
 
 func (c *franzConsumer) Close() error {

@@ -1,0 +1,79 @@
+package runtime
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// closeClientsWithin closes the clients and stores, then closes done; a
+// close that takes longer than bound (librdkafka's consumer can wait
+// forever for a group it was fenced from) is left behind, logged, so that
+// the worker's Done and the process's exit are not held up by it.
+func (w *StreamThread) closeClientsWithin(bound time.Duration) {
+	defer close(w.done)
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		w.closeClients()
+	}()
+	t := time.NewTimer(bound)
+	defer t.Stop()
+	select {
+	case <-closed:
+	case <-t.C:
+		w.log.Error("the Kafka clients did not close in time; leaving them to the process's exit", zap.Duration("waited", bound))
+	}
+}
+
+func (w *StreamThread) closeClients() {
+	w.mu.Lock()
+	m := w.members
+	w.members = nil
+	w.mu.Unlock()
+	if m != nil {
+		m.stop()
+	}
+	if w.globalReader != nil {
+		w.globalReader.stop()
+		w.globalReader = nil
+	}
+	w.refresh.wg.Wait() // its queries use the consumer
+	w.cancelRestores()  // after a fatal error, one may still run
+	w.closeCopies()
+	if w.tasks != nil {
+		// After a fatal error the tasks are still open: close them, and
+		// their stores on disk, before the clients go.
+		w.closeTasks(w.tasks.Tasks())
+	}
+	if w.blockCache != nil {
+		w.blockCache.Unref()
+		w.blockCache = nil
+	}
+	if w.consumer != nil {
+		if err := w.consumer.Close(); err != nil {
+			w.log.Warn("close consumer", zap.Error(err))
+		}
+	}
+	if w.admin != nil {
+		w.admin.Close()
+	}
+	if w.producer != nil {
+		if err := w.producer.Close(); err != nil {
+			w.log.Warn("close producer", zap.Error(err))
+		}
+	}
+	if w.broker != nil {
+		w.broker.Close()
+	}
+	w.releaseStateDir()
+}
+
+// releaseStateDir gives up the state dir's lock, once nothing in it is
+// open any more.
+func (w *StreamThread) releaseStateDir() {
+	if err := w.stateLock.Release(); err != nil {
+		w.log.Warn("release the state dir's lock", zap.Error(err))
+	}
+	w.stateLock = nil
+}
