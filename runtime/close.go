@@ -40,7 +40,7 @@ func (w *StreamThread) closeClients() {
 	}
 	w.refresh.wg.Wait() // its queries use the consumer
 	w.cancelRestores()  // after a fatal error, one may still run
-	w.closeCopies()
+	w.standby.close()
 	if w.tasks != nil {
 		// After a fatal error the tasks are still open: close them, and
 		// their stores on disk, before the clients go.

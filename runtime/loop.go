@@ -88,7 +88,7 @@ func (w *StreamThread) tick() {
 	w.restartFailed(now)
 	w.advanceIdle()
 	w.refreshPositions(now)
-	w.tendStandbys(now)
+	w.standby.tend(now)
 	if err := w.commit(); err != nil {
 		w.onCommitError(err)
 	} else {
@@ -101,7 +101,7 @@ func (w *StreamThread) tick() {
 func (w *StreamThread) shutdown() {
 	defer w.refuseQueries(ErrStopped)
 	w.cancelRestores()
-	w.closeCopies()
+	w.standby.close()
 	if w.fate.abort {
 		w.abort()
 	} else if err := w.commit(); err != nil {

@@ -109,7 +109,7 @@ func (w *StreamThread) stopRestoresOf(gone []*taskmgr.Task) []*taskmgr.Task {
 // that no running task reads stay paused until they are built.
 func (w *StreamThread) assign(parts []causal.Channel) error {
 	created := w.tasks.Create(append(slices.Clone(w.pump.assigned), parts...))
-	w.releaseCopies(created)
+	w.standby.release(created)
 	w.publishStatus()
 	cold, err := w.tasks.Prepare(created)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/framework/store"
 	"github.com/causeway-stream/causeway/framework/task"
 	"github.com/causeway-stream/causeway/framework/taskmgr"
 	"github.com/causeway-stream/causeway/runtime/internal/assign"
@@ -61,6 +62,7 @@ type standbys struct {
 	probeDue time.Time
 	// start runs a round; tests run it in place.
 	start func(func())
+	env   standbyEnv
 }
 
 // standbyCopy is one task whose state the thread keeps a copy of.
@@ -174,38 +176,63 @@ func (s *standbys) probe(now time.Time, interval time.Duration) bool {
 	return false
 }
 
-// tendStandbys takes what the last round brought back, follows a new
-// assignment of copies, starts the next round when due, and asks for a
-// probing rebalance while warm-ups wait.
-func (w *StreamThread) tendStandbys(now time.Time) {
-	s := &w.standby
+// standbyEnv is what the copies use of their thread, given once it is
+// connected (standbys.connect).
+type standbyEnv struct {
+	log     *zap.Logger
+	metrics *Metrics
+	// consumer says which copies the group's assignment asks for, and
+	// asks the group to look again at the warm-ups.
+	consumer transport.Consumer
+	// tasks makes the copies' tasks, detached from the thread's, and
+	// opens and drops their stores.
+	tasks *taskmgr.Manager
+	// restorer is the thread's; a round reads with a copy of it.
+	restorer   *restore.Restorer
+	openStores func(t *taskmgr.Task) (store.Set, error)
+	// stateProcessors are the processors of a co-partitioned group, named
+	// by its first topic, that keep stores on disk.
+	stateProcessors func(lead string) []string
+	// changed is told when the copies changed, for /status.
+	changed    func()
+	probeEvery time.Duration
+}
+
+// connect gives the copies what they use of their thread.
+func (s *standbys) connect(env standbyEnv) { s.env = env }
+
+// tend takes what the last round brought back, follows a new assignment
+// of copies, starts the next round when due, and asks for a probing
+// rebalance while warm-ups wait.
+func (s *standbys) tend(now time.Time) {
+	e := &s.env
 	if r, ok := s.ready(); ok {
 		s.ended(now)
 		s.took(r.behind)
 		for id, n := range r.behind {
-			w.metrics.StandbyLag.WithLabelValues(id).Set(float64(n))
+			e.metrics.StandbyLag.WithLabelValues(id).Set(float64(n))
 		}
 		if r.err != nil && !errors.Is(r.err, ErrStopped) {
-			w.log.Warn("standby round failed; the next one tries again", zap.Error(r.err))
+			e.log.Warn("standby round failed; the next one tries again", zap.Error(r.err))
 		}
-		w.publishStatus()
+		e.changed()
 	}
-	if a := w.consumer.Standbys(); a.Version != s.version {
-		w.followStandbys(a)
+	if a := e.consumer.Standbys(); a.Version != s.version {
+		s.follow(a)
 	}
 	if s.idle(now) {
-		w.startRound()
+		s.startRound()
 	}
-	if s.probe(now, w.cfg.ProbingRebalanceInterval) {
-		w.log.Info("warm-ups wait: asking the group to rebalance, to move the tasks whose copies caught up")
-		w.consumer.Probe()
+	if s.probe(now, e.probeEvery) {
+		e.log.Info("warm-ups wait: asking the group to rebalance, to move the tasks whose copies caught up")
+		e.consumer.Probe()
 	}
 }
 
-// followStandbys keeps copies of the tasks the assignment a names, as
-// standbys or warm-ups, and drops the others.
-func (w *StreamThread) followStandbys(a transport.StandbyAssignment) {
-	s := &w.standby
+// follow keeps copies of the tasks the assignment a names, as standbys or
+// warm-ups, and drops the others.
+func (s *standbys) follow(a transport.StandbyAssignment) {
+	e := &s.env
 	type wanted struct {
 		processor string
 		partition int32
@@ -214,13 +241,13 @@ func (w *StreamThread) followStandbys(a transport.StandbyAssignment) {
 	want := map[string]wanted{} // by task id
 	for i, chs := range [][]causal.Channel{a.Standby, a.Warmup} {
 		for _, ch := range chs {
-			for _, processor := range w.stateProcessorsOf(ch.Topic) {
+			for _, processor := range e.stateProcessors(ch.Topic) {
 				want[task.ID(processor, ch.Partition)] = wanted{processor: processor, partition: ch.Partition, warmup: i == 1}
 			}
 		}
 	}
 	for id := range want {
-		if _, runs := w.tasks.Find(id); runs {
+		if _, runs := e.tasks.Find(id); runs {
 			delete(want, id)
 		}
 	}
@@ -230,67 +257,66 @@ func (w *StreamThread) followStandbys(a transport.StandbyAssignment) {
 			drop = append(drop, id)
 		}
 	}
-	w.dropCopies(drop)
+	s.drop(drop)
 	for id, wt := range want {
 		if _, ok := s.copies[id]; ok {
 			s.set(id, wt.warmup)
 			continue
 		}
-		t := w.tasks.Detached(wt.processor, wt.partition)
-		set, err := w.openStores(t)
+		t := e.tasks.Detached(wt.processor, wt.partition)
+		set, err := e.openStores(t)
 		if err != nil {
-			w.log.Warn("cannot open the stores of a standby copy; it is not kept", zap.String("task", id), zap.Error(err))
+			e.log.Warn("cannot open the stores of a standby copy; it is not kept", zap.String("task", id), zap.Error(err))
 			continue
 		}
-		w.tasks.Opened(t, set)
+		e.tasks.Opened(t, set)
 		s.add(t, wt.warmup)
 	}
 	s.followed(a.Version)
-	w.publishStatus()
+	e.changed()
 }
 
-// dropCopies closes the copies of the given tasks and forgets them.
-func (w *StreamThread) dropCopies(ids []string) {
-	s := &w.standby
+// drop closes the copies of the given tasks and forgets them.
+func (s *standbys) drop(ids []string) {
 	if len(ids) == 0 {
 		return
 	}
 	s.stop() // its stores may be among them
 	for _, id := range ids {
 		if c, ok := s.copies[id]; ok {
-			w.tasks.DropStores(c.t)
+			s.env.tasks.DropStores(c.t)
 			s.forget(id)
-			w.metrics.StandbyLag.DeleteLabelValues(id)
+			s.env.metrics.StandbyLag.DeleteLabelValues(id)
 		}
 	}
 }
 
-// releaseCopies hands the copies of tasks about to run here over to them:
-// their stores close, to be opened by the tasks' restores, which read on
-// from where the copies stand.
-func (w *StreamThread) releaseCopies(ts []*taskmgr.Task) {
+// release hands the copies of tasks about to run here over to them: their
+// stores close, to be opened by the tasks' restores, which read on from
+// where the copies stand.
+func (s *standbys) release(ts []*taskmgr.Task) {
 	var ids []string
 	for _, t := range ts {
-		if _, ok := w.standby.copies[t.ID()]; ok {
+		if _, ok := s.copies[t.ID()]; ok {
 			ids = append(ids, t.ID())
 		}
 	}
-	w.dropCopies(ids)
-	w.standby.refollow()
+	s.drop(ids)
+	s.refollow()
 }
 
 // startRound brings every copy up to its changelogs' ends, off the pump.
-func (w *StreamThread) startRound() {
-	s := &w.standby
+func (s *standbys) startRound() {
+	e := &s.env
 	ts := make([]*taskmgr.Task, 0, len(s.copies))
 	for _, c := range s.copies {
 		ts = append(ts, c.t)
 	}
 	slices.SortFunc(ts, func(a, b *taskmgr.Task) int { return cmp.Compare(a.ID(), b.ID()) })
-	r := *w.restores.restorer
+	r := *e.restorer
 	// A round every half second would fill the log: only trouble shows.
-	r.Log = w.log.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
-	r.Records, r.Ratio, r.DiskOnly = w.metrics.StandbyRecords, standbyRatio, true
+	r.Log = e.log.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
+	r.Records, r.Ratio, r.DiskOnly = e.metrics.StandbyRecords, standbyRatio, true
 	r.Report = func(string, restore.Progress, bool) {}
 	s.begin(ts, func(stop <-chan struct{}, ts []*taskmgr.Task) standbyRound {
 		out := standbyRound{behind: map[string]int64{}}
@@ -307,14 +333,43 @@ func (w *StreamThread) startRound() {
 // which nobody reads: a standby's lag is causeway_standby_lag_records.
 var standbyRatio = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "causeway_standby_round_ratio"}, []string{"task"})
 
-// closeCopies ends the round under way and closes every copy.
-func (w *StreamThread) closeCopies() {
-	ids := make([]string, 0, len(w.standby.copies))
-	for id := range w.standby.copies {
+// close ends the round under way and closes every copy; without a
+// connected thread there are none.
+func (s *standbys) close() {
+	ids := make([]string, 0, len(s.copies))
+	for id := range s.copies {
 		ids = append(ids, id)
 	}
-	w.dropCopies(ids)
-	w.standby.stop()
+	s.drop(ids)
+	s.stop()
+}
+
+// statuses lists the copies, for /status.
+func (s *standbys) statuses() []StandbyStatus {
+	out := make([]StandbyStatus, 0, len(s.copies))
+	for id, c := range s.copies {
+		st := StandbyStatus{ID: id, Role: RoleStandby}
+		if c.warmup {
+			st.Role = RoleWarmup
+		}
+		if c.behind >= 0 {
+			n := c.behind
+			st.Lag = &n
+		}
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b StandbyStatus) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// behind calls f with the task of each copy and how far behind it was
+// when the last round began, for the copies that had one.
+func (s *standbys) behind(f func(t *taskmgr.Task, n int64)) {
+	for _, c := range s.copies {
+		if c.behind >= 0 {
+			f(c.t, c.behind)
+		}
+	}
 }
 
 // stateProcessorsOf returns the processors of the co-partitioned group

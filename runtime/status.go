@@ -179,7 +179,7 @@ func (w *StreamThread) publishStatus() {
 		st.Tasks = append(st.Tasks, ts)
 	}
 	st.Ready, st.Degraded, st.Reason = h.judge()
-	st.Standbys = w.copyStatuses()
+	st.Standbys = w.standby.statuses()
 	report := w.stateOfTasks()
 	w.mu.Lock()
 	w.status, w.report = st, report
@@ -209,10 +209,6 @@ func (w *StreamThread) stateOfTasks() transport.StateReport {
 		}
 		r.Copies[ch] += behind
 	}
-	for _, c := range w.standby.copies {
-		if c.behind >= 0 {
-			r.Copies[name(c.t.Processor(), c.t.Partition())] += c.behind
-		}
-	}
+	w.standby.behind(func(t *taskmgr.Task, n int64) { r.Copies[name(t.Processor(), t.Partition())] += n })
 	return r
 }

@@ -35,7 +35,7 @@ func (w *StreamThread) newTaskManager(counts map[string]int32, offsets transport
 		OnDisk: w.onDisk, Wipe: w.wipeStores, Report: w.restoreProgress})
 	// The worker restores off the pump (restoring.go): Prepare and Finish,
 	// no Config.Restore.
-	return taskmgr.New(taskmgr.Config{
+	m, err := taskmgr.New(taskmgr.Config{
 		Topology: w.topo, Partitions: counts, Offsets: w.claims.over(offsets),
 		DeadLetterTopic: w.deadLetter, GateOff: w.cfg.GateOff, CheckClaims: w.cfg.CheckClaims,
 		MaxRecordBytes:  w.cfg.MaxRecordBytes,
@@ -43,6 +43,15 @@ func (w *StreamThread) newTaskManager(counts map[string]int32, offsets transport
 		Metrics: &taskmgr.Metrics{RecordsIn: w.metrics.RecordsIn, Deliveries: w.metrics.Deliveries, GateWait: w.metrics.GateWait, Dropped: w.metrics.Dropped},
 		Globals: w.globals,
 	})
+	if err != nil {
+		return nil, err
+	}
+	// The copies of other workers' tasks are made by the same manager,
+	// detached, and rounds restore them with the same restorer.
+	w.standby.connect(standbyEnv{log: w.log, metrics: w.metrics, consumer: w.consumer, tasks: m, restorer: w.restores.restorer,
+		openStores: w.openStores, stateProcessors: w.stateProcessorsOf, changed: w.publishStatus,
+		probeEvery: w.cfg.ProbingRebalanceInterval})
+	return m, nil
 }
 
 // openCold opens the stores of the tasks Prepare returned for a restore,
