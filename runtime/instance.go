@@ -14,6 +14,7 @@ import (
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/runtime/embedded"
+	"github.com/causeway-stream/causeway/runtime/internal/served"
 	"github.com/causeway-stream/causeway/runtime/internal/statedir"
 )
 
@@ -290,8 +291,8 @@ func (in *Instance) Query(ctx context.Context, q Query) (Answer, error) {
 // query with a clock goes there first, so that its wait is not spent
 // once per thread.
 func (in *Instance) threadFor(q Query) *StreamThread {
-	pi, _, ok := in.threads[0].storeOwner(q.Store)
-	n := in.threads[0].storePartitions(q.Store)
+	pi, _, ok := served.StoreOwner(in.threads[0].topo, q.Store)
+	n := in.threads[0].desk.partitions(q.Store)
 	if !ok || n <= 0 {
 		return nil
 	}
@@ -320,7 +321,7 @@ func (in *Instance) queryRange(ctx context.Context, q Query) (Answer, error) {
 	}
 	slices.Sort(merged.Partitions)
 	merged.KeepFirst(q.MaxEntries())
-	merged.Complete = int32(len(merged.Partitions)) == in.threads[0].storePartitions(q.Store)
+	merged.Complete = int32(len(merged.Partitions)) == in.threads[0].desk.partitions(q.Store)
 	return merged, nil
 }
 

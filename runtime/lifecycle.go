@@ -23,7 +23,7 @@ func (w *StreamThread) abortAndRebuild() {
 	if w.fate.fatal == nil {
 		w.rebuild(rebuild)
 		// The stores hold their committed state again.
-		w.answerQueries()
+		w.desk.answer()
 	}
 }
 

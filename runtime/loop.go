@@ -26,8 +26,8 @@ func (w *StreamThread) run() {
 			case req := <-w.requests:
 				w.restarts.Forget(req.id) // an operator's: the policy's count starts over
 				req.reply <- w.serve(req)
-			case req := <-w.queries:
-				w.takeQuery(req)
+			case req := <-w.desk.arrived:
+				w.desk.take(req)
 			case res := <-w.restores.results:
 				w.finishRestores(res)
 			case recs := <-w.globalBatches():
@@ -92,14 +92,14 @@ func (w *StreamThread) tick() {
 	if err := w.commit(); err != nil {
 		w.onCommitError(err)
 	} else {
-		w.answerQueries()
+		w.desk.answer()
 	}
 	w.backpressure()
 	w.publishStatus()
 }
 
 func (w *StreamThread) shutdown() {
-	defer w.refuseQueries(ErrStopped)
+	defer w.desk.refuse(ErrStopped)
 	w.cancelRestores()
 	w.standby.close()
 	if w.fate.abort {

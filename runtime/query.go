@@ -3,11 +3,14 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/framework/taskmgr"
 	"github.com/causeway-stream/causeway/runtime/internal/served"
+	"github.com/causeway-stream/causeway/runtime/internal/upstream"
 )
 
 // queryRequest is a query on its way to the pump.
@@ -23,13 +26,62 @@ type queryReply struct {
 	err error
 }
 
+// queryDesk takes the store queries asked of a stream thread to its pump,
+// and answers them there: at once, or after the commit that catches the
+// store up with the query's clock. Before a query with a clock reaches
+// the pump, its claims are checked against the ends of their channels,
+// and claims on records that reach the store through other processors
+// are followed there (upstream.go).
+//
+//causeway:owned
+type queryDesk struct {
+	topo *framework.Topology
+	// done is the thread's: closed once it stopped.
+	done <-chan struct{}
+	// arrived are the queries on their way to the pump, and pending those
+	// that wait there for a commit.
+	arrived chan queryRequest
+	pending []queryRequest
+	// tasks are the thread's, read on the pump only; nil until the thread
+	// is connected.
+	tasks *taskmgr.Manager
+	// upstream is what clocks are followed through the processors before
+	// a store with; nil until the thread is connected, or without an
+	// admin client (under mu).
+	mu       sync.Mutex
+	upstream *upstream.View
+}
+
+func newQueryDesk(topo *framework.Topology, done <-chan struct{}) *queryDesk {
+	return &queryDesk{topo: topo, done: done, arrived: make(chan queryRequest, 64)}
+}
+
+// connect gives the desk the thread's tasks, to read their stores.
+func (d *queryDesk) connect(tasks *taskmgr.Manager) { d.tasks = tasks }
+
+// follow gives the desk the view that follows clocks upstream.
+func (d *queryDesk) follow(v *upstream.View) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.upstream = v
+}
+
+func (d *queryDesk) view() *upstream.View {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.upstream
+}
+
 // Query answers q from this worker's stores as committed: the pump reads
 // the stores' committed views (store.Logged.Committed), so an answer never
 // shows a write an open transaction may still take back. A query with a
 // clock waits, at the pump, for the commit that catches the store up. It
 // returns ErrUnknownStore, ErrNotLocal, ErrNotAvailable, ErrNotCaughtUp,
 // ErrClockNotCheckable, ErrClockBeyondEnd, ErrStopped, or ctx's error.
-func (w *StreamThread) Query(ctx context.Context, q Query) (Answer, error) {
+func (w *StreamThread) Query(ctx context.Context, q Query) (Answer, error) { return w.desk.ask(ctx, q) }
+
+// ask takes q to the pump and waits for its answer (StreamThread.Query).
+func (d *queryDesk) ask(ctx context.Context, q Query) (Answer, error) {
 	req := queryRequest{q: q, reply: make(chan queryReply, 1)}
 	if !q.After.IsEmpty() {
 		wait := q.Wait
@@ -37,22 +89,22 @@ func (w *StreamThread) Query(ctx context.Context, q Query) (Answer, error) {
 			wait = DefaultQueryWait
 		}
 		req.until = time.Now().Add(wait)
-		if err := w.claimsExist(ctx, q.After); err != nil {
+		if err := d.claimsExist(ctx, q.After); err != nil {
 			return Answer{}, err
 		}
 		// Claims on records that reach the store through other processors
 		// become claims on its own inputs (upstream.go).
-		after, err := w.throughUpstream(ctx, q, req.until)
+		after, err := d.throughUpstream(ctx, q, req.until)
 		if err != nil {
 			return Answer{}, err
 		}
 		req.q.After = after
 	}
 	select {
-	case w.queries <- req:
+	case d.arrived <- req:
 	case <-ctx.Done():
 		return Answer{}, ctx.Err()
-	case <-w.done:
+	case <-d.done:
 		return Answer{}, ErrStopped
 	}
 	select {
@@ -60,52 +112,52 @@ func (w *StreamThread) Query(ctx context.Context, q Query) (Answer, error) {
 		return r.a, r.err
 	case <-ctx.Done():
 		return Answer{}, ctx.Err()
-	case <-w.done:
+	case <-d.done:
 		return Answer{}, ErrStopped
 	}
 }
 
-// takeQueries answers the queries that arrived, and keeps those that
-// wait for a commit.
-func (w *StreamThread) takeQueries() {
+// takeArrived answers the queries that arrived, and keeps those that wait
+// for a commit.
+func (d *queryDesk) takeArrived() {
 	for {
 		select {
-		case req := <-w.queries:
-			w.takeQuery(req)
+		case req := <-d.arrived:
+			d.take(req)
 		default:
 			return
 		}
 	}
 }
 
-// takeQuery answers req now, unless its clock makes it wait for a commit.
-func (w *StreamThread) takeQuery(req queryRequest) {
-	if w.settle(req) {
-		w.pendingQueries = append(w.pendingQueries, req)
+// take answers req now, unless its clock makes it wait for a commit.
+func (d *queryDesk) take(req queryRequest) {
+	if d.settle(req) {
+		d.pending = append(d.pending, req)
 	}
 }
 
-// answerQueries answers the queries waiting for a commit that caught
-// their store up with their clock, or fails those whose wait is over: the
-// pump calls it after every commit and abort.
-func (w *StreamThread) answerQueries() {
-	w.takeQueries()
-	waiting := w.pendingQueries[:0]
-	for _, req := range w.pendingQueries {
-		if w.settle(req) {
+// answer answers the queries waiting for a commit that caught their store
+// up with their clock, or fails those whose wait is over: the pump calls
+// it after every commit and abort.
+func (d *queryDesk) answer() {
+	d.takeArrived()
+	waiting := d.pending[:0]
+	for _, req := range d.pending {
+		if d.settle(req) {
 			waiting = append(waiting, req)
 		}
 	}
-	clear(w.pendingQueries[len(waiting):])
-	w.pendingQueries = waiting
+	clear(d.pending[len(waiting):])
+	d.pending = waiting
 }
 
 // settle answers req, or reports that it waits for a commit: its clock
 // names records the store has not taken in yet, or its task restores, and
 // its wait is not over.
-func (w *StreamThread) settle(req queryRequest) (waits bool) {
+func (d *queryDesk) settle(req queryRequest) (waits bool) {
 	if !req.q.After.IsEmpty() {
-		caught, err := w.reader().CaughtUp(req.q)
+		caught, err := d.reader().CaughtUp(req.q)
 		behind := (err == nil && !caught) || served.Restoring(err)
 		switch {
 		case behind && time.Now().Before(req.until):
@@ -118,35 +170,41 @@ func (w *StreamThread) settle(req queryRequest) (waits bool) {
 			return false
 		}
 	}
-	a, err := w.reader().Answer(req.q)
+	a, err := d.reader().Answer(req.q)
 	req.reply <- queryReply{a: a, err: err}
 	return false
 }
 
-// refuseQueries answers every query that arrived or waits with err.
-func (w *StreamThread) refuseQueries(err error) {
+// refuse answers every query that arrived or waits with err.
+func (d *queryDesk) refuse(err error) {
 	for {
 		select {
-		case req := <-w.queries:
+		case req := <-d.arrived:
 			req.reply <- queryReply{err: err}
 			continue
 		default:
 		}
 		break
 	}
-	for _, req := range w.pendingQueries {
+	for _, req := range d.pending {
 		req.reply <- queryReply{err: err}
 	}
-	w.pendingQueries = nil
+	d.pending = nil
 }
 
-// reader reads the stores of the tasks this stream thread runs, for
-// queries: on the pump goroutine only.
-func (w *StreamThread) reader() served.Reader { return served.Reader{Topology: w.topo, Tasks: w.tasks} }
+// reader reads the stores of the tasks the thread runs, for queries: on
+// the pump goroutine only.
+func (d *queryDesk) reader() served.Reader { return served.Reader{Topology: d.topo, Tasks: d.tasks} }
 
-// storeOwner finds the processor that declares a store.
-func (w *StreamThread) storeOwner(name string) (framework.ProcessorInfo, framework.StoreSpec, bool) {
-	return served.StoreOwner(w.topo, name)
+// partitions is the partition count of a store's task, or 0 while it is
+// not known.
+func (d *queryDesk) partitions(store string) int32 {
+	pi, _, ok := served.StoreOwner(d.topo, store)
+	v := d.view()
+	if !ok || v == nil {
+		return 0
+	}
+	return v.Partitions(pi.Inputs[0])
 }
 
 // claimsExist refuses a query clock that claims an offset its channel has
@@ -154,10 +212,8 @@ func (w *StreamThread) storeOwner(name string) (framework.ProcessorInfo, framewo
 // record exists (a client's claim from a delivery report lies below its
 // partition's high watermark), and the query would wait its whole wait
 // for nothing. When the ends cannot be read, the query waits as before.
-func (w *StreamThread) claimsExist(ctx context.Context, c causal.Clock) error {
-	w.mu.Lock()
-	view := w.upstream
-	w.mu.Unlock()
+func (d *queryDesk) claimsExist(ctx context.Context, c causal.Clock) error {
+	view := d.view()
 	if view == nil {
 		return nil
 	}

@@ -34,12 +34,12 @@ func keyOn(t *testing.T, p, n int32) string {
 func asyncQuery(t *testing.T, w *StreamThread, q Query) <-chan queryReply {
 	t.Helper()
 	out := make(chan queryReply, 1)
-	before := len(w.queries)
+	before := len(w.desk.arrived)
 	go func() {
 		a, err := w.Query(context.Background(), q)
 		out <- queryReply{a: a, err: err}
 	}()
-	for deadline := time.Now().Add(5 * time.Second); len(w.queries) == before; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); len(w.desk.arrived) == before; time.Sleep(time.Millisecond) {
 		require.True(t, time.Now().Before(deadline), "the query never reached the pump")
 	}
 	return out
@@ -59,7 +59,7 @@ func TestQueriesReadCommittedStateOnly(t *testing.T) {
 	get := func() Answer {
 		t.Helper()
 		answer := asyncQuery(t, w, Query{Store: "counts", Kind: QueryGet, Key: []byte(key)})
-		w.takeQueries()
+		w.desk.takeArrived()
 		r := <-answer
 		require.NoError(t, r.err)
 		require.True(t, r.a.Found)
@@ -97,7 +97,7 @@ func TestQueryAnswersAndRefusals(t *testing.T) {
 	w.drainAndCommit(t)
 	ask := func(q Query) (Answer, error) {
 		answer := asyncQuery(t, w, q)
-		w.answerQueries()
+		w.desk.answer()
 		r := <-answer
 		return r.a, r.err
 	}
@@ -147,7 +147,7 @@ func TestCausalQueriesReadYourWrites(t *testing.T) {
 	require.NoError(t, err)
 	causalAnswer := asyncQuery(t, w, Query{Store: "counts", Kind: QueryGet, Key: []byte(key), After: clock, Wait: time.Minute})
 	plainAnswer := asyncQuery(t, w, Query{Store: "counts", Kind: QueryGet, Key: []byte(key)})
-	w.answerQueries()
+	w.desk.answer()
 	plain := <-plainAnswer
 	require.NoError(t, plain.err)
 	assert.Len(t, plain.a.Value, 1, "without its clock the client does not see its own write")
@@ -157,7 +157,7 @@ func TestCausalQueriesReadYourWrites(t *testing.T) {
 	default:
 	}
 	w.drainAndCommit(t)
-	w.answerQueries()
+	w.desk.answer()
 	r := <-causalAnswer
 	require.NoError(t, r.err)
 	assert.Len(t, r.a.Value, 2, "with its clock the client reads its own write")
@@ -166,13 +166,13 @@ func TestCausalQueriesReadYourWrites(t *testing.T) {
 	require.NoError(t, err)
 	late := asyncQuery(t, w, Query{Store: "counts", Kind: QueryGet, Key: []byte(key), After: never, Wait: time.Millisecond})
 	time.Sleep(5 * time.Millisecond)
-	w.answerQueries()
+	w.desk.answer()
 	assert.ErrorIs(t, (<-late).err, ErrNotCaughtUp)
 
 	unrelated, err := causal.NewClock(causal.Entry{Channel: causal.Channel{Topic: "elsewhere"}, Offset: 3})
 	require.NoError(t, err)
 	ignored := asyncQuery(t, w, Query{Store: "counts", Kind: QueryGet, Key: []byte(key), After: unrelated, Wait: time.Minute})
-	w.takeQueries()
+	w.desk.takeArrived()
 	select {
 	case r := <-ignored:
 		require.NoError(t, r.err)
@@ -250,7 +250,7 @@ func TestCausalQueriesFollowTheirClockUpstream(t *testing.T) {
 	fake := newFakeKafka(t)
 	w := newFakeWorker(t, fake, topo, counts)
 	cluster := &fakeCluster{}
-	w.upstream = upstream.NewView(cluster, map[string]int32{"lines": 2, "words": 2}, nil, w.sleep)
+	w.desk.follow(upstream.NewView(cluster, map[string]int32{"lines": 2, "words": 2}, nil, w.desk.sleep))
 	lines0 := causal.Channel{Topic: "lines", Partition: 0}
 	words0 := causal.Channel{Topic: "words", Partition: 0}
 	key := keyOn(t, 0, 2)
@@ -273,21 +273,21 @@ func TestCausalQueriesFollowTheirClockUpstream(t *testing.T) {
 		causalAnswer <- queryReply{a: a, err: err}
 	}()
 	// It asks the group's offsets again and again, and goes no further.
-	for deadline, asked := time.Now().Add(5*time.Second), 0; asked < 2 && len(w.queries) == 0; time.Sleep(time.Millisecond) {
+	for deadline, asked := time.Now().Add(5*time.Second), 0; asked < 2 && len(w.desk.arrived) == 0; time.Sleep(time.Millisecond) {
 		require.True(t, time.Now().Before(deadline), "the query neither asked the group's offsets nor reached the pump")
 		cluster.mu.Lock()
 		asked = cluster.asked
 		cluster.mu.Unlock()
 	}
-	require.Empty(t, w.queries, "the query reached the store before the splitter committed the line")
+	require.Empty(t, w.desk.arrived, "the query reached the store before the splitter committed the line")
 
 	w.drainAndCommit(t) // split takes the line; its word waits for the counter
 	cluster.look(fake)
-	for deadline := time.Now().Add(5 * time.Second); len(w.queries) == 0; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); len(w.desk.arrived) == 0; time.Sleep(time.Millisecond) {
 		require.True(t, time.Now().Before(deadline), "the query never followed the splitter's commit")
 	}
 	plainAnswer := asyncQuery(t, w, Query{Store: "counts", Kind: QueryGet, Key: []byte(key)})
-	w.answerQueries()
+	w.desk.answer()
 	plain := <-plainAnswer
 	require.NoError(t, plain.err)
 	assert.Equal(t, "x", string(plain.a.Value), "without its clock the client does not see its own write")
@@ -299,7 +299,7 @@ func TestCausalQueriesFollowTheirClockUpstream(t *testing.T) {
 
 	fake.catchUp(words0)
 	w.drainAndCommit(t)
-	w.answerQueries()
+	w.desk.answer()
 	r := <-causalAnswer
 	require.NoError(t, r.err)
 	assert.Equal(t, "xx", string(r.a.Value), "with its clock the client reads its own write")
@@ -327,7 +327,7 @@ func TestCausalQueriesFollowTheirClockUpstream(t *testing.T) {
 // readCount reads key's committed count from the counts store.
 func (w *StreamThread) readCount(t *testing.T, key string) []byte {
 	t.Helper()
-	rt, err := w.reader().Task("count", framework.PartitionFor([]byte(key), 2))
+	rt, err := w.desk.reader().Task("count", framework.PartitionFor([]byte(key), 2))
 	require.NoError(t, err)
 	kv, ok := rt.Task().CommittedStore("counts")
 	require.True(t, ok)
@@ -353,8 +353,8 @@ func TestAQueryWhoseTaskMovesSaysSo(t *testing.T) {
 	clock, err := causal.NewClock(causal.Entry{Channel: in0, Offset: off})
 	require.NoError(t, err)
 	waiting := asyncQuery(t, w, Query{Store: "counts", Kind: QueryGet, Key: []byte(key), After: clock, Wait: time.Minute})
-	w.answerQueries()
-	require.Len(t, w.pendingQueries, 1, "the query waits for the client's write")
+	w.desk.answer()
+	require.Len(t, w.desk.pending, 1, "the query waits for the client's write")
 
 	assigned := w.pump.assigned
 	w.revoke(assigned, false)
@@ -365,12 +365,12 @@ func TestAQueryWhoseTaskMovesSaysSo(t *testing.T) {
 		t.Fatal("the query still waited after its task moved away")
 	}
 	plain := asyncQuery(t, w, Query{Store: "counts", Kind: QueryGet, Key: []byte(key)})
-	w.answerQueries()
+	w.desk.answer()
 	assert.ErrorIs(t, (<-plain).err, ErrNotLocal)
 
 	require.NoError(t, rebalancer{w}.Assigned(assigned))
 	back := asyncQuery(t, w, Query{Store: "counts", Kind: QueryGet, Key: []byte(key)})
-	w.answerQueries()
+	w.desk.answer()
 	r := <-back
 	if !errors.Is(r.err, ErrNotAvailable) { // still restoring is fine; an empty answer is not
 		require.NoError(t, r.err)

@@ -52,7 +52,7 @@ func (w *StreamThread) revoke(chs []causal.Channel, lost bool) {
 			w.log.Warn("commit on revocation failed; the next owner redoes the work", zap.Error(err))
 		} else {
 			committed = true
-			w.answerQueries() // those this last commit caught up
+			w.desk.answer() // those this last commit caught up
 		}
 	}
 	if committed {
@@ -66,7 +66,7 @@ func (w *StreamThread) revoke(chs []causal.Channel, lost bool) {
 	w.standby.refollow() // the tasks gone may be this thread's to copy now
 	// The queries still waiting learn at once that their task moved
 	// (ErrNotLocal: retryable, and forwarded over HTTP).
-	w.answerQueries()
+	w.desk.answer()
 	w.pump.forgetRoutes()
 	w.pump.setAssigned(slices.DeleteFunc(slices.Clone(w.pump.assigned), func(ch causal.Channel) bool { return slices.Contains(chs, ch) }))
 	// The clients keep a partition's pause after it goes: resumed, so

@@ -88,7 +88,7 @@ func TestACausalQueryWaitsForItsRestoringTask(t *testing.T) {
 	require.NoError(t, err)
 	causalAnswer := asyncQuery(t, w, Query{Store: "counts", Kind: QueryGet, Key: []byte(key), After: clock, Wait: time.Minute})
 	plainAnswer := asyncQuery(t, w, Query{Store: "counts", Kind: QueryGet, Key: []byte(key)})
-	w.answerQueries()
+	w.desk.answer()
 	assert.ErrorIs(t, (<-plainAnswer).err, ErrNotAvailable, "a plain query is told to ask again")
 	select {
 	case r := <-causalAnswer:
@@ -99,7 +99,7 @@ func TestACausalQueryWaitsForItsRestoringTask(t *testing.T) {
 	close(release)
 	waitRunning(t, w, count0)
 	w.drainAndCommit(t)
-	w.answerQueries()
+	w.desk.answer()
 	r := <-causalAnswer
 	require.NoError(t, r.err)
 	assert.Len(t, r.a.Value, 2, "the restored count and the client's write")

@@ -88,9 +88,7 @@ func (w *StreamThread) connect(ctx context.Context) error {
 	if w.tasks, err = w.newTaskManager(counts, consumer, src); err != nil {
 		return err
 	}
-	w.mu.Lock()
-	w.upstream = upstream.NewView(w.admin, counts, w.now, w.sleep)
-	w.mu.Unlock()
+	w.desk.follow(upstream.NewView(w.admin, counts, w.now, w.desk.sleep))
 	poll := consumer.Poll
 	if w.wrapPoll != nil {
 		poll = w.wrapPoll(poll)

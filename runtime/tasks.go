@@ -46,6 +46,7 @@ func (w *StreamThread) newTaskManager(counts map[string]int32, offsets transport
 	if err != nil {
 		return nil, err
 	}
+	w.desk.connect(m)
 	// The copies of other workers' tasks are made by the same manager,
 	// detached, and rounds restore them with the same restorer.
 	w.standby.connect(standbyEnv{log: w.log, metrics: w.metrics, consumer: w.consumer, tasks: m, restorer: w.restores.restorer,

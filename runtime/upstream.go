@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/runtime/internal/served"
 	"github.com/causeway-stream/causeway/runtime/internal/upstream"
 )
 
@@ -21,12 +22,12 @@ import (
 // for the application to commit what they name. It returns ErrNotCaughtUp
 // when the wait is over, and ErrClockNotCheckable when a claim cannot be
 // followed (the processors on the way form a cycle).
-func (w *StreamThread) throughUpstream(ctx context.Context, q Query, until time.Time) (causal.Clock, error) {
-	pi, _, ok := w.storeOwner(q.Store)
+func (d *queryDesk) throughUpstream(ctx context.Context, q Query, until time.Time) (causal.Clock, error) {
+	pi, _, ok := served.StoreOwner(d.topo, q.Store)
 	if !ok {
 		return causal.Clock{}, fmt.Errorf("%w: %q", ErrUnknownStore, q.Store)
 	}
-	plan := upstream.NewPlan(w.topo, pi.Name)
+	plan := upstream.NewPlan(d.topo, pi.Name)
 	direct, further, err := plan.Direct(q.After)
 	if err != nil || !further {
 		return direct, err
@@ -34,9 +35,7 @@ func (w *StreamThread) throughUpstream(ctx context.Context, q Query, until time.
 	if plan.Cyclic() {
 		return causal.Clock{}, fmt.Errorf("%w: the processors before %s form a cycle", ErrClockNotCheckable, pi.Name)
 	}
-	w.mu.Lock()
-	view := w.upstream
-	w.mu.Unlock()
+	view := d.view()
 	if view == nil {
 		return causal.Clock{}, fmt.Errorf("%w: this worker cannot read the group's offsets", ErrClockNotCheckable)
 	}
@@ -50,16 +49,16 @@ func (w *StreamThread) throughUpstream(ctx context.Context, q Query, until time.
 	return c, err
 }
 
-// sleep waits d, or less if ctx ends or the worker stops.
-func (w *StreamThread) sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
+// sleep waits wait, or less if ctx ends or the thread stops.
+func (d *queryDesk) sleep(ctx context.Context, wait time.Duration) error {
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-w.done:
+	case <-d.done:
 		return ErrStopped
 	}
 }

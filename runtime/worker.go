@@ -23,7 +23,6 @@ import (
 	"github.com/causeway-stream/causeway/runtime/internal/statedir"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 	"github.com/causeway-stream/causeway/runtime/internal/txn"
-	"github.com/causeway-stream/causeway/runtime/internal/upstream"
 )
 
 // taskRequest asks the pump to restart a failed task, or to move it past
@@ -87,20 +86,14 @@ type StreamThread struct {
 	lastCommitErr error
 	// failedGauge is this thread's series of the failed-in-a-row metric.
 	failedGauge prometheus.Gauge
-	// queries are what Query asks of the pump, and pendingQueries those
-	// whose clock makes them wait for a commit.
-	queries        chan queryRequest
-	pendingQueries []queryRequest
+	// desk takes queries to the pump and answers them there (query.go).
+	desk *queryDesk
 	// members follows which worker runs which task, for forwarding
 	// queries; nil when franz-go cannot connect with the given settings.
 	// advertised is this worker's HTTP address as it tells the others
 	// (under mu).
 	members    *membership
 	advertised string
-	// upstream is what causal queries follow their clocks through the
-	// processors before a store with (upstream.go); nil until the worker
-	// is connected, or without an admin client (under mu).
-	upstream *upstream.View
 	// globals is the worker's copy of the topology's global tables, and
 	// globalReader what follows them; nil without global tables.
 	globals      *taskmgr.Globals
@@ -208,10 +201,10 @@ func NewStreamThread(cfg Config, topo *framework.Topology, log *zap.Logger, metr
 		requests:  make(chan taskRequest),
 		restarts:  restarts.New(restarts.Policy{Initial: cfg.TaskRestartBackoff, Max: cfg.TaskRestartBackoffMax}),
 		starting:  "not started yet",
-		queries:   make(chan queryRequest, 64),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}
+	w.desk = newQueryDesk(topo, w.done)
 	w.groups = copartitioned(topo)
 	w.leads = map[string]string{}
 	for _, pi := range topo.Processors() {
@@ -311,18 +304,6 @@ func (w *StreamThread) served() servedParts {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return servedParts{topo: w.topo, adminToken: w.cfg.AdminToken, metrics: w.metrics, instanceID: w.instanceID}
-}
-
-// storePartitions is the partition count of a store's task, or 0 while
-// it is not known.
-func (w *StreamThread) storePartitions(store string) int32 {
-	pi, _, ok := w.storeOwner(store)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !ok || w.upstream == nil {
-		return 0
-	}
-	return w.upstream.Partitions(pi.Inputs[0])
 }
 
 // owner returns the HTTP address of the worker that says it runs task.
