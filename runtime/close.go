@@ -38,18 +38,14 @@ func (w *StreamThread) closeClients() {
 		w.globalReader.stop()
 		w.globalReader = nil
 	}
-	w.refresh.wg.Wait() // its queries use the consumer
-	w.cancelRestores()  // after a fatal error, one may still run
+	w.cancelRestores() // after a fatal error, one may still run
 	w.standby.close()
 	if w.tasks != nil {
 		// After a fatal error the tasks are still open: close them, and
 		// their stores on disk, before the clients go.
 		w.closeTasks(w.tasks.Tasks())
 	}
-	if w.blockCache != nil {
-		w.blockCache.Unref()
-		w.blockCache = nil
-	}
+	w.local.close() // its look at the changelogs uses the consumer
 	if w.consumer != nil {
 		if err := w.consumer.Close(); err != nil {
 			w.log.Warn("close consumer", zap.Error(err))

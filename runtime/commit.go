@@ -89,7 +89,7 @@ func (tx *kafkaTransaction) WriteState(t *taskmgr.Task, snap task.Snapshot) ([]b
 	if sound, err := tx.w.writeChangelog(t, snap); !sound || err != nil {
 		return nil, sound, err
 	}
-	return tx.w.positions[t.ID()].Encode(), true, nil
+	return tx.w.local.position(t.ID()).Encode(), true, nil
 }
 
 // Commit sends the offsets with the group's metadata (KIP-447) and commits,

@@ -53,8 +53,8 @@ func TestUntrustedLocalStateIsWipedAndRestored(t *testing.T) {
 			w.drainAndCommit(t)
 			fake.send(in0, "k")
 			w.drainAndCommit(t)
-			w.savePositions(w.tasks.Tasks())
-			dir := w.taskDir(w.taskObject(t, "count/0"))
+			w.local.savePositions(w.tasks.Tasks())
+			dir := w.local.taskDir(w.taskObject(t, "count/0"))
 			w.closeTasks(w.tasks.Tasks())
 
 			tc.spoil(t, fake, dir)
@@ -88,14 +88,14 @@ func TestPositionsLearnedWhileRunningBoundTheReplayAfterACrash(t *testing.T) {
 			state := t.TempDir()
 			inState := func(c *Config) { c.StateDir = state }
 			w := newFakeWorker(t, fake, topo, parts, inState)
-			w.refresh.start = func(f func()) { f() }
+			w.local.refresh.start = func(f func()) { f() }
 			for range 2 {
 				fake.send(in0, "k")
 				w.drainAndCommit(t)
 			}
 			if tc.look {
-				w.refreshPositions(w.now()) // looks
-				w.refreshPositions(w.now()) // takes what it saw
+				w.local.refreshPositions(w.now()) // looks
+				w.local.refreshPositions(w.now()) // takes what it saw
 			}
 			fake.send(in0, "k")
 			w.drainAndCommit(t)

@@ -87,7 +87,7 @@ func (w *StreamThread) tick() {
 	}
 	w.restartFailed(now)
 	w.advanceIdle()
-	w.refreshPositions(now)
+	w.local.refreshPositions(now)
 	w.standby.tend(now)
 	if err := w.commit(); err != nil {
 		w.onCommitError(err)
@@ -108,7 +108,7 @@ func (w *StreamThread) shutdown() {
 		w.log.Warn("last commit before shutdown failed; its work will be redone by the next owner", zap.Error(err))
 		w.abort()
 	}
-	w.savePositions(w.tasks.Tasks())
+	w.local.savePositions(w.tasks.Tasks())
 	w.closeTasks(w.tasks.Tasks())
 	w.publishStatus()
 	w.log.Info("worker stopped")

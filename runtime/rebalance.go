@@ -56,7 +56,7 @@ func (w *StreamThread) revoke(chs []causal.Channel, lost bool) {
 		}
 	}
 	if committed {
-		w.savePositions(gone)
+		w.local.savePositions(gone)
 	}
 	w.closeTasks(gone)
 	if !committed {

@@ -163,7 +163,7 @@ func (w *StreamThread) buildRestored(res restore.Result) {
 		return
 	}
 	for id, pos := range res.Positions {
-		w.positions[id] = pos
+		w.local.restored(id, pos)
 	}
 	if err := w.tasks.Finish(res.Tasks, res.Restored); err != nil {
 		w.fate.stop(err)

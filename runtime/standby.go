@@ -377,7 +377,7 @@ func (s *standbys) behind(f func(t *taskmgr.Task, n int64)) {
 func (w *StreamThread) stateProcessorsOf(lead string) []string {
 	var out []string
 	for _, pi := range w.topo.Processors() {
-		if w.leads[pi.Name] == lead && slices.ContainsFunc(pi.Stores, w.onDisk) {
+		if w.leads[pi.Name] == lead && slices.ContainsFunc(pi.Stores, w.local.onDisk) {
 			out = append(out, pi.Name)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/causeway-stream/causeway/runtime/internal/restore"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -42,14 +43,79 @@ const (
 // disk share.
 const blockCacheBytes = 64 << 20
 
-// onDisk reports whether the worker keeps store spec on disk.
-func (w *StreamThread) onDisk(spec framework.StoreSpec) bool {
-	return w.cfg.Stores == StoresPebble && !spec.Memory
+// localState is a stream thread's state on this machine: where its
+// tasks' stores live and the block cache those on disk share, and where
+// they stand in their changelogs (positions), learned while the thread
+// runs by looks at the changelogs' ends off the pump (refresh). Owned by
+// the pump, but for the block cache, which restores use too (under
+// cacheMu).
+//
+//causeway:owned
+type localState struct {
+	app, dir, stores string
+	topo             *framework.Topology
+	log              *zap.Logger
+	// offsets and tasks are the thread's consumer and tasks, given once
+	// the thread is connected.
+	offsets transport.OffsetSource
+	tasks   *taskmgr.Manager
+	// positions is, per task, where its stores on disk stand in their
+	// changelogs, as last learned; sizes, how many changelog records a
+	// full restore of its stores would read, as the last look found.
+	positions map[string]restore.Positions
+	sizes     map[string]int64
+	refresh   positionRefresh
+	// blockCache is made when the first store on disk opens.
+	cacheMu    sync.Mutex
+	blockCache *pebble.Cache
+}
+
+func newLocalState(cfg Config, topo *framework.Topology, log *zap.Logger) *localState {
+	return &localState{app: cfg.ApplicationID, dir: cfg.StateDir, stores: cfg.Stores, topo: topo, log: log,
+		positions: map[string]restore.Positions{}, sizes: map[string]int64{},
+		refresh: positionRefresh{results: make(chan refreshed, 1), start: func(f func()) { go f() }}}
+}
+
+// connect gives the local state the thread's consumer, which asks the
+// changelogs' ends, and its tasks.
+func (l *localState) connect(offsets transport.OffsetSource, tasks *taskmgr.Manager) {
+	l.offsets, l.tasks = offsets, tasks
+}
+
+// position is where the stores of task id stand in their changelogs, as
+// last learned.
+func (l *localState) position(id string) restore.Positions { return l.positions[id] }
+
+// restored notes where a restore left the stores of task id.
+func (l *localState) restored(id string, pos restore.Positions) { l.positions[id] = pos }
+
+// size is how many records a full restore of task id's stores would
+// read, and whether it is known.
+func (l *localState) size(id string) (int64, bool) {
+	n, ok := l.sizes[id]
+	return n, ok
+}
+
+// close waits for the look at the changelogs under way, which uses the
+// consumer, and lets the block cache go.
+func (l *localState) close() {
+	l.refresh.wg.Wait()
+	l.cacheMu.Lock()
+	defer l.cacheMu.Unlock()
+	if l.blockCache != nil {
+		l.blockCache.Unref()
+		l.blockCache = nil
+	}
+}
+
+// onDisk reports whether the thread keeps store spec on disk.
+func (l *localState) onDisk(spec framework.StoreSpec) bool {
+	return l.stores == StoresPebble && !spec.Memory
 }
 
 // taskDir is the directory of a task's stores on disk.
-func (w *StreamThread) taskDir(t *taskmgr.Task) string {
-	return filepath.Join(w.cfg.StateDir, "tasks", url.PathEscape(w.cfg.ApplicationID), url.PathEscape(t.Processor()),
+func (l *localState) taskDir(t *taskmgr.Task) string {
+	return filepath.Join(l.dir, "tasks", url.PathEscape(l.app), url.PathEscape(t.Processor()),
 		strconv.FormatInt(int64(t.Partition()), 10))
 }
 
@@ -57,15 +123,15 @@ func (w *StreamThread) taskDir(t *taskmgr.Task) string {
 // between the two by each store's declaration. Local state that cannot be
 // opened (corrupt, or in another layout) is wiped and opened empty, for
 // the restore to fill from the changelog.
-func (w *StreamThread) openStores(t *taskmgr.Task) (store.Set, error) {
-	info, ok := w.topo.Processor(t.Processor())
+func (l *localState) openStores(t *taskmgr.Task) (store.Set, error) {
+	info, ok := l.topo.Processor(t.Processor())
 	if !ok {
 		return nil, fmt.Errorf("no processor %q", t.Processor())
 	}
 	inMemory := map[string]bool{}
 	disk := false
 	for _, s := range info.Stores {
-		if w.onDisk(s) {
+		if l.onDisk(s) {
 			disk = true
 		} else {
 			inMemory[s.Name] = true
@@ -74,8 +140,8 @@ func (w *StreamThread) openStores(t *taskmgr.Task) (store.Set, error) {
 	if !disk {
 		return store.NewMemorySet(), nil
 	}
-	dir := w.taskDir(t)
-	cache := w.sharedCache()
+	dir := l.taskDir(t)
+	cache := l.sharedCache()
 	set, err := pebblestore.Open(dir, pebblestore.SharedCache(cache))
 	if err != nil {
 		// Stores another process has open are not corrupt: never wipe
@@ -89,7 +155,7 @@ func (w *StreamThread) openStores(t *taskmgr.Task) (store.Set, error) {
 		case !errors.Is(lockErr, fs.ErrNotExist):
 			return nil, fmt.Errorf("%w: the stores of task %s in %s are open elsewhere: %w", ErrStateDirInUse, t.ID(), dir, err)
 		}
-		w.log.Warn("local state cannot be opened: wiping it and restoring from the changelog", zap.String("task", t.ID()), zap.String("dir", dir), zap.Error(err))
+		l.log.Warn("local state cannot be opened: wiping it and restoring from the changelog", zap.String("task", t.ID()), zap.String("dir", dir), zap.Error(err))
 		if err := os.RemoveAll(dir); err != nil {
 			return nil, fmt.Errorf("wipe %s: %w", dir, err)
 		}
@@ -105,25 +171,25 @@ func (w *StreamThread) openStores(t *taskmgr.Task) (store.Set, error) {
 
 // sharedCache returns the block cache the worker's stores on disk share,
 // made on first use.
-func (w *StreamThread) sharedCache() *pebble.Cache {
-	w.cacheMu.Lock()
-	defer w.cacheMu.Unlock()
-	if w.blockCache == nil {
-		w.blockCache = pebble.NewCache(blockCacheBytes)
+func (l *localState) sharedCache() *pebble.Cache {
+	l.cacheMu.Lock()
+	defer l.cacheMu.Unlock()
+	if l.blockCache == nil {
+		l.blockCache = pebble.NewCache(blockCacheBytes)
 	}
-	return w.blockCache
+	return l.blockCache
 }
 
-// wipeStores throws a task's local stores away and opens them empty.
-func (w *StreamThread) wipeStores(t *taskmgr.Task, why error) error {
+// wipe throws a task's local stores away and opens them empty.
+func (l *localState) wipe(t *taskmgr.Task, why error) error {
 	if err := t.ReplaceStores(nil); err != nil {
-		w.log.Warn("close stores before wiping them", zap.String("task", t.ID()), zap.Error(err))
+		l.log.Warn("close stores before wiping them", zap.String("task", t.ID()), zap.Error(err))
 	}
-	dir := w.taskDir(t)
+	dir := l.taskDir(t)
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("wipe %s (%v): %w", dir, why, err)
 	}
-	set, err := w.openStores(t)
+	set, err := l.openStores(t)
 	if err != nil {
 		return err
 	}
@@ -137,24 +203,24 @@ func (w *StreamThread) wipeStores(t *taskmgr.Task, why error) error {
 // writes, which no transaction holds, are discarded first. A task whose
 // positions cannot be read keeps the ones it has (a later restore replays
 // more).
-func (w *StreamThread) savePositions(ts []*taskmgr.Task) {
+func (l *localState) savePositions(ts []*taskmgr.Task) {
 	for _, t := range ts {
 		if t.State() == StateRestoring || t.Stores() == nil || t.Last() == nil {
 			continue
 		}
-		chs := restore.DiskChangelogs(w.cfg.ApplicationID, w.topo, w.onDisk, t)
+		chs := restore.DiskChangelogs(l.app, l.topo, l.onDisk, t)
 		if len(chs) == 0 {
 			continue
 		}
-		pos, err := restore.EndPositions(w.consumer, chs)
+		pos, err := restore.EndPositions(l.offsets, chs)
 		if err == nil {
 			err = errors.Join(t.Stores().Abort(), t.Stores().Commit(pos.Encode()))
 		}
 		if err != nil {
-			w.log.Warn("changelog positions not saved; the next restore of the task replays more", zap.String("task", t.ID()), zap.Error(err))
+			l.log.Warn("changelog positions not saved; the next restore of the task replays more", zap.String("task", t.ID()), zap.Error(err))
 			continue
 		}
-		w.positions[t.ID()] = pos
+		l.positions[t.ID()] = pos
 	}
 }
 
@@ -199,29 +265,29 @@ func (r *positionRefresh) looking() { r.pending = true }
 // one when it is due. A position read at any moment after a task's stores
 // last committed is one below which they hold every committed change once
 // they commit again, so the next commit of their stores carries it.
-func (w *StreamThread) refreshPositions(now time.Time) {
-	r := &w.refresh
+func (l *localState) refreshPositions(now time.Time) {
+	r := &l.refresh
 	select {
 	case got := <-r.results:
 		r.received()
-		w.sizes = got.sizes
+		l.sizes = got.sizes
 		for id, pos := range got.positions {
-			if t, ok := w.tasks.Find(id); ok && t.State() != StateRestoring && t.Stores() != nil {
-				w.positions[id] = pos
+			if t, ok := l.tasks.Find(id); ok && t.State() != StateRestoring && t.Stores() != nil {
+				l.positions[id] = pos
 			}
 		}
 	default:
 	}
-	if r.pending || now.Before(r.due) || w.cfg.Stores != StoresPebble {
+	if r.pending || now.Before(r.due) || l.stores != StoresPebble {
 		return
 	}
 	r.schedule(now)
 	want := map[string]map[string]causal.Channel{}
-	for _, t := range w.tasks.Tasks() {
+	for _, t := range l.tasks.Tasks() {
 		if t.State() == StateRestoring || t.Stores() == nil || t.Last() == nil {
 			continue
 		}
-		if chs := restore.DiskChangelogs(w.cfg.ApplicationID, w.topo, w.onDisk, t); len(chs) > 0 {
+		if chs := restore.DiskChangelogs(l.app, l.topo, l.onDisk, t); len(chs) > 0 {
 			want[t.ID()] = chs
 		}
 	}
@@ -229,7 +295,7 @@ func (w *StreamThread) refreshPositions(now time.Time) {
 		return
 	}
 	r.looking()
-	offsets := w.consumer
+	offsets := l.offsets
 	r.wg.Add(1)
 	r.start(func() {
 		defer r.wg.Done()

@@ -197,7 +197,7 @@ func (w *StreamThread) stateOfTasks() transport.StateReport {
 		return causal.Channel{Topic: w.leads[processor], Partition: p}
 	}
 	for _, rt := range w.tasks.Tasks() {
-		size, known := w.sizes[rt.ID()]
+		size, known := w.local.size(rt.ID())
 		if !known {
 			continue // no stores on disk, or not looked at yet
 		}

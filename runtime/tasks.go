@@ -32,7 +32,7 @@ const (
 // committed state from changelog.
 func (w *StreamThread) newTaskManager(counts map[string]int32, offsets transport.OffsetSource, changelog transport.ChangelogSource) (*taskmgr.Manager, error) {
 	w.restores.use(&restore.Restorer{App: w.cfg.ApplicationID, Topology: w.topo, Source: changelog, Log: w.log, Records: w.metrics.RestoreRecords, Ratio: w.metrics.RestoreProgress, Now: w.now,
-		OnDisk: w.onDisk, Wipe: w.wipeStores, Report: w.restoreProgress})
+		OnDisk: w.local.onDisk, Wipe: w.local.wipe, Report: w.restoreProgress})
 	// The worker restores off the pump (restoring.go): Prepare and Finish,
 	// no Config.Restore.
 	m, err := taskmgr.New(taskmgr.Config{
@@ -47,10 +47,11 @@ func (w *StreamThread) newTaskManager(counts map[string]int32, offsets transport
 		return nil, err
 	}
 	w.desk.connect(m)
+	w.local.connect(w.consumer, m)
 	// The copies of other workers' tasks are made by the same manager,
 	// detached, and rounds restore them with the same restorer.
 	w.standby.connect(standbyEnv{log: w.log, metrics: w.metrics, consumer: w.consumer, tasks: m, restorer: w.restores.restorer,
-		openStores: w.openStores, stateProcessors: w.stateProcessorsOf, changed: w.publishStatus,
+		openStores: w.local.openStores, stateProcessors: w.stateProcessorsOf, changed: w.publishStatus,
 		probeEvery: w.cfg.ProbingRebalanceInterval})
 	return m, nil
 }
@@ -61,7 +62,7 @@ func (w *StreamThread) newTaskManager(counts map[string]int32, offsets transport
 func (w *StreamThread) openCold(cold []*taskmgr.Task) []*taskmgr.Task {
 	opened := cold[:0:0]
 	for _, rt := range cold {
-		set, err := w.openStores(rt)
+		set, err := w.local.openStores(rt)
 		if err != nil {
 			if w.tasks.Fail(rt, fmt.Errorf("open stores: %w", err)) {
 				w.fate.mustAbort()

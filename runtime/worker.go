@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"github.com/causeway-stream/causeway/runtime/internal/restarts"
-	"github.com/causeway-stream/causeway/runtime/internal/restore"
 
-	"github.com/cockroachdb/pebble/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
@@ -107,12 +105,9 @@ type StreamThread struct {
 	// deadLetter is where dead letters go: the topology's dead-letter
 	// topic, or "<application-id>-dead-letter".
 	deadLetter string
-	// positions is, per task, where its stores on disk stand in their
-	// changelogs, as last learned (state.go), and refresh the look at the
-	// changelogs' ends that learns it while the worker runs. Owned by the
-	// pump.
-	positions map[string]restore.Positions
-	refresh   positionRefresh
+	// local is the thread's state on this machine: its stores, and where
+	// they stand in their changelogs (state.go).
+	local *localState
 	// restores is the restore under way off the pump (restoring.go).
 	restores restores
 	// standby is this thread's copies of other workers' tasks' state
@@ -123,21 +118,13 @@ type StreamThread struct {
 	// group's balancer.
 	groups [][]string
 	leads  map[string]string
-	// sizes is, per task, how many changelog records a full restore of
-	// its stores would read, as the last look at the changelogs found
-	// (state.go), and report what this thread tells the group of its
-	// state when it joins (under mu). Owned by the pump.
-	sizes  map[string]int64
+	// report is what this thread tells the group of its state when it
+	// joins (under mu).
 	report transport.StateReport
 	// process is the instance id of the process the thread belongs to,
 	// which the group's balancer keeps standbys away from; empty for a
 	// thread run on its own (its own instance id).
 	process string
-	// blockCache is the block cache the tasks' stores on disk share,
-	// made when the first opens (state.go), under cacheMu: restores open
-	// stores too.
-	cacheMu    sync.Mutex
-	blockCache *pebble.Cache
 
 	requests chan taskRequest
 	// restarts is the restart policy's view of the failed tasks.
@@ -193,16 +180,14 @@ func NewStreamThread(cfg Config, topo *framework.Topology, log *zap.Logger, metr
 	}
 	w := &StreamThread{
 		cfg: cfg, topo: topo, log: log, metrics: metrics, now: time.Now, deadLetter: deadLetter, transport: tr,
-		claims:    claimCheck{ends: map[causal.Channel]int64{}},
-		positions: map[string]restore.Positions{},
-		sizes:     map[string]int64{},
-		refresh:   positionRefresh{results: make(chan refreshed, 1), start: func(f func()) { go f() }},
-		restores:  restores{start: func(f func()) { go f() }},
-		requests:  make(chan taskRequest),
-		restarts:  restarts.New(restarts.Policy{Initial: cfg.TaskRestartBackoff, Max: cfg.TaskRestartBackoffMax}),
-		starting:  "not started yet",
-		stop:      make(chan struct{}),
-		done:      make(chan struct{}),
+		claims:   claimCheck{ends: map[causal.Channel]int64{}},
+		local:    newLocalState(cfg, topo, log),
+		restores: restores{start: func(f func()) { go f() }},
+		requests: make(chan taskRequest),
+		restarts: restarts.New(restarts.Policy{Initial: cfg.TaskRestartBackoff, Max: cfg.TaskRestartBackoffMax}),
+		starting: "not started yet",
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	w.desk = newQueryDesk(topo, w.done)
 	w.groups = copartitioned(topo)
