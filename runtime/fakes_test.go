@@ -54,6 +54,11 @@ type fakeKafka struct {
 	commitErr   error
 	failCommits int
 	aborts      int
+	// committedTimeouts fails the next reads of the group's committed
+	// offsets, as librdkafka's do while a dead member's transaction holds
+	// them, and committedReads counts the reads.
+	committedTimeouts int
+	committedReads    int
 	// restoreReads counts the changelog partitions restores read.
 	restoreReads int
 	// holdRestore, when set (before the worker is made), makes restores
@@ -114,6 +119,11 @@ func (f *fakeKafka) Position([]causal.Channel) (map[causal.Channel]int64, error)
 func (f *fakeKafka) GroupMetadata() (transport.GroupMetadata, error) { return nil, nil }
 func (f *fakeKafka) Close() error                                    { return nil }
 func (f *fakeKafka) Committed(chs []causal.Channel) (map[causal.Channel]int64, error) {
+	f.committedReads++
+	if f.committedTimeouts > 0 {
+		f.committedTimeouts--
+		return nil, &transport.ClientError{Class: transport.ClassRetriable, Err: errors.New("Local: Timed out")}
+	}
 	out := map[causal.Channel]int64{}
 	for _, ch := range chs {
 		if off, ok := f.groupOffs[ch]; ok {

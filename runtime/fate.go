@@ -1,5 +1,7 @@
 package runtime
 
+import "errors"
+
 // fate is what a stream thread's pump has learned it must do beyond its
 // next step. Only the pump goroutine touches it, and only through these
 // methods; the rest of the pump reads its fields.
@@ -18,6 +20,20 @@ type fate struct {
 
 // stop records a fatal error; the thread stops.
 func (f *fate) stop(err error) { f.fatal = err }
+
+// onlyStopped reports whether the fatal error is only that the thread was
+// stopped (stop is closed) while the pump waited (ErrStopped).
+func (f *fate) onlyStopped(stop <-chan struct{}) bool {
+	if f.fatal == nil || !errors.Is(f.fatal, ErrStopped) {
+		return false
+	}
+	select {
+	case <-stop:
+		return true
+	default:
+		return false
+	}
+}
 
 // mustAbort records that the open transaction must abort.
 func (f *fate) mustAbort() { f.abort = true }

@@ -3,6 +3,7 @@ package runtime
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -439,4 +440,46 @@ func TestAFencedProducerNamesItsLikelyCauses(t *testing.T) {
 	assert.Contains(t, msg, "PRODUCER_FENCED")
 	assert.Contains(t, msg, "another process runs with this worker's instance id")
 	assert.Contains(t, msg, "or the broker lost this producer's state")
+}
+
+// A rebuild whose read of the group's committed offsets times out (as
+// librdkafka's does while a dead member's transaction holds them) reads
+// them again until it can, instead of stopping the thread; a thread
+// stopped meanwhile stops without an error.
+func TestARebuildWaitsForCommittedOffsetsItCannotReadYet(t *testing.T) {
+	for _, stopped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stopped=%v", stopped), func(t *testing.T) {
+			var poisoned atomic.Bool
+			topo, counts := twoReaders(t, &poisoned)
+			fake := newFakeKafka(t)
+			w := newFakeWorker(t, fake, topo, counts)
+			fake.send(in0, "x")
+			w.drainAndCommit(t)
+
+			fake.send(in1, "y")
+			fake.commitErr = errors.New("injected")
+			fake.committedTimeouts = 2
+			if stopped {
+				close(w.stop)
+			}
+			reads := fake.committedReads
+			for w.poll() > 0 {
+				w.handlePolled()
+			}
+			if err := w.commit(); err != nil {
+				w.onCommitError(err) // aborts and rebuilds
+			}
+			require.Equal(t, 1, fake.aborts)
+			if stopped {
+				assert.Equal(t, 1, fake.committedReads-reads, "a stopped thread reads no more")
+				assert.True(t, w.fate.onlyStopped(w.stop), "fatal: %v", w.fate.fatal)
+				return
+			}
+			require.NoError(t, w.fate.fatal)
+			assert.Equal(t, 3, fake.committedReads-reads, "two timeouts, then the offsets")
+			w.drainAndCommit(t)
+			assert.ElementsMatch(t, []string{"x", "y"}, values(fake.outputs("out-a")), "exactly once after the rebuild")
+			assert.ElementsMatch(t, []string{"x", "y"}, values(fake.outputs("out-b")))
+		})
+	}
 }

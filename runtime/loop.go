@@ -47,6 +47,14 @@ func (w *StreamThread) run() {
 			w.tick()
 			nextCommit = w.now().Add(w.cfg.CommitInterval)
 		}
+		if w.fate.onlyStopped(w.stop) {
+			// Stop was called while the pump waited on the cluster: the
+			// thread stops as after a last commit that failed, its open
+			// work left to the next owner, and without an error.
+			w.log.Warn("stopped while waiting; the open work is left to the next owner", zap.Error(w.fate.fatal))
+			w.publishStatus()
+			return
+		}
 		if w.fate.fatal != nil {
 			w.mu.Lock()
 			w.err = w.fate.fatal

@@ -36,7 +36,7 @@ func (w *StreamThread) newTaskManager(counts map[string]int32, offsets transport
 	// The worker restores off the pump (restoring.go): Prepare and Finish,
 	// no Config.Restore.
 	m, err := taskmgr.New(taskmgr.Config{
-		Topology: w.topo, Partitions: counts, Offsets: w.claims.over(offsets),
+		Topology: w.topo, Partitions: counts, Offsets: w.claims.over(offsets, w.stop, w.log),
 		DeadLetterTopic: w.deadLetter, GateOff: w.cfg.GateOff, CheckClaims: w.cfg.CheckClaims,
 		MaxRecordBytes:  w.cfg.MaxRecordBytes,
 		AutoOffsetReset: w.cfg.AutoOffsetReset, AllowOffsetReset: w.cfg.AllowOffsetReset, Log: w.log,
