@@ -281,7 +281,6 @@ func (l *localState) refreshPositions(now time.Time) {
 	if r.pending || now.Before(r.due) || l.stores != StoresPebble {
 		return
 	}
-	r.schedule(now)
 	want := map[string]map[string]causal.Channel{}
 	for _, t := range l.tasks.Tasks() {
 		if t.State() == StateRestoring || t.Stores() == nil || t.Last() == nil {
@@ -292,8 +291,9 @@ func (l *localState) refreshPositions(now time.Time) {
 		}
 	}
 	if len(want) == 0 {
-		return
+		return // looked at again at the next tick: the first look comes with the first commit
 	}
+	r.schedule(now)
 	r.looking()
 	offsets := l.offsets
 	r.wg.Add(1)

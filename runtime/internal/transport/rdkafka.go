@@ -187,13 +187,19 @@ type rdkProducer struct {
 	watching bool
 	// reports carries watched delivery reports to the goroutine, which
 	// keeps the failed ones in failed. A barrier sent after them tells
-	// when the goroutine has seen everything sent before it.
-	reports chan kafka.Event
-	mu      sync.Mutex
-	failed  []RefusedRecord
-	started bool
-	stop    chan struct{}
-	done    chan struct{}
+	// when the goroutine has seen everything sent before it. watched
+	// counts the records produced while watching, reported (under mu)
+	// their reports the goroutine has seen: librdkafka hands a report to
+	// the client's poller before a failed commit returns, but the poller
+	// may pass it on after.
+	reports  chan kafka.Event
+	watched  int64
+	mu       sync.Mutex
+	reported int64
+	failed   []RefusedRecord
+	started  bool
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 // barrier is sent through reports after the delivery reports to wait for.
@@ -239,6 +245,7 @@ func (r *rdkProducer) Produce(m *Message) error {
 	var reports chan kafka.Event
 	if r.watching {
 		reports = r.reports
+		r.watched++
 	}
 	var err error
 	for {
@@ -297,13 +304,14 @@ func (r *rdkProducer) collect() {
 			case barrier:
 				close(e)
 			case *kafka.Message:
+				r.mu.Lock()
+				r.reported++
 				if tp := e.TopicPartition; tp.Error != nil && tp.Topic != nil {
-					r.mu.Lock()
 					r.failed = append(r.failed, RefusedRecord{
 						Msg: Message{Topic: *tp.Topic, Partition: tp.Partition, Key: e.Key, Value: e.Value},
 						Err: rdkError(tp.Error)})
-					r.mu.Unlock()
 				}
+				r.mu.Unlock()
 			}
 		}
 	}
@@ -313,14 +321,25 @@ func (r *rdkProducer) Refused() []RefusedRecord {
 	if !r.started {
 		return nil
 	}
-	b := make(barrier)
-	select {
-	case r.reports <- b:
+	// Every report of the records produced while watching, or 5 s.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b := make(barrier)
 		select {
-		case <-b:
-		case <-time.After(5 * time.Second):
+		case r.reports <- b:
+			select {
+			case <-b:
+			case <-time.After(time.Until(deadline)):
+			}
+		case <-time.After(time.Until(deadline)):
 		}
-	case <-time.After(5 * time.Second):
+		r.mu.Lock()
+		all := r.reported >= r.watched
+		r.mu.Unlock()
+		if all || !time.Now().Before(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
