@@ -384,24 +384,6 @@ func (w *StreamThread) stateProcessorsOf(lead string) []string {
 	return out
 }
 
-// copyStatuses lists the copies, for /status.
-func (w *StreamThread) copyStatuses() []StandbyStatus {
-	out := make([]StandbyStatus, 0, len(w.standby.copies))
-	for id, c := range w.standby.copies {
-		st := StandbyStatus{ID: id, Role: RoleStandby}
-		if c.warmup {
-			st.Role = RoleWarmup
-		}
-		if c.behind >= 0 {
-			n := c.behind
-			st.Lag = &n
-		}
-		out = append(out, st)
-	}
-	slices.SortFunc(out, func(a, b StandbyStatus) int { return cmp.Compare(a.ID, b.ID) })
-	return out
-}
-
 // statelessGroups are the first topics of the co-partitioned groups whose
 // tasks keep nothing on disk: no copies, no warm-ups.
 func (w *StreamThread) statelessGroups() map[string]bool {
