@@ -52,13 +52,29 @@ WORKER_BIN = $(CURDIR)/.build/runtime-worker.test
 # Tests sharing a broker wait on it more than they compute: more of them at
 # once than there are cores.
 PARALLEL ?= 8
+# The runtime's multi-process tests (kill -9, chaos, scaling, standbys,
+# fencing, start-up): the code they test runs in worker processes, built
+# without the race detector (WORKER_BIN); the test process only runs the
+# embedded broker and the checkers, which the race detector would slow
+# down several times over for nothing. make test runs them without it,
+# beside the race-detected run of every other test; make test-all runs
+# them with it, against race-built workers.
+PROCESS_TESTS = ^(TestCrashRecoveryExactlyOnce|TestRebalanceExactlyOnce|TestChaosExactlyOnce|TestScalingStopsOnlyTheTasksThatMove|TestStandbysRestoreLittleOnFailover|TestNewWorkersWarmUpBeforeTakingTasks|TestAFencedWorkerExitsWithCode1|TestAStateDirInUseIsRefused|TestAnUnreachableClusterIsRetriedThenRefusedOnBothClients|TestAWorkerWaitsForItsTopicsAndSaysSo)$$
+PROCESS_LOG = $(CURDIR)/.build/process-tests.log
 
-test: lint chromium postgres ## Lint, then run every test (the worker's page in headless Chromium among them) with the race detector where there are goroutines, then the runtime's without cgo; about 6 minutes on 2 cores (334 and 391 s measured).
+test: lint chromium postgres ## Lint, then run every test (the worker's page in headless Chromium among them) with the race detector where there are goroutines (the multi-process tests beside them without it, see PROCESS_TESTS), then the runtime's without cgo; about 5 minutes on 2 cores (274 s measured warm; 366 s with every test race-built the same day).
 	@# causal_mutants builds the gate's deliberate defects in, for the
 	@# negative controls that show the simulation's checker catches them.
 	$(if $(CAUSAL_PKGS),CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -tags causal_mutants -count=1 -timeout 5m $(CAUSAL_PKGS))
 	$(GO) test -c -o $(WORKER_BIN) ./runtime/
-	CAUSEWAY_WORKER_BINARY=$(WORKER_BIN) CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -parallel $(PARALLEL) -timeout 12m $(RACE_PKGS)
+	@# The multi-process tests in the background, their output kept for the end.
+	@status=0; \
+	CAUSEWAY_WORKER_BINARY=$(WORKER_BIN) $(GO) test -count=1 -parallel $(PARALLEL) -timeout 12m -run '$(PROCESS_TESTS)' ./runtime/ > $(PROCESS_LOG) 2>&1 & proc=$$!; \
+	echo "CAUSEWAY_WORKER_BINARY=$(WORKER_BIN) CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -parallel $(PARALLEL) -timeout 12m -skip '$(PROCESS_TESTS)' <every package but causal>"; \
+	CAUSEWAY_WORKER_BINARY=$(WORKER_BIN) CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -parallel $(PARALLEL) -timeout 12m -skip '$(PROCESS_TESTS)' $(RACE_PKGS) || status=1; \
+	wait $$proc || status=1; \
+	echo "the runtime's multi-process tests, without the race detector:"; cat $(PROCESS_LOG); \
+	exit $$status
 	$(MAKE) --no-print-directory test-purego PUREGO_RUN='$(PUREGO_SMOKE)'
 
 # What make test runs again without cgo: the tests of the code only such a
