@@ -12,11 +12,9 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/causeway-stream/causeway/causal"
-	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/store"
 	"github.com/causeway-stream/causeway/framework/task"
 	"github.com/causeway-stream/causeway/framework/taskmgr"
-	"github.com/causeway-stream/causeway/runtime/internal/assign"
 	"github.com/causeway-stream/causeway/runtime/internal/restore"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
@@ -370,47 +368,4 @@ func (s *standbys) behind(f func(t *taskmgr.Task, n int64)) {
 			f(c.t, c.behind)
 		}
 	}
-}
-
-// stateProcessorsOf returns the processors of the co-partitioned group
-// whose first topic is lead that keep stores on disk.
-func (w *StreamThread) stateProcessorsOf(lead string) []string {
-	var out []string
-	for _, pi := range w.topo.Processors() {
-		if w.leads[pi.Name] == lead && slices.ContainsFunc(pi.Stores, w.local.onDisk) {
-			out = append(out, pi.Name)
-		}
-	}
-	return out
-}
-
-// statelessGroups are the first topics of the co-partitioned groups whose
-// tasks keep nothing on disk: no copies, no warm-ups.
-func (w *StreamThread) statelessGroups() map[string]bool {
-	out := map[string]bool{}
-	for _, g := range w.groups {
-		if len(w.stateProcessorsOf(g[0])) == 0 {
-			out[g[0]] = true
-		}
-	}
-	return out
-}
-
-// stateReport is what this thread tells the group of its state when it
-// joins; see publishStatus.
-func (w *StreamThread) stateReport() transport.StateReport {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.report
-}
-
-// copartitioned groups the topology's input topics whose partitions of one
-// index must be read by one worker: a processor's inputs, joined over the
-// topics processors share.
-func copartitioned(topo *framework.Topology) [][]string {
-	var sets [][]string
-	for _, pi := range topo.Processors() {
-		sets = append(sets, pi.Inputs)
-	}
-	return assign.Groups(sets)
 }
