@@ -62,7 +62,7 @@ PARALLEL ?= 8
 PROCESS_TESTS = ^(TestCrashRecoveryExactlyOnce|TestRebalanceExactlyOnce|TestChaosExactlyOnce|TestScalingStopsOnlyTheTasksThatMove|TestStandbysRestoreLittleOnFailover|TestNewWorkersWarmUpBeforeTakingTasks|TestAFencedWorkerExitsWithCode1|TestAStateDirInUseIsRefused|TestAnUnreachableClusterIsRetriedThenRefusedOnBothClients|TestAWorkerWaitsForItsTopicsAndSaysSo)$$
 PROCESS_LOG = $(CURDIR)/.build/process-tests.log
 
-test: lint chromium postgres ## Lint, then run every test (the worker's page in headless Chromium among them) with the race detector where there are goroutines (the multi-process tests beside them without it, see PROCESS_TESTS), then the runtime's without cgo; about 5 minutes on 2 cores (274 s measured warm; 366 s with every test race-built the same day).
+test: lint chromium postgres ## Lint, then run every test (the worker's page in headless Chromium among them) with the race detector where there are goroutines (the multi-process tests beside them without it, see PROCESS_TESTS), then the runtime's without cgo; about 5 minutes on 2 cores (274 and 284 s measured warm; 366 s with every test race-built the same day).
 	@# causal_mutants builds the gate's deliberate defects in, for the
 	@# negative controls that show the simulation's checker catches them.
 	$(if $(CAUSAL_PKGS),CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -tags causal_mutants -count=1 -timeout 5m $(CAUSAL_PKGS))
