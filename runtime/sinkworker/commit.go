@@ -97,7 +97,7 @@ func (w *Worker) writeOnce(ctx context.Context, f *flight) error {
 		return err
 	}
 	if !f.deadSent {
-		if err := w.sendDead(ctx); err != nil {
+		if err := w.sendDead(); err != nil {
 			return err
 		}
 		f.deadSent = true
@@ -229,7 +229,7 @@ const (
 
 // sendDead writes the refused records to the dead-letter topic in one
 // Kafka transaction.
-func (w *Worker) sendDead(ctx context.Context) error {
+func (w *Worker) sendDead() error {
 	if len(w.dead) == 0 {
 		return nil
 	}
