@@ -26,7 +26,7 @@ func (w *StreamThread) commit() error {
 	if len(w.tasks.Tasks()) == 0 || w.consumer == nil {
 		return nil
 	}
-	if w.fate.abort {
+	if w.fate.Aborting() {
 		w.abortForFailedTask()
 		return nil
 	}
@@ -79,7 +79,9 @@ func (tx *kafkaTransaction) Begin(dirty bool) (bool, error) {
 }
 
 // SendOutputs produces the task's remaining outputs (sendOutputs).
-func (tx *kafkaTransaction) SendOutputs(t *taskmgr.Task) (bool, error) { return tx.w.sendOutputs(t) }
+func (tx *kafkaTransaction) SendOutputs(t *taskmgr.Task) (bool, error) {
+	return tx.w.pump.sendOutputs(t)
+}
 
 // WriteState produces the task's store changes and checkpoint
 // (writeChangelog). The task's stores keep the changelog positions known
@@ -95,7 +97,7 @@ func (tx *kafkaTransaction) WriteState(t *taskmgr.Task, snap task.Snapshot) ([]b
 // Commit sends the offsets with the group's metadata (KIP-447) and commits,
 // unless a task failed meanwhile with outputs in the transaction.
 func (tx *kafkaTransaction) Commit(offsets map[causal.Channel]int64) error {
-	if tx.w.fate.abort {
+	if tx.w.fate.Aborting() {
 		return errTaskFailedInTransaction
 	}
 	md, err := tx.w.consumer.GroupMetadata()
@@ -154,7 +156,7 @@ func (w *StreamThread) refusedState(t *taskmgr.Task, what string, size int, err 
 		return false, err
 	}
 	w.failTask(t, &StateRefusedError{Task: t.ID(), What: what, Size: size, Err: err})
-	w.fate.mustAbort()
+	w.fate.MustAbort()
 	return false, nil
 }
 
@@ -163,7 +165,7 @@ func (w *StreamThread) refusedState(t *taskmgr.Task, what string, size int, err 
 // fatal (a fenced producer).
 func (w *StreamThread) onCommitError(err error) {
 	if w.producer.Fatal(err) {
-		w.fate.stop(fmt.Errorf("producer fenced or failed: %w; when fenced, either another process runs with this worker's instance id %q "+
+		w.fate.Stop(fmt.Errorf("producer fenced or failed: %w; when fenced, either another process runs with this worker's instance id %q "+
 			"(the same --instance-id, or a copy of its state dir), or the broker lost this producer's state "+
 			"(the embedded broker does when it restarts: see docs/operations.md, The embedded broker); restart this worker", err, w.instanceID))
 		return
@@ -185,12 +187,12 @@ func (w *StreamThread) onCommitError(err error) {
 
 // abort aborts the open transaction, if any.
 func (w *StreamThread) abort() {
-	w.fate.aborted()
+	w.fate.Aborted()
 	for _, rt := range w.tasks.Tasks() {
 		rt.StreamedAborted()
 	}
 	if err := w.producer.Abort(); err != nil {
-		w.fate.stop(err)
+		w.fate.Stop(err)
 	}
 }
 

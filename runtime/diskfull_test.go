@@ -60,17 +60,28 @@ func TestAFullDiskFailsTheTaskAndARestartRecoversIt(t *testing.T) {
 		require.NoError(t, os.WriteFile(filler, make([]byte, max(0, free-2<<20)), 0o644))
 		p := newProducer(t, b.Addr(), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 		wl := workload{payments: map[string][]string{}}
-		for i := range 160 {
+		sent := 0
+		send := func() {
 			s := &causal.Session{}
-			id := fmt.Sprintf("o%03d", i)
-			value := randomBytes(64<<10, byte(i))
+			id := fmt.Sprintf("o%03d", sent)
+			value := randomBytes(64<<10, byte(sent))
 			sendRecord(t, p, &kgo.Record{Topic: "orders", Key: []byte(id), Value: value}, s)
 			sendRecord(t, p, &kgo.Record{Topic: "payments", Key: []byte(id), Value: []byte(id + "-p0")}, s)
 			wl.payments[id] = []string{id + "-p0"}
+			sent++
+		}
+		for range 160 {
+			send()
 		}
 		var failed runtime.TaskStatus
 		var last runtime.Status
 		if !assert.Eventually(t, func() bool {
+			// A store learns of its failed flush at its next commit, so
+			// the orders go on until a task failed: on a loaded machine the
+			// first 160 can all be committed before the flush has failed.
+			if sent < 400 {
+				send()
+			}
 			last = w.Status()
 			for _, ts := range last.Tasks {
 				if ts.State == runtime.StateFailed {

@@ -358,6 +358,7 @@ func newFakeWorker(t *testing.T, fake *fakeKafka, topo *framework.Topology, coun
 	w.producer = newProducer(fake, w.log, w.metrics, w.stop)
 	w.tasks, err = w.newTaskManager(counts, fake, fake)
 	require.NoError(t, err)
+	w.pump.attach(w.tasks, w.producer)
 	t.Cleanup(func() { w.closeTasks(w.tasks.Tasks()) }) // and their stores on disk
 	w.pump.poll = fake.Poll
 	if fake.holdRestore == nil {
@@ -376,16 +377,34 @@ func newFakeWorker(t *testing.T, fake *fakeKafka, topo *framework.Topology, coun
 	return w
 }
 
+// pollAndHandle polls once, hands what came to the pump, and returns how
+// many events came.
+func (w *StreamThread) pollAndHandle() int {
+	n := w.loop.Poll()
+	w.loop.Handle(&w.pump)
+	return n
+}
+
+// pollAll polls and hands to the pump until nothing comes.
+func (w *StreamThread) pollAll() {
+	for w.pollAndHandle() > 0 {
+	}
+}
+
+// withoutStreaming is the pump, but it leaves the tasks' outputs for the
+// commit to send.
+type withoutStreaming struct{ *pump }
+
+func (withoutStreaming) Handled() {}
+
 // drain polls and handles everything queued, then commits.
 func (w *StreamThread) drainAndCommit(t *testing.T) {
 	t.Helper()
-	for w.poll() > 0 {
-		w.handlePolled()
-	}
+	w.pollAll()
 	if err := w.commit(); err != nil {
 		w.onCommitError(err)
 	}
-	require.NoError(t, w.fate.fatal)
+	require.NoError(t, w.fate.Fatal())
 }
 
 // taskObject returns the task behind id, to compare instances.

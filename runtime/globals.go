@@ -163,7 +163,7 @@ func (w *StreamThread) applyGlobals(recs []transport.FollowedRecord) {
 	moved := map[causal.Channel]bool{}
 	for _, r := range recs {
 		if _, err := applyGlobal(w.globals, r); err != nil {
-			w.fate.stop(err)
+			w.fate.Stop(err)
 			return
 		}
 		moved[causal.Channel{Topic: r.Topic, Partition: r.Partition}] = true
@@ -175,8 +175,8 @@ func (w *StreamThread) applyGlobals(recs []transport.FollowedRecord) {
 			}
 		}
 		if w.tasks.AdvanceGlobal(ch) {
-			w.fate.mustAbort()
+			w.fate.MustAbort()
 		}
 	}
-	w.stream()
+	w.pump.stream()
 }

@@ -20,7 +20,7 @@ import (
 func (w *StreamThread) abortAndRebuild() {
 	rebuild := w.tasks.Aborted()
 	w.abort()
-	if w.fate.fatal == nil {
+	if w.fate.Fatal() == nil {
 		w.rebuild(rebuild)
 		// The stores hold their committed state again.
 		w.desk.answer()
@@ -44,7 +44,7 @@ func (w *StreamThread) rebuild(rts []*taskmgr.Task) {
 	cold, err := w.tasks.Prepare(rts)
 	w.pump.forgetRoutes()
 	if err != nil {
-		w.fate.stop(err)
+		w.fate.Stop(err)
 		return
 	}
 	cold = w.openCold(cold)
@@ -55,7 +55,7 @@ func (w *StreamThread) rebuild(rts []*taskmgr.Task) {
 		}
 	}
 	w.seek(w.tasks.Rewind(built), "rebuilt tasks")
-	if w.fate.fatal != nil {
+	if w.fate.Fatal() != nil {
 		return
 	}
 	w.restoreLater(cold)
@@ -86,5 +86,5 @@ func (w *StreamThread) serve(req taskRequest) taskReply {
 		w.log.Info("restarting task from its committed state", zap.String("task", req.id))
 	}
 	w.rebuild([]*taskmgr.Task{rt})
-	return taskReply{skipped: skip.Record, err: w.fate.fatal}
+	return taskReply{skipped: skip.Record, err: w.fate.Fatal()}
 }

@@ -334,12 +334,8 @@ func TestTaskFailingDuringCommitKeepsItsCommittedOffsets(t *testing.T) {
 	fake.send(in0, "y")
 	// Handle the records without streaming, so that the commit sends the
 	// outputs.
-	for w.poll() > 0 {
-		for i := range w.pump.polled {
-			w.handle(&w.pump.polled[i])
-		}
-		clear(w.pump.polled)
-		w.pump.polled = w.pump.polled[:0]
+	for w.loop.Poll() > 0 {
+		w.loop.Handle(withoutStreaming{&w.pump})
 	}
 	require.NoError(t, w.commit())
 	a0 := w.taskObject(t, "a/0")
@@ -431,12 +427,10 @@ func TestAFencedProducerNamesItsLikelyCauses(t *testing.T) {
 	w := newFakeWorker(t, fake, topo, counts)
 	fake.commitErr = &transport.ClientError{Class: transport.ClassFatal, Err: errors.New("PRODUCER_FENCED")}
 	fake.send(causal.Channel{Topic: "in"}, "x")
-	for w.poll() > 0 {
-		w.handlePolled()
-	}
+	w.pollAll()
 	w.onCommitError(w.commit())
-	require.Error(t, w.fate.fatal)
-	msg := w.fate.fatal.Error()
+	require.Error(t, w.fate.Fatal())
+	msg := w.fate.Fatal().Error()
 	assert.Contains(t, msg, "PRODUCER_FENCED")
 	assert.Contains(t, msg, "another process runs with this worker's instance id")
 	assert.Contains(t, msg, "or the broker lost this producer's state")
@@ -463,19 +457,17 @@ func TestARebuildWaitsForCommittedOffsetsItCannotReadYet(t *testing.T) {
 				close(w.stop)
 			}
 			reads := fake.committedReads
-			for w.poll() > 0 {
-				w.handlePolled()
-			}
+			w.pollAll()
 			if err := w.commit(); err != nil {
 				w.onCommitError(err) // aborts and rebuilds
 			}
 			require.Equal(t, 1, fake.aborts)
 			if stopped {
 				assert.Equal(t, 1, fake.committedReads-reads, "a stopped thread reads no more")
-				assert.True(t, w.fate.onlyStopped(w.stop), "fatal: %v", w.fate.fatal)
+				assert.True(t, w.fate.OnlyStopped(w.stop), "fatal: %v", w.fate.Fatal())
 				return
 			}
-			require.NoError(t, w.fate.fatal)
+			require.NoError(t, w.fate.Fatal())
 			assert.Equal(t, 3, fake.committedReads-reads, "two timeouts, then the offsets")
 			w.drainAndCommit(t)
 			assert.ElementsMatch(t, []string{"x", "y"}, values(fake.outputs("out-a")), "exactly once after the rebuild")

@@ -41,10 +41,10 @@ func (w *StreamThread) advanceIdle() {
 		}
 	}
 	for ch, off := range position {
-		w.advance(ch, off)
+		w.pump.advance(ch, off)
 	}
 	if w.tasks.CheckBlocked(position) {
-		w.fate.mustAbort()
+		w.fate.MustAbort()
 	}
 }
 

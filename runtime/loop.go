@@ -1,89 +1,80 @@
 package runtime
 
 import (
+	"errors"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/causeway-stream/causeway/runtime/internal/member"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
+// newLoop makes the thread's member loop over the pump's poll, and wires
+// the pump to the thread's rounds.
+func (w *StreamThread) newLoop(batch int) (*member.Loop, error) {
+	l, err := member.New(func(timeout time.Duration, max int, events *[]transport.Event) int {
+		return w.pump.poll(timeout, max, events)
+	}, member.Options{Batch: batch, CommitInterval: w.cfg.CommitInterval, Now: func() time.Time { return w.now() }, Log: w.log})
+	if err != nil {
+		return nil, err
+	}
+	w.pump.wire(&l.Fate, w.metrics.Latency, w.log,
+		pumpEnv{between: w.between, tick: w.tick, failTask: w.failTask, commitError: w.onCommitError})
+	return l, nil
+}
+
 // run is the pump's goroutine: the only one that touches the clients and
-// tasks.
+// tasks. The member loop polls and hands the records to the pump; the
+// thread's own rounds are between and tick.
 func (w *StreamThread) run() {
 	defer w.closeClientsWithin(w.cfg.ShutdownTimeout)
-	w.clockAt(w.now())
-	nextCommit := w.pump.time.Add(w.cfg.CommitInterval)
-	// Stop and restart requests are looked at when the consumer is idle and
-	// every so many events otherwise: a select per record costs more than the
-	// record's own bookkeeping.
-	const eventsPerCheck = 64
-	sinceCheck := 0
-	for {
-		if sinceCheck == 0 {
-			select {
-			case <-w.stop:
-				w.shutdown()
-				return
-			case req := <-w.requests:
-				w.restarts.Forget(req.id) // an operator's: the policy's count starts over
-				req.reply <- w.serve(req)
-			case req := <-w.desk.arrived:
-				w.desk.take(req)
-			case res := <-w.restores.results:
-				w.finishRestores(res)
-			case recs := <-w.globalBatches():
-				w.applyGlobals(recs)
-			case <-w.globalReader.stopped():
-				w.fate.stop(w.globalReader.failure())
-			default:
-			}
-		}
-		n := w.poll()
-		w.clockAt(w.now())
-		w.handlePolled()
-		if sinceCheck += n; n == 0 || sinceCheck >= eventsPerCheck {
-			sinceCheck = 0
-		}
-		if w.fate.fatal == nil && w.commitDue(nextCommit, n) {
-			w.tick()
-			nextCommit = w.now().Add(w.cfg.CommitInterval)
-		}
-		if w.fate.onlyStopped(w.stop) {
-			// Stop was called while the pump waited on the cluster: the
-			// thread stops as after a last commit that failed, its open
-			// work left to the next owner, and without an error.
-			w.log.Warn("stopped while waiting; the open work is left to the next owner", zap.Error(w.fate.fatal))
-			w.publishStatus()
-			return
-		}
-		if w.fate.fatal != nil {
-			w.mu.Lock()
-			w.err = w.fate.fatal
-			w.mu.Unlock()
-			// Unready (and unhealthy) from here on, while the clients close.
-			w.publishStatus()
-			w.log.Error("worker stopping on a fatal error", zap.Error(w.fate.fatal))
-			return
-		}
+	err := w.loop.Run(&w.pump, w.stop)
+	switch {
+	case err == nil:
+		w.shutdown()
+	case errors.Is(err, member.ErrStoppedWaiting):
+		// Stop was called while the pump waited on the cluster: the
+		// thread stops as after a last commit that failed, its open work
+		// left to the next owner, and without an error.
+		w.log.Warn("stopped while waiting; the open work is left to the next owner", zap.Error(w.fate.Fatal()))
+		w.publishStatus()
+	default:
+		w.mu.Lock()
+		w.err = err
+		w.mu.Unlock()
+		// Unready (and unhealthy) from here on, while the clients close.
+		w.publishStatus()
+		w.log.Error("worker stopping on a fatal error", zap.Error(err))
 	}
 }
 
-// commitDue reports whether the pump commits now, the last poll having
-// handed it polled events: once the commit interval is up (next), unless
-// that poll filled the pump's batch and the commit is less than a tenth of
-// the interval overdue. A full batch says the consumer has more records
-// ready, already fetched; handling them first puts them in the
-// transaction about to close, where committing in the middle of them
-// would leave them to wait a whole interval for the next. Past the tenth,
-// the commit goes ahead however much is ready, so that a backlog delays
-// no commit by more than that.
-func (w *StreamThread) commitDue(next time.Time, polled int) bool {
-	over := w.pump.time.Sub(next)
-	if over < 0 {
-		return false
+// between takes, when the loop looks around between polls, one request
+// or result the thread's other goroutines sent: a restart or skip, a
+// query, finished restores, global tables' records, or the global
+// reader's end. Stop and restart requests are looked at when the
+// consumer is idle and every so many events otherwise: a select per
+// record costs more than the record's own bookkeeping.
+func (w *StreamThread) between() {
+	select {
+	case req := <-w.requests:
+		w.restarts.Forget(req.id) // an operator's: the policy's count starts over
+		req.reply <- w.serve(req)
+	case req := <-w.desk.arrived:
+		w.desk.take(req)
+	case res := <-w.restores.results:
+		w.finishRestores(res)
+	case recs := <-w.globalBatches():
+		w.applyGlobals(recs)
+	case <-w.globalReader.stopped():
+		w.fate.Stop(w.globalReader.failure())
+	default:
 	}
-	return polled < w.pump.batch || over >= w.cfg.CommitInterval/10
 }
 
+// tick is the thread's commit round: punctuations, restarts the policy
+// says are due, idle advances, positions, standbys, then the commit and
+// what waits on it.
 func (w *StreamThread) tick() {
 	now := w.now()
 	for _, rt := range w.tasks.Tasks() {
@@ -110,7 +101,7 @@ func (w *StreamThread) shutdown() {
 	defer w.desk.refuse(ErrStopped)
 	w.cancelRestores()
 	w.standby.close()
-	if w.fate.abort {
+	if w.fate.Aborting() {
 		w.abort()
 	} else if err := w.commit(); err != nil {
 		w.log.Warn("last commit before shutdown failed; its work will be redone by the next owner", zap.Error(err))
@@ -120,14 +111,4 @@ func (w *StreamThread) shutdown() {
 	w.closeTasks(w.tasks.Tasks())
 	w.publishStatus()
 	w.log.Info("worker stopped")
-}
-
-// clockAt sets the pump's time and the tasks' clock to now, read where the
-// pump polls: the tasks' clock trails the wall clock by at most the
-// handling of one poll batch.
-func (w *StreamThread) clockAt(now time.Time) {
-	w.pump.tick(now)
-	if w.tasks != nil {
-		w.tasks.SetNow(now)
-	}
 }

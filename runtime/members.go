@@ -21,8 +21,8 @@ func membersTopic(app string) string { return app + "-members" }
 // a record of it was compacted away or missed.
 const memberRepublish = 10 * time.Second
 
-// member is one worker's record in the members topic.
-type member struct {
+// memberRecord is one worker's record in the members topic.
+type memberRecord struct {
 	Instance string    `json:"instance"`
 	HTTP     string    `json:"http"`
 	Tasks    []string  `json:"tasks"`
@@ -43,9 +43,9 @@ type membership struct {
 	log      *zap.Logger
 
 	mu      sync.Mutex
-	members map[string]member // by instance
+	members map[string]memberRecord // by instance
 	// last is what this worker last published, and when.
-	last     member
+	last     memberRecord
 	lastSent time.Time
 
 	cancel context.CancelFunc
@@ -60,7 +60,7 @@ func startMembership(helpers *transport.Helpers, topic, instance string, log *za
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &membership{f: f, topic: topic, instance: instance, log: log, members: map[string]member{}, cancel: cancel,
+	m := &membership{f: f, topic: topic, instance: instance, log: log, members: map[string]memberRecord{}, cancel: cancel,
 		done: make(chan struct{})}
 	go m.follow(ctx)
 	return m, nil
@@ -93,7 +93,7 @@ func (m *membership) take(r transport.FollowedRecord) {
 		delete(m.members, string(r.Key))
 		return
 	}
-	var mb member
+	var mb memberRecord
 	if err := json.Unmarshal(r.Value, &mb); err != nil {
 		m.log.Warn("a member record that does not parse", zap.ByteString("key", r.Key), zap.Error(err))
 		return
@@ -110,7 +110,7 @@ func (m *membership) publish(http string, tasks []string, now time.Time) {
 	if http == "" {
 		return
 	}
-	mb := member{Instance: m.instance, HTTP: http, Tasks: tasks, At: now}
+	mb := memberRecord{Instance: m.instance, HTTP: http, Tasks: tasks, At: now}
 	m.mu.Lock()
 	same := m.last.HTTP == http && slices.Equal(m.last.Tasks, tasks) && now.Sub(m.lastSent) < memberRepublish
 	if !same {
@@ -139,7 +139,7 @@ func (m *membership) owner(task string) (string, bool) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var best member
+	var best memberRecord
 	for _, mb := range m.members {
 		if mb.Instance != m.instance && slices.Contains(mb.Tasks, task) && mb.At.After(best.At) {
 			best = mb

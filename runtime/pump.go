@@ -4,26 +4,35 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/taskmgr"
+	"github.com/causeway-stream/causeway/runtime/internal/member"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
+	"github.com/causeway-stream/causeway/runtime/internal/txn"
 )
 
-// pump is the state of the worker's poll loop: what the consumer returned
-// and where it goes. Only the pump goroutine touches it.
+// pump is the stream thread's engine on its member loop
+// (member.Engine): it hands each polled record to the tasks that read its
+// channel, and streams what they emit into the open transaction. Only the
+// pump goroutine touches it.
 //
 //causeway:owned
 type pump struct {
 	// poll is the consumer's Poll (wrapped by tests, through wrapPoll).
 	poll transport.PollFunc
-	// polled holds the events of one poll batch until they are handled.
-	// Handled events stay in its array until a later batch writes over
-	// them, up to stale of them, or the consumer has none to give.
-	polled []transport.Event
-	stale  int
+	// tasks, producer and fate are the thread's, shared with it; latency
+	// is its processing-latency histogram.
+	tasks    *taskmgr.Manager
+	producer *txn.Producer
+	fate     *member.Fate
+	latency  *prometheus.HistogramVec
+	log      *zap.Logger
+	// env is what the pump asks of the thread that runs it.
+	env pumpEnv
 	// touched is the tasks the events handled since the last stream went
 	// to: the only ones with outputs to stream.
 	touched []*taskmgr.Task
@@ -44,59 +53,52 @@ type pump struct {
 	time time.Time
 	// assigned is the consumer's assignment.
 	assigned []causal.Channel
-	// batch is the most events the pump takes from the consumer before it
-	// handles them: its transport's pollBatch.
-	batch int
 	// paused holds the partitions backpressure paused.
 	paused map[causal.Channel]bool
 }
 
-// poll collects into the pump the events the consumer has ready, up to
-// the pump's batch, waiting up to 10 ms for the first, and returns how many it
-// collected. Handling them apart from polling keeps the code and data of
-// each step in the processor's caches across a batch instead of swapping
-// them out at every record: the gain is greater the larger the records.
-// A rebalance callback running inside Poll handles the events collected
-// before it first (handlePolled), as they belong to the assignment it ends.
-func (w *StreamThread) poll() int {
-	return w.pump.poll(10*time.Millisecond, w.pump.batch, &w.pump.polled)
+// pumpEnv is what the pump asks of the stream thread: the thread's own
+// rounds (between polls, and a commit when one is due), and what it does
+// with a task that failed or a transaction that did.
+type pumpEnv struct {
+	between     func()
+	tick        func()
+	failTask    func(rt *taskmgr.Task, err error)
+	commitError func(err error)
 }
 
-// handlePolled handles the collected events in order, then streams what
-// they made the tasks emit.
-func (w *StreamThread) handlePolled() {
-	p := &w.pump
-	if len(p.polled) == 0 {
-		p.letGoStale()
-		return
+// wire gives the pump the loop's fate, the latency histogram, the log,
+// and what it asks of the thread.
+func (p *pump) wire(fate *member.Fate, latency *prometheus.HistogramVec, log *zap.Logger, env pumpEnv) {
+	p.fate, p.latency, p.log, p.env = fate, latency, log, env
+}
+
+// attach gives the pump the thread's task manager and producer, once
+// the thread made them.
+func (p *pump) attach(tasks *taskmgr.Manager, producer *txn.Producer) {
+	p.tasks, p.producer = tasks, producer
+}
+
+// Between takes what the thread's other goroutines sent it.
+func (p *pump) Between() { p.env.between() }
+
+// Clock sets the pump's time and the tasks' clock to now, read where the
+// loop polls: the tasks' clock trails the wall clock by at most the
+// handling of one poll batch.
+func (p *pump) Clock(now time.Time) {
+	p.time = now
+	if p.tasks != nil {
+		p.tasks.SetNow(now)
 	}
-	for i := range p.polled {
-		if w.fate.fatal != nil {
-			break // the worker stops: what is left is read again by the next owner
-		}
-		w.handle(&p.polled[i])
-	}
+}
+
+// Commit runs the thread's commit round.
+func (p *pump) Commit(time.Time) { p.env.tick() }
+
+// Handled streams what a batch made the tasks emit.
+func (p *pump) Handled() {
 	p.countRecordsIn()
-	p.handled()
-	if w.fate.fatal == nil {
-		w.stream()
-	}
-}
-
-// letGoStale lets go of the events of the last batches, which point into
-// fetched records: nothing came, so the worker is idle.
-func (p *pump) letGoStale() {
-	clear(p.polled[:p.stale])
-	p.stale = 0
-}
-
-// handled empties the batch once its events are handled. They are not
-// cleared now: the next batch writes over them, and clearing each batch
-// would cost a second pass of write barriers a record while the
-// collector marks.
-func (p *pump) handled() {
-	p.stale = max(p.stale, len(p.polled))
-	p.polled = p.polled[:0]
+	p.stream()
 }
 
 // setPaused notes whether ch is paused, for backpressure.
@@ -114,14 +116,8 @@ func (p *pump) setPaused(ch causal.Channel, paused bool) {
 // setAssigned records the consumer's assignment.
 func (p *pump) setAssigned(chs []causal.Channel) { p.assigned = chs }
 
-// setBatch sets the most events the pump takes at a time.
-func (p *pump) setBatch(batch int) { p.batch = batch }
-
 // setPoll makes the pump poll with poll.
 func (p *pump) setPoll(poll transport.PollFunc) { p.poll = poll }
-
-// tick sets the pump's time: when it last polled.
-func (p *pump) tick(now time.Time) { p.time = now }
 
 // touch puts the tasks rts on the list of tasks to stream outputs from.
 func (p *pump) touch(rts []*taskmgr.Task) {
@@ -181,85 +177,74 @@ func (p *pump) routeOf(ch causal.Channel, tasks *taskmgr.Manager) *taskmgr.Route
 // changed.
 func (p *pump) forgetRoutes() { p.last = nil }
 
-// handle takes one consumer event.
-func (w *StreamThread) handle(ev *transport.Event) {
-	m := &ev.Msg
-	switch ev.Kind {
-	case transport.EventRecord:
-		r := w.pump.routeOf(m.Channel(), w.tasks)
-		if r == nil {
-			return // no task reads it (any more)
-		}
-		w.pump.count(r)
-		w.pump.touch(r.Readers())
-		if w.tasks.Deliver(r, framework.Record(*m)) {
-			w.fate.mustAbort()
-		}
-	case transport.EventPosition:
-		ch := m.Channel()
-		if r := w.tasks.Route(ch); r != nil {
-			w.pump.touch(r.Readers())
-		}
-		w.advance(ch, m.Offset)
-	case transport.EventPartitionError:
-		if transport.Classify(ev.Err) == transport.ClassFatal {
-			// franz-go hands a group's fatal error (fenced by a newer
-			// instance) over as a partition's.
-			w.fate.stop(fmt.Errorf("consumer: %w", ev.Err))
-			return
-		}
-		w.partitionError(m.Channel(), ev.Err)
-	case transport.EventFatal:
-		w.fate.stop(fmt.Errorf("consumer: %w", ev.Err))
-	case transport.EventError:
-		w.log.Warn("consumer error", zap.Error(ev.Err), zap.Stringer("class", transport.Classify(ev.Err)))
+// Record hands one polled record to the tasks that read its channel.
+func (p *pump) Record(m *transport.Message) {
+	r := p.routeOf(m.Channel(), p.tasks)
+	if r == nil {
+		return // no task reads it (any more)
+	}
+	p.count(r)
+	p.touch(r.Readers())
+	if p.tasks.Deliver(r, framework.Record(*m)) {
+		p.fate.MustAbort()
 	}
 }
 
-func (w *StreamThread) advance(ch causal.Channel, position int64) {
-	if r := w.tasks.Route(ch); r != nil && w.tasks.Advance(r, position) {
-		w.fate.mustAbort()
+// Position tells the tasks that read ch that it was read up to next.
+func (p *pump) Position(ch causal.Channel, next int64) {
+	if r := p.tasks.Route(ch); r != nil {
+		p.touch(r.Readers())
+	}
+	p.advance(ch, next)
+}
+
+// advance moves ch's position in the tasks that read it to position.
+func (p *pump) advance(ch causal.Channel, position int64) {
+	if r := p.tasks.Route(ch); r != nil && p.tasks.Advance(r, position) {
+		p.fate.MustAbort()
 	}
 }
 
-func (w *StreamThread) partitionError(ch causal.Channel, err error) {
+// PartitionError fails the tasks that read ch when its offset is out of
+// range, and logs any other error of ch's.
+func (p *pump) PartitionError(ch causal.Channel, err error) {
 	if transport.KindOf(err) == transport.KindOffsetOutOfRange {
-		if r := w.tasks.Route(ch); r != nil {
+		if r := p.tasks.Route(ch); r != nil {
 			for _, rt := range r.Readers() {
-				w.failTask(rt, fmt.Errorf("offset of %s out of range: records were lost before they were processed "+
+				p.env.failTask(rt, fmt.Errorf("offset of %s out of range: records were lost before they were processed "+
 					"(retention or truncation); restart with --allow-offset-reset to skip them: %w", ch, err))
 			}
 		}
 		return
 	}
-	w.log.Warn("partition error", zap.Stringer("channel", ch), zap.Error(err))
+	p.log.Warn("partition error", zap.Stringer("channel", ch), zap.Error(err))
 }
 
 // stream produces what the tasks the last poll batch went to have emitted
 // into the open transaction, so that sending overlaps processing and a
 // commit only waits for the tail. (Outputs of punctuations and idle
 // advances wait for the commit.)
-func (w *StreamThread) stream() {
-	touched := w.pump.takeTouched()
-	w.streamFrom(touched)
-	w.pump.releaseTouched(touched)
+func (p *pump) stream() {
+	touched := p.takeTouched()
+	p.streamFrom(touched)
+	p.releaseTouched(touched)
 }
 
 // streamFrom produces the outputs of the running tasks among touched. Once
 // the producer holds on to none of a task's header memory (Released), the
 // task carves its next stamps and header lists over the same memory
 // (task.Task.ReuseCarved).
-func (w *StreamThread) streamFrom(touched []*taskmgr.Task) {
+func (p *pump) streamFrom(touched []*taskmgr.Task) {
 	for _, rt := range touched {
 		if rt.State() != StateRunning || rt.Task() == nil {
 			continue
 		}
-		sound, err := w.sendOutputs(rt)
+		sound, err := p.sendOutputs(rt)
 		if err != nil {
-			w.onCommitError(err)
+			p.env.commitError(err)
 			return
 		}
-		if sound && w.producer.Released() {
+		if sound && p.producer.Released() {
 			rt.Task().ReuseCarved()
 		}
 	}
@@ -270,19 +255,19 @@ func (w *StreamThread) streamFrom(touched []*taskmgr.Task) {
 // production error policy, which may fail the task or put a dead letter
 // in its place (sent here too, in the same transaction). It reports
 // whether the task is still sound; the error is the transaction's.
-func (w *StreamThread) sendOutputs(rt *taskmgr.Task) (bool, error) {
+func (p *pump) sendOutputs(rt *taskmgr.Task) (bool, error) {
 	for {
 		outs := rt.Task().TakeOutputs()
 		if len(outs) == 0 {
 			return true, nil
 		}
 		rt.Sending()
-		latency := w.metrics.Latency.WithLabelValues(rt.Processor())
-		now := w.pump.time.UnixMilli()
+		latency := p.latency.WithLabelValues(rt.Processor())
+		now := p.time.UnixMilli()
 		for i := range outs {
 			o := &outs[i]
 			latency.Observe(float64(max(0, now-o.Record.Timestamp.UnixMilli())) / 1000)
-			err := w.producer.Send((*transport.Message)(&o.Record))
+			err := p.producer.Send((*transport.Message)(&o.Record))
 			if err == nil {
 				rt.CountStreamed()
 				continue
@@ -291,7 +276,7 @@ func (w *StreamThread) sendOutputs(rt *taskmgr.Task) (bool, error) {
 				return false, err
 			}
 			if err := rt.Task().ProductionError(*o, err, !transport.TooLarge(err)); err != nil {
-				w.failTask(rt, err)
+				p.env.failTask(rt, err)
 				return false, nil
 			}
 		}

@@ -67,9 +67,7 @@ func TestQueriesReadCommittedStateOnly(t *testing.T) {
 	}
 
 	fake.send(in0, key) // a third, in a transaction still open
-	for w.poll() > 0 {
-		w.handlePolled()
-	}
+	w.pollAll()
 	require.Equal(t, 3, countOf(t, w, "count/0", key))
 	a := get()
 	assert.Len(t, a.Value, 2, "the answer showed a write the open transaction holds")

@@ -25,10 +25,10 @@ type rebalancer struct{ w *StreamThread }
 
 func (r rebalancer) Assigned(chs []causal.Channel) error {
 	w := r.w
-	w.handlePolled()
+	w.loop.Handle(&w.pump)
 	w.log.Info("partitions assigned", zap.Int("partitions", len(chs)), zap.Int("kept", len(w.pump.assigned)))
 	if err := w.assign(chs); err != nil {
-		w.fate.stop(err)
+		w.fate.Stop(err)
 		return err
 	}
 	return nil
@@ -41,13 +41,13 @@ func (r rebalancer) Revoked(chs []causal.Channel, lost bool) { r.w.revoke(chs, l
 // running; if the commit cannot be made, those with work in the aborted
 // transaction are rebuilt from what was committed.
 func (w *StreamThread) revoke(chs []causal.Channel, lost bool) {
-	w.handlePolled()
+	w.loop.Handle(&w.pump)
 	gone := w.tasks.Reading(chs)
 	w.log.Info("partitions revoked", zap.Int("partitions", len(chs)), zap.Int("tasks", len(gone)),
 		zap.Int("kept", len(w.tasks.Tasks())-len(gone)), zap.Bool("lost", lost))
 	restarted := w.stopRestoresOf(gone)
 	committed := false
-	if !lost && !w.fate.abort {
+	if !lost && !w.fate.Aborting() {
 		if err := w.commit(); err != nil {
 			w.log.Warn("commit on revocation failed; the next owner redoes the work", zap.Error(err))
 		} else {

@@ -147,7 +147,7 @@ func (w *StreamThread) finishRestores(res restore.Result) {
 			w.tasks.DropStores(t)
 		}
 		if !errors.Is(res.Err, ErrStopped) {
-			w.fate.stop(fmt.Errorf("restore: %w", res.Err))
+			w.fate.Stop(fmt.Errorf("restore: %w", res.Err))
 		}
 	}
 	if res.Final {
@@ -166,7 +166,7 @@ func (w *StreamThread) buildRestored(res restore.Result) {
 		w.local.restored(id, pos)
 	}
 	if err := w.tasks.Finish(res.Tasks, res.Restored); err != nil {
-		w.fate.stop(err)
+		w.fate.Stop(err)
 		return
 	}
 	var built []*taskmgr.Task
@@ -189,7 +189,7 @@ func (w *StreamThread) cancelRestores() { w.restores.cancelAll() }
 func (w *StreamThread) seek(at map[causal.Channel]int64, why string) {
 	for ch, off := range at {
 		if err := w.consumer.Seek(ch, off); err != nil {
-			w.fate.stop(fmt.Errorf("rewind %s to offset %d for %s: %w", ch, off, why, err))
+			w.fate.Stop(fmt.Errorf("rewind %s to offset %d for %s: %w", ch, off, why, err))
 			return
 		}
 	}

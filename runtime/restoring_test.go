@@ -61,7 +61,7 @@ func waitRunning(t *testing.T, w *StreamThread, rt *taskmgr.Task) {
 	for deadline := time.Now().Add(10 * time.Second); rt.State() != StateRunning; time.Sleep(time.Millisecond) {
 		require.True(t, time.Now().Before(deadline), "%s did not come out of its restore", rt.ID())
 		w.collectRestores()
-		require.NoError(t, w.fate.fatal)
+		require.NoError(t, w.fate.Fatal())
 	}
 }
 

@@ -88,6 +88,7 @@ func (w *StreamThread) connect(ctx context.Context) error {
 	if w.tasks, err = w.newTaskManager(counts, consumer, src); err != nil {
 		return err
 	}
+	w.pump.attach(w.tasks, w.producer)
 	w.desk.follow(upstream.NewView(w.admin, counts, w.now, w.desk.sleep))
 	poll := consumer.Poll
 	if w.wrapPoll != nil {

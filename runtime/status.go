@@ -108,10 +108,10 @@ func (w *StreamThread) Ready() bool {
 func (w *StreamThread) publishStatus() {
 	now := w.now()
 	st := Status{ApplicationID: w.cfg.ApplicationID, InstanceID: w.instanceID, FailedCommits: w.failedCommits}
-	h := health{fatal: w.fate.fatal, assigned: len(w.pump.assigned), failedCommits: w.failedCommits,
+	h := health{fatal: w.fate.Fatal(), assigned: len(w.pump.assigned), failedCommits: w.failedCommits,
 		lastCommitErr: w.lastCommitErr, readyIfFailed: w.cfg.ReadyWithFailedTasks}
-	if w.fate.fatal != nil {
-		st.Error = w.fate.fatal.Error()
+	if w.fate.Fatal() != nil {
+		st.Error = w.fate.Fatal().Error()
 	}
 	if w.failedCommits > 0 && w.lastCommitErr != nil {
 		st.LastCommitError = w.lastCommitErr.Error()

@@ -35,7 +35,7 @@ func TestLateRecordAfterRebuildIsDroppedAsLate(t *testing.T) {
 
 	rt := w.taskObject(t, "count/0")
 	w.rebuild([]*taskmgr.Task{rt})
-	require.NoError(t, w.fate.fatal)
+	require.NoError(t, w.fate.Fatal())
 	require.Equal(t, StateRunning, rt.State())
 	fake.sendAt(clicks, "late", base.Add(40*time.Second))
 	w.drainAndCommit(t)

@@ -65,7 +65,7 @@ func (w *StreamThread) openCold(cold []*taskmgr.Task) []*taskmgr.Task {
 		set, err := w.local.openStores(rt)
 		if err != nil {
 			if w.tasks.Fail(rt, fmt.Errorf("open stores: %w", err)) {
-				w.fate.mustAbort()
+				w.fate.MustAbort()
 			}
 			continue
 		}
@@ -95,6 +95,6 @@ func (w *StreamThread) failTask(rt *taskmgr.Task, err error) {
 		return
 	}
 	if w.tasks.Fail(rt, err) {
-		w.fate.mustAbort()
+		w.fate.MustAbort()
 	}
 }

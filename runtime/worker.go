@@ -18,6 +18,7 @@ import (
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/taskmgr"
 	"github.com/causeway-stream/causeway/runtime/embedded"
+	"github.com/causeway-stream/causeway/runtime/internal/member"
 	"github.com/causeway-stream/causeway/runtime/internal/statedir"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 	"github.com/causeway-stream/causeway/runtime/internal/txn"
@@ -72,9 +73,11 @@ type StreamThread struct {
 	producer *txn.Producer
 	tasks    *taskmgr.Manager
 	pump     pump
-	// fate is what the pump must do beyond its next step: stop for good,
-	// or abort the open transaction.
-	fate fate
+	// loop is the thread's member loop, which polls and hands the
+	// records to the pump; fate is its Fate: what the pump must do beyond
+	// its next step (stop for good, or abort the open transaction).
+	loop *member.Loop
+	fate *member.Fate
 	// stateLock is held on the state dir from Start until the clients
 	// and stores are closed.
 	stateLock *statedir.Lock
@@ -200,7 +203,10 @@ func NewStreamThread(cfg Config, topo *framework.Topology, log *zap.Logger, metr
 		}
 	}
 	w.setThread(0)
-	w.pump.setBatch(tr.PollBatch())
+	if w.loop, err = w.newLoop(tr.PollBatch()); err != nil {
+		return nil, err
+	}
+	w.fate = &w.loop.Fate
 	return w, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/runtime/internal/member"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 	"github.com/causeway-stream/causeway/runtime/internal/txn"
 )
@@ -60,42 +61,53 @@ func newStore(ctx context.Context, topic string, consumer transport.Consumer, pr
 	return s, nil
 }
 
-// run reads the state topic until ctx is done.
+// run reads the state topic until ctx is done, on a member loop of its
+// own (the store is its engine).
 func (s *store) run(ctx context.Context) error {
-	batch := make([]transport.Event, 0, 256)
-	for ctx.Err() == nil {
-		batch = batch[:0]
-		s.consumer.Poll(50*time.Millisecond, cap(batch), &batch)
-		for _, ev := range batch {
-			if err := s.handle(ev); err != nil {
-				return err
-			}
-		}
+	l, err := member.New(s.consumer.Poll, member.Options{Batch: 256, Wait: 50 * time.Millisecond,
+		CommitInterval: time.Hour, Log: s.log})
+	if err != nil {
+		return err
+	}
+	if err := l.Run(storeEngine{s}, ctx.Done()); err != nil {
+		return fmt.Errorf("state topic: %w", err)
 	}
 	return nil
 }
 
-// handle takes one event of the consumer.
-func (s *store) handle(ev transport.Event) error {
+// storeEngine is the store's engine on its member loop (member.Engine):
+// it applies each record of the state topic to the state, and follows
+// the topic's position. It commits nothing.
+type storeEngine struct{ s *store }
+
+func (storeEngine) Between()         {}
+func (storeEngine) Clock(time.Time)  {}
+func (storeEngine) Handled()         {}
+func (storeEngine) Commit(time.Time) {}
+
+// Record applies one record of the state topic. A record of another
+// version or a bad hand is logged and passed over, so one bad record
+// does not stop every worker.
+func (e storeEngine) Record(m *transport.Message) {
+	s := e.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch ev.Kind {
-	case transport.EventRecord:
-		m := &ev.Msg
-		if err := s.state.apply(string(m.Key), m.Value, m.Timestamp); err != nil {
-			// A record of another version or a bad hand: logged and passed
-			// over, so one bad record does not stop every worker.
-			s.log.Error("state topic record skipped", zap.String("topic", m.Topic), zap.Int64("offset", m.Offset), zap.Error(err))
-		}
-		s.advance(m.Offset + 1)
-	case transport.EventPosition:
-		s.advance(ev.Msg.Offset)
-	case transport.EventFatal:
-		return fmt.Errorf("state topic: %w", ev.Err)
-	default:
-		s.log.Warn("state topic", zap.Error(ev.Err))
+	if err := s.state.apply(string(m.Key), m.Value, m.Timestamp); err != nil {
+		s.log.Error("state topic record skipped", zap.String("topic", m.Topic), zap.Int64("offset", m.Offset), zap.Error(err))
 	}
-	return nil
+	s.advance(m.Offset + 1)
+}
+
+// Position follows the state topic's position past what holds no record.
+func (e storeEngine) Position(_ causal.Channel, next int64) {
+	e.s.mu.Lock()
+	defer e.s.mu.Unlock()
+	e.s.advance(next)
+}
+
+// PartitionError logs an error of the state topic's.
+func (e storeEngine) PartitionError(ch causal.Channel, err error) {
+	e.s.log.Warn("state topic", zap.Stringer("channel", ch), zap.Error(err))
 }
 
 // advance moves pos forward to next, waking whoever waits on it.

@@ -26,7 +26,7 @@ import (
 
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/connect"
-	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/runtime/internal/member"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 	"github.com/causeway-stream/causeway/runtime/internal/txn"
 )
@@ -48,9 +48,9 @@ type Worker struct {
 	assignment *assignment
 	// dead are refused records waiting for the next commit.
 	dead []connect.Rejected
-	// failure stops Run: set by a rebalance handler that could not
-	// carry out its part.
-	failure error
+	// loop is the worker's member loop: it polls, hands the events to
+	// the worker's engine, and stops on the first failure (fail).
+	loop *member.Loop
 	// flight is the commit being written in the background, nil when
 	// none is; spare is the record slice of the last one, for the next.
 	flight *flight
@@ -171,56 +171,18 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		err = errors.Join(err, w.close())
 	}()
 	w.stopping = ctx.Done()
+	if w.loop, err = member.New(w.consumer.Poll, member.Options{Batch: 512, Wait: 20 * time.Millisecond,
+		CommitInterval: w.cfg.CommitInterval, Log: w.log}); err != nil {
+		return err
+	}
 	if err := w.start(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while it started: not a failure
 		}
 		return err
 	}
-	batch := make([]transport.Event, 0, 512)
-	lastCommit := time.Now()
-	for ctx.Err() == nil {
-		batch = batch[:0]
-		w.consumer.Poll(20*time.Millisecond, cap(batch), &batch)
-		if w.failure != nil {
-			return w.failure
-		}
-		for _, ev := range batch {
-			if err := w.handle(ev); err != nil {
-				return err
-			}
-		}
-		if w.flight != nil {
-			select {
-			case res := <-w.flight.done:
-				if err := w.landed(res); err != nil {
-					return err
-				}
-			default:
-			}
-		}
-		a := w.assignment
-		if a == nil {
-			continue
-		}
-		if err := w.refresh(ctx, a); err != nil {
-			if ctx.Err() != nil {
-				break // stopped while reading the positions: not a failure
-			}
-			return err
-		}
-		due := len(a.pending) >= w.cfg.BatchSize || time.Since(lastCommit) >= w.cfg.CommitInterval
-		if due && w.flight != nil && len(a.pending) >= 4*w.cfg.BatchSize {
-			// The sink's system is slower than Kafka: wait for it, rather
-			// than holding ever more records.
-			if err := w.await(); err != nil {
-				return err
-			}
-		}
-		if due && w.flight == nil {
-			w.launch(context.WithoutCancel(ctx))
-			lastCommit = time.Now()
-		}
+	if err := w.loop.Run(&engine{w: w, ctx: ctx}, ctx.Done()); err != nil {
+		return err
 	}
 	return w.commit(context.WithoutCancel(ctx))
 }
@@ -257,58 +219,11 @@ func (w *Worker) start(ctx context.Context) error {
 	return w.consumer.Subscribe(w.cfg.Topics, rebalance{w: w, ctx: ctx})
 }
 
-// fail keeps the first failure for Run to stop on.
+// fail stops Run on err, unless it stops on an earlier failure.
 func (w *Worker) fail(err error) {
-	if w.failure == nil {
-		w.failure = err
+	if w.loop.Fate.Fatal() == nil {
+		w.loop.Fate.Stop(err)
 	}
-}
-
-// handle takes one event of the consumer.
-func (w *Worker) handle(ev transport.Event) error {
-	a := w.assignment
-	switch ev.Kind {
-	case transport.EventRecord:
-		if a == nil {
-			return nil
-		}
-		m := &ev.Msg
-		ch := m.Channel()
-		rec := connect.Record{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: m.Value,
-			Timestamp: m.Timestamp, Headers: m.Headers}
-		if off, ok := w.cfg.Skip[ch]; ok && off == m.Offset {
-			_, err := a.node.ReceiveOrReject(ch, m.Offset, nil, false, held{rec: rec, bad: ErrSkipped})
-			if err != nil {
-				return fmt.Errorf("%s/%d@%d: %w", m.Topic, m.Partition, m.Offset, err)
-			}
-			break
-		}
-		header, present := framework.Record(*m).Header(causal.HeaderKey)
-		_, err := a.node.ReceiveOrReject(ch, m.Offset, header, present, held{rec: rec})
-		if errors.Is(err, causal.ErrCorruptClock) {
-			if !w.cfg.ToleranceAll {
-				return &RefusedError{Record: rec, Err: err}
-			}
-			_, err = a.node.ReceiveOrReject(ch, m.Offset, nil, false, held{rec: rec, bad: err})
-		}
-		if err != nil {
-			return fmt.Errorf("%s/%d@%d: %w", m.Topic, m.Partition, m.Offset, err)
-		}
-	case transport.EventPosition:
-		if a == nil {
-			return nil
-		}
-		if err := a.node.Advance(ev.Msg.Channel(), ev.Msg.Offset); err != nil && !errors.Is(err, causal.ErrNotInScope) {
-			return err
-		}
-	case transport.EventFatal:
-		return fmt.Errorf("kafka: %w", ev.Err)
-	default:
-		w.log.Warn("kafka", zap.Error(ev.Err))
-		return nil
-	}
-	a.drain()
-	return nil
 }
 
 // waitingOnOthers lists the other tasks' channels heads wait on.
