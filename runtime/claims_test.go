@@ -63,7 +63,7 @@ func TestImpossibleClaimsAreCaughtWhereTheyEnter(t *testing.T) {
 		fake.send(requests0, "r-nosuch", causal.Entry{Channel: nosuch, Offset: 5})
 		fake.send(requests0, "r-after", causal.Entry{Channel: orders0, Offset: 0})
 		for range 2 {
-			w.drainAndCommit(t)
+			drainAndCommit(t, w)
 		}
 		return w, fake
 	}
@@ -79,19 +79,19 @@ func TestImpossibleClaimsAreCaughtWhereTheyEnter(t *testing.T) {
 
 	t.Run("fail task", func(t *testing.T) {
 		w, fake := run(t, true)
-		shipping := w.taskObject(t, "shipping/0")
+		shipping := taskObject(t, w, "shipping/0")
 		require.Equal(t, StateFailed, shipping.State())
 		assert.ErrorContains(t, shipping.Err(), "requests/0@1 claims orders/0 up to offset 1000000000, which can never be met: orders/0 ends at offset 0")
 		rec, ok := taskmgr.FailedRecord(shipping.Err())
 		require.True(t, ok)
 		assert.Equal(t, causal.Entry{Channel: requests0, Offset: 1}, rec, "the error names the record that brought the claim in")
 		assert.Equal(t, []string{"r-ok"}, values(fake.outputs("shipments")))
-		assert.Equal(t, StateRunning, w.taskObject(t, "audit/0").State())
+		assert.Equal(t, StateRunning, taskObject(t, w, "audit/0").State())
 		noImpossibleClaims(t, fake)
 	})
 	t.Run("dead letter", func(t *testing.T) {
 		w, fake := run(t, true, framework.OnProcessingError(framework.DeadLetter))
-		require.Equal(t, StateRunning, w.taskObject(t, "shipping/0").State())
+		require.Equal(t, StateRunning, taskObject(t, w, "shipping/0").State())
 		assert.Equal(t, []string{"r-ok", "r-after"}, values(fake.outputs("shipments")))
 		dead := fake.outputs("dead")
 		require.Len(t, dead, 2)
@@ -102,7 +102,7 @@ func TestImpossibleClaimsAreCaughtWhereTheyEnter(t *testing.T) {
 		noImpossibleClaims(t, fake)
 		queries := fake.queries
 		fake.send(requests0, "r-again", causal.Entry{Channel: orders0, Offset: 0})
-		w.drainAndCommit(t)
+		drainAndCommit(t, w)
 		assert.Equal(t, queries, fake.queries, "a claim below a known end costs no broker request")
 	})
 	t.Run("unchecked, the bogus claim reaches the stamps", func(t *testing.T) {

@@ -27,18 +27,14 @@ func (w *StreamThread) closeClientsWithin(bound time.Duration) {
 }
 
 func (w *StreamThread) closeClients() {
-	w.mu.Lock()
-	m := w.members
-	w.members = nil
-	w.mu.Unlock()
-	if m != nil {
+	if m := w.board.unfollow(); m != nil {
 		m.stop()
 	}
 	if w.globalReader != nil {
 		w.globalReader.stop()
 		w.globalReader = nil
 	}
-	w.cancelRestores() // after a fatal error, one may still run
+	w.restores.cancelAll() // after a fatal error, one may still run
 	w.standby.close()
 	if w.tasks != nil {
 		// After a fatal error the tasks are still open: close them, and

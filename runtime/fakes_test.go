@@ -364,7 +364,7 @@ func newFakeWorker(t *testing.T, fake *fakeKafka, topo *framework.Topology, coun
 	if fake.holdRestore == nil {
 		w.restores.start = func(f func()) { f() }
 	}
-	t.Cleanup(w.cancelRestores) // before the stores close
+	t.Cleanup(w.restores.cancelAll) // before the stores close
 	var parts []causal.Channel
 	for _, pi := range topo.Processors() {
 		for _, in := range pi.Inputs {
@@ -379,15 +379,15 @@ func newFakeWorker(t *testing.T, fake *fakeKafka, topo *framework.Topology, coun
 
 // pollAndHandle polls once, hands what came to the pump, and returns how
 // many events came.
-func (w *StreamThread) pollAndHandle() int {
+func pollAndHandle(w *StreamThread) int {
 	n := w.loop.Poll()
 	w.loop.Handle(&w.pump)
 	return n
 }
 
 // pollAll polls and hands to the pump until nothing comes.
-func (w *StreamThread) pollAll() {
-	for w.pollAndHandle() > 0 {
+func pollAll(w *StreamThread) {
+	for pollAndHandle(w) > 0 {
 	}
 }
 
@@ -398,9 +398,9 @@ type withoutStreaming struct{ *pump }
 func (withoutStreaming) Handled() {}
 
 // drain polls and handles everything queued, then commits.
-func (w *StreamThread) drainAndCommit(t *testing.T) {
+func drainAndCommit(t *testing.T, w *StreamThread) {
 	t.Helper()
-	w.pollAll()
+	pollAll(w)
 	if err := w.commit(); err != nil {
 		w.onCommitError(err)
 	}
@@ -408,7 +408,7 @@ func (w *StreamThread) drainAndCommit(t *testing.T) {
 }
 
 // taskObject returns the task behind id, to compare instances.
-func (w *StreamThread) taskObject(t *testing.T, id string) *taskmgr.Task {
+func taskObject(t *testing.T, w *StreamThread, id string) *taskmgr.Task {
 	t.Helper()
 	rt, ok := w.tasks.Find(id)
 	require.True(t, ok, id)
@@ -416,10 +416,10 @@ func (w *StreamThread) taskObject(t *testing.T, id string) *taskmgr.Task {
 }
 
 // restart serves a restart request for id, as the pump does.
-func (w *StreamThread) restart(id string) error { return w.serve(taskRequest{id: id}).err }
+func restart(w *StreamThread, id string) error { return w.serve(taskRequest{id: id}).err }
 
 // skipRecord serves a skip request for id, as the pump does.
-func (w *StreamThread) skipRecord(id string) (causal.Entry, error) {
+func skipRecord(w *StreamThread, id string) (causal.Entry, error) {
 	r := w.serve(taskRequest{id: id, skip: true})
 	return r.skipped, r.err
 }

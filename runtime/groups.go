@@ -8,39 +8,59 @@ import (
 
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/runtime/internal/assign"
-	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
+
+// topicGroups are a topology's co-partitioned groups of input topics, and
+// for each processor its group's first topic (its lead), which names the
+// processor's tasks to the group's balancer. It does not change once
+// built.
+type topicGroups struct {
+	topo   *framework.Topology
+	groups [][]string
+	leads  map[string]string
+	// onDisk says whether a store keeps its state on disk.
+	onDisk func(framework.StoreSpec) bool
+}
+
+// newTopicGroups groups topo's input topics (copartitioned) and finds each
+// processor's lead.
+func newTopicGroups(topo *framework.Topology, onDisk func(framework.StoreSpec) bool) topicGroups {
+	g := topicGroups{topo: topo, groups: copartitioned(topo), leads: map[string]string{}, onDisk: onDisk}
+	for _, pi := range topo.Processors() {
+		for _, group := range g.groups {
+			if slices.Contains(group, pi.Inputs[0]) {
+				g.leads[pi.Name] = group[0]
+			}
+		}
+	}
+	return g
+}
+
+// lead is the first topic of processor's group.
+func (g topicGroups) lead(processor string) string { return g.leads[processor] }
 
 // stateProcessorsOf returns the processors of the co-partitioned group
 // whose first topic is lead that keep stores on disk.
-func (w *StreamThread) stateProcessorsOf(lead string) []string {
+func (g topicGroups) stateProcessorsOf(lead string) []string {
 	var out []string
-	for _, pi := range w.topo.Processors() {
-		if w.leads[pi.Name] == lead && slices.ContainsFunc(pi.Stores, w.local.onDisk) {
+	for _, pi := range g.topo.Processors() {
+		if g.leads[pi.Name] == lead && slices.ContainsFunc(pi.Stores, g.onDisk) {
 			out = append(out, pi.Name)
 		}
 	}
 	return out
 }
 
-// statelessGroups are the first topics of the co-partitioned groups whose
-// tasks keep nothing on disk: no copies, no warm-ups.
-func (w *StreamThread) statelessGroups() map[string]bool {
+// stateless are the first topics of the co-partitioned groups whose tasks
+// keep nothing on disk: no copies, no warm-ups.
+func (g topicGroups) stateless() map[string]bool {
 	out := map[string]bool{}
-	for _, g := range w.groups {
-		if len(w.stateProcessorsOf(g[0])) == 0 {
-			out[g[0]] = true
+	for _, group := range g.groups {
+		if len(g.stateProcessorsOf(group[0])) == 0 {
+			out[group[0]] = true
 		}
 	}
 	return out
-}
-
-// stateReport is what this thread tells the group of its state when it
-// joins; see publishStatus.
-func (w *StreamThread) stateReport() transport.StateReport {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.report
 }
 
 // copartitioned groups the topology's input topics whose partitions of one

@@ -58,7 +58,7 @@ func (w *StreamThread) rebuild(rts []*taskmgr.Task) {
 	if w.fate.Fatal() != nil {
 		return
 	}
-	w.restoreLater(cold)
+	w.restores.later(cold)
 	w.publishStatus()
 }
 

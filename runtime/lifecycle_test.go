@@ -62,7 +62,7 @@ func poisonedWorker(t *testing.T, aOpts ...framework.ProcessorOpt) (*StreamThrea
 	fake.send(in0, "x")
 	fake.send(in0, "poison")
 	fake.send(in0, "after")
-	w.drainAndCommit(t)
+	drainAndCommit(t, w)
 	return w, fake
 }
 
@@ -100,32 +100,32 @@ func TestRestartRebuildsOnlyTheFailedTask(t *testing.T) {
 	fake.send(in0, "x", causal.Entry{Channel: side0, Offset: 0})
 	fake.send(in0, "poison", causal.Entry{Channel: side0, Offset: 0})
 	fake.send(in1, "y")
-	w.drainAndCommit(t)
-	failed := w.taskObject(t, "a/0")
+	drainAndCommit(t, w)
+	failed := taskObject(t, w, "a/0")
 	require.Equal(t, StateFailed, failed.State())
 	before := map[string]*task.Task{}
 	for _, id := range []string{"b/0", "a/1", "b/1"} {
-		before[id] = w.taskObject(t, id).Task()
-		require.Equal(t, StateRunning, w.taskObject(t, id).State(), id)
+		before[id] = taskObject(t, w, id).Task()
+		require.Equal(t, StateRunning, taskObject(t, w, id).State(), id)
 	}
-	held := w.taskObject(t, "b/0").Task().Status().Held
+	held := taskObject(t, w, "b/0").Task().Status().Held
 	require.Equal(t, 2, held, "b/0 holds both records of in/0")
 
 	poisoned.Store(false)
-	require.NoError(t, w.restart("a/0"))
+	require.NoError(t, restart(w, "a/0"))
 	assert.Equal(t, StateRunning, failed.State())
 	for id, tk := range before {
-		assert.Same(t, tk, w.taskObject(t, id).Task(), "%s was rebuilt by a restart of a/0", id)
+		assert.Same(t, tk, taskObject(t, w, id).Task(), "%s was rebuilt by a restart of a/0", id)
 	}
 	require.NotEmpty(t, fake.seeks)
 	assert.Equal(t, int64(0), fake.seeks[len(fake.seeks)-1].Offset, "in/0 rewinds to a/0's committed offset")
-	assert.ErrorIs(t, w.restart("a/0"), ErrNotFailed, "a second restart rebuilds nothing")
+	assert.ErrorIs(t, restart(w, "a/0"), ErrNotFailed, "a second restart rebuilds nothing")
 	assert.Equal(t, 1, len(fake.seeks), "a second restart rewinds nothing")
 
 	fake.catchUp(side0)
-	w.drainAndCommit(t)
+	drainAndCommit(t, w)
 	for _, id := range []string{"a/0", "b/0"} {
-		assert.Equal(t, StateRunning, w.taskObject(t, id).State(), "%s: %v", id, w.taskObject(t, id).Err())
+		assert.Equal(t, StateRunning, taskObject(t, w, id).State(), "%s: %v", id, taskObject(t, w, id).Err())
 	}
 	assert.ElementsMatch(t, []string{"x", "poison", "y"}, values(fake.outputs("out-a")))
 	assert.ElementsMatch(t, []string{"x", "poison", "y", "s"}, values(fake.outputs("out-b")))
@@ -140,21 +140,21 @@ func TestAbortRebuildsOnlyTheTasksWithWorkInIt(t *testing.T) {
 	w := newFakeWorker(t, fake, topo, counts)
 
 	fake.send(in0, "x")
-	w.drainAndCommit(t)
-	idle := map[string]*task.Task{"a/0": w.taskObject(t, "a/0").Task(), "b/0": w.taskObject(t, "b/0").Task()}
-	busy := map[string]*task.Task{"a/1": w.taskObject(t, "a/1").Task(), "b/1": w.taskObject(t, "b/1").Task()}
+	drainAndCommit(t, w)
+	idle := map[string]*task.Task{"a/0": taskObject(t, w, "a/0").Task(), "b/0": taskObject(t, w, "b/0").Task()}
+	busy := map[string]*task.Task{"a/1": taskObject(t, w, "a/1").Task(), "b/1": taskObject(t, w, "b/1").Task()}
 
 	fake.send(in1, "y")
 	fake.commitErr = errors.New("injected")
-	w.drainAndCommit(t)
+	drainAndCommit(t, w)
 	require.Equal(t, 1, fake.aborts)
 	for id, tk := range idle {
-		assert.Same(t, tk, w.taskObject(t, id).Task(), "%s had no work in the aborted transaction but was rebuilt", id)
+		assert.Same(t, tk, taskObject(t, w, id).Task(), "%s had no work in the aborted transaction but was rebuilt", id)
 	}
 	for id, tk := range busy {
-		assert.NotSame(t, tk, w.taskObject(t, id).Task(), "%s had work in the aborted transaction and was not rebuilt", id)
+		assert.NotSame(t, tk, taskObject(t, w, id).Task(), "%s had work in the aborted transaction and was not rebuilt", id)
 	}
-	w.drainAndCommit(t)
+	drainAndCommit(t, w)
 	assert.ElementsMatch(t, []string{"x", "y"}, values(fake.outputs("out-a")), "exactly once after the abort")
 	assert.ElementsMatch(t, []string{"x", "y"}, values(fake.outputs("out-b")))
 }
@@ -184,13 +184,13 @@ func TestProductionErrorStaysWithItsTask(t *testing.T) {
 			fake.send(in0, "x")
 			fake.send(in0, "big")
 			fake.send(in1, "y")
-			w.drainAndCommit(t)
+			drainAndCommit(t, w)
 			fake.send(in0, "z")
 			fake.send(in1, "w")
 			for range 3 {
-				w.drainAndCommit(t)
+				drainAndCommit(t, w)
 			}
-			a0 := w.taskObject(t, "a/0")
+			a0 := taskObject(t, w, "a/0")
 			require.Equal(t, tt.wantA0, a0.State(), "a/0: %v", a0.Err())
 			if tt.wantA0 == StateFailed {
 				assert.ErrorContains(t, a0.Err(), "output to out-a emitted for input in/0@1 was refused")
@@ -199,7 +199,7 @@ func TestProductionErrorStaysWithItsTask(t *testing.T) {
 				assert.Zero(t, fake.aborts)
 			}
 			for _, id := range []string{"b/0", "a/1", "b/1"} {
-				assert.Equal(t, StateRunning, w.taskObject(t, id).State(), id)
+				assert.Equal(t, StateRunning, taskObject(t, w, id).State(), id)
 			}
 			assert.ElementsMatch(t, tt.wantOutA, values(fake.outputs("out-a")))
 			assert.ElementsMatch(t, []string{"x", "big", "y", "z", "w"}, values(fake.outputs("out-b")), "b is untouched by a's error")
@@ -220,23 +220,23 @@ func TestProductionErrorStaysWithItsTask(t *testing.T) {
 // once, even when that transaction first aborts.
 func TestSkipMovesAFailedTaskPastItsRecord(t *testing.T) {
 	w, fake := poisonedWorker(t) // and never fixed
-	a0 := w.taskObject(t, "a/0")
+	a0 := taskObject(t, w, "a/0")
 	require.Equal(t, StateFailed, a0.State())
-	b0 := w.taskObject(t, "b/0").Task()
+	b0 := taskObject(t, w, "b/0").Task()
 
-	_, err := w.skipRecord("b/0")
+	_, err := skipRecord(w, "b/0")
 	assert.ErrorIs(t, err, ErrNotFailed)
-	rec, err := w.skipRecord("a/0")
+	rec, err := skipRecord(w, "a/0")
 	require.NoError(t, err)
 	assert.Equal(t, causal.Entry{Channel: in0, Offset: 1}, rec)
-	assert.Same(t, b0, w.taskObject(t, "b/0").Task(), "skipping a/0 rebuilt b/0")
+	assert.Same(t, b0, taskObject(t, w, "b/0").Task(), "skipping a/0 rebuilt b/0")
 
 	// The first transaction after the skip aborts: the rebuilt task still
 	// knows to skip.
 	fake.commitErr = errors.New("injected")
-	w.drainAndCommit(t)
+	drainAndCommit(t, w)
 	require.Equal(t, 1, fake.aborts)
-	w.drainAndCommit(t)
+	drainAndCommit(t, w)
 	require.Equal(t, StateRunning, a0.State(), "a/0: %v", a0.Err())
 	assert.Equal(t, []string{"x", "after"}, values(fake.outputs("out-a")))
 	assert.Equal(t, []string{"x", "poison", "after"}, values(fake.outputs("out-b")))
@@ -263,7 +263,7 @@ func TestRepeatedCommitFailuresShowInStatus(t *testing.T) {
 	fake.failCommits = unreadyAfterFailedCommits - 1
 	for i := range unreadyAfterFailedCommits {
 		fake.send(in0, "x"+strconv.Itoa(i))
-		w.drainAndCommit(t)
+		drainAndCommit(t, w)
 		w.publishStatus()
 		st := w.Status()
 		assert.Equal(t, i+1 < unreadyAfterFailedCommits, st.Ready, "after %d failed commits", i+1)
@@ -271,7 +271,7 @@ func TestRepeatedCommitFailuresShowInStatus(t *testing.T) {
 		assert.Contains(t, st.LastCommitError, "broker unreachable")
 	}
 	assert.InDelta(t, unreadyAfterFailedCommits, testutil.ToFloat64(w.metrics.FailedCommits.WithLabelValues("0")), 0)
-	w.drainAndCommit(t)
+	drainAndCommit(t, w)
 	w.publishStatus()
 	st := w.Status()
 	assert.True(t, st.Ready)
@@ -296,10 +296,10 @@ func TestFailedCommitsAreCountedPerThread(t *testing.T) {
 	failing.failCommits = unreadyAfterFailedCommits
 	for i := range unreadyAfterFailedCommits {
 		failing.send(in0, "x"+strconv.Itoa(i))
-		a.drainAndCommit(t)
+		drainAndCommit(t, a)
 		a.publishStatus()
 		healthy.send(in0, "y"+strconv.Itoa(i))
-		b.drainAndCommit(t)
+		drainAndCommit(t, b)
 		b.publishStatus() // written after a's, every time
 	}
 	assert.InDelta(t, unreadyAfterFailedCommits, testutil.ToFloat64(a.metrics.FailedCommits.WithLabelValues("0")), 0)
@@ -311,7 +311,7 @@ func TestFailedCommitsAreCountedPerThread(t *testing.T) {
 // transaction as the offsets past it, and the task goes on.
 func TestProcessingErrorUnderDeadLetterReachesTheDeadLetterTopic(t *testing.T) {
 	w, fake := poisonedWorker(t, framework.OnProcessingError(framework.DeadLetter))
-	require.Equal(t, StateRunning, w.taskObject(t, "a/0").State())
+	require.Equal(t, StateRunning, taskObject(t, w, "a/0").State())
 	assert.Equal(t, []string{"x", "after"}, values(fake.outputs("out-a")))
 	dead := fake.outputs("dead")
 	require.Len(t, dead, 1)
@@ -338,11 +338,11 @@ func TestTaskFailingDuringCommitKeepsItsCommittedOffsets(t *testing.T) {
 		w.loop.Handle(withoutStreaming{&w.pump})
 	}
 	require.NoError(t, w.commit())
-	a0 := w.taskObject(t, "a/0")
+	a0 := taskObject(t, w, "a/0")
 	require.Equal(t, StateFailed, a0.State())
 	assert.Equal(t, int64(0), a0.Committed()["in"], "a/0 committed nothing")
 	fake.send(in1, "z")
-	w.drainAndCommit(t)
+	drainAndCommit(t, w)
 	assert.Equal(t, int64(0), fake.groupOffs[in0], "the group's offset of in/0 waits for a/0")
 	assert.Equal(t, []string{"y", "z"}, values(fake.outputs("out-b"))[1:], "b/0 and b/1 went on")
 }
@@ -375,7 +375,7 @@ func counting(t *testing.T) (*framework.Topology, map[string]int32) {
 
 func countOf(t *testing.T, w *StreamThread, id, key string) int {
 	t.Helper()
-	kv, ok := w.taskObject(t, id).Task().KeyValueStore("counts")
+	kv, ok := taskObject(t, w, id).Task().KeyValueStore("counts")
 	require.True(t, ok)
 	v, _, err := kv.Get([]byte(key))
 	require.NoError(t, err)
@@ -393,19 +393,19 @@ func TestAbortDiscardsStoreWritesWithoutReadingTheChangelog(t *testing.T) {
 
 	fake.send(in0, "k")
 	fake.send(in0, "k")
-	w.drainAndCommit(t)
+	drainAndCommit(t, w)
 	require.Equal(t, 2, countOf(t, w, "count/0", "k"))
-	before := w.taskObject(t, "count/0").Task()
+	before := taskObject(t, w, "count/0").Task()
 
 	fake.send(in0, "k")
 	fake.commitErr = errors.New("injected")
-	w.drainAndCommit(t)
+	drainAndCommit(t, w)
 	require.Equal(t, 1, fake.aborts)
-	require.NotSame(t, before, w.taskObject(t, "count/0").Task(), "the task with work in the aborted transaction was not rebuilt")
+	require.NotSame(t, before, taskObject(t, w, "count/0").Task(), "the task with work in the aborted transaction was not rebuilt")
 	assert.Equal(t, 2, countOf(t, w, "count/0", "k"), "the aborted write stayed in the store")
 	assert.Zero(t, restored(), "the abort read the changelog back")
 
-	w.drainAndCommit(t)
+	drainAndCommit(t, w)
 	assert.Equal(t, 3, countOf(t, w, "count/0", "k"), "exactly once after the abort")
 	var last []byte
 	for _, m := range fake.outputs(restore.StoreChangelogTopic("fake", "counts")) {
@@ -427,7 +427,7 @@ func TestAFencedProducerNamesItsLikelyCauses(t *testing.T) {
 	w := newFakeWorker(t, fake, topo, counts)
 	fake.commitErr = &transport.ClientError{Class: transport.ClassFatal, Err: errors.New("PRODUCER_FENCED")}
 	fake.send(causal.Channel{Topic: "in"}, "x")
-	w.pollAll()
+	pollAll(w)
 	w.onCommitError(w.commit())
 	require.Error(t, w.fate.Fatal())
 	msg := w.fate.Fatal().Error()
@@ -448,7 +448,7 @@ func TestARebuildWaitsForCommittedOffsetsItCannotReadYet(t *testing.T) {
 			fake := newFakeKafka(t)
 			w := newFakeWorker(t, fake, topo, counts)
 			fake.send(in0, "x")
-			w.drainAndCommit(t)
+			drainAndCommit(t, w)
 
 			fake.send(in1, "y")
 			fake.commitErr = errors.New("injected")
@@ -457,7 +457,7 @@ func TestARebuildWaitsForCommittedOffsetsItCannotReadYet(t *testing.T) {
 				close(w.stop)
 			}
 			reads := fake.committedReads
-			w.pollAll()
+			pollAll(w)
 			if err := w.commit(); err != nil {
 				w.onCommitError(err) // aborts and rebuilds
 			}
@@ -469,7 +469,7 @@ func TestARebuildWaitsForCommittedOffsetsItCannotReadYet(t *testing.T) {
 			}
 			require.NoError(t, w.fate.Fatal())
 			assert.Equal(t, 3, fake.committedReads-reads, "two timeouts, then the offsets")
-			w.drainAndCommit(t)
+			drainAndCommit(t, w)
 			assert.ElementsMatch(t, []string{"x", "y"}, values(fake.outputs("out-a")), "exactly once after the rebuild")
 			assert.ElementsMatch(t, []string{"x", "y"}, values(fake.outputs("out-b")))
 		})

@@ -50,17 +50,17 @@ func TestUntrustedLocalStateIsWipedAndRestored(t *testing.T) {
 			inState := func(c *Config) { c.StateDir = state }
 			w := newFakeWorker(t, fake, topo, parts, inState)
 			fake.send(in0, "k")
-			w.drainAndCommit(t)
+			drainAndCommit(t, w)
 			fake.send(in0, "k")
-			w.drainAndCommit(t)
+			drainAndCommit(t, w)
 			w.local.savePositions(w.tasks.Tasks())
-			dir := w.local.taskDir(w.taskObject(t, "count/0"))
+			dir := w.local.taskDir(taskObject(t, w, "count/0"))
 			w.closeTasks(w.tasks.Tasks())
 
 			tc.spoil(t, fake, dir)
 			again := newFakeWorker(t, fake, topo, parts, inState)
 			fake.send(in0, "k")
-			again.drainAndCommit(t)
+			drainAndCommit(t, again)
 			assert.Equal(t, tc.want, countOf(t, again, "count/0", "k"))
 			restored := testutil.ToFloat64(again.metrics.RestoreRecords.WithLabelValues("count/0"))
 			if tc.name == "trusted" {
@@ -91,14 +91,14 @@ func TestPositionsLearnedWhileRunningBoundTheReplayAfterACrash(t *testing.T) {
 			w.local.refresh.start = func(f func()) { f() }
 			for range 2 {
 				fake.send(in0, "k")
-				w.drainAndCommit(t)
+				drainAndCommit(t, w)
 			}
 			if tc.look {
 				w.local.refreshPositions(w.now()) // looks
 				w.local.refreshPositions(w.now()) // takes what it saw
 			}
 			fake.send(in0, "k")
-			w.drainAndCommit(t)
+			drainAndCommit(t, w)
 			w.closeTasks(w.tasks.Tasks()) // a crash: no positions saved at the close
 
 			again := newFakeWorker(t, fake, topo, parts, inState)
@@ -114,9 +114,9 @@ func TestPositionsLearnedWhileRunningBoundTheReplayAfterACrash(t *testing.T) {
 func TestRestoreProgressShowsInStatus(t *testing.T) {
 	topo, parts := counting(t)
 	w := newFakeWorker(t, newFakeKafka(t), topo, parts)
-	task := w.taskObject(t, "count/0")
+	task := taskObject(t, w, "count/0")
 	progress := RestoreStatus{Records: 2500, Total: 10_000, Bytes: 40_000, PerSecond: 1250, Remaining: 6 * time.Second}
-	w.restoreProgress(task.ID(), progress, false)
+	w.board.restoreProgress(task.ID(), progress, false)
 
 	// The task restores again from nothing: its stores let go, then
 	// opened empty for a restore, as after a move.
@@ -130,7 +130,7 @@ func TestRestoreProgressShowsInStatus(t *testing.T) {
 	require.NotNil(t, st.Restore)
 	assert.Equal(t, progress, *st.Restore)
 
-	w.restoreProgress(task.ID(), RestoreStatus{}, true)
+	w.board.restoreProgress(task.ID(), RestoreStatus{}, true)
 	st, _ = statusOf(w.Status(), task.ID())
 	assert.Nil(t, st.Restore, "a finished restore still shows")
 }

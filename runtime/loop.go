@@ -40,9 +40,7 @@ func (w *StreamThread) run() {
 		w.log.Warn("stopped while waiting; the open work is left to the next owner", zap.Error(w.fate.Fatal()))
 		w.publishStatus()
 	default:
-		w.mu.Lock()
-		w.err = err
-		w.mu.Unlock()
+		w.board.stopped(err)
 		// Unready (and unhealthy) from here on, while the clients close.
 		w.publishStatus()
 		w.log.Error("worker stopping on a fatal error", zap.Error(err))
@@ -63,7 +61,7 @@ func (w *StreamThread) between() {
 	case req := <-w.desk.arrived:
 		w.desk.take(req)
 	case res := <-w.restores.results:
-		w.finishRestores(res)
+		w.restores.finish(res)
 	case recs := <-w.globalBatches():
 		w.applyGlobals(recs)
 	case <-w.globalReader.stopped():
@@ -99,7 +97,7 @@ func (w *StreamThread) tick() {
 
 func (w *StreamThread) shutdown() {
 	defer w.desk.refuse(ErrStopped)
-	w.cancelRestores()
+	w.restores.cancelAll()
 	w.standby.close()
 	if w.fate.Aborting() {
 		w.abort()

@@ -40,7 +40,7 @@ func testOutputStamps(t *testing.T, settleLate bool) {
 		for range perRound {
 			fake.send(in, strconv.FormatInt(fake.high[in], 10))
 		}
-		w.drainAndCommit(t)
+		drainAndCommit(t, w)
 	}
 	fake.settle()
 	outs := fake.outputs("out")

@@ -39,7 +39,7 @@ func TestRecordsInCountsEveryHandledRecordByTheEndOfEachBatch(t *testing.T) {
 		}
 	}
 	handled := map[string]float64{}
-	for n := w.pollAndHandle(); n > 0; n = w.pollAndHandle() {
+	for n := pollAndHandle(w); n > 0; n = pollAndHandle(w) {
 		require.NoError(t, w.fate.Fatal())
 		for _, ch := range sent[:n] {
 			handled[ch.Topic]++

@@ -55,7 +55,7 @@ func TestQueriesReadCommittedStateOnly(t *testing.T) {
 	key := keyOn(t, 0, 2)
 	fake.send(in0, key)
 	fake.send(in0, key)
-	w.drainAndCommit(t)
+	drainAndCommit(t, w)
 	get := func() Answer {
 		t.Helper()
 		answer := asyncQuery(t, w, Query{Store: "counts", Kind: QueryGet, Key: []byte(key)})
@@ -67,7 +67,7 @@ func TestQueriesReadCommittedStateOnly(t *testing.T) {
 	}
 
 	fake.send(in0, key) // a third, in a transaction still open
-	w.pollAll()
+	pollAll(w)
 	require.Equal(t, 3, countOf(t, w, "count/0", key))
 	a := get()
 	assert.Len(t, a.Value, 2, "the answer showed a write the open transaction holds")
@@ -78,7 +78,7 @@ func TestQueriesReadCommittedStateOnly(t *testing.T) {
 	w.onCommitError(err) // aborts: the third count is taken back
 	assert.Len(t, get().Value, 2)
 
-	w.drainAndCommit(t) // the third record again, committed this time
+	drainAndCommit(t, w) // the third record again, committed this time
 	assert.Len(t, get().Value, 3)
 }
 
@@ -92,7 +92,7 @@ func TestQueryAnswersAndRefusals(t *testing.T) {
 	fake.send(in0, k0)
 	fake.send(in1, k1)
 	fake.send(in1, k1)
-	w.drainAndCommit(t)
+	drainAndCommit(t, w)
 	ask := func(q Query) (Answer, error) {
 		answer := asyncQuery(t, w, q)
 		w.desk.answer()
@@ -113,7 +113,7 @@ func TestQueryAnswersAndRefusals(t *testing.T) {
 	_, err = ask(Query{Store: "nope", Kind: QueryGet, Key: []byte(k0)})
 	assert.ErrorIs(t, err, ErrUnknownStore)
 
-	w.tasks.Fail(w.taskObject(t, "count/1"), errors.New("boom"))
+	w.tasks.Fail(taskObject(t, w, "count/1"), errors.New("boom"))
 	_, err = ask(Query{Store: "counts", Kind: QueryGet, Key: []byte(k1)})
 	assert.ErrorIs(t, err, ErrNotAvailable)
 	a, err = ask(Query{Store: "counts", Kind: QueryRange})
@@ -137,7 +137,7 @@ func TestCausalQueriesReadYourWrites(t *testing.T) {
 	w := newFakeWorker(t, fake, topo, counts)
 	key := keyOn(t, 0, 2)
 	fake.send(in0, key)
-	w.drainAndCommit(t)
+	drainAndCommit(t, w)
 
 	// The client writes again, and asks at once.
 	off := fake.send(in0, key)
@@ -154,7 +154,7 @@ func TestCausalQueriesReadYourWrites(t *testing.T) {
 		t.Fatalf("answered before the task committed the client's write: %+v", r)
 	default:
 	}
-	w.drainAndCommit(t)
+	drainAndCommit(t, w)
 	w.desk.answer()
 	r := <-causalAnswer
 	require.NoError(t, r.err)
@@ -253,9 +253,9 @@ func TestCausalQueriesFollowTheirClockUpstream(t *testing.T) {
 	words0 := causal.Channel{Topic: "words", Partition: 0}
 	key := keyOn(t, 0, 2)
 	fake.send(lines0, key)
-	w.drainAndCommit(t) // split
-	w.drainAndCommit(t) // count
-	require.Equal(t, "x", string(w.readCount(t, key)))
+	drainAndCommit(t, w) // split
+	drainAndCommit(t, w) // count
+	require.Equal(t, "x", string(readCount(t, w, key)))
 
 	fake.lag(words0) // the counter falls behind
 	off := fake.send(lines0, key)
@@ -279,7 +279,7 @@ func TestCausalQueriesFollowTheirClockUpstream(t *testing.T) {
 	}
 	require.Empty(t, w.desk.arrived, "the query reached the store before the splitter committed the line")
 
-	w.drainAndCommit(t) // split takes the line; its word waits for the counter
+	drainAndCommit(t, w) // split takes the line; its word waits for the counter
 	cluster.look(fake)
 	for deadline := time.Now().Add(5 * time.Second); len(w.desk.arrived) == 0; time.Sleep(time.Millisecond) {
 		require.True(t, time.Now().Before(deadline), "the query never followed the splitter's commit")
@@ -296,7 +296,7 @@ func TestCausalQueriesFollowTheirClockUpstream(t *testing.T) {
 	}
 
 	fake.catchUp(words0)
-	w.drainAndCommit(t)
+	drainAndCommit(t, w)
 	w.desk.answer()
 	r := <-causalAnswer
 	require.NoError(t, r.err)
@@ -323,7 +323,7 @@ func TestCausalQueriesFollowTheirClockUpstream(t *testing.T) {
 }
 
 // readCount reads key's committed count from the counts store.
-func (w *StreamThread) readCount(t *testing.T, key string) []byte {
+func readCount(t *testing.T, w *StreamThread, key string) []byte {
 	t.Helper()
 	rt, err := w.desk.reader().Task("count", framework.PartitionFor([]byte(key), 2))
 	require.NoError(t, err)
@@ -344,7 +344,7 @@ func TestAQueryWhoseTaskMovesSaysSo(t *testing.T) {
 	w := newFakeWorker(t, fake, topo, counts)
 	key := keyOn(t, 0, 2)
 	fake.send(in0, key)
-	w.drainAndCommit(t)
+	drainAndCommit(t, w)
 
 	fake.lag(in0)
 	off := fake.send(in0, key)

@@ -71,13 +71,13 @@ func TestAFailedTaskMakesTheWorkerUnready(t *testing.T) {
 			fake := newFakeKafka(t)
 			w := newFakeWorker(t, fake, topo, counts, func(c *Config) { c.ReadyWithFailedTasks = relaxed })
 			fake.send(in0, "x")
-			w.drainAndCommit(t)
+			drainAndCommit(t, w)
 			w.publishStatus()
 			code, _ := readyz(t, w)
 			require.Equal(t, http.StatusOK, code, "ready before anything failed: %+v", w.Status())
 
 			fake.send(in0, "poison")
-			w.drainAndCommit(t)
+			drainAndCommit(t, w)
 			w.publishStatus()
 			st := w.Status()
 			assert.True(t, st.Degraded)
@@ -95,8 +95,8 @@ func TestAFailedTaskMakesTheWorkerUnready(t *testing.T) {
 			}
 
 			poisoned.Store(false)
-			require.NoError(t, w.restart("a/0"))
-			w.drainAndCommit(t)
+			require.NoError(t, restart(w, "a/0"))
+			drainAndCommit(t, w)
 			w.publishStatus()
 			st = w.Status()
 			assert.True(t, st.Ready, st.Reason)

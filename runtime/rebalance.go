@@ -45,7 +45,7 @@ func (w *StreamThread) revoke(chs []causal.Channel, lost bool) {
 	gone := w.tasks.Reading(chs)
 	w.log.Info("partitions revoked", zap.Int("partitions", len(chs)), zap.Int("tasks", len(gone)),
 		zap.Int("kept", len(w.tasks.Tasks())-len(gone)), zap.Bool("lost", lost))
-	restarted := w.stopRestoresOf(gone)
+	restarted := w.restores.stopOf(gone)
 	committed := false
 	if !lost && !w.fate.Aborting() {
 		if err := w.commit(); err != nil {
@@ -84,23 +84,6 @@ func (w *StreamThread) revoke(chs []causal.Channel, lost bool) {
 		}
 	}
 	w.publishStatus()
-}
-
-// stopRestoresOf ends the restores under way when one of the tasks gone
-// is among them, and returns the tasks kept whose restore ended with it,
-// to be prepared again.
-func (w *StreamThread) stopRestoresOf(gone []*taskmgr.Task) []*taskmgr.Task {
-	if !slices.ContainsFunc(gone, func(t *taskmgr.Task) bool { return t.State() == StateRestoring }) {
-		return nil
-	}
-	w.cancelRestores()
-	var again []*taskmgr.Task
-	for _, t := range w.tasks.Tasks() {
-		if t.State() == StateRestoring && !slices.Contains(gone, t) {
-			again = append(again, t)
-		}
-	}
-	return again
 }
 
 // assign builds the tasks that the added partitions complete from
@@ -152,7 +135,7 @@ func (w *StreamThread) assign(parts []causal.Channel) error {
 		return fmt.Errorf("assign: %w", err)
 	}
 	w.backpressure() // pause what only restoring or failed tasks read
-	w.restoreLater(cold)
+	w.restores.later(cold)
 	w.publishStatus()
 	return nil
 }

@@ -3,6 +3,7 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/causeway-stream/causeway/runtime/internal/restore"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework/taskmgr"
+	"github.com/causeway-stream/causeway/runtime/internal/member"
 )
 
 // Restores run off the pump, one at a time, so that a task restoring a
@@ -40,23 +42,34 @@ type restores struct {
 	wg      sync.WaitGroup
 	// start runs a restore; tests run it in place.
 	start func(func())
+	env   restoreEnv
 }
 
-// restoreLater queues prepared tasks for a restore, which starts at once
-// unless one is under way.
-func (w *StreamThread) restoreLater(ts []*taskmgr.Task) {
+// restoreEnv is what the restores use of their thread, given once it is
+// connected (restores.connect).
+type restoreEnv struct {
+	tasks *taskmgr.Manager
+	local *localState
+	fate  *member.Fate
+	// resume rewinds the channels of the tasks a restore built, resumes
+	// what only they read, and publishes the thread's status.
+	resume func(built []*taskmgr.Task)
+}
+
+// connect makes r restore with restorer, in the thread env tells of.
+func (r *restores) connect(restorer *restore.Restorer, env restoreEnv) {
+	r.restorer, r.env = restorer, env
+}
+
+// later queues prepared tasks for a restore, which starts at once unless
+// one is under way.
+func (r *restores) later(ts []*taskmgr.Task) {
 	if len(ts) == 0 {
 		return
 	}
-	w.restores.enqueue(ts)
-	w.nextRestore()
+	r.queue = append(r.queue, ts...)
+	r.next()
 }
-
-// use makes r restore with restorer.
-func (r *restores) use(restorer *restore.Restorer) { r.restorer = restorer }
-
-// enqueue queues prepared tasks for the next restore.
-func (r *restores) enqueue(ts []*taskmgr.Task) { r.queue = append(r.queue, ts...) }
 
 // startNext starts a restore of the queued tasks, if there are some and
 // none is under way, and reports whether it did.
@@ -94,7 +107,7 @@ func (r *restores) ready() (restore.Result, bool) {
 func (r *restores) ended() { r.cancel, r.results = nil, nil }
 
 // cancelAll ends the restore under way, waits for it, and forgets the
-// queued tasks.
+// queued tasks: their stores close with them.
 func (r *restores) cancelAll() {
 	if r.results != nil {
 		close(r.cancel)
@@ -104,31 +117,30 @@ func (r *restores) cancelAll() {
 	r.queue = nil
 }
 
-// nextRestore starts a restore of the queued tasks, if there are some and
-// none is under way.
-func (w *StreamThread) nextRestore() {
-	if w.restores.startNext() {
-		w.collectRestores() // a restore run in place is over already
+// next starts a restore of the queued tasks, if there are some and none
+// is under way.
+func (r *restores) next() {
+	if r.startNext() {
+		r.collect() // a restore run in place is over already
 	}
 }
 
-// collectRestores takes what the restore under way has brought back so
-// far.
-func (w *StreamThread) collectRestores() {
-	if res, ok := w.restores.ready(); ok {
-		w.finishRestores(res)
+// collect takes what the restore under way has brought back so far.
+func (r *restores) collect() {
+	if res, ok := r.ready(); ok {
+		r.finish(res)
 	}
 }
 
-// finishRestores takes res and whatever else the restore under way has
+// finish takes res and whatever else the restore under way has
 // brought back already, builds those tasks together (one look at the
 // group's offsets for all of them) and rewinds their channels. After the
 // final result of a restore, it starts the next. A restore that failed
 // stops the worker, as reading committed state does anywhere else.
-func (w *StreamThread) finishRestores(res restore.Result) {
+func (r *restores) finish(res restore.Result) {
 	got := []restore.Result{res}
 	for !res.Final {
-		next, ok := w.restores.ready()
+		next, ok := r.ready()
 		if !ok {
 			break
 		}
@@ -141,32 +153,31 @@ func (w *StreamThread) finishRestores(res restore.Result) {
 			restored = restored.Merge(g)
 		}
 	}
-	w.buildRestored(restored)
+	r.build(restored)
 	if res.Err != nil { // only a final result carries one
 		for _, t := range res.Tasks {
-			w.tasks.DropStores(t)
+			r.env.tasks.DropStores(t)
 		}
 		if !errors.Is(res.Err, ErrStopped) {
-			w.fate.Stop(fmt.Errorf("restore: %w", res.Err))
+			r.env.fate.Stop(fmt.Errorf("restore: %w", res.Err))
 		}
 	}
 	if res.Final {
-		w.restores.ended()
-		w.nextRestore()
+		r.ended()
+		r.next()
 	}
 }
 
-// buildRestored builds the tasks res brought back and rewinds their
-// channels.
-func (w *StreamThread) buildRestored(res restore.Result) {
+// build builds the tasks res brought back and rewinds their channels.
+func (r *restores) build(res restore.Result) {
 	if len(res.Tasks) == 0 {
 		return
 	}
 	for id, pos := range res.Positions {
-		w.local.restored(id, pos)
+		r.env.local.restored(id, pos)
 	}
-	if err := w.tasks.Finish(res.Tasks, res.Restored); err != nil {
-		w.fate.Stop(err)
+	if err := r.env.tasks.Finish(res.Tasks, res.Restored); err != nil {
+		r.env.fate.Stop(err)
 		return
 	}
 	var built []*taskmgr.Task
@@ -175,15 +186,25 @@ func (w *StreamThread) buildRestored(res restore.Result) {
 			built = append(built, t)
 		}
 	}
-	w.pump.forgetRoutes()
-	w.seek(w.tasks.Rewind(built), "restored tasks")
-	w.backpressure() // resume what only they read
-	w.publishStatus()
+	r.env.resume(built)
 }
 
-// cancelRestores ends the restore under way, waits for it, and forgets the
-// queued tasks: their stores close with them.
-func (w *StreamThread) cancelRestores() { w.restores.cancelAll() }
+// stopOf ends the restores under way when one of the tasks gone is among
+// them, and returns the tasks kept whose restore ended with it, to be
+// prepared again.
+func (r *restores) stopOf(gone []*taskmgr.Task) []*taskmgr.Task {
+	if !slices.ContainsFunc(gone, func(t *taskmgr.Task) bool { return t.State() == StateRestoring }) {
+		return nil
+	}
+	r.cancelAll()
+	var again []*taskmgr.Task
+	for _, t := range r.env.tasks.Tasks() {
+		if t.State() == StateRestoring && !slices.Contains(gone, t) {
+			again = append(again, t)
+		}
+	}
+	return again
+}
 
 // seek moves the consumer to where each channel must be read again from.
 func (w *StreamThread) seek(at map[causal.Channel]int64, why string) {

@@ -24,7 +24,7 @@ func TestARestoringTaskDoesNotStopTheOthers(t *testing.T) {
 	first := newFakeWorker(t, fake, topo, parts)
 	fake.send(in0, "a")
 	fake.send(in1, "b")
-	first.drainAndCommit(t)
+	drainAndCommit(t, first)
 	first.closeTasks(first.tasks.Tasks())
 
 	// A new worker, with no local state: both tasks restore, and the read
@@ -32,7 +32,7 @@ func TestARestoringTaskDoesNotStopTheOthers(t *testing.T) {
 	release := make(chan struct{})
 	fake.holdRestore = map[causal.Channel]chan struct{}{{Topic: restore.StoreChangelogTopic("fake", "counts"), Partition: 0}: release}
 	w := newFakeWorker(t, fake, topo, parts)
-	count0, count1 := w.taskObject(t, "count/0"), w.taskObject(t, "count/1")
+	count0, count1 := taskObject(t, w, "count/0"), taskObject(t, w, "count/1")
 	waitRunning(t, w, count1)
 	assert.Equal(t, StateRestoring, count0.State(), "count/0 was built before its restore was over")
 	w.publishStatus()
@@ -40,14 +40,14 @@ func TestARestoringTaskDoesNotStopTheOthers(t *testing.T) {
 
 	fake.send(in1, "b")
 	fake.send(in0, "a") // arrives while count/0 restores
-	w.drainAndCommit(t)
+	drainAndCommit(t, w)
 	assert.Equal(t, 2, countOf(t, w, "count/1", "b"), "count/1 did not run while count/0 restored")
 	assert.Equal(t, int64(2), fake.groupOffs[in1])
 	assert.Equal(t, int64(1), fake.groupOffs[in0], "the group committed past what the restoring task had not read")
 
 	close(release)
 	waitRunning(t, w, count0)
-	w.drainAndCommit(t)
+	drainAndCommit(t, w)
 	assert.Equal(t, 2, countOf(t, w, "count/0", "a"), "count/0 lost the record sent while it restored, or its restored count")
 	assert.Equal(t, int64(2), fake.groupOffs[in0])
 	w.publishStatus()
@@ -60,7 +60,7 @@ func waitRunning(t *testing.T, w *StreamThread, rt *taskmgr.Task) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); rt.State() != StateRunning; time.Sleep(time.Millisecond) {
 		require.True(t, time.Now().Before(deadline), "%s did not come out of its restore", rt.ID())
-		w.collectRestores()
+		w.restores.collect()
 		require.NoError(t, w.fate.Fatal())
 	}
 }
@@ -74,14 +74,14 @@ func TestACausalQueryWaitsForItsRestoringTask(t *testing.T) {
 	first := newFakeWorker(t, fake, topo, parts)
 	key := keyOn(t, 0, 2)
 	fake.send(in0, key)
-	first.drainAndCommit(t)
+	drainAndCommit(t, first)
 	first.closeTasks(first.tasks.Tasks())
 
 	release := make(chan struct{})
 	fake.holdRestore = map[causal.Channel]chan struct{}{{Topic: restore.StoreChangelogTopic("fake", "counts"), Partition: 0}: release}
 	w := newFakeWorker(t, fake, topo, parts)
-	count0 := w.taskObject(t, "count/0")
-	waitRunning(t, w, w.taskObject(t, "count/1")) // the restore has read what it holds back
+	count0 := taskObject(t, w, "count/0")
+	waitRunning(t, w, taskObject(t, w, "count/1")) // the restore has read what it holds back
 	require.Equal(t, StateRestoring, count0.State())
 	off := fake.send(in0, key) // the client writes while the task restores
 	clock, err := causal.NewClock(causal.Entry{Channel: in0, Offset: off})
@@ -98,7 +98,7 @@ func TestACausalQueryWaitsForItsRestoringTask(t *testing.T) {
 
 	close(release)
 	waitRunning(t, w, count0)
-	w.drainAndCommit(t)
+	drainAndCommit(t, w)
 	w.desk.answer()
 	r := <-causalAnswer
 	require.NoError(t, r.err)

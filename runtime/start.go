@@ -30,19 +30,19 @@ func (w *StreamThread) connect(ctx context.Context) error {
 	}
 	w.producer = newProducer(p, w.log, w.metrics, w.stop)
 	w.admin = admin
-	w.setStarting("connecting to Kafka at " + w.bootstrap)
+	w.board.setStarting("connecting to Kafka at " + w.bootstrap)
 	if err := reachCluster(ctx, admin, w.bootstrap, w.cfg.Kafka, w.cfg.ConnectTimeout, w.log); err != nil {
 		return err
 	}
-	w.setStarting("reading and creating topics")
+	w.board.setStarting("reading and creating topics")
 	counts, err := topicManager{admin: w.admin, topo: w.topo, cfg: w.cfg, log: w.log, deadLetter: w.deadLetter,
 		waiting: func(missing []string) {
-			w.setStarting(fmt.Sprintf("waiting for topics %v to exist: create them, or run with --create-topics", missing))
+			w.board.setStarting(fmt.Sprintf("waiting for topics %v to exist: create them, or run with --create-topics", missing))
 		}}.ensureTopics(ctx)
 	if err != nil {
 		return err
 	}
-	w.setStarting("joining the group")
+	w.board.setStarting("joining the group")
 	if err := p.InitTransactions(ctx); err != nil {
 		return fmt.Errorf("init transactions (transactional id %s-%s): %w", w.cfg.ApplicationID, w.instanceID, err)
 	}
@@ -70,9 +70,7 @@ func (w *StreamThread) connect(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("members: %w", err)
 		}
-		w.mu.Lock()
-		w.members = m
-		w.mu.Unlock()
+		w.board.follow(m)
 	}
 	if len(w.topo.GlobalTables()) > 0 {
 		if franzErr != nil {
@@ -110,13 +108,6 @@ func (w *StreamThread) connect(ctx context.Context) error {
 	w.log.Info("worker started", zap.String("application_id", w.cfg.ApplicationID), zap.String("instance_id", w.instanceID),
 		zap.Strings("inputs", inputs), zap.Bool("gate_off", w.cfg.GateOff), zap.String("client", w.cfg.Client))
 	return nil
-}
-
-// setStarting says what the thread is doing while it starts (Status.Starting).
-func (w *StreamThread) setStarting(what string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.starting = what
 }
 
 // newProducer is the thread's transactional producer over client, which
@@ -194,9 +185,9 @@ func (w *StreamThread) clientSettings() transport.Settings {
 		Bootstrap:        w.bootstrap,
 		InstanceID:       w.instanceID,
 		Rebalance:        w.cfg.RebalanceProtocol,
-		Copartitioned:    w.groups,
+		Copartitioned:    w.groups.groups,
 		Replicas: transport.Replicas{Standbys: w.cfg.StandbyReplicas, AcceptableLag: w.cfg.AcceptableRecoveryLag,
-			MaxWarmups: w.cfg.MaxWarmupReplicas, Stateless: w.statelessGroups(), Report: w.stateReport},
+			MaxWarmups: w.cfg.MaxWarmupReplicas, Stateless: w.groups.stateless(), Report: w.board.stateReport},
 		Log: w.log,
 	}
 }

@@ -3,7 +3,6 @@ package runtime
 import (
 	"cmp"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/causeway-stream/causeway/causal"
@@ -18,44 +17,7 @@ const unreadyAfterFailedCommits = 3
 
 // Status returns the worker's status as of its last commit interval, with
 // the progress of the restores under way as of now.
-func (w *StreamThread) Status() Status {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	st := w.status
-	if st.ApplicationID == "" {
-		// Not refreshed yet: the thread is starting.
-		st.ApplicationID, st.Starting = w.cfg.ApplicationID, w.starting
-		st.Reason = "starting: " + w.starting
-	}
-	if st.Tasks == nil {
-		// Before the first refresh, and with no task: a list, in JSON too.
-		st.Tasks = []TaskStatus{}
-	}
-	if len(w.restoring) > 0 {
-		st.Tasks = slices.Clone(st.Tasks)
-		for i, ts := range st.Tasks {
-			if p, ok := w.restoring[ts.ID]; ok && ts.State == StateRestoring {
-				st.Tasks[i].Restore = &p
-			}
-		}
-	}
-	return st
-}
-
-// restoreProgress records how far a task's restore has come, for Status,
-// or with done that it is over.
-func (w *StreamThread) restoreProgress(id string, p RestoreStatus, done bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if done {
-		delete(w.restoring, id)
-		return
-	}
-	if w.restoring == nil {
-		w.restoring = map[string]RestoreStatus{}
-	}
-	w.restoring[id] = p
-}
+func (w *StreamThread) Status() Status { return w.board.snapshot(w.cfg.ApplicationID) }
 
 // health is what readiness is judged on.
 type health struct {
@@ -117,9 +79,7 @@ func (w *StreamThread) publishStatus() {
 		st.LastCommitError = w.lastCommitErr.Error()
 	}
 	w.failedGauge.Set(float64(w.failedCommits))
-	w.mu.Lock()
-	members, addr := w.members, w.advertised
-	w.mu.Unlock()
+	members, addr := w.board.peers()
 	if members != nil {
 		ids := make([]string, 0, len(w.tasks.Tasks()))
 		for _, rt := range w.tasks.Tasks() {
@@ -181,9 +141,7 @@ func (w *StreamThread) publishStatus() {
 	st.Ready, st.Degraded, st.Reason = h.judge()
 	st.Standbys = w.standby.statuses()
 	report := w.stateOfTasks()
-	w.mu.Lock()
-	w.status, w.report = st, report
-	w.mu.Unlock()
+	w.board.publish(st, report)
 }
 
 // stateOfTasks is what this thread tells the group of its state: the
@@ -194,7 +152,7 @@ func (w *StreamThread) publishStatus() {
 func (w *StreamThread) stateOfTasks() transport.StateReport {
 	r := transport.StateReport{Process: cmp.Or(w.process, w.instanceID), Copies: map[causal.Channel]int64{}, Sizes: map[causal.Channel]int64{}}
 	name := func(processor string, p int32) causal.Channel {
-		return causal.Channel{Topic: w.leads[processor], Partition: p}
+		return causal.Channel{Topic: w.groups.lead(processor), Partition: p}
 	}
 	for _, rt := range w.tasks.Tasks() {
 		size, known := w.local.size(rt.ID())

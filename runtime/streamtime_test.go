@@ -30,15 +30,15 @@ func TestLateRecordAfterRebuildIsDroppedAsLate(t *testing.T) {
 	base := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
 	fake.sendAt(clicks, "a", base.Add(30*time.Second))
 	fake.sendAt(clicks, "b", base.Add(5*time.Minute)) // closes the 10:00 window
-	w.drainAndCommit(t)
+	drainAndCommit(t, w)
 	require.Len(t, fake.outputs("counts"), 2)
 
-	rt := w.taskObject(t, "count/0")
+	rt := taskObject(t, w, "count/0")
 	w.rebuild([]*taskmgr.Task{rt})
 	require.NoError(t, w.fate.Fatal())
 	require.Equal(t, StateRunning, rt.State())
 	fake.sendAt(clicks, "late", base.Add(40*time.Second))
-	w.drainAndCommit(t)
+	drainAndCommit(t, w)
 	assert.Len(t, fake.outputs("counts"), 2, "the late record reopened a closed window after the rebuild")
 	assert.InDelta(t, 1, testutil.ToFloat64(w.metrics.Dropped.WithLabelValues("count/0", "late")), 0, "the late record is counted as dropped")
 }

@@ -31,8 +31,6 @@ const (
 // partition counts, asking offsets where tasks resume and restoring their
 // committed state from changelog.
 func (w *StreamThread) newTaskManager(counts map[string]int32, offsets transport.OffsetSource, changelog transport.ChangelogSource) (*taskmgr.Manager, error) {
-	w.restores.use(&restore.Restorer{App: w.cfg.ApplicationID, Topology: w.topo, Source: changelog, Log: w.log, Records: w.metrics.RestoreRecords, Ratio: w.metrics.RestoreProgress, Now: w.now,
-		OnDisk: w.local.onDisk, Wipe: w.local.wipe, Report: w.restoreProgress})
 	// The worker restores off the pump (restoring.go): Prepare and Finish,
 	// no Config.Restore.
 	m, err := taskmgr.New(taskmgr.Config{
@@ -46,12 +44,20 @@ func (w *StreamThread) newTaskManager(counts map[string]int32, offsets transport
 	if err != nil {
 		return nil, err
 	}
+	restorer := &restore.Restorer{App: w.cfg.ApplicationID, Topology: w.topo, Source: changelog, Log: w.log, Records: w.metrics.RestoreRecords, Ratio: w.metrics.RestoreProgress, Now: w.now,
+		OnDisk: w.local.onDisk, Wipe: w.local.wipe, Report: w.board.restoreProgress}
+	w.restores.connect(restorer, restoreEnv{tasks: m, local: w.local, fate: w.fate, resume: func(built []*taskmgr.Task) {
+		w.pump.forgetRoutes()
+		w.seek(m.Rewind(built), "restored tasks")
+		w.backpressure() // resume what only they read
+		w.publishStatus()
+	}})
 	w.desk.connect(m)
 	w.local.connect(w.consumer, m)
 	// The copies of other workers' tasks are made by the same manager,
 	// detached, and rounds restore them with the same restorer.
-	w.standby.connect(standbyEnv{log: w.log, metrics: w.metrics, consumer: w.consumer, tasks: m, restorer: w.restores.restorer,
-		openStores: w.local.openStores, stateProcessors: w.stateProcessorsOf, changed: w.publishStatus,
+	w.standby.connect(standbyEnv{log: w.log, metrics: w.metrics, consumer: w.consumer, tasks: m, restorer: restorer,
+		openStores: w.local.openStores, stateProcessors: w.groups.stateProcessorsOf, changed: w.publishStatus,
 		probeEvery: w.cfg.ProbingRebalanceInterval})
 	return m, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -89,12 +88,6 @@ type StreamThread struct {
 	failedGauge prometheus.Gauge
 	// desk takes queries to the pump and answers them there (query.go).
 	desk *queryDesk
-	// members follows which worker runs which task, for forwarding
-	// queries; nil when franz-go cannot connect with the given settings.
-	// advertised is this worker's HTTP address as it tells the others
-	// (under mu).
-	members    *membership
-	advertised string
 	// globals is the worker's copy of the topology's global tables, and
 	// globalReader what follows them; nil without global tables.
 	globals      *taskmgr.Globals
@@ -116,14 +109,8 @@ type StreamThread struct {
 	// standby is this thread's copies of other workers' tasks' state
 	// (standby.go). Owned by the pump.
 	standby standbys
-	// groups are the co-partitioned groups of input topics, and leads
-	// each processor's group's first topic, which names its tasks to the
-	// group's balancer.
-	groups [][]string
-	leads  map[string]string
-	// report is what this thread tells the group of its state when it
-	// joins (under mu).
-	report transport.StateReport
+	// groups are the co-partitioned groups of input topics (groups.go).
+	groups topicGroups
 	// process is the instance id of the process the thread belongs to,
 	// which the group's balancer keeps standbys away from; empty for a
 	// thread run on its own (its own instance id).
@@ -136,13 +123,9 @@ type StreamThread struct {
 	done     chan struct{}
 	stopOnce sync.Once
 
-	mu     sync.Mutex
-	status Status
-	// starting says what the thread does while it starts (setStarting).
-	starting string
-	// restoring is the progress of the restores under way, by task.
-	restoring map[string]RestoreStatus
-	err       error
+	// board is what the thread shows the other goroutines: its status,
+	// its report to the group, its fatal error (board.go).
+	board board
 }
 
 // Worker is StreamThread's former name.
@@ -188,20 +171,12 @@ func NewStreamThread(cfg Config, topo *framework.Topology, log *zap.Logger, metr
 		restores: restores{start: func(f func()) { go f() }},
 		requests: make(chan taskRequest),
 		restarts: restarts.New(restarts.Policy{Initial: cfg.TaskRestartBackoff, Max: cfg.TaskRestartBackoffMax}),
-		starting: "not started yet",
+		board:    board{starting: "not started yet"},
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
 	w.desk = newQueryDesk(topo, w.done)
-	w.groups = copartitioned(topo)
-	w.leads = map[string]string{}
-	for _, pi := range topo.Processors() {
-		for _, g := range w.groups {
-			if slices.Contains(g, pi.Inputs[0]) {
-				w.leads[pi.Name] = g[0]
-			}
-		}
-	}
+	w.groups = newTopicGroups(topo, w.local.onDisk)
 	w.setThread(0)
 	if w.loop, err = w.newLoop(tr.PollBatch()); err != nil {
 		return nil, err
@@ -235,11 +210,7 @@ func (w *StreamThread) Stop(ctx context.Context) error {
 func (w *StreamThread) Done() <-chan struct{} { return w.done }
 
 // Err returns the fatal error that stopped the worker, if any.
-func (w *StreamThread) Err() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.err
-}
+func (w *StreamThread) Err() error { return w.board.fatal() }
 
 // RestartTask rebuilds a failed task, and no other, from its committed
 // state (after fixing what made it fail, say), once the other tasks' work
@@ -282,26 +253,15 @@ func (w *StreamThread) DeadLetterTopic() string { return w.deadLetter }
 
 // advertise sets the HTTP address this worker tells the others, unless
 // the configuration names one.
-func (w *StreamThread) advertise(addr string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.advertised = addr
-	if w.cfg.AdvertisedHTTPAddr != "" {
-		w.advertised = w.cfg.AdvertisedHTTPAddr
-	}
-}
+func (w *StreamThread) advertise(addr string) { w.board.advertise(addr, w.cfg.AdvertisedHTTPAddr) }
 
 func (w *StreamThread) served() servedParts {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	return servedParts{topo: w.topo, adminToken: w.cfg.AdminToken, metrics: w.metrics, instanceID: w.instanceID}
 }
 
 // owner returns the HTTP address of the worker that says it runs task.
 func (w *StreamThread) owner(task string) (string, bool) {
-	w.mu.Lock()
-	m := w.members
-	w.mu.Unlock()
+	m, _ := w.board.peers()
 	return m.owner(task)
 }
 
