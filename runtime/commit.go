@@ -12,8 +12,50 @@ import (
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework/task"
 	"github.com/causeway-stream/causeway/framework/taskmgr"
+	"github.com/causeway-stream/causeway/runtime/internal/member"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
+	"github.com/causeway-stream/causeway/runtime/internal/txn"
 )
+
+// committer closes the thread's transactions, as Kafka Streams' task
+// manager and record collector do together: it commits every task's work
+// through the task manager's one commit path, aborts, rebuilds what an
+// abort took back, and counts the transactions that failed in a row. Only
+// the pump touches it.
+//
+//causeway:owned
+type committer struct {
+	env committerEnv
+	// failed counts transactions failed in a row, for backoff and
+	// readiness; lastErr is the last one's error.
+	failed  int
+	lastErr error
+}
+
+// committerEnv is what the committer uses of its thread, given once the
+// thread is connected (committer.connect).
+type committerEnv struct {
+	appID, instanceID string
+	tasks             *taskmgr.Manager
+	producer          *txn.Producer
+	// consumer gives the group's metadata the offsets commit with.
+	consumer transport.Consumer
+	fate     *member.Fate
+	local    *localState
+	log      *zap.Logger
+	metrics  *Metrics
+	now      func() time.Time
+	// stop ends a backoff early.
+	stop <-chan struct{}
+	// sendOutputs produces a task's remaining outputs (the pump's).
+	sendOutputs func(t *taskmgr.Task) (bool, error)
+	failTask    func(t *taskmgr.Task, err error)
+	// rebuild rebuilds the tasks an abort took work back from.
+	rebuild func(ts []*taskmgr.Task)
+}
+
+// connect gives the committer its thread's parts.
+func (c *committer) connect(env committerEnv) { c.env = env }
 
 // commit closes the open transaction with every task's remaining outputs,
 // store changes, checkpoint and offsets, through the task manager's one
@@ -22,34 +64,48 @@ import (
 // and its committed offsets stay where they were; if it had already
 // streamed outputs, the transaction is aborted instead and the healthy
 // tasks redo their work from committed state.
-func (w *StreamThread) commit() error {
-	if len(w.tasks.Tasks()) == 0 || w.consumer == nil {
+func (c *committer) commit() error {
+	e := &c.env
+	if e.consumer == nil || len(e.tasks.Tasks()) == 0 {
 		return nil
 	}
-	if w.fate.Aborting() {
-		w.abortForFailedTask()
+	if e.fate.Aborting() {
+		c.abortForFailedTask()
 		return nil
 	}
-	tx := &kafkaTransaction{w: w}
-	committed, err := w.tasks.Commit(tx)
+	tx := &kafkaTransaction{c: c}
+	committed, err := e.tasks.Commit(tx)
 	if errors.Is(err, errTaskFailedInTransaction) {
-		w.abortForFailedTask()
+		c.abortForFailedTask()
 		return nil
 	}
 	if err != nil || !committed {
 		return err
 	}
-	w.failedCommits = 0
-	w.releaseOutputs()
-	w.metrics.CommitSeconds.Observe(w.now().Sub(tx.closing).Seconds())
+	c.failed = 0
+	c.releaseOutputs()
+	e.metrics.CommitSeconds.Observe(e.now().Sub(tx.closing).Seconds())
 	return nil
 }
 
 // abortForFailedTask aborts the transaction a task failed in after its
 // outputs went into it.
-func (w *StreamThread) abortForFailedTask() {
-	w.log.Warn("a task failed after its outputs were sent: aborting the transaction; the tasks with work in it redo that work")
-	w.abortAndRebuild()
+func (c *committer) abortForFailedTask() {
+	c.env.log.Warn("a task failed after its outputs were sent: aborting the transaction; the tasks with work in it redo that work")
+	c.abortAndRebuild()
+}
+
+// abortAndRebuild aborts the open transaction and rebuilds, from committed
+// state, exactly the tasks that had effects in it; the others keep their
+// state, and what they hold. A failed task among them lets its state go
+// and stays failed at its committed offsets: only a restart runs it again,
+// so a record that fails every time cannot abort and rebuild forever.
+func (c *committer) abortAndRebuild() {
+	rebuild := c.env.tasks.Aborted()
+	c.abort()
+	if c.env.fate.Fatal() == nil {
+		c.env.rebuild(rebuild)
+	}
 }
 
 // errTaskFailedInTransaction: a task failed while the commit sent its
@@ -62,7 +118,7 @@ var errTaskFailedInTransaction = errors.New("a task failed after its outputs wer
 //
 //causeway:owned
 type kafkaTransaction struct {
-	w *StreamThread
+	c *committer
 	// closing is when the commit began, for the commit-time metric.
 	closing time.Time
 }
@@ -71,16 +127,16 @@ var _ taskmgr.Transaction = (*kafkaTransaction)(nil)
 
 // Begin opens a transaction, unless none is open and nothing moved.
 func (tx *kafkaTransaction) Begin(dirty bool) (bool, error) {
-	if !dirty && !tx.w.producer.Open() {
+	if !dirty && !tx.c.env.producer.Open() {
 		return false, nil
 	}
-	tx.closing = tx.w.now()
-	return true, tx.w.producer.Begin()
+	tx.closing = tx.c.env.now()
+	return true, tx.c.env.producer.Begin()
 }
 
 // SendOutputs produces the task's remaining outputs (sendOutputs).
 func (tx *kafkaTransaction) SendOutputs(t *taskmgr.Task) (bool, error) {
-	return tx.w.pump.sendOutputs(t)
+	return tx.c.env.sendOutputs(t)
 }
 
 // WriteState produces the task's store changes and checkpoint
@@ -88,33 +144,34 @@ func (tx *kafkaTransaction) SendOutputs(t *taskmgr.Task) (bool, error) {
 // for them beside the state this commit makes: they hold for every later
 // committed state too.
 func (tx *kafkaTransaction) WriteState(t *taskmgr.Task, snap task.Snapshot) ([]byte, bool, error) {
-	if sound, err := tx.w.writeChangelog(t, snap); !sound || err != nil {
+	if sound, err := tx.c.writeChangelog(t, snap); !sound || err != nil {
 		return nil, sound, err
 	}
-	return tx.w.local.position(t.ID()).Encode(), true, nil
+	return tx.c.env.local.position(t.ID()).Encode(), true, nil
 }
 
 // Commit sends the offsets with the group's metadata (KIP-447) and commits,
 // unless a task failed meanwhile with outputs in the transaction.
 func (tx *kafkaTransaction) Commit(offsets map[causal.Channel]int64) error {
-	if tx.w.fate.Aborting() {
+	e := &tx.c.env
+	if e.fate.Aborting() {
 		return errTaskFailedInTransaction
 	}
-	md, err := tx.w.consumer.GroupMetadata()
+	md, err := e.consumer.GroupMetadata()
 	if err != nil {
 		return fmt.Errorf("group metadata: %w", err)
 	}
-	return tx.w.producer.Commit(offsets, md)
+	return e.producer.Commit(offsets, md)
 }
 
 // releaseOutputs lets every task write its next outputs over the memory
 // of those before, once the producer holds on to none of them (see
 // task.Task.ReleaseOutputs); otherwise the next commit tries again.
-func (w *StreamThread) releaseOutputs() {
-	if !w.producer.Released() {
+func (c *committer) releaseOutputs() {
+	if !c.env.producer.Released() {
 		return
 	}
-	for _, rt := range w.tasks.Tasks() {
+	for _, rt := range c.env.tasks.Tasks() {
 		if rt.Task() != nil {
 			rt.Task().ReleaseOutputs()
 		}
@@ -130,20 +187,21 @@ func (w *StreamThread) releaseOutputs() {
 // some of the task's changes or outputs, aborts; the other tasks redo
 // their work and the failed one stays failed. It reports whether t is
 // still sound; the error is the transaction's.
-func (w *StreamThread) writeChangelog(t *taskmgr.Task, snap task.Snapshot) (bool, error) {
+func (c *committer) writeChangelog(t *taskmgr.Task, snap task.Snapshot) (bool, error) {
+	e := &c.env
 	for name, changes := range snap.Changes {
-		cl := restore.StoreChangelogTopic(w.cfg.ApplicationID, name)
-		for _, c := range changes {
-			err := w.producer.SendCopy(changelogMessage(cl, t.Partition(), c.Key, c.Value))
+		cl := restore.StoreChangelogTopic(e.appID, name)
+		for _, ch := range changes {
+			err := e.producer.SendCopy(changelogMessage(cl, t.Partition(), ch.Key, ch.Value))
 			if err != nil {
-				return w.refusedState(t, fmt.Sprintf("store %q", name), len(c.Key)+len(c.Value), err)
+				return c.refusedState(t, fmt.Sprintf("store %q", name), len(ch.Key)+len(ch.Value), err)
 			}
 		}
 	}
-	topic := restore.CheckpointTopic(w.cfg.ApplicationID, t.Processor())
+	topic := restore.CheckpointTopic(e.appID, t.Processor())
 	cp := snap.Checkpoint().Encode()
-	if err := w.producer.SendCopy(changelogMessage(topic, t.Partition(), restore.CheckpointRecordKey, cp)); err != nil {
-		return w.refusedState(t, "the checkpoint", len(cp), err)
+	if err := e.producer.SendCopy(changelogMessage(topic, t.Partition(), restore.CheckpointRecordKey, cp)); err != nil {
+		return c.refusedState(t, "the checkpoint", len(cp), err)
 	}
 	return true, nil
 }
@@ -151,48 +209,50 @@ func (w *StreamThread) writeChangelog(t *taskmgr.Task, snap task.Snapshot) (bool
 // refusedState settles err, met writing part of t's state (what, of size
 // bytes): a refusal for good fails t and the transaction; any other error
 // is the transaction's.
-func (w *StreamThread) refusedState(t *taskmgr.Task, what string, size int, err error) (bool, error) {
+func (c *committer) refusedState(t *taskmgr.Task, what string, size int, err error) (bool, error) {
 	if transport.Classify(err) != transport.ClassRecord {
 		return false, err
 	}
-	w.failTask(t, &StateRefusedError{Task: t.ID(), What: what, Size: size, Err: err})
-	w.fate.MustAbort()
+	c.env.failTask(t, &StateRefusedError{Task: t.ID(), What: what, Size: size, Err: err})
+	c.env.fate.MustAbort()
 	return false, nil
 }
 
-// onCommitError aborts and rebuilds the tasks that had effects in the
+// onError aborts and rebuilds the tasks that had effects in the
 // transaction from committed state, or stops the worker when the error is
 // fatal (a fenced producer).
-func (w *StreamThread) onCommitError(err error) {
-	if w.producer.Fatal(err) {
-		w.fate.Stop(fmt.Errorf("producer fenced or failed: %w; when fenced, either another process runs with this worker's instance id %q "+
+func (c *committer) onError(err error) {
+	e := &c.env
+	if e.producer.Fatal(err) {
+		e.fate.Stop(fmt.Errorf("producer fenced or failed: %w; when fenced, either another process runs with this worker's instance id %q "+
 			"(the same --instance-id, or a copy of its state dir), or the broker lost this producer's state "+
-			"(the embedded broker does when it restarts: see docs/operations.md, The embedded broker); restart this worker", err, w.instanceID))
+			"(the embedded broker does when it restarts: see docs/operations.md, The embedded broker); restart this worker", err, e.instanceID))
 		return
 	}
-	w.failedCommits++
-	w.lastCommitErr = err
-	w.producer.Failed()
-	w.log.Warn("transaction failed; aborting and rebuilding the tasks with work in it from committed state",
-		zap.Error(err), zap.Stringer("class", transport.Classify(err)), zap.Int("consecutive_failures", w.failedCommits))
+	c.failed++
+	c.lastErr = err
+	e.producer.Failed()
+	e.log.Warn("transaction failed; aborting and rebuilding the tasks with work in it from committed state",
+		zap.Error(err), zap.Stringer("class", transport.Classify(err)), zap.Int("consecutive_failures", c.failed))
 	// Back off on repeated failures so a persistent fault does not spin.
-	if w.failedCommits > 1 {
+	if c.failed > 1 {
 		select {
-		case <-time.After(min(time.Duration(1<<min(w.failedCommits, 6))*50*time.Millisecond, 5*time.Second)):
-		case <-w.stop:
+		case <-time.After(min(time.Duration(1<<min(c.failed, 6))*50*time.Millisecond, 5*time.Second)):
+		case <-e.stop:
 		}
 	}
-	w.abortAndRebuild()
+	c.abortAndRebuild()
 }
 
 // abort aborts the open transaction, if any.
-func (w *StreamThread) abort() {
-	w.fate.Aborted()
-	for _, rt := range w.tasks.Tasks() {
+func (c *committer) abort() {
+	e := &c.env
+	e.fate.Aborted()
+	for _, rt := range e.tasks.Tasks() {
 		rt.StreamedAborted()
 	}
-	if err := w.producer.Abort(); err != nil {
-		w.fate.Stop(err)
+	if err := e.producer.Abort(); err != nil {
+		e.fate.Stop(err)
 	}
 }
 

@@ -401,8 +401,8 @@ func (withoutStreaming) Handled() {}
 func drainAndCommit(t *testing.T, w *StreamThread) {
 	t.Helper()
 	pollAll(w)
-	if err := w.commit(); err != nil {
-		w.onCommitError(err)
+	if err := w.commits.commit(); err != nil {
+		w.commits.onError(err)
 	}
 	require.NoError(t, w.fate.Fatal())
 }

@@ -12,21 +12,6 @@ import (
 // (after an abort, a restart, or a skip), and the rewinding that goes with
 // it.
 
-// abortAndRebuild aborts the open transaction and rebuilds, from committed
-// state, exactly the tasks that had effects in it; the others keep their
-// state, and what they hold. A failed task among them lets its state go
-// and stays failed at its committed offsets: only a restart runs it again,
-// so a record that fails every time cannot abort and rebuild forever.
-func (w *StreamThread) abortAndRebuild() {
-	rebuild := w.tasks.Aborted()
-	w.abort()
-	if w.fate.Fatal() == nil {
-		w.rebuild(rebuild)
-		// The stores hold their committed state again.
-		w.desk.answer()
-	}
-}
-
 // rebuild throws the given tasks away and builds them again from what was
 // committed, then rewinds their channels; other tasks keep their state and
 // skip what they have already received. Never patch in memory. A task
@@ -73,8 +58,8 @@ func (w *StreamThread) serve(req taskRequest) taskReply {
 	if err != nil {
 		return taskReply{err: err}
 	}
-	if err := w.commit(); err != nil {
-		w.onCommitError(err)
+	if err := w.commits.commit(); err != nil {
+		w.commits.onError(err)
 		return taskReply{err: err}
 	}
 	if req.skip {

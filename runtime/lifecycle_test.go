@@ -337,7 +337,7 @@ func TestTaskFailingDuringCommitKeepsItsCommittedOffsets(t *testing.T) {
 	for w.loop.Poll() > 0 {
 		w.loop.Handle(withoutStreaming{&w.pump})
 	}
-	require.NoError(t, w.commit())
+	require.NoError(t, w.commits.commit())
 	a0 := taskObject(t, w, "a/0")
 	require.Equal(t, StateFailed, a0.State())
 	assert.Equal(t, int64(0), a0.Committed()["in"], "a/0 committed nothing")
@@ -428,7 +428,7 @@ func TestAFencedProducerNamesItsLikelyCauses(t *testing.T) {
 	fake.commitErr = &transport.ClientError{Class: transport.ClassFatal, Err: errors.New("PRODUCER_FENCED")}
 	fake.send(causal.Channel{Topic: "in"}, "x")
 	pollAll(w)
-	w.onCommitError(w.commit())
+	w.commits.onError(w.commits.commit())
 	require.Error(t, w.fate.Fatal())
 	msg := w.fate.Fatal().Error()
 	assert.Contains(t, msg, "PRODUCER_FENCED")
@@ -458,8 +458,8 @@ func TestARebuildWaitsForCommittedOffsetsItCannotReadYet(t *testing.T) {
 			}
 			reads := fake.committedReads
 			pollAll(w)
-			if err := w.commit(); err != nil {
-				w.onCommitError(err) // aborts and rebuilds
+			if err := w.commits.commit(); err != nil {
+				w.commits.onError(err) // aborts and rebuilds
 			}
 			require.Equal(t, 1, fake.aborts)
 			if stopped {

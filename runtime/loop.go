@@ -20,7 +20,7 @@ func (w *StreamThread) newLoop(batch int) (*member.Loop, error) {
 		return nil, err
 	}
 	w.pump.wire(&l.Fate, w.metrics.Latency, w.log,
-		pumpEnv{between: w.between, tick: w.tick, failTask: w.failTask, commitError: w.onCommitError})
+		pumpEnv{between: w.between, tick: w.tick, failTask: w.failTask, commitError: w.commits.onError})
 	return l, nil
 }
 
@@ -86,8 +86,8 @@ func (w *StreamThread) tick() {
 	w.advanceIdle()
 	w.local.refreshPositions(now)
 	w.standby.tend(now)
-	if err := w.commit(); err != nil {
-		w.onCommitError(err)
+	if err := w.commits.commit(); err != nil {
+		w.commits.onError(err)
 	} else {
 		w.desk.answer()
 	}
@@ -100,10 +100,10 @@ func (w *StreamThread) shutdown() {
 	w.restores.cancelAll()
 	w.standby.close()
 	if w.fate.Aborting() {
-		w.abort()
-	} else if err := w.commit(); err != nil {
+		w.commits.abort()
+	} else if err := w.commits.commit(); err != nil {
 		w.log.Warn("last commit before shutdown failed; its work will be redone by the next owner", zap.Error(err))
-		w.abort()
+		w.commits.abort()
 	}
 	w.local.savePositions(w.tasks.Tasks())
 	w.closeTasks(w.tasks.Tasks())

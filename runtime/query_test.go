@@ -73,9 +73,9 @@ func TestQueriesReadCommittedStateOnly(t *testing.T) {
 	assert.Len(t, a.Value, 2, "the answer showed a write the open transaction holds")
 	assert.Equal(t, []int32{0}, a.Partitions)
 	fake.commitErr = errors.New("the broker went away")
-	err := w.commit()
+	err := w.commits.commit()
 	require.Error(t, err)
-	w.onCommitError(err) // aborts: the third count is taken back
+	w.commits.onError(err) // aborts: the third count is taken back
 	assert.Len(t, get().Value, 2)
 
 	drainAndCommit(t, w) // the third record again, committed this time

@@ -48,7 +48,7 @@ func (w *StreamThread) revoke(chs []causal.Channel, lost bool) {
 	restarted := w.restores.stopOf(gone)
 	committed := false
 	if !lost && !w.fate.Aborting() {
-		if err := w.commit(); err != nil {
+		if err := w.commits.commit(); err != nil {
 			w.log.Warn("commit on revocation failed; the next owner redoes the work", zap.Error(err))
 		} else {
 			committed = true
@@ -60,7 +60,7 @@ func (w *StreamThread) revoke(chs []causal.Channel, lost bool) {
 	}
 	w.closeTasks(gone)
 	if !committed {
-		w.abortAndRebuild() // the tasks kept, with work in the transaction
+		w.commits.abortAndRebuild() // the tasks kept, with work in the transaction
 	}
 	w.rebuild(restarted)
 	w.standby.refollow() // the tasks gone may be this thread's to copy now

@@ -69,16 +69,16 @@ func (w *StreamThread) Ready() bool {
 // publishStatus snapshots the tasks for readers on other goroutines.
 func (w *StreamThread) publishStatus() {
 	now := w.now()
-	st := Status{ApplicationID: w.cfg.ApplicationID, InstanceID: w.instanceID, FailedCommits: w.failedCommits}
-	h := health{fatal: w.fate.Fatal(), assigned: len(w.pump.assigned), failedCommits: w.failedCommits,
-		lastCommitErr: w.lastCommitErr, readyIfFailed: w.cfg.ReadyWithFailedTasks}
+	st := Status{ApplicationID: w.cfg.ApplicationID, InstanceID: w.instanceID, FailedCommits: w.commits.failed}
+	h := health{fatal: w.fate.Fatal(), assigned: len(w.pump.assigned), failedCommits: w.commits.failed,
+		lastCommitErr: w.commits.lastErr, readyIfFailed: w.cfg.ReadyWithFailedTasks}
 	if w.fate.Fatal() != nil {
 		st.Error = w.fate.Fatal().Error()
 	}
-	if w.failedCommits > 0 && w.lastCommitErr != nil {
-		st.LastCommitError = w.lastCommitErr.Error()
+	if w.commits.failed > 0 && w.commits.lastErr != nil {
+		st.LastCommitError = w.commits.lastErr.Error()
 	}
-	w.failedGauge.Set(float64(w.failedCommits))
+	w.failedGauge.Set(float64(w.commits.failed))
 	members, addr := w.board.peers()
 	if members != nil {
 		ids := make([]string, 0, len(w.tasks.Tasks()))

@@ -52,6 +52,12 @@ func (w *StreamThread) newTaskManager(counts map[string]int32, offsets transport
 		w.backpressure() // resume what only they read
 		w.publishStatus()
 	}})
+	w.commits.connect(committerEnv{appID: w.cfg.ApplicationID, instanceID: w.instanceID, tasks: m, producer: w.producer,
+		consumer: w.consumer, fate: w.fate, local: w.local, log: w.log, metrics: w.metrics, now: w.now, stop: w.stop,
+		sendOutputs: w.pump.sendOutputs, failTask: w.failTask, rebuild: func(ts []*taskmgr.Task) {
+			w.rebuild(ts)
+			w.desk.answer() // the stores hold their committed state again
+		}})
 	w.desk.connect(m)
 	w.local.connect(w.consumer, m)
 	// The copies of other workers' tasks are made by the same manager,

@@ -80,10 +80,8 @@ type StreamThread struct {
 	// stateLock is held on the state dir from Start until the clients
 	// and stores are closed.
 	stateLock *statedir.Lock
-	// failedCommits counts transactions failed in a row, for backoff and
-	// readiness; lastCommitErr is the last one's error.
-	failedCommits int
-	lastCommitErr error
+	// commits closes the thread's transactions (commit.go).
+	commits committer
 	// failedGauge is this thread's series of the failed-in-a-row metric.
 	failedGauge prometheus.Gauge
 	// desk takes queries to the pump and answers them there (query.go).
