@@ -3,6 +3,7 @@ package runtime
 import (
 	"time"
 
+	"github.com/causeway-stream/causeway/runtime/internal/statedir"
 	"go.uber.org/zap"
 )
 
@@ -39,7 +40,7 @@ func (w *StreamThread) closeClients() {
 	if w.tasks != nil {
 		// After a fatal error the tasks are still open: close them, and
 		// their stores on disk, before the clients go.
-		w.closeTasks(w.tasks.Tasks())
+		closeTasks(w.tasks, w.metrics, w.tasks.Tasks())
 	}
 	w.local.close() // its look at the changelogs uses the consumer
 	if w.consumer != nil {
@@ -58,14 +59,14 @@ func (w *StreamThread) closeClients() {
 	if w.broker != nil {
 		w.broker.Close()
 	}
-	w.releaseStateDir()
+	releaseStateDir(w.stateLock, w.log)
+	w.stateLock = nil
 }
 
 // releaseStateDir gives up the state dir's lock, once nothing in it is
 // open any more.
-func (w *StreamThread) releaseStateDir() {
-	if err := w.stateLock.Release(); err != nil {
-		w.log.Warn("release the state dir's lock", zap.Error(err))
+func releaseStateDir(lock *statedir.Lock, log *zap.Logger) {
+	if err := lock.Release(); err != nil {
+		log.Warn("release the state dir's lock", zap.Error(err))
 	}
-	w.stateLock = nil
 }

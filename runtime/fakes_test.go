@@ -358,8 +358,8 @@ func newFakeWorker(t *testing.T, fake *fakeKafka, topo *framework.Topology, coun
 	w.producer = newProducer(fake, w.log, w.metrics, w.stop)
 	w.tasks, err = w.newTaskManager(counts, fake, fake)
 	require.NoError(t, err)
-	w.pump.attach(w.tasks, w.producer)
-	t.Cleanup(func() { w.closeTasks(w.tasks.Tasks()) }) // and their stores on disk
+	w.pump.attach(w.tasks, w.producer, w.consumer, w.cfg.MaxHeldPerChannel)
+	t.Cleanup(func() { closeTasks(w.tasks, w.metrics, w.tasks.Tasks()) }) // and their stores on disk
 	w.pump.poll = fake.Poll
 	if fake.holdRestore == nil {
 		w.restores.start = func(f func()) { f() }

@@ -123,6 +123,15 @@ func (g *globalReader) follow(ctx context.Context) {
 	}
 }
 
+// ready is where the reader hands over what it read; nil (never ready)
+// without global tables.
+func (g *globalReader) ready() <-chan []transport.FollowedRecord {
+	if g == nil {
+		return nil
+	}
+	return g.batches
+}
+
 // stopped is closed when the reader stops following; Err then says why.
 func (g *globalReader) stopped() <-chan struct{} {
 	if g == nil {
@@ -159,24 +168,24 @@ func applyGlobal(globals *taskmgr.Globals, r transport.FollowedRecord) (int, err
 
 // applyGlobals applies records of the global tables to the worker's copy
 // and tells the tasks that read them.
-func (w *StreamThread) applyGlobals(recs []transport.FollowedRecord) {
+func (p *pump) applyGlobals(globals *taskmgr.Globals, recs []transport.FollowedRecord) {
 	moved := map[causal.Channel]bool{}
 	for _, r := range recs {
-		if _, err := applyGlobal(w.globals, r); err != nil {
-			w.fate.Stop(err)
+		if _, err := applyGlobal(globals, r); err != nil {
+			p.fate.Stop(err)
 			return
 		}
 		moved[causal.Channel{Topic: r.Topic, Partition: r.Partition}] = true
 	}
 	for ch := range moved {
-		for _, rt := range w.tasks.Tasks() {
+		for _, rt := range p.tasks.Tasks() {
 			if rt.ReadsGlobal(ch.Topic) {
-				w.pump.touch([]*taskmgr.Task{rt})
+				p.touch([]*taskmgr.Task{rt})
 			}
 		}
-		if w.tasks.AdvanceGlobal(ch) {
-			w.fate.MustAbort()
+		if p.tasks.AdvanceGlobal(ch) {
+			p.fate.MustAbort()
 		}
 	}
-	w.pump.stream()
+	p.stream()
 }

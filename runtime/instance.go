@@ -72,11 +72,10 @@ func NewInstance(cfg Config, topo *framework.Topology, log *zap.Logger, metrics 
 		if cfg.Threads > 1 {
 			tc.StateDir = filepath.Join(cfg.StateDir, fmt.Sprint("thread-", i))
 		}
-		w, err := NewStreamThread(tc, topo, log.With(zap.Int("thread", i)), metrics)
+		w, err := newStreamThread(tc, topo, log.With(zap.Int("thread", i)), metrics, i)
 		if err != nil {
 			return nil, err
 		}
-		w.setThread(i)
 		in.threads = append(in.threads, w)
 	}
 	return in, nil

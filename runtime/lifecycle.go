@@ -32,14 +32,17 @@ func (w *StreamThread) rebuild(rts []*taskmgr.Task) {
 		w.fate.Stop(err)
 		return
 	}
-	cold = w.openCold(cold)
+	cold, abort := w.local.openCold(cold)
+	if abort {
+		w.fate.MustAbort()
+	}
 	var built []*taskmgr.Task
 	for _, rt := range rts {
 		if !slices.Contains(cold, rt) {
 			built = append(built, rt)
 		}
 	}
-	w.seek(w.tasks.Rewind(built), "rebuilt tasks")
+	w.pump.seek(w.tasks.Rewind(built), "rebuilt tasks")
 	if w.fate.Fatal() != nil {
 		return
 	}

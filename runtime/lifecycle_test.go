@@ -289,9 +289,10 @@ func TestFailedCommitsAreCountedPerThread(t *testing.T) {
 	failing, healthy := newFakeKafka(t), newFakeKafka(t)
 	a := newFakeWorker(t, failing, topo, counts)
 	b := newFakeWorker(t, healthy, topo, counts)
+	// As an instance's threads 0 and 1 (newStreamThread).
 	b.metrics = a.metrics
-	a.setThread(0)
-	b.setThread(1)
+	a.failedGauge = a.metrics.FailedCommits.WithLabelValues("0")
+	b.failedGauge = a.metrics.FailedCommits.WithLabelValues("1")
 	failing.commitErr = errors.New("broker unreachable")
 	failing.failCommits = unreadyAfterFailedCommits
 	for i := range unreadyAfterFailedCommits {

@@ -55,7 +55,7 @@ func TestUntrustedLocalStateIsWipedAndRestored(t *testing.T) {
 			drainAndCommit(t, w)
 			w.local.savePositions(w.tasks.Tasks())
 			dir := w.local.taskDir(taskObject(t, w, "count/0"))
-			w.closeTasks(w.tasks.Tasks())
+			closeTasks(w.tasks, w.metrics, w.tasks.Tasks())
 
 			tc.spoil(t, fake, dir)
 			again := newFakeWorker(t, fake, topo, parts, inState)
@@ -99,7 +99,7 @@ func TestPositionsLearnedWhileRunningBoundTheReplayAfterACrash(t *testing.T) {
 			}
 			fake.send(in0, "k")
 			drainAndCommit(t, w)
-			w.closeTasks(w.tasks.Tasks()) // a crash: no positions saved at the close
+			closeTasks(w.tasks, w.metrics, w.tasks.Tasks()) // a crash: no positions saved at the close
 
 			again := newFakeWorker(t, fake, topo, parts, inState)
 			assert.Equal(t, 3, countOf(t, again, "count/0", "k"))

@@ -20,7 +20,7 @@ func (w *StreamThread) newLoop(batch int) (*member.Loop, error) {
 		return nil, err
 	}
 	w.pump.wire(&l.Fate, w.metrics.Latency, w.log,
-		pumpEnv{between: w.between, tick: w.tick, failTask: w.failTask, commitError: w.commits.onError})
+		pumpEnv{between: w.between, tick: w.tick, commitError: w.commits.onError})
 	return l, nil
 }
 
@@ -56,14 +56,14 @@ func (w *StreamThread) run() {
 func (w *StreamThread) between() {
 	select {
 	case req := <-w.requests:
-		w.restarts.Forget(req.id) // an operator's: the policy's count starts over
+		w.restarts.forget(req.id) // an operator's: the policy's count starts over
 		req.reply <- w.serve(req)
 	case req := <-w.desk.arrived:
 		w.desk.take(req)
 	case res := <-w.restores.results:
 		w.restores.finish(res)
-	case recs := <-w.globalBatches():
-		w.applyGlobals(recs)
+	case recs := <-w.globalReader.ready():
+		w.pump.applyGlobals(w.globals, recs)
 	case <-w.globalReader.stopped():
 		w.fate.Stop(w.globalReader.failure())
 	default:
@@ -78,12 +78,16 @@ func (w *StreamThread) tick() {
 	for _, rt := range w.tasks.Tasks() {
 		if rt.State() == StateRunning {
 			if err := rt.Task().Punctuate(now); err != nil {
-				w.failTask(rt, err)
+				w.pump.failTask(rt, err)
 			}
 		}
 	}
-	w.restartFailed(now)
-	w.advanceIdle()
+	for _, id := range w.restarts.due(w.tasks.Tasks(), now) {
+		if r := w.serve(taskRequest{id: id}); r.err != nil {
+			w.log.Warn("restart", zap.String("task", id), zap.Error(r.err))
+		}
+	}
+	w.pump.advanceIdle()
 	w.local.refreshPositions(now)
 	w.standby.tend(now)
 	if err := w.commits.commit(); err != nil {
@@ -91,7 +95,7 @@ func (w *StreamThread) tick() {
 	} else {
 		w.desk.answer()
 	}
-	w.backpressure()
+	w.pump.backpressure()
 	w.publishStatus()
 }
 
@@ -106,7 +110,7 @@ func (w *StreamThread) shutdown() {
 		w.commits.abort()
 	}
 	w.local.savePositions(w.tasks.Tasks())
-	w.closeTasks(w.tasks.Tasks())
+	closeTasks(w.tasks, w.metrics, w.tasks.Tasks())
 	w.publishStatus()
 	w.log.Info("worker stopped")
 }

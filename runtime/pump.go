@@ -29,6 +29,10 @@ type pump struct {
 	tasks    *taskmgr.Manager
 	producer *txn.Producer
 	fate     *member.Fate
+	// consumer is the thread's, which the pump seeks, pauses and resumes
+	// (liveness.go); maxHeld is Config.MaxHeldPerChannel.
+	consumer transport.Consumer
+	maxHeld  int
 	latency  *prometheus.HistogramVec
 	log      *zap.Logger
 	// env is what the pump asks of the thread that runs it.
@@ -59,11 +63,10 @@ type pump struct {
 
 // pumpEnv is what the pump asks of the stream thread: the thread's own
 // rounds (between polls, and a commit when one is due), and what it does
-// with a task that failed or a transaction that did.
+// with a transaction that failed.
 type pumpEnv struct {
 	between     func()
 	tick        func()
-	failTask    func(rt *taskmgr.Task, err error)
 	commitError func(err error)
 }
 
@@ -73,10 +76,11 @@ func (p *pump) wire(fate *member.Fate, latency *prometheus.HistogramVec, log *za
 	p.fate, p.latency, p.log, p.env = fate, latency, log, env
 }
 
-// attach gives the pump the thread's task manager and producer, once
-// the thread made them.
-func (p *pump) attach(tasks *taskmgr.Manager, producer *txn.Producer) {
-	p.tasks, p.producer = tasks, producer
+// attach gives the pump the thread's task manager, producer and consumer,
+// once the thread made them, and the most records a channel may hold in a
+// task before it is paused (Config.MaxHeldPerChannel).
+func (p *pump) attach(tasks *taskmgr.Manager, producer *txn.Producer, consumer transport.Consumer, maxHeld int) {
+	p.tasks, p.producer, p.consumer, p.maxHeld = tasks, producer, consumer, maxHeld
 }
 
 // Between takes what the thread's other goroutines sent it.
@@ -211,7 +215,7 @@ func (p *pump) PartitionError(ch causal.Channel, err error) {
 	if transport.KindOf(err) == transport.KindOffsetOutOfRange {
 		if r := p.tasks.Route(ch); r != nil {
 			for _, rt := range r.Readers() {
-				p.env.failTask(rt, fmt.Errorf("offset of %s out of range: records were lost before they were processed "+
+				p.failTask(rt, fmt.Errorf("offset of %s out of range: records were lost before they were processed "+
 					"(retention or truncation); restart with --allow-offset-reset to skip them: %w", ch, err))
 			}
 		}
@@ -276,9 +280,22 @@ func (p *pump) sendOutputs(rt *taskmgr.Task) (bool, error) {
 				return false, err
 			}
 			if err := rt.Task().ProductionError(*o, err, !transport.TooLarge(err)); err != nil {
-				p.env.failTask(rt, err)
+				p.failTask(rt, err)
 				return false, nil
 			}
 		}
+	}
+}
+
+// failTask fails one task; see taskmgr.Manager.Fail. A restoring task,
+// whose stores its restore owns, is left to it: it reads nothing until it
+// is built, and meets the error again then.
+func (p *pump) failTask(rt *taskmgr.Task, err error) {
+	if rt.State() == StateRestoring {
+		p.log.Warn("error for a restoring task; it meets it again once restored", zap.String("task", rt.ID()), zap.Error(err))
+		return
+	}
+	if p.tasks.Fail(rt, err) {
+		p.fate.MustAbort()
 	}
 }

@@ -58,7 +58,7 @@ func (w *StreamThread) revoke(chs []causal.Channel, lost bool) {
 	if committed {
 		w.local.savePositions(gone)
 	}
-	w.closeTasks(gone)
+	closeTasks(w.tasks, w.metrics, gone)
 	if !committed {
 		w.commits.abortAndRebuild() // the tasks kept, with work in the transaction
 	}
@@ -98,7 +98,10 @@ func (w *StreamThread) assign(parts []causal.Channel) error {
 	if err != nil {
 		return err
 	}
-	cold = w.openCold(cold)
+	cold, abort := w.local.openCold(cold)
+	if abort {
+		w.fate.MustAbort()
+	}
 	w.pump.forgetRoutes()
 	start := w.tasks.Starts(created)
 	w.tasks.Started(start)
@@ -134,7 +137,7 @@ func (w *StreamThread) assign(parts []causal.Channel) error {
 	if err := w.consumer.Assign(starts); err != nil {
 		return fmt.Errorf("assign: %w", err)
 	}
-	w.backpressure() // pause what only restoring or failed tasks read
+	w.pump.backpressure() // pause what only restoring or failed tasks read
 	w.restores.later(cold)
 	w.publishStatus()
 	return nil

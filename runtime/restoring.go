@@ -8,9 +8,6 @@ import (
 
 	"github.com/causeway-stream/causeway/runtime/internal/restore"
 
-	"go.uber.org/zap"
-
-	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework/taskmgr"
 	"github.com/causeway-stream/causeway/runtime/internal/member"
 )
@@ -204,17 +201,4 @@ func (r *restores) stopOf(gone []*taskmgr.Task) []*taskmgr.Task {
 		}
 	}
 	return again
-}
-
-// seek moves the consumer to where each channel must be read again from.
-func (w *StreamThread) seek(at map[causal.Channel]int64, why string) {
-	for ch, off := range at {
-		if err := w.consumer.Seek(ch, off); err != nil {
-			w.fate.Stop(fmt.Errorf("rewind %s to offset %d for %s: %w", ch, off, why, err))
-			return
-		}
-	}
-	if len(at) > 0 {
-		w.log.Debug("rewound channels", zap.Int("channels", len(at)), zap.String("for", why))
-	}
 }

@@ -25,7 +25,7 @@ func TestARestoringTaskDoesNotStopTheOthers(t *testing.T) {
 	fake.send(in0, "a")
 	fake.send(in1, "b")
 	drainAndCommit(t, first)
-	first.closeTasks(first.tasks.Tasks())
+	closeTasks(first.tasks, first.metrics, first.tasks.Tasks())
 
 	// A new worker, with no local state: both tasks restore, and the read
 	// of count/0's changelog is held.
@@ -75,7 +75,7 @@ func TestACausalQueryWaitsForItsRestoringTask(t *testing.T) {
 	key := keyOn(t, 0, 2)
 	fake.send(in0, key)
 	drainAndCommit(t, first)
-	first.closeTasks(first.tasks.Tasks())
+	closeTasks(first.tasks, first.metrics, first.tasks.Tasks())
 
 	release := make(chan struct{})
 	fake.holdRestore = map[causal.Channel]chan struct{}{{Topic: restore.StoreChangelogTopic("fake", "counts"), Partition: 0}: release}

@@ -24,7 +24,7 @@ import (
 // reads and restores. What it is doing shows in Status.Starting until the
 // thread runs.
 func (w *StreamThread) connect(ctx context.Context) error {
-	p, admin, err := w.transport.Producer(w.clientSettings())
+	p, admin, err := w.transport.Producer(w.settings)
 	if err != nil {
 		return err
 	}
@@ -46,7 +46,7 @@ func (w *StreamThread) connect(ctx context.Context) error {
 	if err := p.InitTransactions(ctx); err != nil {
 		return fmt.Errorf("init transactions (transactional id %s-%s): %w", w.cfg.ApplicationID, w.instanceID, err)
 	}
-	consumer, err := w.transport.Consumer(w.clientSettings())
+	consumer, err := w.transport.Consumer(w.settings)
 	if err != nil {
 		return err
 	}
@@ -62,7 +62,7 @@ func (w *StreamThread) connect(ctx context.Context) error {
 		if !ok {
 			return fmt.Errorf("kafka settings: %w", franzErr)
 		}
-		src = fallback.ChangelogFallback(w.clientSettings(), consumer)
+		src = fallback.ChangelogFallback(w.settings, consumer)
 		w.log.Warn("restores read through librdkafka, and queries are not forwarded to other workers", zap.Error(franzErr))
 	}
 	if franzErr == nil {
@@ -86,7 +86,7 @@ func (w *StreamThread) connect(ctx context.Context) error {
 	if w.tasks, err = w.newTaskManager(counts, consumer, src); err != nil {
 		return err
 	}
-	w.pump.attach(w.tasks, w.producer)
+	w.pump.attach(w.tasks, w.producer, w.consumer, w.cfg.MaxHeldPerChannel)
 	w.desk.follow(upstream.NewView(w.admin, counts, w.now, w.desk.sleep))
 	poll := consumer.Poll
 	if w.wrapPoll != nil {
@@ -126,9 +126,10 @@ func (w *StreamThread) Start(ctx context.Context) error {
 		return err
 	}
 	w.stateLock = lock
-	id, err := w.loadInstanceID()
+	id, err := instanceIDOf(w.cfg)
 	if err != nil {
-		w.releaseStateDir()
+		releaseStateDir(w.stateLock, w.log)
+		w.stateLock = nil
 		return err
 	}
 	w.instanceID = id
@@ -137,11 +138,26 @@ func (w *StreamThread) Start(ctx context.Context) error {
 		dir := filepath.Join(w.cfg.StateDir, "broker")
 		b, err := embedded.Start(embedded.DataDir(dir))
 		if err != nil {
-			w.releaseStateDir()
+			releaseStateDir(w.stateLock, w.log)
+			w.stateLock = nil
 			return err
 		}
 		w.broker, w.bootstrap = b, b.Addr()
 		w.log.Info("no bootstrap servers given: started the embedded broker", zap.String("addr", w.bootstrap), zap.String("data_dir", dir))
+	}
+	w.settings = transport.Settings{
+		ApplicationID:    w.cfg.ApplicationID,
+		Kafka:            w.cfg.Kafka,
+		StaticMembership: w.cfg.StaticMembership,
+		AllowOffsetReset: w.cfg.AllowOffsetReset,
+		AutoOffsetReset:  w.cfg.AutoOffsetReset,
+		Bootstrap:        w.bootstrap,
+		InstanceID:       w.instanceID,
+		Rebalance:        w.cfg.RebalanceProtocol,
+		Copartitioned:    w.groups.groups,
+		Replicas: transport.Replicas{Standbys: w.cfg.StandbyReplicas, AcceptableLag: w.cfg.AcceptableRecoveryLag,
+			MaxWarmups: w.cfg.MaxWarmupReplicas, Stateless: w.groups.stateless(), Report: w.board.stateReport},
+		Log: w.log,
 	}
 	if err := w.connect(ctx); err != nil {
 		w.closeClients()
@@ -150,8 +166,6 @@ func (w *StreamThread) Start(ctx context.Context) error {
 	go w.run()
 	return nil
 }
-
-func (w *StreamThread) loadInstanceID() (string, error) { return instanceIDOf(w.cfg) }
 
 // instanceIDOf is cfg's instance id, or else the one kept in its state
 // dir, made up and kept there the first time.
@@ -172,22 +186,4 @@ func instanceIDOf(cfg Config) (string, error) {
 		return "", fmt.Errorf("instance id: %w", err)
 	}
 	return id, nil
-}
-
-// clientSettings is what the transport makes the worker's clients from.
-func (w *StreamThread) clientSettings() transport.Settings {
-	return transport.Settings{
-		ApplicationID:    w.cfg.ApplicationID,
-		Kafka:            w.cfg.Kafka,
-		StaticMembership: w.cfg.StaticMembership,
-		AllowOffsetReset: w.cfg.AllowOffsetReset,
-		AutoOffsetReset:  w.cfg.AutoOffsetReset,
-		Bootstrap:        w.bootstrap,
-		InstanceID:       w.instanceID,
-		Rebalance:        w.cfg.RebalanceProtocol,
-		Copartitioned:    w.groups.groups,
-		Replicas: transport.Replicas{Standbys: w.cfg.StandbyReplicas, AcceptableLag: w.cfg.AcceptableRecoveryLag,
-			MaxWarmups: w.cfg.MaxWarmupReplicas, Stateless: w.groups.stateless(), Report: w.board.stateReport},
-		Log: w.log,
-	}
 }

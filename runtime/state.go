@@ -313,3 +313,21 @@ func (l *localState) refreshPositions(now time.Time) {
 		r.results <- got
 	})
 }
+
+// openCold opens the stores of the tasks Prepare returned for a restore,
+// and returns those it opened; a task whose stores cannot be opened fails
+// (and is not restored), and abort says whether one of them had work in
+// the open transaction.
+func (l *localState) openCold(cold []*taskmgr.Task) (opened []*taskmgr.Task, abort bool) {
+	opened = cold[:0:0]
+	for _, rt := range cold {
+		set, err := l.openStores(rt)
+		if err != nil {
+			abort = l.tasks.Fail(rt, fmt.Errorf("open stores: %w", err)) || abort
+			continue
+		}
+		l.tasks.Opened(rt, set)
+		opened = append(opened, rt)
+	}
+	return opened, abort
+}

@@ -88,7 +88,7 @@ func (w *StreamThread) publishStatus() {
 		members.publish(addr, ids, now)
 	}
 	for _, rt := range w.tasks.Tasks() {
-		ts := TaskStatus{ID: rt.ID(), State: rt.State(), Restarts: w.restartStatus(rt.ID())}
+		ts := TaskStatus{ID: rt.ID(), State: rt.State(), Restarts: w.restarts.status(rt.ID())}
 		if rt.Err() != nil {
 			ts.LastError = rt.Err().Error()
 		}
@@ -140,22 +140,23 @@ func (w *StreamThread) publishStatus() {
 	}
 	st.Ready, st.Degraded, st.Reason = h.judge()
 	st.Standbys = w.standby.statuses()
-	report := w.stateOfTasks()
-	w.board.publish(st, report)
+	w.board.publish(st, stateOfTasks(cmp.Or(w.process, w.instanceID), w.tasks.Tasks(), w.local, &w.standby, w.groups))
 }
 
 // stateOfTasks is what this thread tells the group of its state: the
 // tasks it runs with stores on disk (none behind once running, all of
 // their changelogs while restoring), its copies of other workers' tasks,
 // and how much a full restore of each task it runs would read. Tasks are
-// named by their group's first topic and their partition.
-func (w *StreamThread) stateOfTasks() transport.StateReport {
-	r := transport.StateReport{Process: cmp.Or(w.process, w.instanceID), Copies: map[causal.Channel]int64{}, Sizes: map[causal.Channel]int64{}}
+// named by their group's first topic and their partition; process is the
+// thread's process (its instance id when it runs on its own), and ts the
+// tasks it runs.
+func stateOfTasks(process string, ts []*taskmgr.Task, local *localState, standby *standbys, groups topicGroups) transport.StateReport {
+	r := transport.StateReport{Process: process, Copies: map[causal.Channel]int64{}, Sizes: map[causal.Channel]int64{}}
 	name := func(processor string, p int32) causal.Channel {
-		return causal.Channel{Topic: w.groups.lead(processor), Partition: p}
+		return causal.Channel{Topic: groups.lead(processor), Partition: p}
 	}
-	for _, rt := range w.tasks.Tasks() {
-		size, known := w.local.size(rt.ID())
+	for _, rt := range ts {
+		size, known := local.size(rt.ID())
 		if !known {
 			continue // no stores on disk, or not looked at yet
 		}
@@ -167,6 +168,6 @@ func (w *StreamThread) stateOfTasks() transport.StateReport {
 		}
 		r.Copies[ch] += behind
 	}
-	w.standby.behind(func(t *taskmgr.Task, n int64) { r.Copies[name(t.Processor(), t.Partition())] += n })
+	standby.behind(func(t *taskmgr.Task, n int64) { r.Copies[name(t.Processor(), t.Partition())] += n })
 	return r
 }

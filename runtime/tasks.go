@@ -1,11 +1,7 @@
 package runtime
 
 import (
-	"fmt"
-
 	"github.com/causeway-stream/causeway/runtime/internal/restore"
-
-	"go.uber.org/zap"
 
 	"github.com/causeway-stream/causeway/framework/taskmgr"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
@@ -48,13 +44,13 @@ func (w *StreamThread) newTaskManager(counts map[string]int32, offsets transport
 		OnDisk: w.local.onDisk, Wipe: w.local.wipe, Report: w.board.restoreProgress}
 	w.restores.connect(restorer, restoreEnv{tasks: m, local: w.local, fate: w.fate, resume: func(built []*taskmgr.Task) {
 		w.pump.forgetRoutes()
-		w.seek(m.Rewind(built), "restored tasks")
-		w.backpressure() // resume what only they read
+		w.pump.seek(m.Rewind(built), "restored tasks")
+		w.pump.backpressure() // resume what only they read
 		w.publishStatus()
 	}})
 	w.commits.connect(committerEnv{appID: w.cfg.ApplicationID, instanceID: w.instanceID, tasks: m, producer: w.producer,
 		consumer: w.consumer, fate: w.fate, local: w.local, log: w.log, metrics: w.metrics, now: w.now, stop: w.stop,
-		sendOutputs: w.pump.sendOutputs, failTask: w.failTask, rebuild: func(ts []*taskmgr.Task) {
+		sendOutputs: w.pump.sendOutputs, failTask: w.pump.failTask, rebuild: func(ts []*taskmgr.Task) {
 			w.rebuild(ts)
 			w.desk.answer() // the stores hold their committed state again
 		}})
@@ -68,45 +64,14 @@ func (w *StreamThread) newTaskManager(counts map[string]int32, offsets transport
 	return m, nil
 }
 
-// openCold opens the stores of the tasks Prepare returned for a restore,
-// and returns those it opened; a task whose stores cannot be opened fails
-// (and is not restored).
-func (w *StreamThread) openCold(cold []*taskmgr.Task) []*taskmgr.Task {
-	opened := cold[:0:0]
-	for _, rt := range cold {
-		set, err := w.local.openStores(rt)
-		if err != nil {
-			if w.tasks.Fail(rt, fmt.Errorf("open stores: %w", err)) {
-				w.fate.MustAbort()
-			}
-			continue
-		}
-		w.tasks.Opened(rt, set)
-		opened = append(opened, rt)
-	}
-	return opened
-}
-
-// closeTasks closes the given tasks, forgets them and their metrics.
-func (w *StreamThread) closeTasks(ts []*taskmgr.Task) {
+// closeTasks closes the given tasks of m and forgets them and their
+// series in metrics.
+func closeTasks(m *taskmgr.Manager, metrics *Metrics, ts []*taskmgr.Task) {
 	for _, rt := range ts {
-		w.metrics.TaskState.DeletePartialMatch(map[string]string{"task": rt.ID()})
-		w.metrics.Held.DeletePartialMatch(map[string]string{"task": rt.ID()})
-		w.metrics.CommittedLag.DeletePartialMatch(map[string]string{"task": rt.ID()})
-		w.metrics.DeliveredLag.DeletePartialMatch(map[string]string{"task": rt.ID()})
+		metrics.TaskState.DeletePartialMatch(map[string]string{"task": rt.ID()})
+		metrics.Held.DeletePartialMatch(map[string]string{"task": rt.ID()})
+		metrics.CommittedLag.DeletePartialMatch(map[string]string{"task": rt.ID()})
+		metrics.DeliveredLag.DeletePartialMatch(map[string]string{"task": rt.ID()})
 	}
-	w.tasks.Close(ts)
-}
-
-// failTask fails one task; see taskmgr.Manager.Fail. A restoring task,
-// whose stores its restore owns, is left to it: it reads nothing until it
-// is built, and meets the error again then.
-func (w *StreamThread) failTask(rt *taskmgr.Task, err error) {
-	if rt.State() == StateRestoring {
-		w.log.Warn("error for a restoring task; it meets it again once restored", zap.String("task", rt.ID()), zap.Error(err))
-		return
-	}
-	if w.tasks.Fail(rt, err) {
-		w.fate.MustAbort()
-	}
+	m.Close(ts)
 }

@@ -43,15 +43,24 @@ type taskReply struct {
 // --threads of them. Build one with NewStreamThread, then Start and Stop it
 // (Module does this with fx). Its methods are safe for concurrent use.
 //
-// StreamThread is the facade over the runtime's parts, each in a file of its
-// own: the pump (pump.go) polls and hands records to the task manager's
-// tasks (tasks.go), the transactional producer (runtime/internal/txn) sends and
-// commits, commits and aborts follow commit.go, the changelog reader
-// (runtime/internal/restore) restores on a goroutine of its own
-// (restoring.go), and the
-// topic manager (topics.go) creates topics. They reach Kafka through the
-// worker's transport (runtime/internal/transport): librdkafka or franz-go, as
-// Config.Client says.
+// StreamThread keeps only the orchestration: it wires its parts, runs the
+// member loop (runtime/internal/member) on its goroutine, and carries out
+// the rounds between polls and at each commit interval, the rebalances and
+// the operators' requests. The parts own their state and their verbs:
+//   - the pump (pump.go, liveness.go) is the loop's engine: it hands
+//     records to the task manager's tasks, streams their outputs, seeks,
+//     pauses and resumes;
+//   - the committer (commit.go) closes transactions through the task
+//     manager's one commit path, over the transactional producer
+//     (runtime/internal/txn);
+//   - the restores (restoring.go), the standbys (standby.go), the local
+//     state (state.go) and the query desk (query.go);
+//   - the board (board.go) is what other goroutines read: status, the
+//     report to the group, the fatal error.
+//
+// They reach Kafka through the worker's transport
+// (runtime/internal/transport): librdkafka or franz-go, as Config.Client
+// says.
 //
 //causeway:owned
 type StreamThread struct {
@@ -63,10 +72,13 @@ type StreamThread struct {
 
 	bootstrap  string
 	instanceID string
-	broker     *embedded.Broker
-	transport  transport.Supplier
-	consumer   transport.Consumer
-	admin      transport.Admin
+	// settings are what the transport makes the clients from, known once
+	// the thread has its instance id and bootstrap servers (Start).
+	settings  transport.Settings
+	broker    *embedded.Broker
+	transport transport.Supplier
+	consumer  transport.Consumer
+	admin     transport.Admin
 
 	// Owned by the pump goroutine.
 	producer *txn.Producer
@@ -116,7 +128,7 @@ type StreamThread struct {
 
 	requests chan taskRequest
 	// restarts is the restart policy's view of the failed tasks.
-	restarts *restarts.Tracker
+	restarts restartPolicy
 	stop     chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
@@ -141,6 +153,12 @@ func NewWorker(cfg Config, topo *framework.Topology, log *zap.Logger, metrics *M
 // NewStreamThread checks the configuration and returns a stream thread
 // that has not started.
 func NewStreamThread(cfg Config, topo *framework.Topology, log *zap.Logger, metrics *Metrics) (*StreamThread, error) {
+	return newStreamThread(cfg, topo, log, metrics, 0)
+}
+
+// newStreamThread is NewStreamThread for the thread of index thread in its
+// instance, which names it in the metrics' thread label.
+func newStreamThread(cfg Config, topo *framework.Topology, log *zap.Logger, metrics *Metrics, thread int) (*StreamThread, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -168,14 +186,14 @@ func NewStreamThread(cfg Config, topo *framework.Topology, log *zap.Logger, metr
 		local:    newLocalState(cfg, topo, log),
 		restores: restores{start: func(f func()) { go f() }},
 		requests: make(chan taskRequest),
-		restarts: restarts.New(restarts.Policy{Initial: cfg.TaskRestartBackoff, Max: cfg.TaskRestartBackoffMax}),
+		restarts: restartPolicy{tracker: restarts.New(restarts.Policy{Initial: cfg.TaskRestartBackoff, Max: cfg.TaskRestartBackoffMax}), metrics: metrics, log: log},
 		board:    board{starting: "not started yet"},
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
 	w.desk = newQueryDesk(topo, w.done)
 	w.groups = newTopicGroups(topo, w.local.onDisk)
-	w.setThread(0)
+	w.failedGauge = w.metrics.FailedCommits.WithLabelValues(strconv.Itoa(thread))
 	if w.loop, err = w.newLoop(tr.PollBatch()); err != nil {
 		return nil, err
 	}
@@ -261,21 +279,6 @@ func (w *StreamThread) served() servedParts {
 func (w *StreamThread) owner(task string) (string, bool) {
 	m, _ := w.board.peers()
 	return m.owner(task)
-}
-
-// globalBatches is where the global reader hands over what it read; nil
-// (never ready) without global tables.
-func (w *StreamThread) globalBatches() <-chan []transport.FollowedRecord {
-	if w.globalReader == nil {
-		return nil
-	}
-	return w.globalReader.batches
-}
-
-// setThread names the stream thread this worker is in its metrics' thread
-// label (NewStreamThread: 0).
-func (w *StreamThread) setThread(i int) {
-	w.failedGauge = w.metrics.FailedCommits.WithLabelValues(strconv.Itoa(i))
 }
 
 // identify gives the stream thread its instance id and the bootstrap
