@@ -6,8 +6,6 @@ package task
 import (
 	"errors"
 	"fmt"
-	"slices"
-	"strconv"
 	"time"
 
 	"github.com/causeway-stream/causeway/causal"
@@ -132,18 +130,9 @@ func (t *Task) badInput(policy framework.BadInputPolicy, src, rec framework.Reco
 		// what arrived, and written back to its topic it claims what it
 		// claimed. No gate reads the dead-letter topic, so it needs no
 		// stamp of its own.
-		dl := framework.Record{Key: rec.Key, Value: rec.Value, Timestamp: rec.Timestamp, Headers: slices.Clone(rec.Headers)}
-		if src.Topic != "" {
-			dl = dl.WithHeader(framework.HeaderDLQTopic, []byte(src.Topic)).
-				WithHeader(framework.HeaderDLQPartition, []byte(strconv.FormatInt(int64(src.Partition), 10))).
-				WithHeader(framework.HeaderDLQOffset, []byte(strconv.FormatInt(src.Offset, 10)))
-		}
-		dl = dl.WithHeader(framework.HeaderDLQStage, []byte(stage)).
-			WithHeader(framework.HeaderDLQError, []byte(cause.Error()))
-		if rec.Topic != "" && rec.Topic != src.Topic {
-			dl = dl.WithHeader(framework.HeaderDLQOutput, []byte(rec.Topic))
-		}
-		if err := t.placeDeadLetter(framework.FitDeadLetter(dl, t.cfg.MaxRecordBytes), src); err != nil {
+		dl := framework.NewDeadLetter(rec, framework.Failure{Topic: src.Topic, Partition: src.Partition, Offset: src.Offset,
+			Stage: stage, Err: cause, Output: rec.Topic}, framework.StreamHeaders, t.cfg.MaxRecordBytes)
+		if err := t.placeDeadLetter(dl, src); err != nil {
 			return fmt.Errorf("dead-letter %s/%d@%d: %w", src.Topic, src.Partition, src.Offset, err)
 		}
 		ev.Reason = "dead-letter"

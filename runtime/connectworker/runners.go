@@ -78,7 +78,7 @@ func (w *Worker) runSink(ctx context.Context, name string, task int, cfg map[str
 	if err != nil {
 		return err
 	}
-	sw, err := sinkworker.New(sinkworker.Config{Connector: name, Topics: topics, Task: t, Bootstrap: w.cfg.Bootstrap,
+	sw, err := sinkworker.New(sinkworker.Config{Connector: name, TaskID: task, Class: cfg[keyClass], Topics: topics, Task: t, Bootstrap: w.cfg.Bootstrap,
 		Client: w.cfg.Client, Kafka: w.cfg.Kafka, InstanceID: fmt.Sprintf("%s-%d", w.cfg.WorkerID, task),
 		GateOff: cfg[keyGate] == "false", DeadLetterTopic: cfg[keyDeadLetter], ToleranceAll: cfg[keyTolerance] == "all",
 		Skip: skip, Convert: sinkConvert(chain, convert), Log: log,

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"go.uber.org/zap"
@@ -159,10 +158,15 @@ func (w *Worker) put(ctx context.Context, f *flight) error {
 	recs := make([]connect.Record, 0, len(pending))
 	// dead are the records held as bad (skipped, or with a corrupt clock
 	// under ToleranceAll); unconverted those the converter refused.
-	var dead, unconverted []connect.Rejected
+	var dead []deadLetter
+	var unconverted []connect.Rejected
 	for _, h := range pending {
 		if h.bad != nil {
-			dead = append(dead, connect.Rejected{Record: h.rec, Err: h.bad})
+			stage := StageHeaderConverter // a corrupt clock header
+			if errors.Is(h.bad, ErrSkipped) {
+				stage = StageTaskPut
+			}
+			dead = append(dead, deadLetter{Rejected: connect.Rejected{Record: h.rec, Err: h.bad}, stage: stage})
 			continue
 		}
 		rec := h.rec
@@ -184,11 +188,18 @@ func (w *Worker) put(ctx context.Context, f *flight) error {
 		first := slices.MinFunc(rejected, func(a, b connect.Rejected) int { return cmp.Compare(a.Record.Offset, b.Record.Offset) })
 		return &RefusedError{Record: first.Record, Err: first.Err, BySink: true}
 	}
-	if !f.deadSent {
-		w.dead = append(append(w.dead, dead...), rejected...)
-	}
 	f.written = len(recs) - (len(rejected) - len(unconverted))
 	f.rejected = len(dead) + len(rejected)
+	if !f.deadSent {
+		for i, r := range rejected {
+			stage := StageTaskPut
+			if i < len(unconverted) {
+				stage = StageValueConverter
+			}
+			dead = append(dead, deadLetter{Rejected: r, stage: stage})
+		}
+		w.dead = append(w.dead, dead...)
+	}
 	return nil
 }
 
@@ -219,13 +230,32 @@ func (e *RefusedError) Unwrap() error { return e.Err }
 // dead-letter topic.
 var ErrSkipped = errors.New("skipped by an operator after it stopped the sink")
 
-// Headers a dead letter carries, as Kafka Connect names them.
+// Headers a dead letter carries, as Kafka Connect names them; the others
+// of KIP-298's set are framework's ConnectHeader constants.
 const (
-	HeaderTopic     = "__connect.errors.topic"
-	HeaderPartition = "__connect.errors.partition"
-	HeaderOffset    = "__connect.errors.offset"
-	HeaderMessage   = "__connect.errors.exception.message"
+	HeaderTopic     = framework.ConnectHeaderTopic
+	HeaderPartition = framework.ConnectHeaderPartition
+	HeaderOffset    = framework.ConnectHeaderOffset
+	HeaderMessage   = framework.ConnectHeaderExceptionMessage
 )
+
+// Kafka Connect's stages (KIP-298) a sink's dead letter names in
+// framework.ConnectHeaderStage.
+const (
+	// StageTaskPut: the sink's system refused the record, or an operator
+	// skipped it after it stopped the sink.
+	StageTaskPut = "TASK_PUT"
+	// StageValueConverter: the converter or a transform refused it.
+	StageValueConverter = "VALUE_CONVERTER"
+	// StageHeaderConverter: its clock header is corrupt.
+	StageHeaderConverter = "HEADER_CONVERTER"
+)
+
+// deadLetter is a record refused, and at which stage.
+type deadLetter struct {
+	connect.Rejected
+	stage string
+}
 
 // sendDead writes the refused records to the dead-letter topic in one
 // Kafka transaction.
@@ -236,12 +266,10 @@ func (w *Worker) sendDead() error {
 	err := w.producer.Do(func(send func(*transport.Message) error) error {
 		for _, d := range w.dead {
 			r := d.Record
-			dl := framework.FitDeadLetter(framework.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp,
-				Headers: append(slices.Clone(r.Headers),
-					framework.Header{Key: HeaderTopic, Value: []byte(r.Topic)},
-					framework.Header{Key: HeaderPartition, Value: []byte(strconv.Itoa(int(r.Partition)))},
-					framework.Header{Key: HeaderOffset, Value: []byte(strconv.FormatInt(r.Offset, 10))},
-					framework.Header{Key: HeaderMessage, Value: []byte(d.Err.Error())})}, w.cfg.MaxRecordBytes)
+			dl := framework.NewDeadLetter(framework.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: r.Headers},
+				framework.Failure{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Stage: d.stage, Err: d.Err,
+					Connector: w.cfg.Connector, Task: w.cfg.TaskID, Class: w.cfg.Class},
+				framework.ConnectHeaders, w.cfg.MaxRecordBytes)
 			m := transport.Message{Topic: w.cfg.DeadLetterTopic, Partition: framework.PartitionFor(r.Key, w.deadPartitions), Key: dl.Key, Value: dl.Value,
 				Timestamp: dl.Timestamp, Headers: dl.Headers}
 			if err := send(&m); err != nil {

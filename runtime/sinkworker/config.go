@@ -14,6 +14,10 @@ type Config struct {
 	// "connect-<Connector>", and the sink keeps its positions under it.
 	// Required.
 	Connector string
+	// TaskID and Class name the connector's task and its class (the
+	// connector.class setting) in dead letters' headers.
+	TaskID int
+	Class  string
 	// Topics are the topics the connector writes. Required.
 	Topics []string
 	// Task is the sink task, open. The worker closes it when it stops.

@@ -47,7 +47,7 @@ type Worker struct {
 	// none are.
 	assignment *assignment
 	// dead are refused records waiting for the next commit.
-	dead []connect.Rejected
+	dead []deadLetter
 	// loop is the worker's member loop: it polls, hands the events to
 	// the worker's engine, and stops on the first failure (fail).
 	loop *member.Loop

@@ -608,7 +608,7 @@ func TestADeadLetterTooLargeIsCutToFit(t *testing.T) {
 	note := strings.Repeat("n", 2000)
 	s.produce("orders", 0, "c00", "o1", `{"customer": "c00", "amount": -5, "note": "`+note+`"}`)
 	all := []causal.Channel{{Topic: "customers"}, {Topic: "customers", Partition: 1}, {Topic: "orders"}, {Topic: "orders", Partition: 1}}
-	_, stop := s.worker(all, func(c *sinkworker.Config) { c.MaxRecordBytes = 600 })
+	_, stop := s.worker(all, func(c *sinkworker.Config) { c.MaxRecordBytes, c.TaskID, c.Class = 1000, 3, "PostgresSink" })
 	var dead []*kgo.Record
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.broker.Addr()), kgo.ConsumeTopics("dead"),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -630,6 +630,15 @@ func TestADeadLetterTooLargeIsCutToFit(t *testing.T) {
 	assert.Equal(t, "value", headers[framework.HeaderDLQTruncated])
 	assert.Equal(t, fmt.Sprint(len("o1")+len(`{"customer": "c00", "amount": -5, "note": "`+note+`"}`)), headers[framework.HeaderDLQOriginalSize])
 	assert.Contains(t, headers[sinkworker.HeaderMessage], `has no column "note"`)
-	assert.LessOrEqual(t, size, 600)
+	// Kafka Connect's whole context set (KIP-298).
+	assert.Equal(t, map[string]string{"topic": "orders", "partition": "0", "offset": "0", "connector.name": "shop", "task.id": "3",
+		"stage": sinkworker.StageTaskPut, "class.name": "PostgresSink"}, map[string]string{
+		"topic": headers[framework.ConnectHeaderTopic], "partition": headers[framework.ConnectHeaderPartition],
+		"offset": headers[framework.ConnectHeaderOffset], "connector.name": headers[framework.ConnectHeaderConnector],
+		"task.id": headers[framework.ConnectHeaderTask], "stage": headers[framework.ConnectHeaderStage],
+		"class.name": headers[framework.ConnectHeaderClass]})
+	assert.NotEmpty(t, headers[framework.ConnectHeaderExceptionClass])
+	assert.NotEmpty(t, headers[framework.ConnectHeaderExceptionStacktrace])
+	assert.LessOrEqual(t, size, 1000)
 	assert.True(t, strings.HasPrefix(`{"customer": "c00", "amount": -5, "note": "`+note, string(dead[0].Value)), "the value's start is kept")
 }
