@@ -18,9 +18,6 @@ import (
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/connect"
 	"github.com/causeway-stream/causeway/connect/transform"
-	"github.com/causeway-stream/causeway/framework"
-	"github.com/causeway-stream/causeway/runtime/internal/transport"
-	"github.com/causeway-stream/causeway/runtime/internal/txn"
 )
 
 // HTTPSourceClass is the built-in HTTP source's class: records posted to
@@ -53,12 +50,9 @@ func httpSourceConfig() *connect.ConfigDef {
 //
 //causeway:owned
 type httpSource struct {
-	topics     []string
-	partitions int32
-	chain      *transform.Chain
-	log        *zap.Logger
-	producer   *txn.Producer
-	admin      transport.Admin
+	topics []string
+	chain  *transform.Chain
+	log    *zap.Logger
 	// produced counts the records committed.
 	produced *atomic.Int64
 	// ready is closed once the producer's transactions are ready; err
@@ -66,27 +60,29 @@ type httpSource struct {
 	ready chan struct{}
 	err   error
 
-	mu     sync.Mutex
-	counts map[string]int32
+	// mu is held by the request writing: out writes to Kafka, and holds
+	// the producer and the admin client.
+	mu  sync.Mutex
+	out sourceWriter
 }
 
 func (w *Worker) newHTTPSource(name string, task int, cfg map[string]string, own connect.Config, chain *transform.Chain, log *zap.Logger,
 	produced *atomic.Int64) (*httpSource, error) {
 	parts, _ := strconv.Atoi(cfg[keyPartitions])
-	h := &httpSource{topics: own.List(keyHTTPTopics), partitions: int32(max(parts, 1)), chain: chain, log: log, ready: make(chan struct{}),
-		produced: produced}
-	var err error
-	if h.producer, h.admin, err = w.producer(w.settings("connect-"+name, fmt.Sprintf("%s-%d", w.cfg.WorkerID, task))); err != nil {
+	producer, admin, err := w.producer(w.settings("connect-"+name, fmt.Sprintf("%s-%d", w.cfg.WorkerID, task)))
+	if err != nil {
 		return nil, err
 	}
+	h := &httpSource{topics: own.List(keyHTTPTopics), out: newSourceWriter(producer, admin, int32(max(parts, 1))), chain: chain, log: log,
+		ready: make(chan struct{}), produced: produced}
 	return h, nil
 }
 
 // run readies the producer, then waits for the end: requests do the work.
 func (h *httpSource) run(ctx context.Context) error {
-	h.err = h.producer.Init(ctx)
+	h.err = h.out.producer.Init(ctx)
 	if h.err == nil {
-		h.counts, h.err = h.admin.PartitionCounts(ctx)
+		h.err = h.out.readCounts(ctx)
 	}
 	close(h.ready)
 	if h.err == nil {
@@ -94,8 +90,8 @@ func (h *httpSource) run(ctx context.Context) error {
 	}
 	h.mu.Lock() // no request is writing
 	defer h.mu.Unlock()
-	h.admin.Close()
-	return errors.Join(h.err, h.producer.Close())
+	h.out.admin.Close()
+	return errors.Join(h.err, h.out.producer.Close())
 }
 
 // postedRecord is one record of a request, as Confluent's REST Proxy
@@ -177,17 +173,11 @@ func (h *httpSource) write(ctx context.Context, topic string, recs []postedRecor
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ctx = context.WithoutCancel(ctx)
-	if _, ok := h.counts[topic]; !ok {
-		counts, err := createTopic(ctx, h.admin, topic, h.partitions, nil)
-		if err != nil {
-			return nil, causal.Clock{}, err
-		}
-		h.counts = counts
+	if err := h.out.ensureTopic(ctx, topic); err != nil {
+		return nil, causal.Clock{}, err
 	}
-	header := session.AppendHeader(nil)
 	var out []postedOffset
-	written := map[int32]bool{}
-	err := h.producer.Do(func(send func(*transport.Message) error) error {
+	committed, err := h.out.write(ctx, &session, func(tx *sourceTxn) error {
 		for i, r := range recs {
 			var key []byte
 			if len(r.Key) > 0 && string(r.Key) != "null" {
@@ -201,31 +191,19 @@ func (h *httpSource) write(ctx context.Context, topic string, recs []postedRecor
 			if err != nil {
 				return fmt.Errorf("record %d: %w", i, err)
 			}
-			p := framework.PartitionFor(t.Key, h.counts[topic])
-			written[p] = true
-			out = append(out, postedOffset{Partition: p})
-			m := transport.Message{Topic: topic, Partition: p, Key: t.Key, Value: t.Value, Timestamp: time.Now(),
-				Headers: []framework.Header{{Key: causal.HeaderKey, Value: header}}}
-			if err := send(&m); err != nil {
+			p, err := tx.record(topic, t.Key, t.Value, time.Now(), nil)
+			if err != nil {
 				return err
 			}
+			out = append(out, postedOffset{Partition: p})
 		}
 		return nil
 	})
+	if committed {
+		h.produced.Add(int64(len(recs)))
+	}
 	if err != nil {
 		return nil, causal.Clock{}, err
-	}
-	h.produced.Add(int64(len(recs)))
-	var chs []causal.Channel
-	for p := range written {
-		chs = append(chs, causal.Channel{Topic: topic, Partition: p})
-	}
-	ends, err := h.admin.Ends(ctx, chs)
-	if err != nil {
-		return nil, causal.Clock{}, fmt.Errorf("ends of %s: %w", topic, err)
-	}
-	for ch, end := range ends {
-		session.Produced(ch, end-1)
 	}
 	return out, session.Clock(), nil
 }

@@ -98,8 +98,7 @@ func (w *Worker) sourceOffset(ctx context.Context, name string) (committedOffset
 	}
 	defer func() {
 		s.consumer.Close()
-		s.admin.Close()
-		s.producer.Close()
+		s.close()
 	}()
 	return s.lastCommitted(ctx)
 }

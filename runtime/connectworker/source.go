@@ -17,7 +17,6 @@ import (
 	"github.com/causeway-stream/causeway/connect/transform"
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
-	"github.com/causeway-stream/causeway/runtime/internal/txn"
 )
 
 // sourceRunner writes what a source task reads to Kafka, exactly once and
@@ -33,19 +32,17 @@ import (
 //
 //causeway:owned
 type sourceRunner struct {
-	connector  string
-	offsets    causal.Channel
-	partitions int32
-	chain      *transform.Chain
-	producer   *txn.Producer
-	admin      transport.Admin
-	consumer   transport.Consumer
-	log        *zap.Logger
-	tolerate   bool
+	connector string
+	offsets   causal.Channel
+	chain     *transform.Chain
+	// out writes to Kafka, and holds the producer and the admin client.
+	out      sourceWriter
+	consumer transport.Consumer
+	log      *zap.Logger
+	tolerate bool
 	// produced counts the records committed.
 	produced *atomic.Int64
 
-	counts  map[string]int32
 	session causal.Session
 	// topics are those the source wrote, kept with its offset.
 	topics []string
@@ -62,15 +59,15 @@ type committedOffset struct {
 
 func (w *Worker) newSourceRunner(name string, cfg map[string]string, chain *transform.Chain, log *zap.Logger, produced *atomic.Int64) (*sourceRunner, error) {
 	parts, _ := strconv.Atoi(cfg[keyPartitions])
-	s := &sourceRunner{connector: name, chain: chain, log: log, partitions: int32(max(parts, 1)), tolerate: cfg[keyTolerance] == "all", produced: produced}
-	var err error
+	s := &sourceRunner{connector: name, chain: chain, log: log, tolerate: cfg[keyTolerance] == "all", produced: produced}
 	settings := w.settings("connect-"+name, "source")
-	if s.producer, s.admin, err = w.producer(settings); err != nil {
+	producer, admin, err := w.producer(settings)
+	if err != nil {
 		return nil, err
 	}
+	s.out = newSourceWriter(producer, admin, int32(max(parts, 1)))
 	if s.consumer, err = w.supplier.Consumer(settings); err != nil {
-		s.producer.Close()
-		s.admin.Close()
+		s.close()
 		return nil, err
 	}
 	s.offsets = causal.Channel{Topic: w.cfg.OffsetsTopic}
@@ -82,8 +79,7 @@ func (w *Worker) newSourceRunner(name string, cfg map[string]string, chain *tran
 func (s *sourceRunner) run(ctx context.Context, t connect.SourceTask) (err error) {
 	defer func() {
 		cerr := s.consumer.Close()
-		s.admin.Close()
-		err = errors.Join(err, cerr, s.producer.Close(), t.Close())
+		err = errors.Join(err, cerr, s.close(), t.Close())
 	}()
 	if err := s.start(ctx); err != nil {
 		return err
@@ -105,10 +101,10 @@ func (s *sourceRunner) run(ctx context.Context, t connect.SourceTask) (err error
 
 // start fences the task before, and reads the offset it committed.
 func (s *sourceRunner) start(ctx context.Context) error {
-	if _, err := createTopic(ctx, s.admin, s.offsets.Topic, 25, map[string]string{"cleanup.policy": "compact"}); err != nil {
+	if _, err := createTopic(ctx, s.out.admin, s.offsets.Topic, 25, map[string]string{"cleanup.policy": "compact"}); err != nil {
 		return fmt.Errorf("offsets topic: %w", err)
 	}
-	if err := s.producer.Init(ctx); err != nil {
+	if err := s.out.producer.Init(ctx); err != nil {
 		return fmt.Errorf("source producer: %w", err)
 	}
 	last, err := s.lastCommitted(ctx)
@@ -118,21 +114,26 @@ func (s *sourceRunner) start(ctx context.Context) error {
 	s.offset, s.topics = last.Offset, last.Topics
 	// What the tasks before wrote is committed or aborted by now (the
 	// producer's fencing ended their transactions): claim it all.
-	return s.claimEnds(ctx, s.topics)
+	return s.out.claimTopics(ctx, &s.session, s.topics)
+}
+
+// close closes the producer and the admin client.
+func (s *sourceRunner) close() error {
+	s.out.admin.Close()
+	return s.out.producer.Close()
 }
 
 // lastCommitted reads the partition counts and the connector's last
 // committed offset; none when the offsets topic does not exist yet.
 func (s *sourceRunner) lastCommitted(ctx context.Context) (committedOffset, error) {
-	counts, err := s.admin.PartitionCounts(ctx)
-	if err != nil {
+	if err := s.out.readCounts(ctx); err != nil {
 		return committedOffset{}, err
 	}
-	s.counts = counts
-	if _, ok := counts[s.offsets.Topic]; !ok {
+	n, ok := s.out.counts[s.offsets.Topic]
+	if !ok {
 		return committedOffset{}, nil // no source has committed yet
 	}
-	s.offsets.Partition = offsetsPartition(s.connector, counts[s.offsets.Topic])
+	s.offsets.Partition = offsetsPartition(s.connector, n)
 	return s.readOffset(ctx)
 }
 
@@ -145,7 +146,7 @@ func offsetsPartition(connector string, partitions int32) int32 {
 // readOffset reads the connector's last committed offset record.
 func (s *sourceRunner) readOffset(ctx context.Context) (committedOffset, error) {
 	var last committedOffset
-	ends, err := s.admin.Ends(ctx, []causal.Channel{s.offsets})
+	ends, err := s.out.admin.Ends(ctx, []causal.Channel{s.offsets})
 	if err != nil {
 		return last, err
 	}
@@ -184,30 +185,6 @@ func (s *sourceRunner) readOffset(ctx context.Context) (committedOffset, error) 
 		}
 	}
 	return last, nil
-}
-
-// claimEnds makes the session claim the end of every partition of
-// topics.
-func (s *sourceRunner) claimEnds(ctx context.Context, topics []string) error {
-	var chs []causal.Channel
-	for _, t := range topics {
-		for p := range s.counts[t] {
-			chs = append(chs, causal.Channel{Topic: t, Partition: p})
-		}
-	}
-	if len(chs) == 0 {
-		return nil
-	}
-	ends, err := s.admin.Ends(ctx, chs)
-	if err != nil {
-		return fmt.Errorf("ends of the source's topics: %w", err)
-	}
-	for ch, end := range ends {
-		if end > 0 {
-			s.session.Produced(ch, end-1)
-		}
-	}
-	return nil
 }
 
 // write writes recs, transformed, a transaction per run of records for
@@ -260,35 +237,27 @@ type routedRecord struct {
 }
 
 // writeRun writes one run of records for topic, and the offset after
-// them (or, with no records, offset), in one transaction; then the
-// session claims what it wrote.
+// them (or, with no records, offset), in one transaction, after which the
+// session claims what it wrote (sourceWriter.write).
 func (s *sourceRunner) writeRun(ctx context.Context, topic string, recs []routedRecord, offset []byte) error {
 	if len(recs) > 0 {
-		if err := s.ensureTopic(ctx, topic); err != nil {
+		if err := s.out.ensureTopic(ctx, topic); err != nil {
 			return err
 		}
 	}
-	// A header of its own for each run: a client may read it until the
-	// transaction ends.
-	header := s.session.AppendHeader(nil)
 	if offset == nil {
 		offset = s.offset
 	}
-	written := map[int32]bool{}
 	topics := s.topics
 	if len(recs) > 0 && !slices.Contains(topics, topic) {
 		topics = append(slices.Clone(topics), topic)
 	}
-	err := s.producer.Do(func(send func(*transport.Message) error) error {
+	committed, err := s.out.write(ctx, &s.session, func(tx *sourceTxn) error {
 		for _, r := range recs {
 			if r.src.Offset != nil {
 				offset = r.src.Offset
 			}
-			p := framework.PartitionFor(r.t.Key, s.counts[topic])
-			written[p] = true
-			m := transport.Message{Topic: topic, Partition: p, Key: r.t.Key, Value: r.t.Value, Timestamp: r.src.Timestamp,
-				Headers: append(slices.Clone(r.src.Headers), framework.Header{Key: causal.HeaderKey, Value: header})}
-			if err := send(&m); err != nil {
+			if _, err := tx.record(topic, r.t.Key, r.t.Value, r.src.Timestamp, r.src.Headers); err != nil {
 				return err
 			}
 		}
@@ -297,45 +266,17 @@ func (s *sourceRunner) writeRun(ctx context.Context, topic string, recs []routed
 			return err
 		}
 		m := transport.Message{Topic: s.offsets.Topic, Partition: s.offsets.Partition, Key: []byte(s.connector), Value: b, Timestamp: time.Now()}
-		if err := send(&m); err != nil {
+		if err := tx.raw(&m); err != nil {
 			return fmt.Errorf("offset: %w", err)
 		}
 		return nil
 	})
-	if err != nil {
-		return err
+	if committed {
+		// Committed, even when the claim after it failed.
+		s.offset, s.topics = offset, topics
+		s.produced.Add(int64(len(recs)))
 	}
-	n := len(recs)
-	s.offset, s.topics = offset, topics
-	s.produced.Add(int64(n))
-	if len(written) == 0 {
-		return nil
-	}
-	var chs []causal.Channel
-	for p := range written {
-		chs = append(chs, causal.Channel{Topic: topic, Partition: p})
-	}
-	ends, err := s.admin.Ends(ctx, chs)
-	if err != nil {
-		return fmt.Errorf("ends of %s: %w", topic, err)
-	}
-	for ch, end := range ends {
-		s.session.Produced(ch, end-1)
-	}
-	return nil
-}
-
-// ensureTopic makes topic when it does not exist.
-func (s *sourceRunner) ensureTopic(ctx context.Context, topic string) error {
-	if _, ok := s.counts[topic]; ok {
-		return nil
-	}
-	counts, err := createTopic(ctx, s.admin, topic, s.partitions, nil)
-	if err != nil {
-		return err
-	}
-	s.counts = counts
-	return nil
+	return err
 }
 
 // createTopic makes topic with partitions, and returns the partition
