@@ -52,6 +52,9 @@ WORKER_BIN = $(CURDIR)/.build/runtime-worker.test
 # Tests sharing a broker wait on it more than they compute: more of them at
 # once than there are cores.
 PARALLEL ?= 8
+# Test packages run at once (go test -p; its default is the cores): most of
+# the slow ones wait on a broker or Postgres, so more than the cores.
+PACKAGES_AT_ONCE ?= 4
 # The runtime's multi-process tests (kill -9, chaos, scaling, standbys,
 # fencing, start-up): the code they test runs in worker processes, built
 # without the race detector (WORKER_BIN); the test process only runs the
@@ -71,7 +74,7 @@ test: lint chromium postgres ## Lint, then run every test (the worker's page in 
 	@status=0; \
 	CAUSEWAY_WORKER_BINARY=$(WORKER_BIN) $(GO) test -count=1 -parallel $(PARALLEL) -timeout 12m -run '$(PROCESS_TESTS)' ./runtime/ > $(PROCESS_LOG) 2>&1 & proc=$$!; \
 	echo "CAUSEWAY_WORKER_BINARY=$(WORKER_BIN) CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -parallel $(PARALLEL) -timeout 12m -skip '$(PROCESS_TESTS)' <every package but causal>"; \
-	CAUSEWAY_WORKER_BINARY=$(WORKER_BIN) CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -parallel $(PARALLEL) -timeout 12m -skip '$(PROCESS_TESTS)' $(RACE_PKGS) || status=1; \
+	CAUSEWAY_WORKER_BINARY=$(WORKER_BIN) CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -p $(PACKAGES_AT_ONCE) -parallel $(PARALLEL) -timeout 12m -skip '$(PROCESS_TESTS)' $(RACE_PKGS) || status=1; \
 	wait $$proc || status=1; \
 	echo "the runtime's multi-process tests, without the race detector:"; cat $(PROCESS_LOG); \
 	exit $$status

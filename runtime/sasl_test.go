@@ -98,6 +98,7 @@ func TestWorkerWithWrongSASLCredentialsDoesNotStart(t *testing.T) {
 		b := startBroker(t, embedded.KfakeOpts(kfake.EnableSASL(), kfake.Superuser("PLAIN", "causeway", "s3cret")))
 		cfg := testConfigFor(t, client, b.Addr(), "sasl-wrong")
 		cfg.CreateTopics = true
+		cfg.ConnectTimeout = 3 * time.Second // the start's own bound, well inside the test's
 		cfg.Kafka = map[string]string{"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
 			"sasl.username": "causeway", "sasl.password": "wrong"}
 		w, err := runtime.NewStreamThread(cfg, globalShop(t), nil, nil)
