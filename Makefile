@@ -86,7 +86,7 @@ PUREGO_RUN ?=
 
 test-all: lint chromium postgres ## make test with race-built worker processes and every test of the packages a build without cgo changes run again so (about 8 minutes on 2 cores).
 	$(if $(CAUSAL_PKGS),CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -tags causal_mutants -count=1 -timeout 5m $(CAUSAL_PKGS))
-	CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -parallel $(PARALLEL) -timeout 20m $(RACE_PKGS)
+	CAUSEWAY_TEST_BROKER=1 CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -parallel $(PARALLEL) -timeout 20m $(RACE_PKGS)
 	$(MAKE) --no-print-directory test-purego
 
 test-purego: ## The tests of the packages a build without cgo changes (the runtime and what runs it), built so: the worker on franz-go alone; no race detector, which needs cgo. PUREGO_RUN narrows them with -run.

@@ -24,12 +24,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/connect"
 	"github.com/causeway-stream/causeway/connect/postgres"
 	"github.com/causeway-stream/causeway/internal/pgtest"
 	"github.com/causeway-stream/causeway/runtime/connectworker"
 	"github.com/causeway-stream/causeway/runtime/embedded"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
+	"github.com/causeway-stream/causeway/runtime/internal/transport/transporttest"
 	"github.com/causeway-stream/causeway/runtime/sinkworker"
 )
 
@@ -44,16 +46,47 @@ func TestMain(m *testing.M) {
 	os.Exit(pgtest.Main(m, &pg))
 }
 
-// env is a test's broker and databases.
+// env is a test's Kafka and databases. Its Kafka is the in-process one
+// (transporttest), on which the workers run in the test's process in
+// milliseconds, or the embedded broker, which worker processes reach
+// over TCP.
 type env struct {
-	t      *testing.T
-	client string
+	t         *testing.T
+	client    string
+	bootstrap string
+	// fake is the in-process Kafka; broker and cl are set instead for the
+	// embedded broker.
+	fake   *transporttest.Cluster
 	broker *embedded.Broker
 	cl     *kgo.Client
 	// gateOff turns the gate of lagSink's workers off.
 	gateOff bool
 }
 
+// inProcess names the in-process Kafka among the clients kafkas returns.
+const inProcess = "in-process"
+
+// kafkas are what the tests that run their workers in the test's process
+// run on: the in-process Kafka; with CAUSEWAY_TEST_BROKER=1 (make
+// test-all) also the embedded broker, through each client built in.
+func kafkas() []string {
+	if os.Getenv("CAUSEWAY_TEST_BROKER") == "1" {
+		return append([]string{inProcess}, transport.Clients()...)
+	}
+	return []string{inProcess}
+}
+
+// envOn is an env on the in-process Kafka, or on the embedded broker
+// with workers on client.
+func envOn(t *testing.T, client string) *env {
+	t.Helper()
+	if client == inProcess {
+		return newFakeEnv(t)
+	}
+	return newEnv(t, client)
+}
+
+// newEnv is an env on the embedded broker, its workers on client.
 func newEnv(t *testing.T, client string) *env {
 	t.Helper()
 	b, err := embedded.Start()
@@ -62,7 +95,14 @@ func newEnv(t *testing.T, client string) *env {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)
-	return &env{t: t, client: client, broker: b, cl: cl}
+	return &env{t: t, client: client, bootstrap: b.Addr(), broker: b, cl: cl}
+}
+
+// newFakeEnv is an env on the in-process Kafka.
+func newFakeEnv(t *testing.T) *env {
+	t.Helper()
+	f := transporttest.New(t)
+	return &env{t: t, client: f.Client(), bootstrap: f.Bootstrap(), fake: f}
 }
 
 // database makes a database of the test's with schema in it, and returns
@@ -85,6 +125,12 @@ func (e *env) database(suffix, schema string) (string, *pgx.Conn) {
 
 func (e *env) topics(partitions int32, names ...string) {
 	e.t.Helper()
+	if e.fake != nil {
+		for _, n := range names {
+			require.NoError(e.t, e.fake.CreateTopic(n, partitions, nil))
+		}
+		return
+	}
 	_, err := kadm.NewClient(e.cl).CreateTopics(context.Background(), partitions, 1, nil, names...)
 	require.NoError(e.t, err)
 }
@@ -105,7 +151,7 @@ func (e *env) start(id string) *worker {
 // startWith is start, with the worker's configuration changed by mutate.
 func (e *env) startWith(id string, mutate func(*connectworker.Config)) *worker {
 	e.t.Helper()
-	cfg := connectworker.Config{Bootstrap: e.broker.Addr(), Client: e.client, Listen: "127.0.0.1:0", WorkerID: id,
+	cfg := connectworker.Config{Bootstrap: e.bootstrap, Client: e.client, Listen: "127.0.0.1:0", WorkerID: id,
 		Sinks: map[string]connect.Sink{"PostgresSink": postgres.Sink{}}, Sources: map[string]connect.Source{"PostgresSource": postgres.Source{}},
 		Heartbeat: 300 * time.Millisecond, Log: zaptest.NewLogger(e.t).Named(id)}
 	if mutate != nil {
@@ -191,18 +237,61 @@ func (w *worker) metrics(t *testing.T) map[string]string {
 // in a row), handing each record to each.
 func (e *env) readAll(each func(*kgo.Record), topics ...string) {
 	e.t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.broker.Addr()), kgo.ConsumeTopics(topics...), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if e.fake != nil {
+		counts := e.fake.Partitions()
+		for _, topic := range topics {
+			for p := range counts[topic] {
+				for _, m := range e.fake.Records(causal.Channel{Topic: topic, Partition: p}) {
+					r := &kgo.Record{Topic: m.Topic, Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: m.Value, Timestamp: m.Timestamp}
+					for _, h := range m.Headers {
+						r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+					}
+					each(r)
+				}
+			}
+		}
+		return
+	}
+	// To the last stable offsets (what read committed can see now), not
+	// until a few polls come back empty: a loaded machine may take longer
+	// than those polls to fetch anything at all.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(e.cl).ListCommittedOffsets(ctx, topics...)
+	require.NoError(e.t, err)
+	from, left := map[string]map[int32]kgo.Offset{}, map[causal.Channel]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			if from[o.Topic] == nil {
+				from[o.Topic] = map[int32]kgo.Offset{}
+			}
+			from[o.Topic][o.Partition] = kgo.NewOffset().AtStart()
+			left[causal.Channel{Topic: o.Topic, Partition: o.Partition}] = o.Offset
+		}
+	})
+	if len(left) == 0 {
+		return
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.broker.Addr()), kgo.ConsumePartitions(from), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords())
 	require.NoError(e.t, err)
 	defer cl.Close()
-	for quiet := 0; quiet < 3; {
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	for len(left) > 0 {
 		fs := cl.PollFetches(ctx)
-		cancel()
-		if fs.NumRecords() == 0 {
-			quiet++
-		}
-		fs.EachRecord(each)
+		require.NoError(e.t, ctx.Err(), "reading %v to their ends: %v left", topics, left)
+		fs.EachRecord(func(r *kgo.Record) {
+			ch := causal.Channel{Topic: r.Topic, Partition: r.Partition}
+			end, ok := left[ch]
+			if !ok || r.Offset >= end {
+				return
+			}
+			if r.Offset+1 >= end {
+				delete(left, ch)
+			}
+			if !r.Attrs.IsControl() {
+				each(r)
+			}
+		})
 	}
 }
 
@@ -219,6 +308,18 @@ func (e *env) deadLetters(topic string) []string {
 		}
 	}, topic)
 	return out
+}
+
+// members counts the members of a consumer group.
+func (e *env) members(group string) int {
+	if e.fake != nil {
+		return e.fake.Members(group)
+	}
+	groups, err := kadm.NewClient(e.cl).DescribeGroups(context.Background(), group)
+	if err != nil {
+		return -1
+	}
+	return len(groups[group].Members)
 }
 
 // eventually waits up to a minute for cond.
@@ -294,6 +395,11 @@ CREATE TABLE orders (id text PRIMARY KEY, customer text NOT NULL REFERENCES cust
 // produce writes one record.
 func (e *env) produce(topic string, partition int32, key, value string) {
 	e.t.Helper()
+	if e.fake != nil {
+		_, err := e.fake.Produce(transport.Message{Topic: topic, Partition: partition, Key: []byte(key), Value: []byte(value), Timestamp: time.Now()})
+		require.NoError(e.t, err)
+		return
+	}
 	res := e.cl.ProduceSync(context.Background(), &kgo.Record{Topic: topic, Partition: partition, Key: []byte(key), Value: []byte(value)})
 	require.NoError(e.t, res.FirstErr())
 }
@@ -302,10 +408,10 @@ func (e *env) produce(topic string, partition int32, key, value string) {
 // real Postgres: the shapes of the bodies are Kafka Connect's, the codes
 // its own, and pause, resume, restart and delete do what they say.
 func TestTheRESTAPIManagesAConnectorAsKafkaConnectDoes(t *testing.T) {
-	for _, client := range transport.Clients() {
+	for _, client := range kafkas() {
 		t.Run(client, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, client)
+			e := envOn(t, client)
 			e.topics(1, "customers", "orders", "dead")
 			db, conn := e.database("sink", sinkSchema)
 			w := e.start("w1")
@@ -490,10 +596,7 @@ func TestTheRESTAPIManagesAConnectorAsKafkaConnectDoes(t *testing.T) {
 			assert.Equal(t, "Connector shop not found", shaped(t, "ErrorMessage", body)["message"])
 			// Tasks stop after the answer, as Connect's do: the sink's group
 			// empties once this worker's task has left it.
-			eventually(t, "the sink's task gone from its group", func() bool {
-				groups, err := kadm.NewClient(e.cl).DescribeGroups(context.Background(), "connect-shop")
-				return err == nil && len(groups["connect-shop"].Members) == 0
-			})
+			eventually(t, "the sink's task gone from its group", func() bool { return e.members("connect-shop") == 0 })
 			e.produce("customers", 0, "c4", `{"name": "four"}`)
 			time.Sleep(time.Second)
 			assert.Equal(t, 3, count(t, conn, "customers"), "a deleted connector writes nothing")
@@ -512,7 +615,7 @@ func TestTheRESTAPIManagesAConnectorAsKafkaConnectDoes(t *testing.T) {
 // failed.
 func TestTheRESTAPIRefusesWhatItCannotKeepWhole(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, transport.Franz)
+	e := newFakeEnv(t)
 	e.topics(1, "orders")
 	db, _ := e.database("sink", "CREATE TABLE orders (id text PRIMARY KEY, amount int NOT NULL CHECK (amount >= 0));")
 	w := e.start("w1")
@@ -576,7 +679,7 @@ func mustJSON(t *testing.T, v any) []byte {
 // Kafka Connect never restarts a failed task by itself.
 func TestTheRestartPolicyRestartsAFailedConnectTask(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, transport.Franz)
+	e := newFakeEnv(t)
 	e.topics(1, "customers", "orders")
 	db, conn := e.database("sink", sinkSchema)
 	w := e.startWith("w1", func(c *connectworker.Config) {

@@ -9,13 +9,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/connect"
 	"github.com/causeway-stream/causeway/connect/transform"
-	"github.com/causeway-stream/causeway/runtime/embedded"
-	"github.com/causeway-stream/causeway/runtime/internal/transport"
+	"github.com/causeway-stream/causeway/runtime/internal/transport/transporttest"
 )
 
 // scripted is a source task that returns its batches in turn, then
@@ -47,67 +46,52 @@ func (s *scripted) Close() error { return nil }
 // errors.tolerance=all a record the transforms refuse is left out, and its
 // offset still counts, even when no record of its batch is written.
 func TestSourceRecordsAreRoutedAndRefusedOnesLeftOut(t *testing.T) {
-	for _, client := range transport.Clients() {
-		t.Run(client, func(t *testing.T) {
-			t.Parallel()
-			b, err := embedded.Start()
-			require.NoError(t, err)
-			defer b.Close()
-			w, err := New(Config{Bootstrap: b.Addr(), Client: client, Listen: "127.0.0.1:0", Log: zaptest.NewLogger(t)})
-			require.NoError(t, err)
-			defer func() { _ = w.server.Stop(context.Background()) }()
-			cfg := map[string]string{"errors.tolerance": "all", "topic.creation.default.partitions": "1",
-				"transforms": "key,route", "transforms.key.type": "ValueToKey", "transforms.key.fields": "id",
-				"transforms.route.type": "RegexRouter", "transforms.route.regex": "raw_(.*)", "transforms.route.replacement": "clean_$1"}
-			chain, err := transform.Parse(cfg)
-			require.NoError(t, err)
-			var produced = new(taskCounters)
-			r, err := w.newSourceRunner("src", cfg, chain, zaptest.NewLogger(t), &produced.produced)
-			require.NoError(t, err)
-			task := &scripted{batches: [][]connect.SourceRecord{
-				{
-					{Topic: "raw_a", Value: []byte(`{"id": 1}`), Offset: []byte(`1`)},
-					{Topic: "raw_a", Value: []byte(`[1]`), Offset: []byte(`2`)}, // not an object: refused
-					{Topic: "other", Value: []byte(`{"id": 3}`), Offset: []byte(`3`)},
-				},
-				{{Topic: "raw_a", Value: []byte(`"x"`), Offset: []byte(`4`)}}, // refused alone
-			}}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- r.run(ctx, task) }()
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				task.mu.Lock()
-				n := len(task.asked)
-				task.mu.Unlock()
-				if n >= 3 || time.Now().After(deadline) {
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			cancel()
-			require.NoError(t, <-done)
-			assert.Equal(t, [][]byte{nil, []byte(`3`), []byte(`4`)}, task.asked[:3], "each poll starts after the last offset, a refused record's too")
-			assert.EqualValues(t, 2, produced.produced.Load())
-
-			cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.ConsumeTopics("clean_a", "other", "raw_a"),
-				kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-			require.NoError(t, err)
-			defer cl.Close()
-			got := map[string]string{}
-			for quiet := 0; quiet < 3; {
-				pctx, pcancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-				fs := cl.PollFetches(pctx)
-				pcancel()
-				n := 0
-				fs.EachRecord(func(rec *kgo.Record) { n++; got[rec.Topic] = string(rec.Key) })
-				if n == 0 {
-					quiet++
-				}
-			}
-			var key map[string]any
-			require.NoError(t, json.Unmarshal([]byte(got["clean_a"]), &key))
-			assert.Equal(t, map[string]string{"clean_a": `{"id":1}`, "other": `{"id":3}`}, got, "routed, keyed, and nothing left in raw_a")
-		})
+	t.Parallel()
+	kafka := transporttest.New(t)
+	w, err := New(Config{Bootstrap: kafka.Bootstrap(), Client: kafka.Client(), Listen: "127.0.0.1:0", Log: zaptest.NewLogger(t)})
+	require.NoError(t, err)
+	defer func() { _ = w.server.Stop(context.Background()) }()
+	cfg := map[string]string{"errors.tolerance": "all", "topic.creation.default.partitions": "1",
+		"transforms": "key,route", "transforms.key.type": "ValueToKey", "transforms.key.fields": "id",
+		"transforms.route.type": "RegexRouter", "transforms.route.regex": "raw_(.*)", "transforms.route.replacement": "clean_$1"}
+	chain, err := transform.Parse(cfg)
+	require.NoError(t, err)
+	var produced = new(taskCounters)
+	r, err := w.newSourceRunner("src", cfg, chain, zaptest.NewLogger(t), &produced.produced)
+	require.NoError(t, err)
+	task := &scripted{batches: [][]connect.SourceRecord{
+		{
+			{Topic: "raw_a", Value: []byte(`{"id": 1}`), Offset: []byte(`1`)},
+			{Topic: "raw_a", Value: []byte(`[1]`), Offset: []byte(`2`)}, // not an object: refused
+			{Topic: "other", Value: []byte(`{"id": 3}`), Offset: []byte(`3`)},
+		},
+		{{Topic: "raw_a", Value: []byte(`"x"`), Offset: []byte(`4`)}}, // refused alone
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.run(ctx, task) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		task.mu.Lock()
+		n := len(task.asked)
+		task.mu.Unlock()
+		if n >= 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
+	cancel()
+	require.NoError(t, <-done)
+	assert.Equal(t, [][]byte{nil, []byte(`3`), []byte(`4`)}, task.asked[:3], "each poll starts after the last offset, a refused record's too")
+	assert.EqualValues(t, 2, produced.produced.Load())
+
+	got := map[string]string{}
+	for _, topic := range []string{"clean_a", "other", "raw_a"} {
+		for _, m := range kafka.Records(causal.Channel{Topic: topic}) {
+			got[m.Topic] = string(m.Key)
+		}
+	}
+	var key map[string]any
+	require.NoError(t, json.Unmarshal([]byte(got["clean_a"]), &key))
+	assert.Equal(t, map[string]string{"clean_a": `{"id":1}`, "other": `{"id":3}`}, got, "routed, keyed, and nothing left in raw_a")
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/connect/postgres"
 	"github.com/causeway-stream/causeway/runtime/connectworker"
-	"github.com/causeway-stream/causeway/runtime/internal/transport"
 	"github.com/causeway-stream/causeway/runtime/sinkworker"
 )
 
@@ -26,10 +25,10 @@ import (
 // whichever worker it was made on; when one worker goes, the other takes
 // everything over, and every record is written once.
 func TestTasksAreDealtOverTheWorkers(t *testing.T) {
-	for _, client := range transport.Clients() {
+	for _, client := range kafkas() {
 		t.Run(client, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, client)
+			e := envOn(t, client)
 			e.topics(2, "customers", "orders")
 			db, conn := e.database("sink", sinkSchema)
 			w1, w2 := e.start("w1"), e.start("w2")
@@ -85,7 +84,7 @@ func (e *env) lagSink(db, parents, children string, nChildren int) (refused int)
 		task, err := def.Open(context.Background(), "lag", []string{parents, children}, cfg)
 		require.NoError(e.t, err)
 		e.topics(1, "dead")
-		w, err := sinkworker.New(sinkworker.Config{Connector: "lag", Topics: []string{parents, children}, Task: task, Bootstrap: e.broker.Addr(),
+		w, err := sinkworker.New(sinkworker.Config{Connector: "lag", Topics: []string{parents, children}, Task: task, Bootstrap: e.bootstrap,
 			Client: e.client, Channels: chs, GateOff: e.gateOff, DeadLetterTopic: "dead", ToleranceAll: true, InstanceID: fmt.Sprint(chs), Log: zaptest.NewLogger(e.t)})
 		require.NoError(e.t, err)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -141,10 +140,10 @@ func insertShop(t *testing.T, exec func(string, ...any) error, first, customers,
 // gate (the negative control), orders of lagging customers break their
 // foreign key.
 func TestThePostgresSourceWritesRowsOnceAndInCausalOrder(t *testing.T) {
-	for _, client := range transport.Clients() {
+	for _, client := range kafkas() {
 		t.Run(client, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, client)
+			e := envOn(t, client)
 			src, conn := e.database("src", sourceSchema)
 			exec := func(sql string, args ...any) error {
 				_, err := conn.Exec(context.Background(), sql, args...)
@@ -241,11 +240,11 @@ func (w *worker) post(t *testing.T, topic, token string, key, value string) (int
 // sink whose customers lag. The negative control: the same posts without
 // the token break foreign keys.
 func TestHTTPSourceSessionsKeepAClientsWritesInOrder(t *testing.T) {
-	for _, client := range transport.Clients() {
+	for _, client := range kafkas() {
 		for _, tokens := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/tokens %v", client, tokens), func(t *testing.T) {
 				t.Parallel()
-				e := newEnv(t, client)
+				e := envOn(t, client)
 				w := e.start("w1")
 				code, body := w.call(t, "POST", "/connectors", map[string]any{"name": "web", "config": map[string]string{
 					"connector.class": "HttpSource", "http.topics": "customers,orders", "topic.creation.default.partitions": "2"}})

@@ -29,6 +29,7 @@ import (
 	"github.com/causeway-stream/causeway/internal/pgtest"
 	"github.com/causeway-stream/causeway/runtime/embedded"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
+	"github.com/causeway-stream/causeway/runtime/internal/transport/transporttest"
 	"github.com/causeway-stream/causeway/runtime/sinkworker"
 )
 
@@ -43,15 +44,14 @@ func TestMain(m *testing.M) {
 	os.Exit(pgtest.Main(m, &cluster))
 }
 
-// shop is a test's database and broker: customers and their orders, one
+// shop is a test's database and Kafka: customers and their orders, one
 // topic each, orders keyed by order id and referencing a customer by a
 // real foreign key, so the two are not co-partitioned.
 type shop struct {
-	t      *testing.T
-	db     string // connection URL
-	conn   *pgx.Conn
-	broker *embedded.Broker
-	cl     *kgo.Client
+	t     *testing.T
+	db    string // connection URL
+	conn  *pgx.Conn
+	kafka kafka
 	// sessions, one per customer: an order claims its customer's record.
 	sessions map[string]*causal.Session
 	// procs are the worker processes spawned.
@@ -62,13 +62,29 @@ const schema = `
 CREATE TABLE customers (id text PRIMARY KEY, name text NOT NULL);
 CREATE TABLE orders (id text PRIMARY KEY, customer text NOT NULL REFERENCES customers(id), amount int NOT NULL CHECK (amount >= 0));`
 
-func newShop(t *testing.T) *shop {
-	t.Helper()
-	return newShopOn(t, cluster)
+// kafka is where a shop's records are: the in-process Kafka
+// (transporttest), on which the workers of most tests run in the test's
+// process, or the embedded broker, which worker processes reach over TCP.
+type kafka interface {
+	// client is the client setting of a worker on it; empty for the
+	// default.
+	client() string
+	bootstrap() string
+	createTopics(partitions int32, topics ...string)
+	// produce writes m outside any transaction and returns its offset.
+	produce(m transport.Message) int64
+	// records returns the committed records of a partition.
+	records(ch causal.Channel) []transport.Message
 }
 
-// newShopOn is newShop on the Postgres server c.
-func newShopOn(t *testing.T, c *pgtest.Cluster) *shop {
+// newShop is a shop on the in-process Kafka.
+func newShop(t *testing.T) *shop {
+	t.Helper()
+	return newShopOn(t, cluster, newFake(t))
+}
+
+// newShopOn is a shop on the Postgres server c and k, with its topics.
+func newShopOn(t *testing.T, c *pgtest.Cluster, k kafka) *shop {
 	t.Helper()
 	ctx := context.Background()
 	name := strings.ToLower(strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()))
@@ -80,17 +96,123 @@ func newShopOn(t *testing.T, c *pgtest.Cluster) *shop {
 	_, err = conn.Exec(ctx, schema)
 	require.NoError(t, err)
 
+	k.createTopics(2, "customers", "orders")
+	k.createTopics(1, "dead")
+	return &shop{t: t, db: url, conn: conn, kafka: k, sessions: map[string]*causal.Session{}}
+}
+
+// fake is the in-process Kafka.
+type fake struct {
+	t *testing.T
+	c *transporttest.Cluster
+}
+
+func newFake(t *testing.T) fake { return fake{t: t, c: transporttest.New(t)} }
+
+func (f fake) client() string    { return f.c.Client() }
+func (f fake) bootstrap() string { return f.c.Bootstrap() }
+func (f fake) createTopics(partitions int32, topics ...string) {
+	for _, name := range topics {
+		require.NoError(f.t, f.c.CreateTopic(name, partitions, nil))
+	}
+}
+func (f fake) produce(m transport.Message) int64 {
+	off, err := f.c.Produce(m)
+	require.NoError(f.t, err)
+	return off
+}
+func (f fake) records(ch causal.Channel) []transport.Message { return f.c.Records(ch) }
+
+// inProcess names the in-process Kafka among the clients kafkas returns.
+const inProcess = "in-process"
+
+// kafkas are what the tests that run their workers in the test's process
+// run on: the in-process Kafka; with CAUSEWAY_TEST_BROKER=1 (make
+// test-all) also the embedded broker, through each client built in.
+func kafkas() []string {
+	if os.Getenv("CAUSEWAY_TEST_BROKER") == "1" {
+		return append([]string{inProcess}, transport.Clients()...)
+	}
+	return []string{inProcess}
+}
+
+// kafkaOn is the in-process Kafka, or the embedded broker with workers
+// on client.
+func kafkaOn(t *testing.T, client string) kafka {
+	if client == inProcess {
+		return newFake(t)
+	}
+	b := newBroker(t)
+	b.workers = client
+	return b
+}
+
+// broker is the embedded broker, and a client of the test's on it.
+type broker struct {
+	t  *testing.T
+	b  *embedded.Broker
+	cl *kgo.Client
+	// workers is the client of the workers on it; empty for the default.
+	workers string
+}
+
+func newBroker(t *testing.T) broker {
+	t.Helper()
 	b, err := embedded.Start()
 	require.NoError(t, err)
 	t.Cleanup(b.Close)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)
-	_, err = kadm.NewClient(cl).CreateTopics(ctx, 2, 1, nil, "customers", "orders")
-	require.NoError(t, err)
-	_, err = kadm.NewClient(cl).CreateTopics(ctx, 1, 1, nil, "dead")
-	require.NoError(t, err)
-	return &shop{t: t, db: url, conn: conn, broker: b, cl: cl, sessions: map[string]*causal.Session{}}
+	return broker{t: t, b: b, cl: cl}
+}
+
+func (k broker) client() string    { return k.workers }
+func (k broker) bootstrap() string { return k.b.Addr() }
+func (k broker) createTopics(partitions int32, topics ...string) {
+	_, err := kadm.NewClient(k.cl).CreateTopics(context.Background(), partitions, 1, nil, topics...)
+	require.NoError(k.t, err)
+}
+func (k broker) produce(m transport.Message) int64 {
+	rec := &kgo.Record{Topic: m.Topic, Partition: m.Partition, Key: m.Key, Value: m.Value}
+	for _, h := range m.Headers {
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+	}
+	res := k.cl.ProduceSync(context.Background(), rec)
+	require.NoError(k.t, res.FirstErr())
+	return res[0].Record.Offset
+}
+
+// records reads a partition to its end, read committed.
+func (k broker) records(ch causal.Channel) []transport.Message {
+	k.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.b.Addr()), kgo.KeepControlRecords(), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{ch.Topic: {ch.Partition: kgo.NewOffset().AtStart()}}))
+	require.NoError(k.t, err)
+	defer cl.Close()
+	end, err := kadm.NewClient(cl).ListEndOffsets(context.Background(), ch.Topic)
+	require.NoError(k.t, err)
+	want, _ := end.Lookup(ch.Topic, ch.Partition)
+	var out []transport.Message
+	for next := int64(0); next < want.Offset; {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		fs := cl.PollFetches(ctx)
+		timedOut := ctx.Err() != nil
+		cancel()
+		require.False(k.t, timedOut, "read %s to offset %d", ch, want.Offset)
+		fs.EachRecord(func(r *kgo.Record) {
+			next = r.Offset + 1
+			if r.Attrs.IsControl() {
+				return
+			}
+			m := transport.Message{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value}
+			for _, h := range r.Headers {
+				m.Headers = append(m.Headers, framework.Header{Key: h.Key, Value: h.Value})
+			}
+			out = append(out, m)
+		})
+	}
+	return out
 }
 
 // produce writes one record to topic/partition in customer's session,
@@ -102,11 +224,9 @@ func (s *shop) produce(topic string, partition int32, customer, key, value strin
 		sess = &causal.Session{}
 		s.sessions[customer] = sess
 	}
-	rec := &kgo.Record{Topic: topic, Partition: partition, Key: []byte(key), Value: []byte(value),
-		Headers: []kgo.RecordHeader{{Key: causal.HeaderKey, Value: sess.AppendHeader(nil)}}}
-	res := s.cl.ProduceSync(context.Background(), rec)
-	require.NoError(s.t, res.FirstErr())
-	sess.Produced(causal.Channel{Topic: topic, Partition: partition}, res[0].Record.Offset)
+	off := s.kafka.produce(transport.Message{Topic: topic, Partition: partition, Key: []byte(key), Value: []byte(value),
+		Headers: []framework.Header{{Key: causal.HeaderKey, Value: sess.AppendHeader(nil)}}})
+	sess.Produced(causal.Channel{Topic: topic, Partition: partition}, off)
 }
 
 // orderShop writes customers c00..c19 (even ones on partition 0, odd on
@@ -145,8 +265,8 @@ func (s *shop) workerDone(chs []causal.Channel, mutate func(*sinkworker.Config))
 	require.NoError(s.t, err)
 	task, err := def.Open(ctx, "shop", []string{"customers", "orders"}, cfg)
 	require.NoError(s.t, err)
-	wc := sinkworker.Config{Connector: "shop", Topics: []string{"customers", "orders"}, Task: task, Bootstrap: s.broker.Addr(),
-		Channels: chs, DeadLetterTopic: "dead", ToleranceAll: true, InstanceID: instanceOf(chs), Log: zaptest.NewLogger(s.t)}
+	wc := sinkworker.Config{Connector: "shop", Topics: []string{"customers", "orders"}, Task: task, Bootstrap: s.kafka.bootstrap(),
+		Client: s.kafka.client(), Channels: chs, DeadLetterTopic: "dead", ToleranceAll: true, InstanceID: instanceOf(chs), Log: zaptest.NewLogger(s.t)}
 	if mutate != nil {
 		mutate(&wc)
 	}
@@ -202,28 +322,11 @@ func (s *shop) count(table string) int {
 // reason.
 func (s *shop) deadLetters() []string {
 	s.t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.broker.Addr()), kgo.ConsumeTopics("dead"), kgo.KeepControlRecords(),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	require.NoError(s.t, err)
-	defer cl.Close()
-	end, err := kadm.NewClient(cl).ListEndOffsets(context.Background(), "dead")
-	require.NoError(s.t, err)
-	want, _ := end.Lookup("dead", 0)
 	var out []string
-	for next := int64(0); next < want.Offset; {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		fs := cl.PollFetches(ctx)
-		timedOut := ctx.Err() != nil
-		cancel()
-		require.False(s.t, timedOut, "read the dead letters to offset %d", want.Offset)
-		fs.EachRecord(func(r *kgo.Record) {
-			next = r.Offset + 1
-			for _, h := range r.Headers {
-				if h.Key == sinkworker.HeaderMessage && !r.Attrs.IsControl() {
-					out = append(out, string(h.Value))
-				}
-			}
-		})
+	for _, m := range s.kafka.records(causal.Channel{Topic: "dead"}) {
+		if reason, ok := framework.Record(m).Header(sinkworker.HeaderMessage); ok {
+			out = append(out, string(reason))
+		}
 	}
 	return out
 }
@@ -258,14 +361,14 @@ func foreignKeyViolations(reasons []string) int {
 // without it (the negative control), every order of a lagging customer is
 // refused by the database.
 func TestAnOrderIsWrittenOnlyAfterItsCustomer(t *testing.T) {
-	for _, client := range transport.Clients() {
+	for _, client := range kafkas() {
 		for _, gateOff := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/gate off %v", client, gateOff), func(t *testing.T) {
 				t.Parallel()
-				s := newShop(t)
+				s := newShopOn(t, cluster, kafkaOn(t, client))
 				onOne := s.orderShop()
 				lagging := causal.Channel{Topic: "customers", Partition: 1}
-				set := func(c *sinkworker.Config) { c.GateOff, c.Client = gateOff, client }
+				set := func(c *sinkworker.Config) { c.GateOff = gateOff }
 				a, stopA := s.worker([]causal.Channel{{Topic: "customers"}, {Topic: "orders"}, {Topic: "orders", Partition: 1}}, set)
 				if gateOff {
 					eventually(t, "every order handled", func() bool { st := a.Status(); return st.Written+st.Rejected == 70 })
@@ -415,7 +518,7 @@ func processLog(instance string) *zap.Logger {
 func (s *shop) spawn(client, instance string) *process {
 	s.t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run", "^$")
-	cmd.Env = append(os.Environ(), "CAUSEWAY_SINK_WORKER=1", "SINK_DB="+s.db, "SINK_BOOTSTRAP="+s.broker.Addr(),
+	cmd.Env = append(os.Environ(), "CAUSEWAY_SINK_WORKER=1", "SINK_DB="+s.db, "SINK_BOOTSTRAP="+s.kafka.bootstrap(),
 		"SINK_CLIENT="+client, "SINK_INSTANCE="+client+"-"+instance)
 	p := &process{cmd: cmd}
 	cmd.Stdout, cmd.Stderr = os.Stderr, io.MultiWriter(os.Stderr, p)
@@ -463,7 +566,7 @@ func TestSinkWorkersKilledWriteEveryRecordOnce(t *testing.T) {
 	for _, client := range transport.Clients() {
 		t.Run(client, func(t *testing.T) {
 			t.Parallel()
-			s := newShop(t)
+			s := newShopOn(t, cluster, newBroker(t))
 			for i := range 40 {
 				c := fmt.Sprintf("c%02d", i)
 				s.produce("customers", int32(i%2), c, c, fmt.Sprintf(`{"name": "customer %d"}`, i))
@@ -519,7 +622,7 @@ func TestASinkRidesOutADatabaseRestart(t *testing.T) {
 			own, err := pgtest.Start(ctx)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = own.Stop() })
-			s := newShopOn(t, own)
+			s := newShopOn(t, own, newFake(t))
 			s.produce("customers", 0, "c00", "c00", `{"name": "one"}`)
 			all := []causal.Channel{{Topic: "customers"}, {Topic: "customers", Partition: 1}, {Topic: "orders"}, {Topic: "orders", Partition: 1}}
 			_, stop, done := s.workerDone(all, func(c *sinkworker.Config) {
@@ -570,13 +673,8 @@ func TestASinkRidesOutADatabaseRestart(t *testing.T) {
 func TestASinkWaitsForItsTopics(t *testing.T) {
 	t.Parallel()
 	s := newShop(t)
-	late, err := embedded.Start()
-	require.NoError(t, err)
-	t.Cleanup(late.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(late.Addr()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	require.NoError(t, err)
-	t.Cleanup(cl.Close)
-	s.broker, s.cl = late, cl
+	late := newFake(t)
+	s.kafka = late
 
 	all := []causal.Channel{{Topic: "customers"}, {Topic: "customers", Partition: 1}, {Topic: "orders"}, {Topic: "orders", Partition: 1}}
 	w, stop, done := s.workerDone(all, nil)
@@ -588,8 +686,7 @@ func TestASinkWaitsForItsTopics(t *testing.T) {
 		t.Fatalf("the worker stopped: %v", stop())
 	default:
 	}
-	_, err = kadm.NewClient(cl).CreateTopics(context.Background(), 2, 1, nil, "customers", "orders")
-	require.NoError(t, err)
+	late.createTopics(2, "customers", "orders")
 	s.produce("customers", 0, "c00", "c00", `{"name": "one"}`)
 	s.produce("orders", 1, "c00", "o1", `{"customer": "c00", "amount": 1}`)
 	eventually(t, "the order written", func() bool { return s.count("orders") == 1 })
@@ -609,15 +706,9 @@ func TestADeadLetterTooLargeIsCutToFit(t *testing.T) {
 	s.produce("orders", 0, "c00", "o1", `{"customer": "c00", "amount": -5, "note": "`+note+`"}`)
 	all := []causal.Channel{{Topic: "customers"}, {Topic: "customers", Partition: 1}, {Topic: "orders"}, {Topic: "orders", Partition: 1}}
 	_, stop := s.worker(all, func(c *sinkworker.Config) { c.MaxRecordBytes, c.TaskID, c.Class = 1000, 3, "PostgresSink" })
-	var dead []*kgo.Record
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.broker.Addr()), kgo.ConsumeTopics("dead"),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	require.NoError(t, err)
-	defer cl.Close()
+	var dead []transport.Message
 	eventually(t, "the dead letter", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		defer cancel()
-		dead = append(dead, cl.PollFetches(ctx).Records()...)
+		dead = s.kafka.records(causal.Channel{Topic: "dead"})
 		return len(dead) > 0
 	})
 	require.NoError(t, stop())

@@ -16,7 +16,6 @@ package transport
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -292,30 +291,6 @@ func KindOf(err error) ErrorKind {
 
 // TooLarge reports whether err refused a record for its size.
 func TooLarge(err error) bool { return KindOf(err) == KindTooLarge }
-
-// Named returns the transport called name.
-func Named(name string) (Supplier, error) {
-	if t, ok := transports[name]; ok {
-		return t, nil
-	}
-	return nil, fmt.Errorf("%w: client %q is not built into this binary", ErrInvalidConfig, name)
-}
-
-// transports are the transports built in, by name; the files that
-// implement them add themselves.
-var transports = map[string]Supplier{}
-
-// Clients returns the Kafka client libraries built into this binary, the
-// default first: librdkafka when built with cgo, then franz.
-func Clients() []string {
-	var out []string
-	for _, c := range []string{Librdkafka, Franz} {
-		if _, ok := transports[c]; ok {
-			out = append(out, c)
-		}
-	}
-	return out
-}
 
 // PartitionString names a partition as the logs do: topic/partition.
 func PartitionString(topic string, p int32) string {
