@@ -5,6 +5,9 @@ PKGS     ?= ./...
 SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Seeds for the causal simulation run by `make test`; raise it for a soak.
 SIM_SEEDS ?= 300
+# Kills of the chaos test in `make test`, on each client (make test-all
+# makes the test's own 50).
+CHAOS_KILLS ?= 20
 BENCHTIME ?= 500ms
 BENCHCOUNT ?= 5
 E2E_RECORDS ?= 200000
@@ -31,12 +34,21 @@ run-clicks: ## Page views joined to user profiles, counted per region in one-min
 run-connect: postgres ## The shop's orders, payments and shipments written into Postgres tables with foreign keys by the causal sink, a lagging partition's worker starting late: gate on and gate off side by side (CLIENT=franz too).
 	$(GO) run ./examples/shopsink -client $(CLIENT)
 
+# The race detector's runtime sleeps a second before a test binary exits,
+# for reports of other threads to come out; a race found during a test
+# fails that test anyway. Without the sleep, make test's 40-odd race-built
+# test binaries end 20 s sooner on 2 cores.
+export GORACE ?= atexit_sleep_ms=0
+
 # The packages whose tests run with the race detector: all but causal, a
 # pure state machine with no goroutines, whose simulation the detector
 # only slows down tenfold.
-# The runtime's tests take longest: listed first, they start first.
+# The packages whose tests take longest, most of it waiting on a broker,
+# Postgres or Chromium, are listed first, so that they start first and
+# the others fill the time they wait.
 ALL_PKGS = $(shell $(GO) list $(PKGS))
-RACE_PKGS = $(filter %/runtime,$(ALL_PKGS)) $(filter-out %/runtime %/causal,$(ALL_PKGS))
+LONG_PKGS = $(foreach p,/runtime /runtime/pagetest /runtime/sinkworker /runtime/connectworker /examples/orders /examples/wordcount,$(filter %$(p),$(ALL_PKGS)))
+RACE_PKGS = $(LONG_PKGS) $(filter-out $(LONG_PKGS) %/causal,$(ALL_PKGS))
 CAUSAL_PKGS = $(filter %/causal,$(ALL_PKGS))
 # The packages a build without cgo changes: the runtime (its transports)
 # and whatever tests run it. The others' test binaries are the same
@@ -52,14 +64,17 @@ WORKER_BIN = $(CURDIR)/.build/runtime-worker.test
 # Tests sharing a broker wait on it more than they compute: more of them at
 # once than there are cores.
 PARALLEL ?= 8
-# The runtime's multi-process tests (kill -9, chaos, scaling, standbys,
-# fencing, start-up): the code they test runs in worker processes, built
-# without the race detector (WORKER_BIN); the test process only runs the
-# embedded broker and the checkers, which the race detector would slow
-# down several times over for nothing. make test runs them without it,
-# beside the race-detected run of every other test; make test-all runs
-# them with it, against race-built workers.
-PROCESS_TESTS = ^(TestCrashRecoveryExactlyOnce|TestRebalanceExactlyOnce|TestChaosExactlyOnce|TestScalingStopsOnlyTheTasksThatMove|TestStandbysRestoreLittleOnFailover|TestNewWorkersWarmUpBeforeTakingTasks|TestAFencedWorkerExitsWithCode1|TestAStateDirInUseIsRefused|TestAnUnreachableClusterIsRetriedThenRefusedOnBothClients|TestAWorkerWaitsForItsTopicsAndSaysSo)$$
+# The multi-process tests (the runtime's kill -9, chaos, scaling,
+# standbys, fencing and start-up; the sink and connect workers' kill -9):
+# the code they test runs in worker processes, built without the race
+# detector (WORKER_BIN; the sink and connect tests spawn their own test
+# binary, built so by this run); the test process only runs the embedded
+# broker and the checkers, which the race detector would slow down
+# several times over for nothing. make test runs them without it, beside
+# the race-detected run of every other test; make test-all runs them with
+# it, against race-built workers.
+PROCESS_TESTS = ^(TestCrashRecoveryExactlyOnce|TestRebalanceExactlyOnce|TestChaosExactlyOnce|TestScalingStopsOnlyTheTasksThatMove|TestStandbysRestoreLittleOnFailover|TestNewWorkersWarmUpBeforeTakingTasks|TestAFencedWorkerExitsWithCode1|TestAStateDirInUseIsRefused|TestAnUnreachableClusterIsRetriedThenRefusedOnBothClients|TestAWorkerWaitsForItsTopicsAndSaysSo|TestSinkWorkersKilledWriteEveryRecordOnce|TestAKilledSourceWorkerWritesEveryRowOnce)$$
+PROCESS_PKGS = ./runtime/ ./runtime/sinkworker/ ./runtime/connectworker/
 PROCESS_LOG = $(CURDIR)/.build/process-tests.log
 
 test: lint chromium postgres ## Lint, then run every test (the worker's page in headless Chromium among them) with the race detector where there are goroutines (the multi-process tests beside them without it, see PROCESS_TESTS), then the runtime's without cgo; about 5 minutes on 2 cores (274 and 284 s measured warm; 292 s warm after issue 48's member loop and parts; 366 s with every test race-built the same day).
@@ -67,21 +82,24 @@ test: lint chromium postgres ## Lint, then run every test (the worker's page in 
 	@# negative controls that show the simulation's checker catches them.
 	$(if $(CAUSAL_PKGS),CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -tags causal_mutants -count=1 -timeout 5m $(CAUSAL_PKGS))
 	$(GO) test -c -o $(WORKER_BIN) ./runtime/
-	@# The multi-process tests in the background, their output kept for the end.
+	@# In the background, their output kept for the end: the multi-process
+	@# tests, then the tests a build without cgo changes (test-purego).
 	@status=0; \
-	CAUSEWAY_WORKER_BINARY=$(WORKER_BIN) $(GO) test -count=1 -parallel $(PARALLEL) -timeout 12m -run '$(PROCESS_TESTS)' ./runtime/ > $(PROCESS_LOG) 2>&1 & proc=$$!; \
+	( CAUSEWAY_CHAOS_KILLS=$(CHAOS_KILLS) CAUSEWAY_WORKER_BINARY=$(WORKER_BIN) $(GO) test -count=1 -parallel $(PARALLEL) -timeout 12m -run '$(PROCESS_TESTS)' $(PROCESS_PKGS); procs=$$?; \
+	  $(MAKE) --no-print-directory test-purego PUREGO_RUN='$(PUREGO_SMOKE)' && exit $$procs ) > $(PROCESS_LOG) 2>&1 & proc=$$!; \
 	echo "CAUSEWAY_WORKER_BINARY=$(WORKER_BIN) CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -parallel $(PARALLEL) -timeout 12m -skip '$(PROCESS_TESTS)' <every package but causal>"; \
 	CAUSEWAY_WORKER_BINARY=$(WORKER_BIN) CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -parallel $(PARALLEL) -timeout 12m -skip '$(PROCESS_TESTS)' $(RACE_PKGS) || status=1; \
 	wait $$proc || status=1; \
-	echo "the runtime's multi-process tests, without the race detector:"; cat $(PROCESS_LOG); \
+	echo "the multi-process tests, without the race detector, then the tests without cgo:"; cat $(PROCESS_LOG); \
 	exit $$status
-	$(MAKE) --no-print-directory test-purego PUREGO_RUN='$(PUREGO_SMOKE)'
 
 # What make test runs again without cgo: the tests of the code only such a
-# build has or lacks (the client list, the refusal of librdkafka), one
-# exactly-once run through kill -9 on franz-go alone, and the examples.
-# make test-all runs every test of those packages so.
-PUREGO_SMOKE = Client|Flag|TestCrashRecoveryExactlyOnce|TestDemoEndToEnd
+# build has or lacks (the client list, the refusal of librdkafka). The
+# worker's franz-go code is the same with cgo or without, and the
+# multi-process tests run it through kill -9 already; lint builds the
+# examples without cgo. make test-all runs every test of those packages
+# so.
+PUREGO_SMOKE = Client|Flag
 PUREGO_RUN ?=
 
 test-all: lint chromium postgres ## make test with race-built worker processes and every test of the packages a build without cgo changes run again so (about 8 minutes on 2 cores).

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +19,7 @@ import (
 
 // Chaos: three worker processes share the shop while input keeps arriving;
 // one of them, chosen at random among those with partitions, is killed
-// with SIGKILL and restarted from its state dir, 50 times, and the broker
+// with SIGKILL and restarted from its state dir, 50 times (chaosKills), and the broker
 // now and then answers produce
 // requests with errors (retriable ones, and ones that abort the
 // transaction). A third of the orders are written in client
@@ -35,7 +37,8 @@ func TestChaosExactlyOnce(t *testing.T) {
 		b := startBroker(t)
 		createTopics(t, b.Addr(), 3, "orders", "payments", "verdicts")
 		wl := workload{payments: map[string][]string{}}
-		const app, kills = "shop-chaos", 50
+		const app = "shop-chaos"
+		kills := chaosKills(t)
 		var states [3]string
 		var workers [3]*workerProcess
 		for i := range workers {
@@ -123,6 +126,20 @@ func TestChaosExactlyOnce(t *testing.T) {
 			require.NoError(t, w.stop(30*time.Second), w.tail())
 		}
 	})
+}
+
+// chaosKills is how many kills TestChaosExactlyOnce makes on each client:
+// 50, or CAUSEWAY_CHAOS_KILLS (make test takes fewer; every fault the
+// test injects is still injected, from the third round on, every fifth).
+func chaosKills(t *testing.T) int {
+	v := os.Getenv("CAUSEWAY_CHAOS_KILLS")
+	if v == "" {
+		return 50
+	}
+	n, err := strconv.Atoi(v)
+	require.NoError(t, err, "CAUSEWAY_CHAOS_KILLS")
+	require.GreaterOrEqual(t, n, 13, "CAUSEWAY_CHAOS_KILLS: fewer than 13 kills leave a fault out")
+	return n
 }
 
 // continuesSequence reports whether every record batch of a produce request

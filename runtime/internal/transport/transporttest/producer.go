@@ -108,13 +108,18 @@ func (p *producer) SendOffsetsToTransaction(_ context.Context, offsets map[causa
 	if p.offsets == nil {
 		p.offsets = map[string]map[causal.Channel]int64{}
 	}
-	if p.offsets[group] == nil {
-		p.offsets[group] = map[causal.Channel]int64{}
-	}
-	for ch, o := range offsets {
-		p.offsets[group][ch] = o
-	}
+	mergeOffsets(p.offsets, group, offsets)
 	return nil
+}
+
+// mergeOffsets sets group's offsets in into to offs.
+func mergeOffsets(into map[string]map[causal.Channel]int64, group string, offs map[causal.Channel]int64) {
+	if into[group] == nil {
+		into[group] = map[causal.Channel]int64{}
+	}
+	for ch, o := range offs {
+		into[group][ch] = o
+	}
 }
 
 func (p *producer) CommitTransaction(context.Context) error {
@@ -150,12 +155,7 @@ func (p *producer) CommitTransaction(context.Context) error {
 		*log = append(*log, entry{marker: true, msg: transport.Message{Topic: ch.Topic, Partition: ch.Partition, Offset: int64(len(*log))}})
 	}
 	for group, offs := range p.offsets {
-		if p.c.offsets[group] == nil {
-			p.c.offsets[group] = map[causal.Channel]int64{}
-		}
-		for ch, o := range offs {
-			p.c.offsets[group][ch] = o
-		}
+		mergeOffsets(p.c.offsets, group, offs)
 	}
 	p.endLocked()
 	p.c.broadcastLocked()
