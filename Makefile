@@ -77,7 +77,7 @@ PROCESS_TESTS = ^(TestCrashRecoveryExactlyOnce|TestRebalanceExactlyOnce|TestChao
 PROCESS_PKGS = ./runtime/ ./runtime/sinkworker/ ./runtime/connectworker/
 PROCESS_LOG = $(CURDIR)/.build/process-tests.log
 
-test: lint chromium postgres ## Lint, then run every test (the worker's page in headless Chromium among them) with the race detector where there are goroutines (the multi-process tests beside them without it, see PROCESS_TESTS), then the runtime's without cgo; about 5 minutes on 2 cores (274 and 284 s measured warm; 292 s warm after issue 48's member loop and parts; 366 s with every test race-built the same day).
+test: lint chromium postgres ## Lint, then run every test (the worker's page in headless Chromium among them) with the race detector where there are goroutines (the multi-process tests beside them without it, see PROCESS_TESTS), and, beside them, what a build without cgo changes; under 4 minutes on 2 cores (220 s measured warm, with the sink and connect tests on the in-process Kafka; 292 s before that; 366 s with every test race-built).
 	@# causal_mutants builds the gate's deliberate defects in, for the
 	@# negative controls that show the simulation's checker catches them.
 	$(if $(CAUSAL_PKGS),CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -tags causal_mutants -count=1 -timeout 5m $(CAUSAL_PKGS))
@@ -102,7 +102,7 @@ test: lint chromium postgres ## Lint, then run every test (the worker's page in 
 PUREGO_SMOKE = Client|Flag
 PUREGO_RUN ?=
 
-test-all: lint chromium postgres ## make test with race-built worker processes and every test of the packages a build without cgo changes run again so (about 8 minutes on 2 cores).
+test-all: lint chromium postgres ## make test with race-built worker processes, the chaos test's full 50 kills, the sink and connect workers' in-process tests on the embedded broker through both clients as well, and every test of the packages a build without cgo changes run again so (about 8 minutes on 2 cores).
 	$(if $(CAUSAL_PKGS),CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -tags causal_mutants -count=1 -timeout 5m $(CAUSAL_PKGS))
 	CAUSEWAY_TEST_BROKER=1 CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -parallel $(PARALLEL) -timeout 20m $(RACE_PKGS)
 	$(MAKE) --no-print-directory test-purego
