@@ -102,7 +102,7 @@ test: lint chromium postgres ## Lint, then run every test (the worker's page in 
 PUREGO_SMOKE = Client|Flag
 PUREGO_RUN ?=
 
-test-all: lint chromium postgres ## make test with race-built worker processes, the chaos test's full 50 kills, the sink and connect workers' in-process tests on the embedded broker through both clients as well, and every test of the packages a build without cgo changes run again so (about 8 minutes on 2 cores).
+test-all: lint chromium postgres ## make test with race-built worker processes, the chaos test's full 50 kills, the connect worker's in-process tests and the sink's gate test on the embedded broker through both clients as well, and every test of the packages a build without cgo changes run again so (about 8 minutes on 2 cores).
 	$(if $(CAUSAL_PKGS),CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -tags causal_mutants -count=1 -timeout 5m $(CAUSAL_PKGS))
 	CAUSEWAY_TEST_BROKER=1 CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -parallel $(PARALLEL) -timeout 20m $(RACE_PKGS)
 	$(MAKE) --no-print-directory test-purego

@@ -63,24 +63,11 @@ type env struct {
 	gateOff bool
 }
 
-// inProcess names the in-process Kafka among the clients kafkas returns.
-const inProcess = "in-process"
-
-// kafkas are what the tests that run their workers in the test's process
-// run on: the in-process Kafka; with CAUSEWAY_TEST_BROKER=1 (make
-// test-all) also the embedded broker, through each client built in.
-func kafkas() []string {
-	if os.Getenv("CAUSEWAY_TEST_BROKER") == "1" {
-		return append([]string{inProcess}, transport.Clients()...)
-	}
-	return []string{inProcess}
-}
-
 // envOn is an env on the in-process Kafka, or on the embedded broker
 // with workers on client.
 func envOn(t *testing.T, client string) *env {
 	t.Helper()
-	if client == inProcess {
+	if client == transporttest.InProcess {
 		return newFakeEnv(t)
 	}
 	return newEnv(t, client)
@@ -408,7 +395,7 @@ func (e *env) produce(topic string, partition int32, key, value string) {
 // real Postgres: the shapes of the bodies are Kafka Connect's, the codes
 // its own, and pause, resume, restart and delete do what they say.
 func TestTheRESTAPIManagesAConnectorAsKafkaConnectDoes(t *testing.T) {
-	for _, client := range kafkas() {
+	for _, client := range transporttest.Kafkas() {
 		t.Run(client, func(t *testing.T) {
 			t.Parallel()
 			e := envOn(t, client)

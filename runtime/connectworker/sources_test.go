@@ -18,6 +18,7 @@ import (
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/connect/postgres"
 	"github.com/causeway-stream/causeway/runtime/connectworker"
+	"github.com/causeway-stream/causeway/runtime/internal/transport/transporttest"
 	"github.com/causeway-stream/causeway/runtime/sinkworker"
 )
 
@@ -25,7 +26,7 @@ import (
 // whichever worker it was made on; when one worker goes, the other takes
 // everything over, and every record is written once.
 func TestTasksAreDealtOverTheWorkers(t *testing.T) {
-	for _, client := range kafkas() {
+	for _, client := range transporttest.Kafkas() {
 		t.Run(client, func(t *testing.T) {
 			t.Parallel()
 			e := envOn(t, client)
@@ -140,7 +141,7 @@ func insertShop(t *testing.T, exec func(string, ...any) error, first, customers,
 // gate (the negative control), orders of lagging customers break their
 // foreign key.
 func TestThePostgresSourceWritesRowsOnceAndInCausalOrder(t *testing.T) {
-	for _, client := range kafkas() {
+	for _, client := range transporttest.Kafkas() {
 		t.Run(client, func(t *testing.T) {
 			t.Parallel()
 			e := envOn(t, client)
@@ -240,7 +241,7 @@ func (w *worker) post(t *testing.T, topic, token string, key, value string) (int
 // sink whose customers lag. The negative control: the same posts without
 // the token break foreign keys.
 func TestHTTPSourceSessionsKeepAClientsWritesInOrder(t *testing.T) {
-	for _, client := range kafkas() {
+	for _, client := range transporttest.Kafkas() {
 		for _, tokens := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/tokens %v", client, tokens), func(t *testing.T) {
 				t.Parallel()

@@ -123,23 +123,10 @@ func (f fake) produce(m transport.Message) int64 {
 }
 func (f fake) records(ch causal.Channel) []transport.Message { return f.c.Records(ch) }
 
-// inProcess names the in-process Kafka among the clients kafkas returns.
-const inProcess = "in-process"
-
-// kafkas are what the tests that run their workers in the test's process
-// run on: the in-process Kafka; with CAUSEWAY_TEST_BROKER=1 (make
-// test-all) also the embedded broker, through each client built in.
-func kafkas() []string {
-	if os.Getenv("CAUSEWAY_TEST_BROKER") == "1" {
-		return append([]string{inProcess}, transport.Clients()...)
-	}
-	return []string{inProcess}
-}
-
 // kafkaOn is the in-process Kafka, or the embedded broker with workers
 // on client.
 func kafkaOn(t *testing.T, client string) kafka {
-	if client == inProcess {
+	if client == transporttest.InProcess {
 		return newFake(t)
 	}
 	b := newBroker(t)
@@ -183,14 +170,16 @@ func (k broker) produce(m transport.Message) int64 {
 	return res[0].Record.Offset
 }
 
-// records reads a partition to its end, read committed.
+// records reads a partition to its last stable offset: what read
+// committed can see now (a transaction a killed worker left open does
+// not hold the read up).
 func (k broker) records(ch causal.Channel) []transport.Message {
 	k.t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(k.b.Addr()), kgo.KeepControlRecords(), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{ch.Topic: {ch.Partition: kgo.NewOffset().AtStart()}}))
 	require.NoError(k.t, err)
 	defer cl.Close()
-	end, err := kadm.NewClient(cl).ListEndOffsets(context.Background(), ch.Topic)
+	end, err := kadm.NewClient(cl).ListCommittedOffsets(context.Background(), ch.Topic)
 	require.NoError(k.t, err)
 	want, _ := end.Lookup(ch.Topic, ch.Partition)
 	var out []transport.Message
@@ -361,7 +350,7 @@ func foreignKeyViolations(reasons []string) int {
 // without it (the negative control), every order of a lagging customer is
 // refused by the database.
 func TestAnOrderIsWrittenOnlyAfterItsCustomer(t *testing.T) {
-	for _, client := range kafkas() {
+	for _, client := range transporttest.Kafkas() {
 		for _, gateOff := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/gate off %v", client, gateOff), func(t *testing.T) {
 				t.Parallel()

@@ -25,6 +25,7 @@ package transporttest
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -83,6 +84,19 @@ func New(t testing.TB) *Cluster {
 	}
 	t.Cleanup(remove)
 	return c
+}
+
+// InProcess names the in-process Kafka among the clients Kafkas returns.
+const InProcess = "in-process"
+
+// Kafkas are what a test that runs its workers in the test's process
+// runs them on: the in-process Kafka; with CAUSEWAY_TEST_BROKER=1 (make
+// test-all) also a broker, through each client built in.
+func Kafkas() []string {
+	if os.Getenv("CAUSEWAY_TEST_BROKER") == "1" {
+		return append([]string{InProcess}, transport.Clients()...)
+	}
+	return []string{InProcess}
 }
 
 // Client is the name the cluster's transport is registered under: a
