@@ -22,6 +22,9 @@ import (
 type engine struct {
 	w   *Worker
 	ctx context.Context
+	// launched is when the last commit was launched: a commit is due
+	// again Config.CommitInterval later, or once a batch is pending.
+	launched time.Time
 }
 
 // Between takes the outcome of the commit in flight, if it landed, and
@@ -79,7 +82,8 @@ func (e *engine) PartitionError(ch causal.Channel, err error) {
 }
 
 // Handled takes what the gate delivers into the pending records, and
-// commits once a batch of them is pending.
+// launches a commit when one is due, after every poll as the backlog
+// bound needs.
 func (e *engine) Handled() {
 	a := e.w.assignment
 	if a == nil {
@@ -87,7 +91,9 @@ func (e *engine) Handled() {
 	}
 	a.drain()
 	e.look()
-	if a := e.w.assignment; a != nil && len(a.pending) >= e.w.cfg.BatchSize {
+	if e.due() {
+		// With a commit in flight and a backlog of four batches, this
+		// waits for it: the sink's system is slower than Kafka.
 		e.Commit(time.Time{})
 	}
 }
@@ -109,11 +115,23 @@ func (e *engine) Commit(time.Time) {
 	}
 	if w.flight == nil {
 		w.launch(context.WithoutCancel(e.ctx))
+		e.launched = time.Now()
 	}
 }
 
-// look takes the outcome of the commit in flight, if it landed, and reads
-// the other tasks' positions again when a head waits on them.
+// due reports whether a commit is due on the sink's own rule: a batch is
+// pending, or the interval since the last launch is up. The loop's beat
+// (Commit) is the backstop; this rule launches the next commit as soon as
+// the one in flight lands, so that a slow sink's commits follow each
+// other back to back instead of waiting for the loop's next beat.
+func (e *engine) due() bool {
+	a := e.w.assignment
+	return a != nil && e.w.loop.Fate.Fatal() == nil && (len(a.pending) >= e.w.cfg.BatchSize || time.Since(e.launched) >= e.w.cfg.CommitInterval)
+}
+
+// look takes the outcome of the commit in flight, if it landed, reads
+// the other tasks' positions again when a head waits on them, and
+// launches the next commit when none is in flight and one is due.
 func (e *engine) look() {
 	w := e.w
 	if w.flight != nil {
@@ -132,5 +150,9 @@ func (e *engine) look() {
 	}
 	if err := w.refresh(e.ctx, a); err != nil && e.ctx.Err() == nil {
 		w.fail(err) // an error of a stop while reading the positions is none
+		return
+	}
+	if w.flight == nil && e.due() {
+		e.Commit(time.Time{})
 	}
 }

@@ -181,7 +181,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		}
 		return err
 	}
-	if err := w.loop.Run(&engine{w: w, ctx: ctx}, ctx.Done()); err != nil {
+	if err := w.loop.Run(&engine{w: w, ctx: ctx, launched: time.Now()}, ctx.Done()); err != nil {
 		return err
 	}
 	return w.commit(context.WithoutCancel(ctx))
