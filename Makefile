@@ -76,30 +76,35 @@ PARALLEL ?= 8
 PROCESS_TESTS = ^(TestCrashRecoveryExactlyOnce|TestRebalanceExactlyOnce|TestChaosExactlyOnce|TestScalingStopsOnlyTheTasksThatMove|TestStandbysRestoreLittleOnFailover|TestNewWorkersWarmUpBeforeTakingTasks|TestAFencedWorkerExitsWithCode1|TestAStateDirInUseIsRefused|TestAnUnreachableClusterIsRetriedThenRefusedOnBothClients|TestAWorkerWaitsForItsTopicsAndSaysSo|TestSinkWorkersKilledWriteEveryRecordOnce|TestAKilledSourceWorkerWritesEveryRowOnce)$$
 PROCESS_PKGS = ./runtime/ ./runtime/sinkworker/ ./runtime/connectworker/
 PROCESS_LOG = $(CURDIR)/.build/process-tests.log
+CAUSAL_LOG = $(CURDIR)/.build/causal-tests.log
 
 test: lint chromium postgres ## Lint, then run every test (the worker's page in headless Chromium among them) with the race detector where there are goroutines (the multi-process tests beside them without it, see PROCESS_TESTS), and, beside them, what a build without cgo changes; under 4 minutes on 2 cores (220 s measured warm, with the sink and connect tests on the in-process Kafka; 292 s before that; 366 s with every test race-built).
-	@# causal_mutants builds the gate's deliberate defects in, for the
-	@# negative controls that show the simulation's checker catches them.
-	$(if $(CAUSAL_PKGS),CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -tags causal_mutants -count=1 -timeout 5m $(CAUSAL_PKGS))
 	$(GO) test -c -o $(WORKER_BIN) ./runtime/
-	@# In the background, their output kept for the end: the multi-process
-	@# tests, then the tests a build without cgo changes (test-purego).
+	@# In the background, their output kept for the end: the gate's tests
+	@# with causal_mutants, which builds the gate's deliberate defects in
+	@# for the negative controls that show the simulation's checker
+	@# catches them; and the multi-process tests, then the tests a build
+	@# without cgo changes (test-purego).
 	@status=0; \
+	$(if $(CAUSAL_PKGS),( CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -tags causal_mutants -count=1 -timeout 5m $(CAUSAL_PKGS) ) > $(CAUSAL_LOG) 2>&1,: > $(CAUSAL_LOG)) & gate=$$!; \
 	( CAUSEWAY_CHAOS_KILLS=$(CHAOS_KILLS) CAUSEWAY_WORKER_BINARY=$(WORKER_BIN) $(GO) test -count=1 -parallel $(PARALLEL) -timeout 12m -run '$(PROCESS_TESTS)' $(PROCESS_PKGS); procs=$$?; \
-	  $(MAKE) --no-print-directory test-purego PUREGO_RUN='$(PUREGO_SMOKE)' && exit $$procs ) > $(PROCESS_LOG) 2>&1 & proc=$$!; \
+	  $(MAKE) --no-print-directory test-purego PUREGO_RUN='$(PUREGO_SMOKE)' PUREGO_PKGS='$(PUREGO_SMOKE_PKGS)' && exit $$procs ) > $(PROCESS_LOG) 2>&1 & proc=$$!; \
 	echo "CAUSEWAY_WORKER_BINARY=$(WORKER_BIN) CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -parallel $(PARALLEL) -timeout 12m -skip '$(PROCESS_TESTS)' <every package but causal>"; \
 	CAUSEWAY_WORKER_BINARY=$(WORKER_BIN) CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -parallel $(PARALLEL) -timeout 12m -skip '$(PROCESS_TESTS)' $(RACE_PKGS) || status=1; \
-	wait $$proc || status=1; \
+	wait $$gate || status=1; wait $$proc || status=1; \
+	echo "the gate's tests, with its deliberate defects built in:"; cat $(CAUSAL_LOG); \
 	echo "the multi-process tests, without the race detector, then the tests without cgo:"; cat $(PROCESS_LOG); \
 	exit $$status
 
 # What make test runs again without cgo: the tests of the code only such a
 # build has or lacks (the client list, the refusal of librdkafka). The
 # worker's franz-go code is the same with cgo or without, and the
-# multi-process tests run it through kill -9 already; lint builds the
-# examples without cgo. make test-all runs every test of those packages
-# so.
+# multi-process tests run it through kill -9 already; lint type-checks
+# every package without cgo. make test-all runs every test of those
+# packages so. PUREGO_SMOKE_PKGS are the packages with such tests: each
+# package more is one more test binary to link.
 PUREGO_SMOKE = Client|Flag
+PUREGO_SMOKE_PKGS = ./runtime/ ./examples/internal/demoworker/
 PUREGO_RUN ?=
 
 test-all: lint chromium postgres ## make test with race-built worker processes, the chaos test's full 50 kills, the connect worker's in-process tests and the sink's gate test on the embedded broker through both clients as well, and every test of the packages a build without cgo changes run again so (about 8 minutes on 2 cores).
@@ -134,7 +139,7 @@ GOCYCLO ?= github.com/fzipp/gocyclo/cmd/gocyclo@v0.6.0
 MAX_CYCLO ?= 25
 MAX_LINES ?= 700
 
-lint: ## gofmt, go vet and staticcheck, with cgo and without; no function over cyclomatic $(MAX_CYCLO) nor file over $(MAX_LINES) lines outside tests; the fields of a //causeway:owned type written only by its methods (ownercheck); the worker examples must build without cgo.
+lint: ## gofmt, go vet and staticcheck, with cgo and without; no function over cyclomatic $(MAX_CYCLO) nor file over $(MAX_LINES) lines outside tests; the fields of a //causeway:owned type written only by its methods (ownercheck); every package, the worker examples among them, type-checked without cgo (go vet).
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	@long=$$(grep -L '^// Code generated .* DO NOT EDIT\.$$' $$(git ls-files '*.go' ':!:*_test.go' 2>/dev/null || find . -name '*.go' ! -name '*_test.go') | \
@@ -150,8 +155,6 @@ lint: ## gofmt, go vet and staticcheck, with cgo and without; no function over c
 	CGO_ENABLED=0 $(GO) vet $(PKGS)
 	$(GO) run $(STATICCHECK) $(PKGS)
 	CGO_ENABLED=0 $(GO) run $(STATICCHECK) $(PKGS)
-	@# Several packages at once: compiled, not linked (test-purego links them).
-	CGO_ENABLED=0 $(GO) build ./examples/...
 
 bench: ## Micro benchmarks of the causal core, then the end-to-end comparison on both clients, stream threads pinned (about 40 minutes); results in bench-results/.
 	@# Whole rounds of every benchmark, not each benchmark $(BENCHCOUNT) times in a row: the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -26,7 +27,7 @@ import (
 func TestStandbysRestoreLittleOnFailover(t *testing.T) {
 	t.Parallel()
 	withAndWithout(t, "standbys ", "1", "0", func(t *testing.T, standbys string) failover {
-		return killOne(t, "--client", "franz", "--standby-replicas", standbys)
+		return killOne(t, "--client", "franz", "--standby-replicas", standbys, "--kafka", "session.timeout.ms=6000")
 	}, func(with, without failover) {
 		t.Logf("restored after the kill: %d records with standbys, %d without", with.restored, without.restored)
 		assert.Positive(t, without.restored, "without standbys the moved tasks restore their stores")
@@ -76,8 +77,9 @@ func killOne(t *testing.T, flags ...string) failover {
 		marks[i] = len(w.logs.String())
 	}
 	ws[victim].kill()
-	// The killed worker's tasks wait for its session to time out (10 s).
-	feed(14 * time.Second)
+	// The killed worker's tasks wait for its session to time out (6 s,
+	// the broker's least).
+	feed(10 * time.Second)
 	want := wl.count()
 	verdicts := readCommitted(t, b.Addr(), "verdicts", want, 90*time.Second)
 	if !assert.Empty(t, checkVerdicts(wl, verdicts)) || !assert.Len(t, verdicts, want) {
@@ -153,8 +155,15 @@ func joinLate(t *testing.T, flags ...string) warmed {
 	feed(12 * time.Second)
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	late := spawnWorker(t, b.Addr(), "shop-warmup", t.TempDir(), append(args, "--http-addr", addr)...)
+	// The newcomer is watched for 5 to 20 s: until it runs tasks, and,
+	// with warm-ups on, has shown one.
+	warmups := !slices.Contains(flags, "-1")
 	var w warmed
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); round++ {
+	start := time.Now()
+	for deadline := start.Add(20 * time.Second); time.Now().Before(deadline); round++ {
+		if time.Since(start) > 5*time.Second && w.tasks > 0 && (w.warming > 0 || !warmups) {
+			break
+		}
 		wl.add(produceShop(t, b.Addr(), 6, 2, fmt.Sprintf("r%d", round)))
 		if st, err := tryStatus(addr); err == nil {
 			n := 0
