@@ -110,6 +110,13 @@ type Config struct {
 	// asks the group to rebalance, to move the tasks whose copies caught
 	// up. Default 1m. Flag --probing-rebalance-interval.
 	ProbingRebalanceInterval time.Duration
+	// StatePositionsInterval is how often a worker learns where its
+	// stores on disk stand in their changelogs: what a restart after a
+	// crash replays is what was written since the last look, and the
+	// state sizes the worker reports to the group (which decide
+	// warm-ups) are as old as it. Default 10s. Flag
+	// --state-positions-interval.
+	StatePositionsInterval time.Duration
 	// AutoOffsetReset is where a partition with no committed offset
 	// starts: "earliest" (default) or "latest". Flag --auto-offset-reset.
 	AutoOffsetReset string
@@ -245,6 +252,7 @@ func DefaultConfig() Config {
 		AcceptableRecoveryLag:    10_000,
 		MaxWarmupReplicas:        2,
 		ProbingRebalanceInterval: time.Minute,
+		StatePositionsInterval:   10 * time.Second,
 		CheckClaims:              true,
 		DefaultPartitions:        4,
 		MaxHeldPerChannel:        10_000,
@@ -341,6 +349,8 @@ func (c Config) replicasProblem() string {
 		return fmt.Sprintf("max warm-up replicas %d must not be negative", c.MaxWarmupReplicas)
 	case c.ProbingRebalanceInterval <= 0:
 		return fmt.Sprintf("probing rebalance interval %v must be positive", c.ProbingRebalanceInterval)
+	case c.StatePositionsInterval <= 0:
+		return fmt.Sprintf("state positions interval %v must be positive", c.StatePositionsInterval)
 	}
 	return ""
 }

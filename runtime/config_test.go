@@ -152,7 +152,7 @@ func TestEveryFlagsVariableActsAsTheFlag(t *testing.T) {
 		"application-id": "other", "bootstrap-servers": "k:9092", "commit-interval": "250ms", "state-dir": "elsewhere",
 		"stores": "memory", "http-addr": ":9001", "advertised-http-addr": "h:9001", "instance-id": "inst-7",
 		"static-membership": "false", "rebalance-protocol": "eager",
-		"standby-replicas": "1", "acceptable-recovery-lag": "-1", "max-warmup-replicas": "0", "probing-rebalance-interval": "5s", "auto-offset-reset": "latest", "allow-offset-reset": "true", "create-topics": "false",
+		"standby-replicas": "1", "acceptable-recovery-lag": "-1", "max-warmup-replicas": "0", "probing-rebalance-interval": "5s", "state-positions-interval": "2s", "auto-offset-reset": "latest", "allow-offset-reset": "true", "create-topics": "false",
 		"default-partitions": "7", "max-held-per-channel": "99", "shutdown-timeout": "3s", "threads": "2",
 		"ready-with-failed-tasks": "true", "connect-timeout": "5s", "topic-wait-timeout": "0s", "max-record-bytes": "5000", "task-restart-backoff": "1s", "task-restart-backoff-max": "1m", "log-level": "debug",
 		"client": runtime.DefaultConfig().Client, "gate": "off", "check-claims": "false", "admin-token": "secret", "dev": "true",

@@ -62,6 +62,8 @@ func Load(args []string, env func(string) string) (Config, error) {
 	fs.IntVar(&c.MaxWarmupReplicas, "max-warmup-replicas", c.MaxWarmupReplicas, "warm-ups of the application at once")
 	fs.DurationVar(&c.ProbingRebalanceInterval, "probing-rebalance-interval", c.ProbingRebalanceInterval,
 		"how often a worker warming copies up asks the group to rebalance, to move the tasks that caught up")
+	fs.DurationVar(&c.StatePositionsInterval, "state-positions-interval", c.StatePositionsInterval,
+		"how often the worker learns where its stores on disk stand in their changelogs (bounds what a restart replays; ages the state sizes reported to the group)")
 	fs.StringVar(&c.AutoOffsetReset, "auto-offset-reset", envOr(env, "CAUSEWAY_AUTO_OFFSET_RESET", c.AutoOffsetReset), "earliest or latest")
 	fs.BoolVar(&c.AllowOffsetReset, "allow-offset-reset", env("CAUSEWAY_ALLOW_OFFSET_RESET") == "true", "go on when a committed offset is out of range")
 	fs.Var(&createTopics, "create-topics", "create missing topics (default: only with the embedded broker)")

@@ -61,7 +61,9 @@ func killOne(t *testing.T, flags ...string) failover {
 		addrs[i] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
 		ws = append(ws, spawnWorker(t, b.Addr(), "shop-standby", t.TempDir(), append(args, "--http-addr", addrs[i])...))
 	}
-	feed(8 * time.Second)
+	// The workers work through the preload, their copies with them.
+	readCommitted(t, b.Addr(), "verdicts", wl.count(), 90*time.Second)
+	feed(3 * time.Second)
 	var f failover
 	victim := -1
 	for i, a := range addrs {
@@ -148,11 +150,13 @@ func joinLate(t *testing.T, flags ...string) warmed {
 		}
 	}
 	wl.add(preloadShop(t, b.Addr(), 2000, 2, "pre"))
-	args := append([]string{"--static-membership=false"}, flags...)
+	args := append([]string{"--static-membership=false", "--state-positions-interval", "1s"}, flags...)
 	first := spawnWorker(t, b.Addr(), "shop-warmup", t.TempDir(), args...)
-	// Long enough for the first worker to learn its stores' sizes (it
-	// looks every 10 s) and tell the group when the newcomer joins.
-	feed(12 * time.Second)
+	// The first worker works through the preload, then looks at its
+	// stores' sizes (every second) at least twice more, to tell the group
+	// when the newcomer joins.
+	readCommitted(t, b.Addr(), "verdicts", wl.count(), 90*time.Second)
+	feed(3 * time.Second)
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	late := spawnWorker(t, b.Addr(), "shop-warmup", t.TempDir(), append(args, "--http-addr", addr)...)
 	// The newcomer is watched for 5 to 20 s: until it runs tasks, and,

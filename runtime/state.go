@@ -73,7 +73,7 @@ type localState struct {
 func newLocalState(cfg Config, topo *framework.Topology, log *zap.Logger) *localState {
 	return &localState{app: cfg.ApplicationID, dir: cfg.StateDir, stores: cfg.Stores, topo: topo, log: log,
 		positions: map[string]restore.Positions{}, sizes: map[string]int64{},
-		refresh: positionRefresh{results: make(chan refreshed, 1), start: func(f func()) { go f() }}}
+		refresh: positionRefresh{every: cfg.StatePositionsInterval, results: make(chan refreshed, 1), start: func(f func()) { go f() }}}
 }
 
 // connect gives the local state the thread's consumer, which asks the
@@ -224,11 +224,6 @@ func (l *localState) savePositions(ts []*taskmgr.Task) {
 	}
 }
 
-// positionsEvery is how often the worker learns where its stores on disk
-// stand in their changelogs while it runs, which bounds what a restart
-// after a crash replays to what was written since.
-const positionsEvery = 10 * time.Second
-
 // positionRefresh is one look at the changelogs' ends, made off the pump
 // (the queries go to the broker) and handed back to it.
 //
@@ -238,6 +233,9 @@ type positionRefresh struct {
 	// starts.
 	pending bool
 	due     time.Time
+	// every is how long after a look the next is due
+	// (Config.StatePositionsInterval).
+	every   time.Duration
 	results chan refreshed
 	wg      sync.WaitGroup
 	// start runs a look; tests run it in place.
@@ -256,7 +254,7 @@ type refreshed struct {
 func (r *positionRefresh) received() { r.pending = false }
 
 // schedule makes the next look due a while after now.
-func (r *positionRefresh) schedule(now time.Time) { r.due = now.Add(positionsEvery) }
+func (r *positionRefresh) schedule(now time.Time) { r.due = now.Add(r.every) }
 
 // looking notes that a look is under way.
 func (r *positionRefresh) looking() { r.pending = true }
