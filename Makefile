@@ -78,15 +78,18 @@ PROCESS_PKGS = ./runtime/ ./runtime/sinkworker/ ./runtime/connectworker/
 PROCESS_LOG = $(CURDIR)/.build/process-tests.log
 CAUSAL_LOG = $(CURDIR)/.build/causal-tests.log
 
-test: lint chromium postgres ## Lint, then run every test (the worker's page in headless Chromium among them) with the race detector where there are goroutines (the multi-process tests beside them without it, see PROCESS_TESTS), and, beside them, what a build without cgo changes; under 4 minutes on 2 cores (220 s measured warm, with the sink and connect tests on the in-process Kafka; 292 s before that; 366 s with every test race-built).
-	$(GO) test -c -o $(WORKER_BIN) ./runtime/
+test: chromium postgres ## Lint, then run every test (the worker's page in headless Chromium among them) with the race detector where there are goroutines (the multi-process tests beside them without it, see PROCESS_TESTS), and, beside them, what a build without cgo changes; under 4 minutes on 2 cores (220 s measured warm, with the sink and connect tests on the in-process Kafka; 292 s before that; 366 s with every test race-built).
 	@# In the background, their output kept for the end: the gate's tests
 	@# with causal_mutants, which builds the gate's deliberate defects in
 	@# for the negative controls that show the simulation's checker
-	@# catches them; and the multi-process tests, then the tests a build
-	@# without cgo changes (test-purego).
-	@status=0; \
+	@# catches them, beside lint, which leaves a core idle a third of its
+	@# time; then the multi-process tests and the tests a build without
+	@# cgo changes (test-purego).
+	@mkdir -p $(dir $(CAUSAL_LOG)); status=0; \
 	$(if $(CAUSAL_PKGS),( CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -tags causal_mutants -count=1 -timeout 5m $(CAUSAL_PKGS) ) > $(CAUSAL_LOG) 2>&1,: > $(CAUSAL_LOG)) & gate=$$!; \
+	$(MAKE) --no-print-directory lint || { wait $$gate; exit 1; }; \
+	echo "$(GO) test -c -o $(WORKER_BIN) ./runtime/"; \
+	$(GO) test -c -o $(WORKER_BIN) ./runtime/ || { wait $$gate; exit 1; }; \
 	( CAUSEWAY_CHAOS_KILLS=$(CHAOS_KILLS) CAUSEWAY_WORKER_BINARY=$(WORKER_BIN) $(GO) test -count=1 -parallel $(PARALLEL) -timeout 12m -run '$(PROCESS_TESTS)' $(PROCESS_PKGS); procs=$$?; \
 	  $(MAKE) --no-print-directory test-purego PUREGO_RUN='$(PUREGO_SMOKE)' PUREGO_PKGS='$(PUREGO_SMOKE_PKGS)' && exit $$procs ) > $(PROCESS_LOG) 2>&1 & proc=$$!; \
 	echo "CAUSEWAY_WORKER_BINARY=$(WORKER_BIN) CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -parallel $(PARALLEL) -timeout 12m -skip '$(PROCESS_TESTS)' <every package but causal>"; \

@@ -56,7 +56,7 @@ func scale(t *testing.T, flags ...string) scaled {
 		}
 	}
 	never := func() bool { return false }
-	dyn := append([]string{"--static-membership=false", "--kafka", "session.timeout.ms=6000"}, flags...)
+	dyn := append([]string{"--static-membership=false"}, flags...)
 	var ws []*workerProcess
 	for range 3 {
 		ws = append(ws, spawnWorker(t, b.Addr(), "shop-scale", t.TempDir(), dyn...))
@@ -78,9 +78,8 @@ func scale(t *testing.T, flags ...string) scaled {
 	feed(3*time.Second, never)
 	require.NoError(t, ws[0].stop(30*time.Second), ws[0].tail())
 	ws[1].kill()
-	// The killed worker's tasks wait for its session to time out (6 s,
-	// the broker's least).
-	feed(10*time.Second, never)
+	// The killed worker's tasks wait for its session to time out (10 s).
+	feed(14*time.Second, never)
 	want := wl.count()
 	verdicts := readCommitted(t, b.Addr(), "verdicts", want, 90*time.Second)
 	s := scaled{problems: checkVerdicts(wl, verdicts)}
