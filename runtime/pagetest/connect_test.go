@@ -3,6 +3,7 @@ package pagetest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -53,13 +54,15 @@ func TestConnectPageShowsConnectorsAndPausesThem(t *testing.T) {
 		chromedp.Navigate(base+"/ui/"),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-connector="web"] [data-task="0"] span.RUNNING`)),
 	))
-	taskState, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`tr[data-connector="web"] [data-task="0"] span`)))
+	// The page draws its rows anew at each refresh: a text is read in one
+	// step with finding its node, or the node may be gone in between.
+	taskState, err := chromedp.Run(bctx, chromedp.Evaluate[string](textOf(`tr[data-connector="web"] [data-task="0"] span`)))
 	require.NoError(t, err)
 	require.NoError(t, chromedp.Do(bctx,
 		chromedp.Click(chromedp.CSS(`tr[data-connector="web"] button[data-action="pause"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-connector="web"] span.state.PAUSED`)),
 	))
-	connState, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(`tr[data-connector="web"] span.state`)))
+	connState, err := chromedp.Run(bctx, chromedp.Evaluate[string](textOf(`tr[data-connector="web"] span.state`)))
 	require.NoError(t, err)
 	assert.Equal(t, "RUNNING", taskState)
 	assert.Equal(t, "PAUSED", connState)
@@ -70,4 +73,11 @@ func TestConnectPageShowsConnectorsAndPausesThem(t *testing.T) {
 	var st connectworker.ConnectorStateInfo
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
 	assert.Equal(t, "PAUSED", st.Connector.State)
+}
+
+// textOf is a script that returns the text of the first node css finds,
+// or "" when there is none.
+func textOf(css string) string {
+	q, _ := json.Marshal(css)
+	return fmt.Sprintf(`(document.querySelector(%s) || {innerText: ""}).innerText`, q)
 }
