@@ -616,6 +616,22 @@ func TestTheRESTAPIRefusesWhatItCannotKeepWhole(t *testing.T) {
 	assert.Equal(t, 200, code, body)
 	assert.Equal(t, "ready\n", body)
 
+	// An unknown path or method gets Kafka Connect's error shape, not
+	// net/http's plain text.
+	for _, c := range []struct {
+		method, path string
+		code         int
+		message      string
+	}{
+		{"GET", "/no-such-thing", 404, "HTTP 404 Not Found"},
+		{"GET", "/connectors/x/no-such-thing", 404, "HTTP 404 Not Found"},
+		{"PATCH", "/connectors", 405, "HTTP 405 Method Not Allowed"},
+	} {
+		got, answer := w.call(t, c.method, c.path, nil)
+		assert.Equal(t, c.code, got, "%s %s", c.method, c.path)
+		assert.Equal(t, map[string]any{"error_code": float64(c.code), "message": c.message}, answer, "%s %s", c.method, c.path)
+	}
+
 	big := bytes.Repeat([]byte("x"), 2*connectworker.MaxRequestBody)
 	huge, err := json.Marshal(map[string]any{"name": string(big), "config": map[string]string{"connector.class": "PostgresSink"}})
 	require.NoError(t, err)

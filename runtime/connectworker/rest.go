@@ -23,6 +23,11 @@ var webFiles embed.FS
 // answers /healthz, /readyz and /metrics itself (probes).
 func (w *Worker) routes() {
 	mux := w.server
+	// Kafka Connect answers an unknown path or method in its error shape
+	// too, with the HTTP status line as the message.
+	mux.OnUnmatched(func(rw http.ResponseWriter, _ *http.Request, code int) {
+		writeError(rw, code, fmt.Sprintf("HTTP %d %s", code, http.StatusText(code)))
+	})
 	mux.HandleFunc("GET /{$}", func(rw http.ResponseWriter, _ *http.Request) {
 		writeJSON(rw, http.StatusOK, ServerInfo{Version: "causeway", Commit: "", KafkaClusterID: ""})
 	})

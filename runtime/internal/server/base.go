@@ -37,6 +37,8 @@ type Base struct {
 	// serving is set by Serve; done closes when its goroutine ends.
 	serving bool
 	done    chan struct{}
+	// unmatched, when set, answers the requests no route takes.
+	unmatched func(rw http.ResponseWriter, r *http.Request, code int)
 }
 
 // NewBase returns a server for addr answering the probes of p and
@@ -62,9 +64,43 @@ func NewBase(addr string, p Probes, reg *prometheus.Registry, log *zap.Logger) *
 		}
 	})
 	b.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	b.srv = &http.Server{Addr: addr, Handler: b.mux, ReadHeaderTimeout: 5 * time.Second}
+	b.srv = &http.Server{Addr: addr, Handler: http.HandlerFunc(b.serveHTTP), ReadHeaderTimeout: 5 * time.Second}
 	return b
 }
+
+// OnUnmatched sets how the requests that no route takes are answered: f
+// gets the code net/http's mux would answer, 404 for a path no route has
+// or 405 for a method the path's routes do not take (the Allow header
+// already set). Default: net/http's plain-text answers. Call it before
+// Serve.
+func (b *Base) OnUnmatched(f func(rw http.ResponseWriter, r *http.Request, code int)) {
+	b.unmatched = f
+}
+
+// serveHTTP routes r, handing the requests no route takes to unmatched.
+func (b *Base) serveHTTP(rw http.ResponseWriter, r *http.Request) {
+	if b.unmatched != nil {
+		if h, pattern := b.mux.Handler(r); pattern == "" {
+			// The mux's own answer, kept for its code and headers only.
+			probe := &headerOnly{header: rw.Header()}
+			h.ServeHTTP(probe, r)
+			b.unmatched(rw, r, probe.code)
+			return
+		}
+	}
+	b.mux.ServeHTTP(rw, r)
+}
+
+// headerOnly is a response writer that keeps the code and headers it is
+// given (in the real response's header) and drops the body.
+type headerOnly struct {
+	header http.Header
+	code   int
+}
+
+func (h *headerOnly) Header() http.Header         { return h.header }
+func (h *headerOnly) Write(p []byte) (int, error) { return len(p), nil }
+func (h *headerOnly) WriteHeader(code int)        { h.code = code }
 
 // Handle adds a route, in net/http's pattern syntax.
 func (b *Base) Handle(pattern string, h http.Handler) { b.mux.Handle(pattern, h) }
