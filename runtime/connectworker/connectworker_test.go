@@ -92,6 +92,18 @@ func newFakeEnv(t *testing.T) *env {
 	return &env{t: t, client: f.Client(), bootstrap: f.Bootstrap(), fake: f}
 }
 
+// clusterID is the Kafka cluster's id, asked of it apart from the worker.
+func (e *env) clusterID() string {
+	e.t.Helper()
+	if e.fake != nil {
+		return e.fake.ID()
+	}
+	md, err := kadm.NewClient(e.cl).BrokerMetadata(context.Background())
+	require.NoError(e.t, err)
+	require.NotEmpty(e.t, md.Cluster, "the embedded broker says its cluster's id")
+	return md.Cluster
+}
+
 // database makes a database of the test's with schema in it, and returns
 // its URL and a connection to it.
 func (e *env) database(suffix, schema string) (string, *pgx.Conn) {
@@ -405,7 +417,9 @@ func TestTheRESTAPIManagesAConnectorAsKafkaConnectDoes(t *testing.T) {
 
 			code, body := w.call(t, "GET", "/", nil)
 			assert.Equal(t, 200, code)
-			shaped(t, "ServerInfo", body)
+			server := shaped(t, "ServerInfo", body)
+			assert.Equal(t, e.clusterID(), server["kafka_cluster_id"], "the cluster's id, as the cluster says it")
+			assert.NotEmpty(t, server["version"])
 
 			code, body = w.call(t, "GET", "/connector-plugins", nil)
 			require.Equal(t, 200, code)

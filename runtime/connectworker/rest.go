@@ -29,7 +29,7 @@ func (w *Worker) routes() {
 		writeError(rw, code, fmt.Sprintf("HTTP %d %s", code, http.StatusText(code)))
 	})
 	mux.HandleFunc("GET /{$}", func(rw http.ResponseWriter, _ *http.Request) {
-		writeJSON(rw, http.StatusOK, ServerInfo{Version: "causeway", Commit: "", KafkaClusterID: ""})
+		writeJSON(rw, http.StatusOK, w.info)
 	})
 	page, _ := fs.Sub(webFiles, "web")
 	mux.Handle("GET /ui/", http.StripPrefix("/ui/", http.FileServerFS(page)))

@@ -1,14 +1,19 @@
 package connectworker
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"runtime/debug"
 	"unicode/utf8"
 
+	"go.uber.org/zap"
+
 	"github.com/causeway-stream/causeway/connect"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
 // decodeBody reads a request's JSON body, of at most MaxRequestBody
@@ -110,4 +115,29 @@ func writeJSON(rw http.ResponseWriter, code int, v any) {
 
 func writeError(rw http.ResponseWriter, code int, msg string) {
 	writeJSON(rw, code, ErrorMessage{ErrorCode: code, Message: msg})
+}
+
+// serverInfo is what GET / answers: the worker's build (its main module's
+// version and the commit it was built from, as the Go toolchain recorded
+// them) and the Kafka cluster's id, as Kafka Connect's GET / gives its
+// own. A cluster that does not say its id leaves it empty, and the
+// worker goes on.
+func serverInfo(ctx context.Context, admin transport.Admin, log *zap.Logger) ServerInfo {
+	info := ServerInfo{Version: "(devel)"}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			info.Version = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				info.Commit = s.Value
+			}
+		}
+	}
+	id, err := admin.ClusterID(ctx)
+	if err != nil {
+		log.Warn("the Kafka cluster's id could not be read; GET / answers without it", zap.Error(err))
+	}
+	info.KafkaClusterID = id
+	return info
 }

@@ -92,8 +92,10 @@ type Worker struct {
 	supplier transport.Supplier
 	plugins  map[string]plugin
 	server   *server.Base
-	store    *store
-	herder   *herder
+	// info is what GET / answers, learned as Run starts.
+	info   ServerInfo
+	store  *store
+	herder *herder
 }
 
 // New checks cfg, fills in its defaults, and opens the REST listener.
@@ -206,6 +208,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	if err := w.store.sync(ctx); err != nil {
 		return fmt.Errorf("connectworker: %w", err)
 	}
+	w.info = serverInfo(ctx, admin, w.log)
 	w.herder = newHerder(w)
 	w.routes()
 	w.server.Serve()

@@ -32,6 +32,16 @@ func (a *franzAdmin) PartitionCounts(ctx context.Context) (map[string]int32, err
 	return counts, nil
 }
 
+func (a *franzAdmin) ClusterID(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, franzRequestTimeout)
+	defer cancel()
+	md, err := a.adm.BrokerMetadata(ctx)
+	if err != nil {
+		return "", franzError(err)
+	}
+	return md.Cluster, nil
+}
+
 func (a *franzAdmin) CreateTopics(ctx context.Context, specs []TopicSpec) error {
 	for _, s := range specs {
 		configs := map[string]*string{}

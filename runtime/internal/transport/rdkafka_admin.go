@@ -31,6 +31,14 @@ func (a *rdkAdmin) PartitionCounts(ctx context.Context) (map[string]int32, error
 	return counts, nil
 }
 
+func (a *rdkAdmin) ClusterID(ctx context.Context) (string, error) {
+	id, err := a.admin.ClusterID(ctx)
+	if err != nil {
+		return "", rdkError(err)
+	}
+	return id, nil
+}
+
 func (a *rdkAdmin) CreateTopics(ctx context.Context, specs []TopicSpec) error {
 	create := make([]kafka.TopicSpecification, len(specs))
 	for i, s := range specs {

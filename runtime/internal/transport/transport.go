@@ -184,6 +184,9 @@ type Admin interface {
 	// CreateTopics creates the topics; one that exists already is no
 	// error.
 	CreateTopics(ctx context.Context, specs []TopicSpec) error
+	// ClusterID is the cluster's id as its brokers report it; empty when
+	// they report none.
+	ClusterID(ctx context.Context) (string, error)
 	Close()
 }
 

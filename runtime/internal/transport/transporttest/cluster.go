@@ -99,6 +99,10 @@ func Kafkas() []string {
 	return []string{InProcess}
 }
 
+// ID is the cluster's id, as its admin clients report it: its name, unique
+// in the process.
+func (c *Cluster) ID() string { return c.name }
+
 // Client is the name the cluster's transport is registered under: a
 // worker's client setting.
 func (c *Cluster) Client() string { return c.name }

@@ -225,6 +225,9 @@ func (a admin) PartitionCounts(context.Context) (map[string]int32, error) {
 	return a.c.countsLocked(), nil
 }
 
+// ClusterID is the in-process cluster's id (Cluster.ID).
+func (a admin) ClusterID(context.Context) (string, error) { return a.c.ID(), nil }
+
 func (a admin) CreateTopics(_ context.Context, specs []transport.TopicSpec) error {
 	a.c.mu.Lock()
 	defer a.c.mu.Unlock()
