@@ -683,6 +683,47 @@ func TestTheRESTAPIRefusesWhatItCannotKeepWhole(t *testing.T) {
 	})
 }
 
+// A stopped connector has no tasks, as in Kafka Connect (KIP-875): its
+// info, status and task list show none, and its task calls answer 404;
+// resumed, it has its tasks again.
+func TestAStoppedConnectorListsNoTasks(t *testing.T) {
+	t.Parallel()
+	e := newFakeEnv(t)
+	e.topics(1, "orders")
+	db, _ := e.database("sink", "CREATE TABLE orders (id text PRIMARY KEY, amount int NOT NULL);")
+	w := e.start("w1")
+	cfg := map[string]string{"connector.class": "PostgresSink", "topics": "orders", "connection.url": db, "pk.mode": "record_key", "insert.mode": "insert"}
+	code, body := w.call(t, "POST", "/connectors", map[string]any{"name": "shop", "config": cfg})
+	require.Equal(t, 201, code, "%v", body)
+	tasks := func() (state string, info, status, list int) {
+		_, body := w.call(t, "GET", "/connectors/shop/status", nil)
+		st := body.(map[string]any)
+		_, in := w.call(t, "GET", "/connectors/shop", nil)
+		_, ls := w.call(t, "GET", "/connectors/shop/tasks", nil)
+		return st["connector"].(map[string]any)["state"].(string), len(in.(map[string]any)["tasks"].([]any)), len(st["tasks"].([]any)), len(ls.([]any))
+	}
+	eventually(t, "the task running", func() bool {
+		_, body := w.call(t, "GET", "/connectors/shop/tasks/0/status", nil)
+		return body.(map[string]any)["state"] == "RUNNING"
+	})
+
+	code, _ = w.call(t, "PUT", "/connectors/shop/stop", nil)
+	require.Equal(t, 204, code)
+	state, info, status, list := tasks()
+	assert.Equal(t, "STOPPED", state)
+	assert.Zero(t, info, "GET /connectors/shop lists no task")
+	assert.Zero(t, status, "the status lists no task")
+	assert.Zero(t, list, "GET /connectors/shop/tasks lists none")
+	code, _ = w.call(t, "GET", "/connectors/shop/tasks/0/status", nil)
+	assert.Equal(t, 404, code)
+
+	code, _ = w.call(t, "PUT", "/connectors/shop/resume", nil)
+	require.Equal(t, 202, code)
+	state, info, status, list = tasks()
+	assert.Equal(t, "RUNNING", state)
+	assert.Equal(t, []int{1, 1, 1}, []int{info, status, list}, "resumed, the connector has its task again")
+}
+
 func mustJSON(t *testing.T, v any) []byte {
 	t.Helper()
 	b, err := json.Marshal(v)

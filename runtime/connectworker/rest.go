@@ -145,6 +145,11 @@ func (w *Worker) connector(name string) (c connectorView, ok bool) {
 		if p, known := w.plugins[cfg[keyClass]]; known {
 			c.kind = string(p.kind)
 		}
+		if c.target == StateStopped {
+			// A stopped connector has no tasks (KIP-875): its info, status
+			// and task calls show none until it is resumed.
+			c.tasks = nil
+		}
 	})
 	return c, ok
 }
