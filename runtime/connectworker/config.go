@@ -18,6 +18,7 @@ const (
 	keyClass          = "connector.class"
 	keyTasksMax       = "tasks.max"
 	keyTopics         = "topics"
+	keyTopicsRegex    = "topics.regex"
 	keyTolerance      = "errors.tolerance"
 	keyDeadLetter     = "errors.deadletterqueue.topic.name"
 	keyTransforms     = "transforms"
@@ -161,6 +162,12 @@ func (w *Worker) validate(cfg map[string]string) (validation, error) {
 	}
 	if cfg[keyTolerance] == "all" && p.kind == kindSink && cfg[keyDeadLetter] == "" {
 		v.extra = append(v.extra, &connect.FieldError{Field: keyDeadLetter, Reason: "is required with errors.tolerance all: refused records go there"})
+	}
+	if _, set := cfg[keyTopicsRegex]; set && p.kind == kindSink {
+		// Refused by name rather than ignored: a sink given only a pattern
+		// would read nothing, and one given both would read less than its
+		// user meant.
+		v.extra = append(v.extra, &connect.FieldError{Field: keyTopicsRegex, Reason: "is not supported: name the topics in " + keyTopics})
 	}
 	if cfg[keyValueConverter] == AvroConverter && cfg[keyValueConverter+".schema.registry.url"] == "" {
 		v.extra = append(v.extra, &connect.FieldError{Field: keyValueConverter + ".schema.registry.url", Reason: "is required with the Avro converter"})

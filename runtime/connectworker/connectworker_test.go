@@ -724,6 +724,38 @@ func TestAStoppedConnectorListsNoTasks(t *testing.T) {
 	assert.Equal(t, []int{1, 1, 1}, []int{info, status, list}, "resumed, the connector has its task again")
 }
 
+// topics.regex is refused by name at create and validate time, alone or
+// with topics, rather than ignored.
+func TestTopicsRegexIsRefusedByName(t *testing.T) {
+	t.Parallel()
+	e := newFakeEnv(t)
+	e.topics(1, "orders")
+	db, _ := e.database("sink", "CREATE TABLE orders (id text PRIMARY KEY, amount int NOT NULL);")
+	w := e.start("w1")
+	for _, c := range []map[string]string{
+		{"topics.regex": "ord.*"},
+		{"topics": "orders", "topics.regex": "ord.*"},
+	} {
+		cfg := map[string]string{"connector.class": "PostgresSink", "connection.url": db, "pk.mode": "record_key"}
+		maps.Copy(cfg, c)
+		code, body := w.call(t, "POST", "/connectors", map[string]any{"name": "shop", "config": cfg})
+		assert.Equal(t, 400, code, "%v", c)
+		assert.Contains(t, fmt.Sprint(body), `setting "topics.regex": is not supported`, "%v", c)
+		code, body = w.call(t, "PUT", "/connector-plugins/PostgresSink/config/validate", cfg)
+		require.Equal(t, 200, code, "%v", body)
+		var errs []any
+		for _, ci := range body.(map[string]any)["configs"].([]any) {
+			if v := ci.(map[string]any)["value"].(map[string]any); v["name"] == "topics.regex" {
+				errs = v["errors"].([]any)
+			}
+		}
+		assert.Equal(t, []any{"is not supported: name the topics in topics"}, errs, "%v", c)
+	}
+	code, body := w.call(t, "GET", "/connectors", nil)
+	assert.Equal(t, 200, code)
+	assert.Empty(t, body, "nothing was created")
+}
+
 func mustJSON(t *testing.T, v any) []byte {
 	t.Helper()
 	b, err := json.Marshal(v)

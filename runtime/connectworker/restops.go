@@ -100,8 +100,12 @@ func (w *Worker) validateConfig(rw http.ResponseWriter, req *http.Request) {
 	}
 	for _, e := range v.extra {
 		given := cfg[e.Field]
+		group := "Common"
+		if strings.HasPrefix(e.Field, keyTransforms) {
+			group = "Transforms"
+		}
 		out.Configs = append(out.Configs, ConfigInfo{
-			Definition: ConfigKeyInfo{Name: e.Field, Type: string(connect.TypeString), Importance: string(connect.Low), Group: "Transforms",
+			Definition: ConfigKeyInfo{Name: e.Field, Type: string(connect.TypeString), Importance: string(connect.Low), Group: group,
 				Width: "NONE", DisplayName: e.Field, Dependents: []string{}},
 			Value: ConfigValueInfo{Name: e.Field, Value: &given, RecommendedValues: []string{}, Errors: []string{e.Reason}, Visible: true}})
 	}
