@@ -616,10 +616,7 @@ func TestTheRESTAPIManagesAConnectorAsKafkaConnectDoes(t *testing.T) {
 // failed.
 func TestTheRESTAPIRefusesWhatItCannotKeepWhole(t *testing.T) {
 	t.Parallel()
-	e := newFakeEnv(t)
-	e.topics(1, "orders")
-	db, _ := e.database("sink", "CREATE TABLE orders (id text PRIMARY KEY, amount int NOT NULL CHECK (amount >= 0));")
-	w := e.start("w1")
+	e, db, w := ordersOnFake(t, "CREATE TABLE orders (id text PRIMARY KEY, amount int NOT NULL CHECK (amount >= 0));")
 	raw := func(method, path string, body []byte) (int, string) {
 		t.Helper()
 		return w.raw(t, method, path, body)
@@ -688,10 +685,7 @@ func TestTheRESTAPIRefusesWhatItCannotKeepWhole(t *testing.T) {
 // resumed, it has its tasks again.
 func TestAStoppedConnectorListsNoTasks(t *testing.T) {
 	t.Parallel()
-	e := newFakeEnv(t)
-	e.topics(1, "orders")
-	db, _ := e.database("sink", "CREATE TABLE orders (id text PRIMARY KEY, amount int NOT NULL);")
-	w := e.start("w1")
+	_, db, w := ordersOnFake(t, "CREATE TABLE orders (id text PRIMARY KEY, amount int NOT NULL);")
 	cfg := map[string]string{"connector.class": "PostgresSink", "topics": "orders", "connection.url": db, "pk.mode": "record_key", "insert.mode": "insert"}
 	code, body := w.call(t, "POST", "/connectors", map[string]any{"name": "shop", "config": cfg})
 	require.Equal(t, 201, code, "%v", body)
@@ -728,10 +722,7 @@ func TestAStoppedConnectorListsNoTasks(t *testing.T) {
 // with topics, rather than ignored.
 func TestTopicsRegexIsRefusedByName(t *testing.T) {
 	t.Parallel()
-	e := newFakeEnv(t)
-	e.topics(1, "orders")
-	db, _ := e.database("sink", "CREATE TABLE orders (id text PRIMARY KEY, amount int NOT NULL);")
-	w := e.start("w1")
+	_, db, w := ordersOnFake(t, "CREATE TABLE orders (id text PRIMARY KEY, amount int NOT NULL);")
 	for _, c := range []map[string]string{
 		{"topics.regex": "ord.*"},
 		{"topics": "orders", "topics.regex": "ord.*"},
@@ -754,6 +745,16 @@ func TestTopicsRegexIsRefusedByName(t *testing.T) {
 	code, body := w.call(t, "GET", "/connectors", nil)
 	assert.Equal(t, 200, code)
 	assert.Empty(t, body, "nothing was created")
+}
+
+// ordersOnFake is an env on the in-process Kafka with a topic orders of
+// one partition, a database made with schema (its URL), and a worker.
+func ordersOnFake(t *testing.T, schema string) (*env, string, *worker) {
+	t.Helper()
+	e := newFakeEnv(t)
+	e.topics(1, "orders")
+	db, _ := e.database("sink", schema)
+	return e, db, e.start("w1")
 }
 
 func mustJSON(t *testing.T, v any) []byte {

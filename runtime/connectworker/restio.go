@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"runtime/debug"
+	"time"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
@@ -134,6 +135,10 @@ func serverInfo(ctx context.Context, admin transport.Admin, log *zap.Logger) Ser
 			}
 		}
 	}
+	// The cluster answered the state topic's reads already; a slow answer
+	// here delays the worker's start by this much at most.
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	id, err := admin.ClusterID(ctx)
 	if err != nil {
 		log.Warn("the Kafka cluster's id could not be read; GET / answers without it", zap.Error(err))
