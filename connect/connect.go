@@ -40,6 +40,10 @@ type Record struct {
 	Value     []byte
 	Timestamp time.Time
 	Headers   []framework.Header
+	// KeySchema and ValueSchema are the schemas the key's and the value's
+	// converters read beside them (connect/convert); nil when the format
+	// carries none, as schemaless JSON does.
+	KeySchema, ValueSchema *Schema
 }
 
 // Channel is the channel the record was read from.

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/causeway-stream/causeway/connect/internal/jsonscan"
 )
 
 // appendCopyRow appends the JSON object doc, with the key's columns, as
@@ -20,7 +22,7 @@ import (
 // boolean as written, an object or array as its JSON text, null as NULL.
 func appendCopyRow(dst, doc []byte, key map[string]json.RawMessage, cols []string, vals [][]byte) ([]byte, error) {
 	clear(vals)
-	err := eachField(doc, func(name string, v []byte) {
+	err := jsonscan.EachField(doc, func(name string, v []byte) {
 		if i, ok := slices.BinarySearch(cols, name); ok {
 			vals[i] = v
 		}

@@ -17,8 +17,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -27,82 +29,13 @@ import (
 
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/connect"
-)
-
-// The settings of the plugin.
-const (
-	ConnectionURL   = "connection.url"
-	InsertMode      = "insert.mode"
-	PKMode          = "pk.mode"
-	PKFields        = "pk.fields"
-	DeleteEnabled   = "delete.enabled"
-	TableNameFormat = "table.name.format"
-	BatchSize       = "batch.size"
-	PositionsTable  = "positions.table"
+	"github.com/causeway-stream/causeway/connect/internal/jsonscan"
 )
 
 // Sink is the Postgres sink plugin.
 type Sink struct{}
 
 var _ connect.Sink = Sink{}
-
-// Config describes the plugin's settings.
-func (Sink) Config() *connect.ConfigDef {
-	return &connect.ConfigDef{Keys: []connect.Key{
-		{Name: ConnectionURL, Type: connect.TypePassword, Required: true, Importance: connect.High, Group: "Connection",
-			Doc: "The database to write to, as a libpq connection string or postgres:// URL.",
-			Check: func(v string) error {
-				_, err := pgconn.ParseConfig(v)
-				return err
-			}},
-		{Name: InsertMode, Type: connect.TypeString, Default: "insert", Allowed: []string{"insert", "upsert"}, Importance: connect.High, Group: "Writes",
-			Doc: "insert: a row whose key exists is refused; upsert: it is updated (INSERT ... ON CONFLICT DO UPDATE)."},
-		{Name: PKMode, Type: connect.TypeString, Default: "none", Allowed: []string{"none", "record_key", "record_value"}, Importance: connect.High, Group: "Writes",
-			Doc: "Where the primary key comes from: nowhere, the record's key, or fields of its value."},
-		{Name: PKFields, Type: connect.TypeList, Importance: connect.Medium, Group: "Writes",
-			Doc: "The primary key's columns; required with pk.mode record_value, and with record_key when the key is a single value."},
-		{Name: DeleteEnabled, Type: connect.TypeBoolean, Default: "false", Importance: connect.Medium, Group: "Writes",
-			Doc: "A tombstone (a record without a value) deletes the row of its key; needs pk.mode record_key."},
-		{Name: TableNameFormat, Type: connect.TypeString, Default: "${topic}", Importance: connect.Medium, Group: "Writes",
-			Doc: "The table a topic is written to; ${topic} stands for the topic's name."},
-		{Name: BatchSize, Type: connect.TypeInt, Default: "3000", Importance: connect.Low, Group: "Writes",
-			Doc: "The most rows sent to the database in one round trip.",
-			Check: func(v string) error {
-				if v == "0" || strings.HasPrefix(v, "-") {
-					return errors.New("must be at least 1")
-				}
-				return nil
-			}},
-		{Name: PositionsTable, Type: connect.TypeString, Default: "causeway_sink_positions", Importance: connect.Low, Group: "Exactly once",
-			Doc: "The table the sink keeps its positions in (connector, topic, partition, next offset); made when missing."},
-	}}
-}
-
-// settings are the plugin's settings, parsed.
-type settings struct {
-	upsert    bool
-	pkMode    string
-	pkFields  []string
-	deletes   bool
-	tableFmt  string
-	batch     int
-	positions pgx.Identifier
-}
-
-func parse(cfg connect.Config) (settings, error) {
-	s := settings{upsert: cfg.String(InsertMode) == "upsert", pkMode: cfg.String(PKMode), pkFields: cfg.List(PKFields),
-		deletes: cfg.Bool(DeleteEnabled), tableFmt: cfg.String(TableNameFormat), batch: cfg.Int(BatchSize),
-		positions: identifier(cfg.String(PositionsTable))}
-	switch {
-	case s.pkMode == "record_value" && len(s.pkFields) == 0:
-		return s, &connect.FieldError{Field: PKFields, Reason: "is required with pk.mode record_value"}
-	case s.deletes && s.pkMode != "record_key":
-		return s, &connect.FieldError{Field: DeleteEnabled, Reason: "needs pk.mode record_key: a tombstone has only its key"}
-	case s.upsert && s.pkMode == "none":
-		return s, &connect.FieldError{Field: InsertMode, Reason: "upsert needs a primary key (pk.mode record_key or record_value)"}
-	}
-	return s, nil
-}
 
 // identifier splits a possibly schema-qualified name.
 func identifier(name string) pgx.Identifier { return pgx.Identifier(strings.Split(name, ".")) }
@@ -114,11 +47,11 @@ func (Sink) Open(ctx context.Context, connector string, topics []string, cfg con
 	if err != nil {
 		return nil, err
 	}
-	pool, err := pgxpool.New(ctx, cfg.String(ConnectionURL))
+	pool, err := connectPool(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect to postgres: %w", err)
+		return nil, err
 	}
-	t := &task{connector: connector, s: s, pool: pool, tables: map[string]*table{}}
+	t := &task{connector: connector, s: s, pool: pool, tables: map[string]*table{}, plans: map[*connect.Schema][]fieldPlan{}, stale: map[string]bool{}}
 	if err := t.prepare(ctx, topics); err != nil {
 		pool.Close()
 		return nil, err
@@ -137,6 +70,12 @@ type task struct {
 	tx pgx.Tx
 	// copyBuf is the buffer COPY's rows are written into, kept.
 	copyBuf []byte
+	// plans caches how the values of each schema are rendered.
+	plans map[*connect.Schema][]fieldPlan
+	// changed are the topics whose tables the open transaction made or
+	// changed; stale those an aborted one did, to be read again.
+	changed []string
+	stale   map[string]bool
 }
 
 // table is where one topic goes.
@@ -154,10 +93,9 @@ func (t *task) prepare(ctx context.Context, topics []string) error {
 		return fmt.Errorf("make the positions table %s: %w", t.s.positions.Sanitize(), err)
 	}
 	for _, topic := range topics {
-		name := identifier(strings.ReplaceAll(t.s.tableFmt, "${topic}", topic))
-		tb, err := t.describe(ctx, name)
+		tb, err := t.describeTopic(ctx, t.pool, topic)
 		if err != nil {
-			return fmt.Errorf("table of topic %q: %w", topic, err)
+			return err
 		}
 		t.tables[topic] = tb
 	}
@@ -185,13 +123,27 @@ func (t *task) makePositions(ctx context.Context) error {
 	return tx.Commit(ctx)
 }
 
+// errMissing: the table does not exist.
+var errMissing = errors.New("the table does not exist")
+
 // describe reads a table's columns and primary key.
-func (t *task) describe(ctx context.Context, name pgx.Identifier) (*table, error) {
+func (t *task) describe(ctx context.Context, q querier, name pgx.Identifier) (*table, error) {
 	var oid uint32
-	if err := t.pool.QueryRow(ctx, `SELECT to_regclass($1)::oid`, name.Sanitize()).Scan(&oid); err != nil || oid == 0 {
-		return nil, fmt.Errorf("%s does not exist (the sink does not make tables)", name.Sanitize())
+	var kind string
+	err := q.QueryRow(ctx, `SELECT c.oid, c.relkind::text FROM pg_class c WHERE c.oid = to_regclass($1)`, name.Sanitize()).Scan(&oid, &kind)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, errMissing
+	case err != nil:
+		return nil, err
+	case !slices.Contains(t.s.kinds, kind):
+		what, known := map[string]string{"r": "TABLE", "p": "PARTITIONED_TABLE", "v": "VIEW"}[kind]
+		if !known {
+			what = "relation of relkind " + kind
+		}
+		return nil, fmt.Errorf("%s is a %s, and table.types does not allow writing to one", name.Sanitize(), what)
 	}
-	rows, err := t.pool.Query(ctx, `SELECT a.attname, coalesce(a.attnum = ANY(i.indkey), false)
+	rows, err := q.Query(ctx, `SELECT a.attname, coalesce(a.attnum = ANY(i.indkey), false)
 		FROM pg_attribute a LEFT JOIN pg_index i ON i.indrelid = a.attrelid AND i.indisprimary
 		WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, oid)
 	if err != nil {
@@ -295,6 +247,9 @@ func (t *task) put(ctx context.Context, recs []connect.Record) ([]connect.Reject
 }
 
 func (t *task) putBatch(ctx context.Context, recs []connect.Record) ([]connect.Rejected, error) {
+	if err := t.ensureTables(ctx, recs); err != nil {
+		return nil, err
+	}
 	var rejected []connect.Rejected
 	stmts := make([]statement, 0, len(recs))
 	ok := make([]connect.Record, 0, len(recs))
@@ -338,7 +293,7 @@ func (t *task) putBatch(ctx context.Context, recs []connect.Record) ([]connect.R
 		case !refused(err):
 			return nil, fmt.Errorf("write %s/%d@%d: %w", ok[i].Topic, ok[i].Partition, ok[i].Offset, err)
 		}
-		rejected = append(rejected, connect.Rejected{Record: ok[i], Err: err})
+		rejected = append(rejected, connect.Rejected{Record: ok[i], Err: t.trimmed(err)})
 		if _, err := t.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT causeway_row"); err != nil {
 			return nil, fmt.Errorf("roll back row: %w", err)
 		}
@@ -402,8 +357,8 @@ func refused(err error) bool {
 // statementOf is the write of one record: a delete for a tombstone, else
 // an insert or upsert of the columns the record's value (and key) name.
 func (t *task) statementOf(r connect.Record) (statement, error) {
-	tb, ok := t.tables[r.Topic]
-	if !ok {
+	tb := t.tables[r.Topic]
+	if tb == nil {
 		return statement{}, fmt.Errorf("topic %q has no table", r.Topic)
 	}
 	key, err := t.keyColumns(tb, r)
@@ -416,9 +371,23 @@ func (t *task) statementOf(r connect.Record) (statement, error) {
 		}
 		return t.deleteOf(tb, key)
 	}
-	names, err := topKeys(r.Value, make([]string, 0, 8))
+	value, err := t.render(r.Value, r.ValueSchema)
+	if err != nil {
+		return statement{}, err
+	}
+	names, err := jsonscan.TopKeys(value, make([]string, 0, 8))
 	if err != nil {
 		return statement{}, fmt.Errorf("the value is not a JSON object: %w", err)
+	}
+	if vs := r.ValueSchema; vs != nil {
+		// Every field of the schema is a column, null when the payload
+		// leaves it out, as Kafka Connect reads a struct.
+		for i := range vs.Fields {
+			names = append(names, vs.Fields[i].Field)
+		}
+	}
+	if t.s.fields != nil {
+		names = slices.DeleteFunc(names, func(n string) bool { return !t.s.fields[n] && !slices.Contains(tb.pk, n) })
 	}
 	for c := range key {
 		if !slices.Contains(names, c) {
@@ -432,7 +401,47 @@ func (t *task) statementOf(r connect.Record) (statement, error) {
 	}
 	sort.Strings(names)
 	names = slices.Compact(names)
-	return statement{tb: tb, cols: strings.Join(names, ","), insert: true, value: r.Value, key: key}, nil
+	if t.s.mode == "update" {
+		return t.updateOf(tb, names, value, key), nil
+	}
+	return statement{tb: tb, cols: strings.Join(names, ","), insert: true, value: value, key: key}, nil
+}
+
+// updateOf is the update of the row of the primary key's values with the
+// other columns of cols, from the value and key's columns.
+func (t *task) updateOf(tb *table, cols []string, value []byte, key map[string]json.RawMessage) statement {
+	doc := value
+	if len(key) > 0 {
+		doc = appendFields(slices.Clip(value), key)
+	}
+	var sets, where []string
+	for _, c := range cols {
+		id := quoteIdent(c)
+		if slices.Contains(tb.pk, c) {
+			where = append(where, "t."+id+" = k."+id)
+		} else {
+			sets = append(sets, id+" = k."+id)
+		}
+	}
+	if len(sets) == 0 {
+		sets = append(sets, quoteIdent(tb.pk[0])+" = k."+quoteIdent(tb.pk[0]))
+	}
+	if len(where) == 0 {
+		where = append(where, "false") // no key: nothing to update
+	}
+	name := tb.name.Sanitize()
+	return statement{sql: "UPDATE " + name + " t SET " + strings.Join(sets, ", ") + " FROM json_populate_record(NULL::" + name +
+		", $1::json) k WHERE " + strings.Join(where, " AND "), args: []any{string(doc)}}
+}
+
+// trimmed is err, the database refusing a row, without the database's
+// message when trim.sensitive.log is set: it may quote the row's values.
+func (t *task) trimmed(err error) error {
+	var pe *pgconn.PgError
+	if !t.s.trim || !errors.As(err, &pe) {
+		return err
+	}
+	return fmt.Errorf("the database refused the row: SQLSTATE %s, constraint %q, table %q, column %q", pe.Code, pe.ConstraintName, pe.TableName, pe.ColumnName)
 }
 
 // materialize makes an insert's row and statement.
@@ -483,22 +492,42 @@ func appendFields(obj []byte, fields map[string]json.RawMessage) []byte {
 // keyColumns are the primary key's columns from the record's key, with
 // pk.mode record_key; none otherwise.
 func (t *task) keyColumns(tb *table, r connect.Record) (map[string]json.RawMessage, error) {
-	if t.s.pkMode != "record_key" {
+	switch t.s.pkMode {
+	case "kafka":
+		return map[string]json.RawMessage{t.s.pkFields[0]: strconv.AppendQuote(nil, r.Topic),
+			t.s.pkFields[1]: strconv.AppendInt(nil, int64(r.Partition), 10), t.s.pkFields[2]: strconv.AppendInt(nil, r.Offset, 10)}, nil
+	case "record_key":
+	default:
 		return nil, nil
 	}
 	if len(r.Key) == 0 {
 		return nil, errors.New("no key, and pk.mode is record_key")
 	}
-	if first := r.Key[skipSpace(r.Key, 0):]; len(first) > 0 && first[0] == '{' {
+	key := r.Key
+	if ks := r.KeySchema; ks != nil && ks.Type == "struct" {
+		var err error
+		if key, err = t.render(key, ks); err != nil {
+			return nil, fmt.Errorf("the key: %w", err)
+		}
+	} else if ks != nil && (ks.Name != "" || ks.Type == "bytes") && string(key) != "null" {
+		var err error
+		if key, err = renderValue(key, ks, t.s.zone); err != nil {
+			return nil, fmt.Errorf("the key: %w", err)
+		}
+	}
+	if first := key[jsonscan.SkipSpace(key, 0):]; len(first) > 0 && first[0] == '{' {
 		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(r.Key, &obj); err == nil {
+		if err := json.Unmarshal(key, &obj); err == nil {
+			if len(t.s.pkFields) > 0 {
+				maps.DeleteFunc(obj, func(f string, _ json.RawMessage) bool { return !slices.Contains(t.s.pkFields, f) })
+			}
 			return obj, nil
 		}
 	}
 	if len(tb.pk) != 1 {
 		return nil, fmt.Errorf("the key is a single value, and %s's key has %d columns (name them with pk.fields)", tb.name.Sanitize(), len(tb.pk))
 	}
-	return map[string]json.RawMessage{tb.pk[0]: singleKey(r.Key)}, nil
+	return map[string]json.RawMessage{tb.pk[0]: singleKey(key)}, nil
 }
 
 // singleKey is a key that is one value, as JSON: itself when it is JSON
@@ -625,12 +654,15 @@ func (t *task) commit(ctx context.Context, moves []connect.Move) error {
 			err = fmt.Errorf("%w: %s is no longer at offset %d", connect.ErrFenced, m.Channel, m.From)
 		}
 		if err != nil {
+			t.forgetChanges()
 			return errors.Join(fmt.Errorf("move the position of %s: %w", m.Channel, err), tx.Rollback(ctx))
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
+		t.forgetChanges()
 		return fmt.Errorf("commit: %w", err)
 	}
+	t.changed = nil
 	return nil
 }
 
@@ -641,6 +673,7 @@ func (t *task) Abort(ctx context.Context) error {
 	}
 	tx := t.tx
 	t.tx = nil
+	t.forgetChanges()
 	return tx.Rollback(ctx)
 }
 

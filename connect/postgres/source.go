@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/causeway-stream/causeway/connect"
@@ -48,13 +47,7 @@ var _ connect.Source = Source{}
 
 // Config describes the source's settings.
 func (Source) Config() *connect.ConfigDef {
-	return &connect.ConfigDef{Keys: []connect.Key{
-		{Name: ConnectionURL, Type: connect.TypePassword, Required: true, Importance: connect.High, Group: "Connection",
-			Doc: "The database to read from, as a libpq connection string or postgres:// URL.",
-			Check: func(v string) error {
-				_, err := pgconn.ParseConfig(v)
-				return err
-			}},
+	return &connect.ConfigDef{Keys: append(connectionKeys("The database to read from"), []connect.Key{
 		{Name: TableWhitelist, Type: connect.TypeList, Required: true, Importance: connect.High, Group: "Tables",
 			Doc: "The tables to read, parents before children."},
 		{Name: IncrementingCol, Type: connect.TypeString, Default: "id", Importance: connect.High, Group: "Mode",
@@ -65,7 +58,7 @@ func (Source) Config() *connect.ConfigDef {
 			Doc: "How long to wait between polls that found nothing, in milliseconds.", Check: positive},
 		{Name: BatchMaxRows, Type: connect.TypeInt, Default: "1000", Importance: connect.Low, Group: "Connector",
 			Doc: "The most rows read from one table in one poll.", Check: positive},
-	}}
+	}...)}
 }
 
 // positive checks a whole number setting is at least 1.
@@ -79,9 +72,9 @@ func positive(v string) error {
 // Open connects to the database and checks that every table exists and
 // has the incrementing column.
 func (Source) Open(ctx context.Context, connector string, cfg connect.Config) (connect.SourceTask, error) {
-	pool, err := pgxpool.New(ctx, cfg.String(ConnectionURL))
+	pool, err := connectPool(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect to postgres: %w", err)
+		return nil, err
 	}
 	s := &sourceTask{pool: pool, column: cfg.String(IncrementingCol), prefix: cfg.String(TopicPrefix),
 		interval: time.Duration(cfg.Int(PollInterval)) * time.Millisecond, limit: cfg.Int(BatchMaxRows)}

@@ -8,31 +8,25 @@ import (
 	"strings"
 
 	"github.com/causeway-stream/causeway/connect"
+	"github.com/causeway-stream/causeway/connect/convert"
 	"github.com/causeway-stream/causeway/connect/transform"
 )
 
 // The settings every connector takes besides its plugin's, named as
 // Kafka Connect names them.
 const (
-	keyName           = "name"
-	keyClass          = "connector.class"
-	keyTasksMax       = "tasks.max"
-	keyTopics         = "topics"
-	keyTopicsRegex    = "topics.regex"
-	keyTolerance      = "errors.tolerance"
-	keyDeadLetter     = "errors.deadletterqueue.topic.name"
-	keyTransforms     = "transforms"
-	keyValueConverter = "value.converter"
-	keyGate           = "causal.gate"
-	keyPartitions     = "topic.creation.default.partitions"
-	keyMaxRetries     = "max.retries"
-	keyRetryBackoff   = "retry.backoff.ms"
-)
-
-// Converters a connector can name; JSON is the default.
-const (
-	JSONConverter = "org.apache.kafka.connect.json.JsonConverter"
-	AvroConverter = "io.confluent.connect.avro.AvroConverter"
+	keyName         = "name"
+	keyClass        = "connector.class"
+	keyTasksMax     = "tasks.max"
+	keyTopics       = "topics"
+	keyTopicsRegex  = "topics.regex"
+	keyTolerance    = "errors.tolerance"
+	keyDeadLetter   = "errors.deadletterqueue.topic.name"
+	keyTransforms   = "transforms"
+	keyGate         = "causal.gate"
+	keyPartitions   = "topic.creation.default.partitions"
+	keyMaxRetries   = "max.retries"
+	keyRetryBackoff = "retry.backoff.ms"
 )
 
 // pluginKind is a plugin's type, as /connector-plugins names it.
@@ -75,9 +69,11 @@ func commonDef(kind pluginKind) *connect.ConfigDef {
 			Doc: "The most tasks the connector runs, at most one per worker.", Check: atLeastOne},
 		{Name: keyTransforms, Type: connect.TypeList, Importance: connect.Low, Group: "Transforms",
 			Doc: "Aliases of the transforms to apply, in order (transforms.<alias>.type and its settings)."},
-		{Name: keyValueConverter, Type: connect.TypeString, Default: JSONConverter, Importance: connect.Low, Group: "Common",
-			Allowed: []string{JSONConverter, AvroConverter},
-			Doc:     "How record values are read: JSON, or Avro through a Schema Registry (value.converter.schema.registry.url)."},
+		{Name: keyValueConverter, Type: connect.TypeString, Default: convert.JSON, Importance: connect.Low, Group: "Common",
+			Allowed: convert.Classes,
+			Doc:     "How record values are read (value.converter.* are its settings): JSON, with or without schemas, strings, bytes, numbers, or Avro through a Schema Registry (value.converter.schema.registry.url)."},
+		{Name: keyKeyConverter, Type: connect.TypeString, Importance: connect.Low, Group: "Common",
+			Allowed: convert.Classes, Doc: keyConverterDoc},
 		{Name: keyTolerance, Type: connect.TypeString, Default: "none", Allowed: []string{"none", "all"}, Importance: connect.Medium, Group: "Error Handling",
 			Doc: "none: the first record that cannot be written fails the task; all: it is skipped (sinks: sent to the dead-letter topic)."},
 	}
@@ -152,11 +148,13 @@ func (v validation) errs() []string {
 // validate checks cfg against the plugin it names, the settings of every
 // connector of its kind, and its transforms.
 func (w *Worker) validate(cfg map[string]string) (validation, error) {
-	p, ok := w.plugins[cfg[keyClass]]
+	p, ok := w.pluginOf(cfg[keyClass])
 	if !ok {
 		return validation{}, fmt.Errorf("%w: %q (the worker has %s)", errUnknownPlugin, cfg[keyClass], strings.Join(slices.Sorted(maps.Keys(w.plugins)), ", "))
 	}
-	v := validation{plugin: p, common: commonDef(p.kind).Validate(cfg), own: p.def().Validate(cfg)}
+	common, own := commonDef(p.kind), p.def()
+	v := validation{plugin: p, common: common.Validate(cfg), own: own.Validate(cfg)}
+	v.extra = append(v.extra, keyErrors(cfg, common, own)...)
 	if _, err := transform.Parse(cfg); err != nil {
 		v.extra = append(v.extra, fieldErrors(err)...)
 	}
@@ -169,9 +167,7 @@ func (w *Worker) validate(cfg map[string]string) (validation, error) {
 		// user meant.
 		v.extra = append(v.extra, &connect.FieldError{Field: keyTopicsRegex, Reason: "is not supported: name the topics in " + keyTopics})
 	}
-	if cfg[keyValueConverter] == AvroConverter && cfg[keyValueConverter+".schema.registry.url"] == "" {
-		v.extra = append(v.extra, &connect.FieldError{Field: keyValueConverter + ".schema.registry.url", Reason: "is required with the Avro converter"})
-	}
+	v.extra = append(v.extra, converterErrors(cfg, p.kind)...)
 	return v, nil
 }
 
@@ -192,3 +188,22 @@ func fieldErrors(err error) []*connect.FieldError {
 }
 
 var errUnknownPlugin = errors.New("no such connector plugin")
+
+// JDBCSinkClass is Confluent's JDBC sink connector's class, which the
+// worker's PostgresSink serves for PostgreSQL: its settings are the JDBC
+// sink's, and a connection.url of another database is refused by name.
+const JDBCSinkClass = "io.confluent.connect.jdbc.JdbcSinkConnector"
+
+// classAliases are connector classes of other projects that a plugin of
+// the worker serves, by the plugin's class.
+var classAliases = map[string]string{JDBCSinkClass: "PostgresSink", "JdbcSinkConnector": "PostgresSink"}
+
+// pluginOf is the plugin that serves class: its own, or the one its alias
+// names.
+func (w *Worker) pluginOf(class string) (plugin, bool) {
+	if p, ok := w.plugins[class]; ok {
+		return p, true
+	}
+	p, ok := w.plugins[classAliases[class]]
+	return p, ok
+}

@@ -430,7 +430,7 @@ func TestTheRESTAPIManagesAConnectorAsKafkaConnectDoes(t *testing.T) {
 			}
 			assert.Equal(t, []string{"HttpSource/source", "PostgresSink/sink", "PostgresSource/source"}, classes)
 
-			cfg := map[string]string{"name": "shop", "connector.class": "PostgresSink", "topics": "customers,orders", "connection.url": db,
+			cfg := map[string]string{"name": "shop", "connector.class": "PostgresSink", "value.converter.schemas.enable": "false", "topics": "customers,orders", "connection.url": db,
 				"pk.mode": "record_key", "insert.mode": "merge", "tasks.max": "1"}
 
 			// Validation names the field that is wrong.
@@ -448,7 +448,7 @@ func TestTheRESTAPIManagesAConnectorAsKafkaConnectDoes(t *testing.T) {
 					wrong = append(wrong, val["name"].(string)+": "+errs[0].(string))
 				}
 			}
-			assert.Equal(t, []string{`insert.mode: "merge" is not one of insert, upsert`}, wrong)
+			assert.Equal(t, []string{`insert.mode: "merge" is not one of insert, upsert, update`}, wrong)
 
 			code, body = w.call(t, "POST", "/connectors", map[string]any{"name": "shop", "config": cfg})
 			assert.Equal(t, 400, code)
@@ -652,7 +652,7 @@ func TestTheRESTAPIRefusesWhatItCannotKeepWhole(t *testing.T) {
 	code, body = raw("PUT", "/connectors/big/config", huge)
 	assert.Equal(t, 413, code, body)
 
-	cfg := map[string]string{"connector.class": "PostgresSink", "topics": "orders", "connection.url": db, "pk.mode": "record_key", "insert.mode": "insert"}
+	cfg := map[string]string{"connector.class": "PostgresSink", "value.converter.schemas.enable": "false", "topics": "orders", "connection.url": db, "pk.mode": "record_key", "insert.mode": "insert"}
 	b, err := json.Marshal(map[string]any{"name": "shop\xff", "config": cfg})
 	require.NoError(t, err) // json.Marshal itself puts U+FFFD there: write the bytes by hand
 	b = bytes.Replace(b, []byte(`shop\ufffd`), []byte("shop\xff"), 1)
@@ -686,7 +686,7 @@ func TestTheRESTAPIRefusesWhatItCannotKeepWhole(t *testing.T) {
 func TestAStoppedConnectorListsNoTasks(t *testing.T) {
 	t.Parallel()
 	_, db, w := ordersOnFake(t, "CREATE TABLE orders (id text PRIMARY KEY, amount int NOT NULL);")
-	cfg := map[string]string{"connector.class": "PostgresSink", "topics": "orders", "connection.url": db, "pk.mode": "record_key", "insert.mode": "insert"}
+	cfg := map[string]string{"connector.class": "PostgresSink", "value.converter.schemas.enable": "false", "topics": "orders", "connection.url": db, "pk.mode": "record_key", "insert.mode": "insert"}
 	code, body := w.call(t, "POST", "/connectors", map[string]any{"name": "shop", "config": cfg})
 	require.Equal(t, 201, code, "%v", body)
 	tasks := func() (state string, info, status, list int) {
@@ -727,7 +727,7 @@ func TestTopicsRegexIsRefusedByName(t *testing.T) {
 		{"topics.regex": "ord.*"},
 		{"topics": "orders", "topics.regex": "ord.*"},
 	} {
-		cfg := map[string]string{"connector.class": "PostgresSink", "connection.url": db, "pk.mode": "record_key"}
+		cfg := map[string]string{"connector.class": "PostgresSink", "value.converter.schemas.enable": "false", "connection.url": db, "pk.mode": "record_key"}
 		maps.Copy(cfg, c)
 		code, body := w.call(t, "POST", "/connectors", map[string]any{"name": "shop", "config": cfg})
 		assert.Equal(t, 400, code, "%v", c)
@@ -776,7 +776,7 @@ func TestTheRestartPolicyRestartsAFailedConnectTask(t *testing.T) {
 	w := e.startWith("w1", func(c *connectworker.Config) {
 		c.Restarts = connectworker.RestartPolicy{Initial: 300 * time.Millisecond, Max: 2 * time.Second}
 	})
-	cfg := map[string]string{"connector.class": "PostgresSink", "topics": "customers,orders", "connection.url": db,
+	cfg := map[string]string{"connector.class": "PostgresSink", "value.converter.schemas.enable": "false", "topics": "customers,orders", "connection.url": db,
 		"pk.mode": "record_key", "insert.mode": "insert", "max.retries": "0"}
 	code, body := w.call(t, "POST", "/connectors", map[string]any{"name": "shop", "config": cfg})
 	require.Equal(t, 201, code, "%v", body)

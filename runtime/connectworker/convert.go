@@ -9,47 +9,56 @@ import (
 
 	"github.com/confluentinc/confluent-kafka-go/v2/schemaregistry"
 
+	"github.com/causeway-stream/causeway/connect"
 	"github.com/causeway-stream/causeway/framework/serde"
 	"github.com/causeway-stream/causeway/framework/serde/registry"
 )
 
-// converter turns a record's value into the JSON object a sink writes.
-type converter func(topic string, value []byte) ([]byte, error)
-
-// converterFor is the value converter cfg names; nil for JSON, which
-// needs none.
-func converterFor(cfg map[string]string) (converter, error) {
-	if cfg[keyValueConverter] != AvroConverter {
-		return nil, nil
-	}
-	client, err := schemaregistry.NewClient(schemaregistry.NewConfig(cfg[keyValueConverter+".schema.registry.url"]))
+// avroConverter is Confluent's Avro converter over the Schema Registry at
+// url.
+func avroConverter(url string, key bool) (avroToJSON, error) {
+	client, err := schemaregistry.NewClient(schemaregistry.NewConfig(url))
 	if err != nil {
-		return nil, fmt.Errorf("%s.schema.registry.url: %w", keyValueConverter, err)
+		return avroToJSON{}, fmt.Errorf("schema.registry.url: %w", err)
 	}
-	return avroToJSON(client), nil
+	return newAvroToJSON(client, key), nil
 }
 
-// avroToJSON reads values in the Schema Registry's Avro wire format, with
-// the writer's schema from the registry, and writes them as JSON.
-func avroToJSON(client schemaregistry.Client) converter {
-	var mu sync.Mutex
-	serdes := map[string]serde.Serde[map[string]any]{}
-	return func(topic string, value []byte) ([]byte, error) {
-		mu.Lock()
-		s, ok := serdes[topic]
-		if !ok {
-			var err error
-			if s, err = registry.Avro[map[string]any](client, topic, registry.Value, registry.Options{}); err != nil {
-				mu.Unlock()
-				return nil, err
-			}
-			serdes[topic] = s
-		}
-		mu.Unlock()
-		v, err := s.Deserialize(value)
-		if err != nil {
-			return nil, fmt.Errorf("value converter: %w", err)
-		}
-		return json.Marshal(v)
+// avroToJSON reads data in the Schema Registry's Avro wire format, with
+// the writer's schema from the registry, and writes it as JSON (without a
+// Connect schema).
+type avroToJSON struct {
+	client schemaregistry.Client
+	part   registry.Part
+	mu     *sync.Mutex
+	serdes map[string]serde.Serde[map[string]any]
+}
+
+func newAvroToJSON(client schemaregistry.Client, key bool) avroToJSON {
+	part := registry.Value
+	if key {
+		part = registry.Key
 	}
+	return avroToJSON{client: client, part: part, mu: &sync.Mutex{}, serdes: map[string]serde.Serde[map[string]any]{}}
+}
+
+// Read implements convert.Converter.
+func (a avroToJSON) Read(topic string, data []byte) ([]byte, *connect.Schema, error) {
+	a.mu.Lock()
+	s, ok := a.serdes[topic]
+	if !ok {
+		var err error
+		if s, err = registry.Avro[map[string]any](a.client, topic, a.part, registry.Options{}); err != nil {
+			a.mu.Unlock()
+			return nil, nil, err
+		}
+		a.serdes[topic] = s
+	}
+	a.mu.Unlock()
+	v, err := s.Deserialize(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("AvroConverter: %w", err)
+	}
+	b, err := json.Marshal(v)
+	return b, nil, err
 }

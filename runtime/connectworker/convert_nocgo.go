@@ -2,16 +2,22 @@
 
 package connectworker
 
-import "errors"
+import (
+	"errors"
 
-// converter turns a record's value into the JSON object a sink writes.
-type converter func(topic string, value []byte) ([]byte, error)
+	"github.com/causeway-stream/causeway/connect"
+)
 
-// converterFor is the value converter cfg names; nil for JSON. The Avro
-// converter needs the Schema Registry serdes, which need cgo.
-func converterFor(cfg map[string]string) (converter, error) {
-	if cfg[keyValueConverter] != AvroConverter {
-		return nil, nil
-	}
-	return nil, errors.New("the Avro converter needs a worker built with cgo")
+// avroConverter fails: the Avro converter needs the Schema Registry
+// serdes, which need cgo.
+func avroConverter(string, bool) (avroToJSON, error) {
+	return avroToJSON{}, errors.New("the Avro converter needs a worker built with cgo")
+}
+
+// avroToJSON is not built without cgo.
+type avroToJSON struct{}
+
+// Read implements convert.Converter.
+func (avroToJSON) Read(string, []byte) ([]byte, *connect.Schema, error) {
+	return nil, nil, errors.New("the Avro converter needs a worker built with cgo")
 }

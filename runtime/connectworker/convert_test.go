@@ -33,14 +33,14 @@ func TestAvroValuesReachTheSinkAsJSON(t *testing.T) {
 
 	chain, err := transform.Parse(map[string]string{"transforms": "drop", "transforms.drop.type": "ReplaceField$Value", "transforms.drop.exclude": "amount"})
 	require.NoError(t, err)
-	convert := sinkConvert(chain, avroToJSON(client))
+	convert := sinkConvert(chain, converters{value: newAvroToJSON(client, false)})
 	got, err := convert(connect.Record{Topic: "orders", Key: []byte("o1"), Value: b})
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"id": "o1", "customer": "c1"}`, string(got.Value))
 	assert.Equal(t, "o1", string(got.Key))
 
 	_, err = convert(connect.Record{Topic: "orders", Value: []byte(`{"id": "o2"}`)})
-	assert.ErrorContains(t, err, "value converter")
+	assert.ErrorContains(t, err, "value.converter: AvroConverter")
 
 	tomb, err := convert(connect.Record{Topic: "orders", Key: []byte("o1")})
 	require.NoError(t, err)

@@ -95,7 +95,7 @@ func (w *Worker) routes() {
 		writeJSON(rw, http.StatusOK, out)
 	})
 	mux.HandleFunc("GET /connector-plugins/{plugin}/config", func(rw http.ResponseWriter, req *http.Request) {
-		p, ok := w.plugins[req.PathValue("plugin")]
+		p, ok := w.pluginOf(req.PathValue("plugin"))
 		if !ok {
 			writeError(rw, http.StatusNotFound, fmt.Sprintf("Unknown plugin %s.", req.PathValue("plugin")))
 			return
@@ -120,10 +120,12 @@ func (w *Worker) routes() {
 
 // connectorView is what the state says of one connector, copied out.
 type connectorView struct {
-	name     string
-	config   map[string]string
-	target   string
-	kind     string
+	name   string
+	config map[string]string
+	target string
+	kind   string
+	// servedBy is the plugin serving an aliased class (ConnectorStateInfo.ServedBy).
+	servedBy string
 	tasks    []string // worker by task id
 	statuses map[string]taskStatus
 	restarts map[string]restartRequest
@@ -142,8 +144,11 @@ func (w *Worker) connector(name string) (c connectorView, ok bool) {
 		live := st.live(time.Now(), 3*w.cfg.Heartbeat)
 		c = connectorView{name: name, config: maps.Clone(cfg), target: st.target(name), tasks: tasksOf(name, tasksMax(cfg), live),
 			statuses: maps.Clone(st.statuses[name]), restarts: maps.Clone(st.restarts), self: w.cfg.WorkerID, kind: "unknown"}
-		if p, known := w.plugins[cfg[keyClass]]; known {
+		if p, known := w.pluginOf(cfg[keyClass]); known {
 			c.kind = string(p.kind)
+			if p.class != cfg[keyClass] {
+				c.servedBy = p.class
+			}
 		}
 		if c.target == StateStopped {
 			// A stopped connector has no tasks (KIP-875): its info, status
@@ -166,7 +171,7 @@ func (c connectorView) info() ConnectorInfo {
 // it (UNASSIGNED until it has), and the connector's from its target state
 // and its tasks.
 func (c connectorView) status() ConnectorStateInfo {
-	out := ConnectorStateInfo{Name: c.name, Type: c.kind, Tasks: []TaskState{}}
+	out := ConnectorStateInfo{Name: c.name, Type: c.kind, Tasks: []TaskState{}, ServedBy: c.servedBy}
 	failed := 0
 	for id, worker := range c.tasks {
 		st := TaskState{ID: id, State: State{State: StateUnassigned, WorkerID: worker}}

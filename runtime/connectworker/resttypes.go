@@ -50,6 +50,9 @@ type ConnectorStateInfo struct {
 	Connector State       `json:"connector"`
 	Tasks     []TaskState `json:"tasks"`
 	Type      string      `json:"type"`
+	// ServedBy names the worker's plugin that serves a connector class of
+	// another project (JDBCSinkClass: PostgresSink); absent otherwise.
+	ServedBy string `json:"served_by,omitempty"`
 }
 
 // TaskInfo is a task and its configuration.

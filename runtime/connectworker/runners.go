@@ -1,6 +1,7 @@
 package connectworker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -29,10 +30,6 @@ func (w *Worker) runnerFor(name string, task int, cfg map[string]string, r *runn
 	if err != nil {
 		return nil, err
 	}
-	convert, err := converterFor(cfg)
-	if err != nil {
-		return nil, err
-	}
 	p := v.plugin
 	r.kind = p.kind
 	own, err := p.def().Parse(cfg)
@@ -42,11 +39,15 @@ func (w *Worker) runnerFor(name string, task int, cfg map[string]string, r *runn
 	log := w.log.With(zap.String("connector", name), zap.Int("task", task))
 	switch {
 	case p.sink != nil:
+		convs, err := convertersFor(cfg)
+		if err != nil {
+			return nil, err
+		}
 		if chain.Routes() {
 			return nil, &connect.FieldError{Field: keyTransforms, Reason: "a sink's topics name its channels and cannot be routed: use the sink's own table naming instead"}
 		}
 		return func(ctx context.Context) error {
-			return w.runSink(ctx, name, task, cfg, p.sink, own, chain, convert, log, &r.counters, r.skip)
+			return w.runSink(ctx, name, task, cfg, p.sink, own, chain, convs, log, &r.counters, r.skip)
 		}, nil
 	case p.source != nil:
 		return func(ctx context.Context) error {
@@ -72,7 +73,7 @@ func (w *Worker) runnerFor(name string, task int, cfg map[string]string, r *runn
 
 // runSink runs a task of a sink connector until ctx is done.
 func (w *Worker) runSink(ctx context.Context, name string, task int, cfg map[string]string, sink connect.Sink, own connect.Config,
-	chain *transform.Chain, convert converter, log *zap.Logger, counters *taskCounters, skip map[causal.Channel]int64) error {
+	chain *transform.Chain, convs converters, log *zap.Logger, counters *taskCounters, skip map[causal.Channel]int64) error {
 	topics := connect.SplitList(cfg[keyTopics])
 	t, err := sink.Open(ctx, name, topics, own)
 	if err != nil {
@@ -81,7 +82,7 @@ func (w *Worker) runSink(ctx context.Context, name string, task int, cfg map[str
 	sw, err := sinkworker.New(sinkworker.Config{Connector: name, TaskID: task, Class: cfg[keyClass], Topics: topics, Task: t, Bootstrap: w.cfg.Bootstrap,
 		Client: w.cfg.Client, Kafka: w.cfg.Kafka, InstanceID: fmt.Sprintf("%s-%d", w.cfg.WorkerID, task),
 		GateOff: cfg[keyGate] == "false", DeadLetterTopic: cfg[keyDeadLetter], ToleranceAll: cfg[keyTolerance] == "all",
-		Skip: skip, Convert: sinkConvert(chain, convert), Log: log,
+		Skip: skip, Convert: sinkConvert(chain, convs), Log: log,
 		MaxRetries: atLeast(cfg[keyMaxRetries], 0, 10), RetryBackoff: time.Duration(atLeast(cfg[keyRetryBackoff], 0, 3000)) * time.Millisecond,
 		MaxRecordBytes: maxDeadLetterBytes})
 	if err != nil {
@@ -91,22 +92,33 @@ func (w *Worker) runSink(ctx context.Context, name string, task int, cfg map[str
 	return sw.Run(ctx)
 }
 
-// sinkConvert is what a sink does to each record before writing it:
-// convert its value to JSON, then transform it. nil when nothing.
-func sinkConvert(chain *transform.Chain, convert converter) func(connect.Record) (connect.Record, error) {
-	if chain.Empty() && convert == nil {
-		return nil
-	}
+// sinkConvert is what a sink does to each record before writing it: read
+// its key and value with the connector's converters, then transform
+// them. A transform that changes the key drops the key's schema, which no
+// longer describes it; the value's stays, and describes the fields that
+// kept their names.
+func sinkConvert(chain *transform.Chain, convs converters) func(connect.Record) (connect.Record, error) {
 	return func(r connect.Record) (connect.Record, error) {
-		if convert != nil && r.Value != nil {
-			v, err := convert(r.Topic, r.Value)
-			if err != nil {
-				return r, err
+		var err error
+		if convs.value != nil && r.Value != nil {
+			if r.Value, r.ValueSchema, err = convs.value.Read(r.Topic, r.Value); err != nil {
+				return r, fmt.Errorf("%s: %w", keyValueConverter, err)
 			}
-			r.Value = v
 		}
+		if convs.key != nil && r.Key != nil {
+			if r.Key, r.KeySchema, err = convs.key.Read(r.Topic, r.Key); err != nil {
+				return r, fmt.Errorf("%s: %w", keyKeyConverter, err)
+			}
+		}
+		if chain.Empty() {
+			return r, nil
+		}
+		key := r.Key
 		t, err := chain.Apply(transform.Record{Topic: r.Topic, Key: r.Key, Value: r.Value})
 		r.Key, r.Value = t.Key, t.Value
+		if !bytes.Equal(key, r.Key) {
+			r.KeySchema = nil
+		}
 		return r, err
 	}
 }

@@ -34,7 +34,7 @@ func TestTasksAreDealtOverTheWorkers(t *testing.T) {
 			db, conn := e.database("sink", sinkSchema)
 			w1, w2 := e.start("w1"), e.start("w2")
 			code, body := w1.call(t, "POST", "/connectors", map[string]any{"name": "shop", "config": map[string]string{
-				"connector.class": "PostgresSink", "topics": "customers,orders", "connection.url": db, "pk.mode": "record_key", "tasks.max": "2"}})
+				"connector.class": "PostgresSink", "value.converter.schemas.enable": "false", "topics": "customers,orders", "connection.url": db, "pk.mode": "record_key", "tasks.max": "2"}})
 			require.Equal(t, 201, code, "%v", body)
 
 			code, body = w2.call(t, "GET", "/connectors", nil)

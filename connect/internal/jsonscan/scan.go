@@ -1,27 +1,31 @@
-package postgres
+// Package jsonscan reads the top level of a JSON object without decoding
+// its values: the field names and the raw bytes of each value, which is
+// all a sink needs to route a row and all a converter needs to split an
+// envelope. Postgres, or the reader of a value, checks the values.
+package jsonscan
 
 import (
 	"errors"
 	"strconv"
 )
 
-// topKeys returns the names of the top-level fields of the JSON object b,
+// TopKeys returns the names of the top-level fields of the JSON object b,
 // in order, without decoding their values. It checks the object's shape
 // (braces, keys, colons, commas) and skips each value over its strings and
 // brackets; Postgres checks the values themselves when it reads the row.
-func topKeys(b []byte, dst []string) ([]string, error) {
-	err := eachField(b, func(name string, _ []byte) { dst = append(dst, name) })
+func TopKeys(b []byte, dst []string) ([]string, error) {
+	err := EachField(b, func(name string, _ []byte) { dst = append(dst, name) })
 	return dst, err
 }
 
-// eachField calls f with the name and the raw value of each top-level
+// EachField calls f with the name and the raw value of each top-level
 // field of the JSON object b, in order.
-func eachField(b []byte, f func(name string, value []byte)) error {
-	i := skipSpace(b, 0)
+func EachField(b []byte, f func(name string, value []byte)) error {
+	i := SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return errors.New("not a JSON object")
 	}
-	i = skipSpace(b, i+1)
+	i = SkipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
 		return trailing(b, i+1)
 	}
@@ -39,19 +43,19 @@ func eachField(b []byte, f func(name string, value []byte)) error {
 				return errors.New("a field name is not a valid string")
 			}
 		}
-		i = skipSpace(b, end)
+		i = SkipSpace(b, end)
 		if i >= len(b) || b[i] != ':' {
 			return errors.New("a field name must be followed by a colon")
 		}
-		from := skipSpace(b, i+1)
-		if i, err = skipValue(b, from); err != nil {
+		from := SkipSpace(b, i+1)
+		if i, err = SkipValue(b, from); err != nil {
 			return err
 		}
 		f(name, b[from:i])
-		i = skipSpace(b, i)
+		i = SkipSpace(b, i)
 		switch {
 		case i < len(b) && b[i] == ',':
-			i = skipSpace(b, i+1)
+			i = SkipSpace(b, i+1)
 		case i < len(b) && b[i] == '}':
 			return trailing(b, i+1)
 		default:
@@ -60,7 +64,9 @@ func eachField(b []byte, f func(name string, value []byte)) error {
 	}
 }
 
-func skipSpace(b []byte, i int) int {
+// SkipSpace returns the index of the first byte at or after i that is not
+// JSON white space.
+func SkipSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
 	}
@@ -68,7 +74,7 @@ func skipSpace(b []byte, i int) int {
 }
 
 func trailing(b []byte, i int) error {
-	if skipSpace(b, i) != len(b) {
+	if SkipSpace(b, i) != len(b) {
 		return errors.New("something follows the object")
 	}
 	return nil
@@ -90,8 +96,8 @@ func stringEnd(b []byte, i int) (int, bool, error) {
 	return 0, false, errors.New("a string is not closed")
 }
 
-// skipValue returns the index just past the value starting at b[i].
-func skipValue(b []byte, i int) (int, error) {
+// SkipValue returns the index just past the value starting at b[i].
+func SkipValue(b []byte, i int) (int, error) {
 	if i >= len(b) {
 		return 0, errors.New("a value is missing")
 	}

@@ -1,4 +1,4 @@
-package postgres
+package jsonscan
 
 import (
 	"encoding/json"
@@ -8,7 +8,7 @@ import (
 	"pgregory.net/rapid"
 )
 
-// topKeys names the fields of an object as encoding/json reads them, and
+// TopKeys names the fields of an object as encoding/json reads them, and
 // refuses what is not an object.
 func TestTopKeys(t *testing.T) {
 	tests := []struct {
@@ -29,7 +29,7 @@ func TestTopKeys(t *testing.T) {
 		{give: ``, bad: true},
 	}
 	for _, tt := range tests {
-		got, err := topKeys([]byte(tt.give), nil)
+		got, err := TopKeys([]byte(tt.give), nil)
 		if tt.bad {
 			assert.Error(t, err, tt.give)
 			continue
@@ -39,7 +39,7 @@ func TestTopKeys(t *testing.T) {
 	}
 }
 
-// For any object encoding/json writes, topKeys finds its fields.
+// For any object encoding/json writes, TopKeys finds its fields.
 func TestTopKeysAgreesWithEncodingJSON(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		obj := rapid.MapOf(rapid.String(), rapid.OneOf(
@@ -52,7 +52,7 @@ func TestTopKeysAgreesWithEncodingJSON(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := topKeys(b, nil)
+		got, err := TopKeys(b, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", b, err)
 		}

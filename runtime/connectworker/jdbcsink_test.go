@@ -1,0 +1,234 @@
+package connectworker_test
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"maps"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
+)
+
+// orderSchemaV1 is the value schema of the orders the JDBC sink test
+// writes, as Kafka Connect's JsonConverter writes it: every logical type
+// Connect has, bytes, an optional field and one with a default.
+const orderSchemaV1 = `{"type":"struct","name":"order","optional":false,"fields":[
+	{"field":"customer","type":"string","optional":false},
+	{"field":"amount","type":"bytes","optional":false,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"scale":"2"}},
+	{"field":"placed","type":"int32","optional":false,"name":"org.apache.kafka.connect.data.Date","version":1},
+	{"field":"packed","type":"int32","optional":true,"name":"org.apache.kafka.connect.data.Time","version":1},
+	{"field":"at","type":"int64","optional":true,"name":"org.apache.kafka.connect.data.Timestamp","version":1},
+	{"field":"paid","type":"boolean","optional":true,"default":false},
+	{"field":"blob","type":"bytes","optional":true}]}`
+
+// orderSchemaV2 adds an optional field, for auto.evolve.
+var orderSchemaV2 = strings.Replace(orderSchemaV1, `{"field":"blob","type":"bytes","optional":true}]`,
+	`{"field":"blob","type":"bytes","optional":true},{"field":"channel","type":"string","optional":true}]`, 1)
+
+// envelope is a record value as the JsonConverter writes it with
+// schemas.enable=true.
+func envelope(schema, payload string) string {
+	return `{"schema":` + schema + `,"payload":` + payload + `}`
+}
+
+// A sink configuration in Confluent's JDBC sink's form, as its
+// documentation writes one (only the addresses changed), works as written
+// on a real worker and a real Postgres: the JDBC connector class and URL,
+// a user of its own, the JsonConverter's schema envelope with Connect's
+// logical types, a StringConverter key, auto.create, auto.evolve, upsert
+// on the record key (one key twice in a batch), deletes on tombstones and
+// db.timezone. The table is made from the schema, with the types
+// Confluent's sink makes, by the configured user; the rows hold what the
+// records said.
+func TestAConfluentJDBCSinkConfigWorksAsWritten(t *testing.T) {
+	t.Parallel()
+	e := newFakeEnv(t)
+	e.topics(1, "orders")
+	db, conn := e.database("jdbc", "SELECT 1")
+	ctx := context.Background()
+	role := "sinker_" + strings.TrimPrefix(strings.ToLower(strings.Split(db[strings.LastIndexByte(db, '/')+1:], "?")[0]), "t")
+	_, err := conn.Exec(ctx, fmt.Sprintf(`CREATE ROLE %s LOGIN PASSWORD 'not-logged'; GRANT CREATE, USAGE ON SCHEMA public TO %[1]s`, role))
+	require.NoError(t, err)
+	u, err := url.Parse(db)
+	require.NoError(t, err)
+	jdbc := "jdbc:postgresql://" + u.Host + u.Path
+
+	day := func(y int, m time.Month, d int) int64 { return time.Date(y, m, d, 0, 0, 0, 0, time.UTC).Unix() / 86400 }
+	at := time.Date(2024, 3, 1, 10, 0, 0, 0, time.UTC).UnixMilli()
+	b64 := func(b ...byte) string { return base64.StdEncoding.EncodeToString(b) }
+	records := []struct{ key, value string }{
+		{"o1", envelope(orderSchemaV1, fmt.Sprintf(`{"customer":"c1","amount":%q,"placed":%d,"paid":true}`, b64(0x04, 0xd2), day(2024, 3, 1)))},
+		{"o2", envelope(orderSchemaV1, fmt.Sprintf(`{"customer":"c2","amount":%q,"placed":%d,"at":null}`, b64(0x04, 0xd2), day(2024, 3, 1)))},
+		{"o1", envelope(orderSchemaV1, fmt.Sprintf(`{"customer":"c1","amount":%q,"placed":%d,"paid":false,"blob":%q}`, b64(0x04, 0xd3), day(2024, 3, 1), b64(9)))},
+		{"o1", envelope(orderSchemaV1, fmt.Sprintf(`{"customer":"c1b","amount":%q,"placed":%d,"packed":%d,"at":%d,"paid":true,"blob":%q}`,
+			b64(0x16, 0x2e), day(2024, 3, 2), (9*3600+30*60)*1000+250, at, b64(1, 2)))},
+		{"o3", envelope(orderSchemaV2, fmt.Sprintf(`{"customer":"c3","amount":%q,"placed":%d,"channel":"web"}`, b64(0xfb), day(1969, 12, 31)))},
+	}
+	for _, r := range records {
+		e.produce("orders", 0, r.key, r.value)
+	}
+	_, err = e.fake.Produce(transport.Message{Topic: "orders", Key: []byte("o2"), Timestamp: time.Now()})
+	require.NoError(t, err)
+
+	cfg := map[string]string{
+		"connector.class":                "io.confluent.connect.jdbc.JdbcSinkConnector",
+		"tasks.max":                      "1",
+		"topics":                         "orders",
+		"connection.url":                 jdbc,
+		"connection.user":                role,
+		"connection.password":            "not-logged",
+		"auto.create":                    "true",
+		"auto.evolve":                    "true",
+		"insert.mode":                    "upsert",
+		"pk.mode":                        "record_key",
+		"pk.fields":                      "id",
+		"delete.enabled":                 "true",
+		"db.timezone":                    "Europe/Berlin",
+		"key.converter":                  "org.apache.kafka.connect.storage.StringConverter",
+		"value.converter":                "org.apache.kafka.connect.json.JsonConverter",
+		"value.converter.schemas.enable": "true",
+	}
+	w := e.start("w1")
+	code, body := w.call(t, "PUT", "/connector-plugins/JdbcSinkConnector/config/validate", withName(cfg, "jdbc"))
+	require.Equal(t, 200, code, "%v", body)
+	var errs []any
+	for _, c := range body.(map[string]any)["configs"].([]any) {
+		v := c.(map[string]any)["value"].(map[string]any)
+		errs = append(errs, v["errors"].([]any)...)
+		if v["name"] == "connection.password" {
+			assert.Equal(t, "[hidden]", v["value"], "validate masks the password")
+		}
+	}
+	assert.Empty(t, errs)
+	assert.EqualValues(t, 0, body.(map[string]any)["error_count"])
+	code, body = w.call(t, "POST", "/connectors", map[string]any{"name": "jdbc", "config": cfg})
+	require.Equal(t, 201, code, "%v", body)
+
+	type row struct {
+		customer, amount, placed, packed, at string
+		paid                                 *bool
+		blob                                 []byte
+		channel                              *string
+	}
+	read := func() map[string]row {
+		rows, err := conn.Query(ctx, `SELECT id, customer, amount::text, placed::text, coalesce(packed::text, ''), coalesce(at::text, ''), paid, blob, channel FROM orders ORDER BY id`)
+		if err != nil {
+			return nil // not made yet
+		}
+		out := map[string]row{}
+		for rows.Next() {
+			var id string
+			var r row
+			require.NoError(t, rows.Scan(&id, &r.customer, &r.amount, &r.placed, &r.packed, &r.at, &r.paid, &r.blob, &r.channel))
+			out[id] = r
+		}
+		if rows.Err() != nil {
+			return nil
+		}
+		return out
+	}
+	var got map[string]row
+	eventually(t, "every record written", func() bool {
+		got = read()
+		_, o3 := got["o3"]
+		_, o2 := got["o2"]
+		return o3 && !o2 && len(got) == 2
+	})
+	yes := true
+	web := "web"
+	assert.Equal(t, row{customer: "c1b", amount: "56.78", placed: "2024-03-02", packed: "09:30:00.25", at: "2024-03-01 11:00:00",
+		paid: &yes, blob: []byte{1, 2}}, got["o1"], "upserted three times, twice in a row; the timestamp as Berlin's wall time")
+	assert.Equal(t, row{customer: "c3", amount: "-0.05", placed: "1969-12-31", paid: new(bool), channel: &web}, got["o3"],
+		"a field with a default takes it; the evolved column")
+
+	var owner string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT tableowner FROM pg_tables WHERE tablename = 'orders'`).Scan(&owner))
+	assert.Equal(t, role, owner, "the table is made as connection.user")
+	assert.Equal(t, map[string]string{
+		"id": "text NO", "customer": "text NO", "amount": "numeric NO", "placed": "date NO", "packed": "time without time zone YES",
+		"at": "timestamp without time zone YES", "paid": "boolean YES", "blob": "bytea YES", "channel": "text YES",
+	}, columnsOf(t, conn, "orders"))
+
+	code, body = w.call(t, "GET", "/connectors/jdbc/status", nil)
+	require.Equal(t, 200, code)
+	assert.Equal(t, "PostgresSink", body.(map[string]any)["served_by"], "the status says which plugin serves the class")
+}
+
+// withName is cfg with its name set.
+func withName(cfg map[string]string, name string) map[string]string {
+	out := maps.Clone(cfg)
+	out["name"] = name
+	return out
+}
+
+// columnsOf is each column of table with its type and whether it may be
+// null.
+func columnsOf(t *testing.T, conn *pgx.Conn, table string) map[string]string {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), `SELECT column_name, data_type, is_nullable FROM information_schema.columns WHERE table_name = $1`, table)
+	require.NoError(t, err)
+	out := map[string]string{}
+	for rows.Next() {
+		var name, typ, null string
+		require.NoError(t, rows.Scan(&name, &typ, &null))
+		out[name] = typ + " " + null
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// Validate flags a setting no part of the configuration knows (a typo,
+// which Kafka Connect lets pass), refuses by name Kafka Connect's settings
+// the worker does not serve, saying why, and accepts those it does;
+// creating the connector refuses the same.
+func TestUnknownAndUnservedSettingsAreRefusedByName(t *testing.T) {
+	t.Parallel()
+	_, db, w := ordersOnFake(t, "CREATE TABLE orders (id text PRIMARY KEY, amount int NOT NULL);")
+	base := map[string]string{"name": "shop", "connector.class": "PostgresSink", "topics": "orders", "connection.url": db, "pk.mode": "record_key",
+		"value.converter.schemas.enable": "false", "errors.log.enable": "true", "errors.deadletterqueue.context.headers.enable": "true",
+		"config.action.reload": "restart", "errors.retry.delay.max.ms": "60000"}
+	tests := []struct {
+		key, value, want string
+	}{
+		{"", "", ""},
+		{"insert.mod", "upsert", "is not a setting of this connector's plugin nor of Kafka Connect's connectors"},
+		{"value.converter.schemas.enabled", "false", "is not a setting of org.apache.kafka.connect.json.JsonConverter"},
+		{"consumer.override.max.poll.records", "10", "is not supported: per-connector client settings"},
+		{"predicates", "tomb", "is not supported: predicates"},
+		{"errors.retry.timeout", "300000", `only "0" is served`},
+		{"errors.log.include.messages", "true", `only "false" is served`},
+		{"value.converter", "io.confluent.connect.protobuf.ProtobufConverter", `"io.confluent.connect.protobuf.ProtobufConverter" is not one of`},
+	}
+	for _, tt := range tests {
+		cfg := maps.Clone(base)
+		if tt.key != "" {
+			cfg[tt.key] = tt.value
+		}
+		code, body := w.call(t, "PUT", "/connector-plugins/PostgresSink/config/validate", cfg)
+		require.Equal(t, 200, code, "%v", body)
+		var errs []string
+		for _, c := range body.(map[string]any)["configs"].([]any) {
+			v := c.(map[string]any)["value"].(map[string]any)
+			for _, e := range v["errors"].([]any) {
+				errs = append(errs, v["name"].(string)+": "+e.(string))
+			}
+		}
+		if tt.want == "" {
+			assert.Empty(t, errs, "the settings served pass")
+			continue
+		}
+		require.Len(t, errs, 1, "%s: %v", tt.key, errs)
+		assert.Contains(t, errs[0], tt.key+": "+tt.want)
+		code, body = w.call(t, "POST", "/connectors", map[string]any{"name": "shop", "config": cfg})
+		assert.Equal(t, 400, code, "%s", tt.key)
+		assert.Contains(t, fmt.Sprint(body), tt.key, "the refusal names the setting")
+	}
+}
