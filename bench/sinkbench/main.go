@@ -34,6 +34,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/causeway-stream/causeway/causal"
+	"github.com/causeway-stream/causeway/connect"
+	"github.com/causeway-stream/causeway/connect/convert"
 	"github.com/causeway-stream/causeway/connect/postgres"
 	"github.com/causeway-stream/causeway/internal/pgtest"
 	"github.com/causeway-stream/causeway/runtime/embedded"
@@ -95,7 +97,7 @@ func run(orders, runs int, out string) error {
 	if err := b.produce(ctx, orders); err != nil {
 		return err
 	}
-	fmt.Printf("%d customers and %d orders on %d partitions each, %d rounds of the five ways\n", customers, orders, partitions, runs)
+	fmt.Printf("%d customers and %d orders on %d partitions each, %d rounds of the six ways\n", customers, orders, partitions, runs)
 	ways := []struct {
 		name string
 		run  func(context.Context, string) error
@@ -105,6 +107,7 @@ func run(orders, runs int, out string) error {
 		{"sink, gate off, franz-go", func(ctx context.Context, url string) error { return b.sink(ctx, url, "franz", true) }},
 		{"sink, gate on, librdkafka", func(ctx context.Context, url string) error { return b.sink(ctx, url, "librdkafka", false) }},
 		{"sink, gate off, librdkafka", func(ctx context.Context, url string) error { return b.sink(ctx, url, "librdkafka", true) }},
+		{"sink, gate on, franz-go, JSON envelope", func(ctx context.Context, url string) error { return b.sinkOf(ctx, url, "franz", false, true) }},
 	}
 	names := make([]string, len(ways))
 	for i, w := range ways {
@@ -141,17 +144,43 @@ func (b *bench) produce(ctx context.Context, orders int) error {
 		return err
 	}
 	defer cl.Close()
-	if _, err := kadm.NewClient(cl).CreateTopics(ctx, partitions, 1, nil, "customers", "orders"); err != nil {
+	if _, err := kadm.NewClient(cl).CreateTopics(ctx, partitions, 1, nil, "customers", "orders", "env.customers", "env.orders"); err != nil {
 		return err
 	}
 	if _, err := kadm.NewClient(cl).CreateTopics(ctx, 1, 1, nil, "dead"); err != nil {
 		return err
 	}
+	for _, envelope := range []bool{false, true} {
+		if err := produceTopics(ctx, cl, orders, envelope); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// The value schemas of the envelope topics, as Kafka Connect's
+// JsonConverter writes them.
+const (
+	customerSchema = `{"type":"struct","fields":[{"field":"name","type":"string","optional":false}],"optional":false,"name":"customer"}`
+	orderSchema    = `{"type":"struct","fields":[{"field":"customer","type":"string","optional":false},{"field":"amount","type":"int32","optional":false}],"optional":false,"name":"order"}`
+)
+
+// produceTopics writes the customers and orders, to customers and orders
+// as plain JSON, or to env.customers and env.orders in the JsonConverter's
+// schema envelope.
+func produceTopics(ctx context.Context, cl *kgo.Client, orders int, envelope bool) error {
+	prefix, wrap := "", func(_ string, v []byte) []byte { return v }
+	if envelope {
+		prefix = "env."
+		wrap = func(schema string, v []byte) []byte {
+			return append(append([]byte(`{"schema":`+schema+`,"payload":`), v...), '}')
+		}
+	}
 	sessions := make([]causal.Session, customers)
 	var recs []*kgo.Record
 	for i := range customers {
-		recs = append(recs, &kgo.Record{Topic: "customers", Partition: int32(i % partitions), Key: fmt.Appendf(nil, "c%04d", i),
-			Value: fmt.Appendf(nil, `{"name": "customer %d"}`, i)})
+		recs = append(recs, &kgo.Record{Topic: prefix + "customers", Partition: int32(i % partitions), Key: fmt.Appendf(nil, "c%04d", i),
+			Value: wrap(customerSchema, fmt.Appendf(nil, `{"name": "customer %d"}`, i))})
 	}
 	res := cl.ProduceSync(ctx, recs...)
 	if err := res.FirstErr(); err != nil {
@@ -164,8 +193,8 @@ func (b *bench) produce(ctx context.Context, orders int) error {
 		recs = recs[:0]
 		for j := from; j < min(from+10000, orders); j++ {
 			c := j % customers
-			recs = append(recs, &kgo.Record{Topic: "orders", Partition: int32(j % partitions), Key: fmt.Appendf(nil, "o%07d", j),
-				Value:   fmt.Appendf(nil, `{"customer": "c%04d", "amount": %d}`, c, j%1000),
+			recs = append(recs, &kgo.Record{Topic: prefix + "orders", Partition: int32(j % partitions), Key: fmt.Appendf(nil, "o%07d", j),
+				Value:   wrap(orderSchema, fmt.Appendf(nil, `{"customer": "c%04d", "amount": %d}`, c, j%1000)),
 				Headers: []kgo.RecordHeader{{Key: causal.HeaderKey, Value: sessions[c].AppendHeader(nil)}}})
 		}
 		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
@@ -187,19 +216,42 @@ func (b *bench) database(ctx context.Context) (string, error) {
 		return "", err
 	}
 	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, schema+`CREATE TABLE positions (topic text, partition int, next_offset bigint, PRIMARY KEY (topic, partition));`)
+	_, err = conn.Exec(ctx, schema+`CREATE TABLE positions (topic text, partition int, next_offset bigint, PRIMARY KEY (topic, partition));
+		CREATE SCHEMA env; SET search_path = env;`+schema+`RESET search_path;`)
 	return url, err
 }
 
 // sink runs a sink worker over every channel until it has written every
 // record.
 func (b *bench) sink(ctx context.Context, url, client string, gateOff bool) error {
+	return b.sinkOf(ctx, url, client, gateOff, false)
+}
+
+// sinkOf is sink, of the envelope topics when envelope is set: their
+// values are read with Kafka Connect's JsonConverter (schemas.enable
+// true), as the connect worker reads them by default.
+func (b *bench) sinkOf(ctx context.Context, url, client string, gateOff, envelope bool) error {
 	def := postgres.Sink{}
 	cfg, err := def.Config().Parse(map[string]string{postgres.ConnectionURL: url, postgres.PKMode: "record_key"})
 	if err != nil {
 		return err
 	}
 	topics := []string{"customers", "orders"}
+	var read func(connect.Record) (connect.Record, error)
+	if envelope {
+		topics = []string{"env.customers", "env.orders"}
+		conv, err := convert.New(convert.JSON, nil)
+		if err != nil {
+			return err
+		}
+		read = func(r connect.Record) (connect.Record, error) {
+			var err error
+			if r.Value != nil {
+				r.Value, r.ValueSchema, err = conv.Read(r.Topic, r.Value)
+			}
+			return r, err
+		}
+	}
 	task, err := def.Open(ctx, "bench", topics, cfg)
 	if err != nil {
 		return err
@@ -211,7 +263,7 @@ func (b *bench) sink(ctx context.Context, url, client string, gateOff bool) erro
 		}
 	}
 	w, err := sinkworker.New(sinkworker.Config{Connector: "bench", Topics: topics, Task: task, Bootstrap: b.broker.Addr(),
-		Channels: chs, GateOff: gateOff, InstanceID: fmt.Sprint(b.dbs), Client: client})
+		Channels: chs, GateOff: gateOff, InstanceID: fmt.Sprint(b.dbs), Client: client, Convert: read})
 	if err != nil {
 		return err
 	}

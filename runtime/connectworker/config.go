@@ -15,18 +15,19 @@ import (
 // The settings every connector takes besides its plugin's, named as
 // Kafka Connect names them.
 const (
-	keyName         = "name"
-	keyClass        = "connector.class"
-	keyTasksMax     = "tasks.max"
-	keyTopics       = "topics"
-	keyTopicsRegex  = "topics.regex"
-	keyTolerance    = "errors.tolerance"
-	keyDeadLetter   = "errors.deadletterqueue.topic.name"
-	keyTransforms   = "transforms"
-	keyGate         = "causal.gate"
-	keyPartitions   = "topic.creation.default.partitions"
-	keyMaxRetries   = "max.retries"
-	keyRetryBackoff = "retry.backoff.ms"
+	keyName           = "name"
+	keyClass          = "connector.class"
+	keyTasksMax       = "tasks.max"
+	keyTopics         = "topics"
+	keyTopicsRegex    = "topics.regex"
+	keyTolerance      = "errors.tolerance"
+	keyDeadLetter     = "errors.deadletterqueue.topic.name"
+	keyContextHeaders = "errors.deadletterqueue.context.headers.enable"
+	keyTransforms     = "transforms"
+	keyGate           = "causal.gate"
+	keyPartitions     = "topic.creation.default.partitions"
+	keyMaxRetries     = "max.retries"
+	keyRetryBackoff   = "retry.backoff.ms"
 )
 
 // pluginKind is a plugin's type, as /connector-plugins names it.

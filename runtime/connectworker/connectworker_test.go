@@ -431,7 +431,7 @@ func TestTheRESTAPIManagesAConnectorAsKafkaConnectDoes(t *testing.T) {
 			assert.Equal(t, []string{"HttpSource/source", "PostgresSink/sink", "PostgresSource/source"}, classes)
 
 			cfg := map[string]string{"name": "shop", "connector.class": "PostgresSink", "value.converter.schemas.enable": "false", "topics": "customers,orders", "connection.url": db,
-				"pk.mode": "record_key", "insert.mode": "merge", "tasks.max": "1"}
+				"pk.mode": "record_key", "insert.mode": "merge", "tasks.max": "1", "errors.deadletterqueue.context.headers.enable": "true"}
 
 			// Validation names the field that is wrong.
 			code, body = w.call(t, "PUT", "/connector-plugins/PostgresSink/config/validate", cfg)

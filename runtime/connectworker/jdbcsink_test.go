@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
@@ -230,5 +231,55 @@ func TestUnknownAndUnservedSettingsAreRefusedByName(t *testing.T) {
 		code, body = w.call(t, "POST", "/connectors", map[string]any{"name": "shop", "config": cfg})
 		assert.Equal(t, 400, code, "%s", tt.key)
 		assert.Contains(t, fmt.Sprint(body), tt.key, "the refusal names the setting")
+	}
+}
+
+// A refused record goes to the dead-letter topic as it came; with
+// errors.deadletterqueue.context.headers.enable it carries KIP-298's ten
+// context headers, saying where it came from, which task refused it, at
+// which stage, and why; without, none of them, as Kafka Connect's.
+func TestDeadLetterContextHeadersFollowTheirSetting(t *testing.T) {
+	t.Parallel()
+	for _, enabled := range []bool{false, true} {
+		t.Run(fmt.Sprint(enabled), func(t *testing.T) {
+			e, db, w := ordersOnFake(t, "CREATE TABLE orders (id text PRIMARY KEY, amount int NOT NULL CHECK (amount >= 0));")
+			e.produce("orders", 0, "o1", `{"amount": -1}`)
+			e.produce("orders", 0, "o2", `{"amount": 2}`)
+			cfg := map[string]string{"connector.class": "PostgresSink", "topics": "orders", "connection.url": db, "pk.mode": "record_key",
+				"value.converter.schemas.enable": "false", "errors.tolerance": "all", "errors.deadletterqueue.topic.name": "dead",
+				"errors.deadletterqueue.context.headers.enable": fmt.Sprint(enabled)}
+			code, body := w.call(t, "POST", "/connectors", map[string]any{"name": "shop", "config": cfg})
+			require.Equal(t, 201, code, "%v", body)
+			var letters []map[string]string
+			eventually(t, "the dead letter", func() bool {
+				letters = nil
+				e.readAll(func(r *kgo.Record) {
+					h := map[string]string{"key": string(r.Key), "value": string(r.Value)}
+					for _, x := range r.Headers {
+						h[x.Key] = string(x.Value)
+					}
+					letters = append(letters, h)
+				}, "dead")
+				return len(letters) > 0
+			})
+			require.Len(t, letters, 1)
+			got := letters[0]
+			assert.Equal(t, "o1", got["key"])
+			assert.JSONEq(t, `{"amount": -1}`, got["value"])
+			if !enabled {
+				for k := range got {
+					assert.NotContains(t, k, "__connect.errors", "no context headers")
+				}
+				return
+			}
+			for k, want := range map[string]string{"__connect.errors.topic": "orders", "__connect.errors.partition": "0", "__connect.errors.offset": "0",
+				"__connect.errors.connector.name": "shop", "__connect.errors.task.id": "0", "__connect.errors.stage": "TASK_PUT",
+				"__connect.errors.class.name": "PostgresSink"} {
+				assert.Equal(t, want, got[k], k)
+			}
+			assert.Contains(t, got["__connect.errors.exception.message"], "orders_amount_check")
+			assert.NotEmpty(t, got["__connect.errors.exception.class.name"])
+			assert.NotEmpty(t, got["__connect.errors.exception.stacktrace"])
+		})
 	}
 }

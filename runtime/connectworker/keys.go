@@ -30,7 +30,7 @@ var frameworkRules = []frameworkRule{
 	{name: "errors.log.enable", check: oneOf("true", "false")},
 	{name: "errors.log.include.messages", check: only("false", "records' contents are never logged")},
 	{name: "errors.deadletterqueue.topic.replication.factor", check: only("-1", "the dead-letter topic is made with the broker's default replication factor: give -1")},
-	{name: "errors.deadletterqueue.context.headers.enable", check: oneOf("true", "false")},
+	{name: keyContextHeaders, check: oneOf("true", "false")},
 	{name: "topic.creation.default.replication.factor", check: only("-1", "topics are made with the broker's default replication factor: give -1")},
 	{name: "topic.creation.", why: "only topic.creation.default.partitions and .replication.factor are served: there are no other topic-creation groups or topic settings yet"},
 	{name: "predicates", why: "predicates are not supported yet: a transform applies to every record"},

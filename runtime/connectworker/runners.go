@@ -82,7 +82,8 @@ func (w *Worker) runSink(ctx context.Context, name string, task int, cfg map[str
 	sw, err := sinkworker.New(sinkworker.Config{Connector: name, TaskID: task, Class: cfg[keyClass], Topics: topics, Task: t, Bootstrap: w.cfg.Bootstrap,
 		Client: w.cfg.Client, Kafka: w.cfg.Kafka, InstanceID: fmt.Sprintf("%s-%d", w.cfg.WorkerID, task),
 		GateOff: cfg[keyGate] == "false", DeadLetterTopic: cfg[keyDeadLetter], ToleranceAll: cfg[keyTolerance] == "all",
-		Skip: skip, Convert: sinkConvert(chain, convs), Log: log,
+		NoContextHeaders: cfg[keyContextHeaders] != "true",
+		Skip:             skip, Convert: sinkConvert(chain, convs), Log: log,
 		MaxRetries: atLeast(cfg[keyMaxRetries], 0, 10), RetryBackoff: time.Duration(atLeast(cfg[keyRetryBackoff], 0, 3000)) * time.Millisecond,
 		MaxRecordBytes: maxDeadLetterBytes})
 	if err != nil {

@@ -266,10 +266,13 @@ func (w *Worker) sendDead() error {
 	err := w.producer.Do(func(send func(*transport.Message) error) error {
 		for _, d := range w.dead {
 			r := d.Record
-			dl := framework.NewDeadLetter(framework.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: r.Headers},
-				framework.Failure{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Stage: d.stage, Err: d.Err,
-					Connector: w.cfg.Connector, Task: w.cfg.TaskID, Class: w.cfg.Class},
-				framework.ConnectHeaders, w.cfg.MaxRecordBytes)
+			dl := framework.FitDeadLetter(framework.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: r.Headers}, w.cfg.MaxRecordBytes)
+			if !w.cfg.NoContextHeaders {
+				dl = framework.NewDeadLetter(framework.Record{Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: r.Headers},
+					framework.Failure{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Stage: d.stage, Err: d.Err,
+						Connector: w.cfg.Connector, Task: w.cfg.TaskID, Class: w.cfg.Class},
+					framework.ConnectHeaders, w.cfg.MaxRecordBytes)
+			}
 			m := transport.Message{Topic: w.cfg.DeadLetterTopic, Partition: framework.PartitionFor(r.Key, w.deadPartitions), Key: dl.Key, Value: dl.Value,
 				Timestamp: dl.Timestamp, Headers: dl.Headers}
 			if err := send(&m); err != nil {

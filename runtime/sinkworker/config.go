@@ -48,6 +48,11 @@ type Config struct {
 	// first such record stops the worker, naming it. Kafka Connect's
 	// errors.tolerance=all.
 	ToleranceAll bool
+	// NoContextHeaders writes dead letters as the records came, without
+	// the headers that say where and why they failed: Kafka Connect's
+	// errors.deadletterqueue.context.headers.enable=false. Default: the
+	// headers are written.
+	NoContextHeaders bool
 	// CommitInterval is the longest a delivered record waits to be
 	// committed. Default: 100ms.
 	CommitInterval time.Duration
