@@ -360,6 +360,7 @@ var connectShapes = map[string][]string{
 	"ServerInfo":         {"commit", "kafka_cluster_id", "version"},
 	"ConnectorOffsets":   {"offsets"},
 	"ConnectorOffset":    {"offset", "partition"},
+	"WorkerHealth":       {"message", "status"},
 }
 
 // shaped checks that v is an object with the fields of Connect's entity

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,6 +46,8 @@ func (w *Worker) routes() {
 		writeJSON(rw, http.StatusOK, c.config)
 	}))
 	mux.HandleFunc("PUT /connectors/{name}/config", w.putConfig)
+	mux.HandleFunc("PATCH /connectors/{name}/config", w.withConnector(w.patchConfig))
+	mux.HandleFunc("GET /health", w.health)
 	mux.HandleFunc("GET /connectors/{name}/status", w.withConnector(func(rw http.ResponseWriter, _ *http.Request, c connectorView) {
 		writeJSON(rw, http.StatusOK, c.status())
 	}))
@@ -356,6 +359,9 @@ func (w *Worker) store1(rw http.ResponseWriter, req *http.Request, name string, 
 	}
 	writes = append(writes, kv{"config/" + name, b})
 	w.writeOr500(rw, req, code, func() any {
+		if code == http.StatusCreated {
+			rw.Header().Set("Location", "/connectors/"+url.PathEscape(name))
+		}
 		c, _ := w.connector(name)
 		return c.info()
 	}, writes...)

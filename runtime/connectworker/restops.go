@@ -1,6 +1,7 @@
 package connectworker
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/causeway-stream/causeway/connect"
 )
@@ -110,4 +112,43 @@ func (w *Worker) validateConfig(rw http.ResponseWriter, req *http.Request) {
 			Value: ConfigValueInfo{Name: e.Field, Value: &given, RecommendedValues: []string{}, Errors: []string{e.Reason}, Visible: true}})
 	}
 	writeJSON(rw, http.StatusOK, out)
+}
+
+// patchConfig answers PATCH /connectors/{name}/config (KIP-477): the
+// settings in the body replace the connector's, a null removes one, the
+// others stay; the result is validated as a PUT's.
+func (w *Worker) patchConfig(rw http.ResponseWriter, req *http.Request, c connectorView) {
+	var patch map[string]*string
+	if !decodeBody(rw, req, &patch, "a patch of a connector's configuration (an object of strings and nulls)") {
+		return
+	}
+	cfg := maps.Clone(c.config)
+	for k, v := range patch {
+		if v == nil {
+			delete(cfg, k)
+		} else {
+			cfg[k] = *v
+		}
+	}
+	w.store1(rw, req, c.name, cfg, "", http.StatusOK)
+}
+
+// WorkerHealth is the body of GET /health, as Kafka Connect shapes it
+// (KIP-1017).
+type WorkerHealth struct {
+	Status  string `json:"status"`
+	Message string `json:"message"`
+}
+
+// health answers GET /health: 200 once the worker has read the cluster's
+// state and can answer requests; 503 while it cannot (the state topic
+// unreadable within 10 s).
+func (w *Worker) health(rw http.ResponseWriter, req *http.Request) {
+	ctx, cancel := context.WithTimeout(req.Context(), 10*time.Second)
+	defer cancel()
+	if err := w.store.sync(ctx); err != nil {
+		writeJSON(rw, http.StatusServiceUnavailable, WorkerHealth{Status: "unhealthy", Message: "the worker cannot read the cluster's state: " + err.Error()})
+		return
+	}
+	writeJSON(rw, http.StatusOK, WorkerHealth{Status: "healthy", Message: "The worker has read the cluster's state and answers requests."})
 }
