@@ -108,6 +108,11 @@ type Sink interface {
 	Open(ctx context.Context, connector string, topics []string, cfg Config) (SinkTask, error)
 }
 
+// ErrFiltered is returned by a transform chain for a record a Filter
+// transform dropped: a sink skips it (its offset still counts), a source
+// does not write it. It is not a failure.
+var ErrFiltered = errors.New("filtered out by a transform")
+
 // ErrFenced is returned by SinkTask.Commit when another task has written
 // one of the task's channels since the task read its position: the task
 // is a zombie and must stop writing.

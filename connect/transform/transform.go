@@ -1,6 +1,7 @@
-// Package transform is Causeway's single message transforms: Kafka
-// Connect's most used ones, configured as Kafka Connect configures them,
-// working on JSON keys and values.
+// Package transform is Causeway's single message transforms: Apache
+// Kafka's, configured as Kafka Connect configures them, on JSON keys and
+// values and, when the converter read one, their Connect schemas, which a
+// transform changes as it changes the data.
 //
 //	"transforms": "key,drop",
 //	"transforms.key.type": "org.apache.kafka.connect.transforms.ValueToKey",
@@ -8,37 +9,64 @@
 //	"transforms.drop.type": "org.apache.kafka.connect.transforms.ReplaceField$Value",
 //	"transforms.drop.exclude": "internal_note",
 //
-// The types, with or without Kafka Connect's package prefix:
+// The types, with or without Kafka Connect's package prefix, each $Key or
+// $Value where Kafka Connect has both:
 //
-//   - ReplaceField$Key, ReplaceField$Value: exclude (fields dropped),
-//     include (the only fields kept), renames (old:new pairs).
+//   - ReplaceField: exclude (or blacklist), include (or whitelist),
+//     renames (old:new pairs).
 //   - ValueToKey: fields: the key becomes an object of these fields of the
 //     value.
-//   - ExtractField$Key, ExtractField$Value: field: the key (or value)
-//     becomes the value of that one field.
+//   - ExtractField: field: the key (or value) becomes that field's value.
+//   - HoistField: field: the key (or value) becomes an object of one
+//     field holding it.
+//   - InsertField: topic.field, partition.field, offset.field,
+//     timestamp.field, static.field with static.value.
+//   - MaskField: fields, replacement: the fields become their type's
+//     empty value (0, false, "") or the replacement.
+//   - Cast: spec (field:type pairs, or one type for the whole): int8 to
+//     float64, boolean, string.
+//   - Flatten: delimiter: nested objects become fields named by their path.
 //   - RegexRouter: regex, replacement: a topic the regular expression
 //     matches whole is renamed ($1 names a group, as in Java).
+//   - Filter: drops every record (a predicate says which).
+//   - DropHeaders: headers; InsertHeader: header, value.literal;
+//     HeaderFrom: fields, headers, operation (copy or move).
+//
+// A transform applies to a record its predicate (transforms.<alias>.predicate,
+// negated by .negate) matches: predicates.<name>.type is
+// TopicNameMatches (pattern), HasHeaderKey (name) or RecordIsTombstone.
 //
 // A record whose key or value a transform needs as an object and is not
 // one fails with an error naming the transform; a tombstone (no value)
-// passes value transforms unchanged.
+// passes value transforms unchanged. A record Filter drops comes back
+// with connect.ErrFiltered.
 package transform
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
+	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/causeway-stream/causeway/connect"
+	"github.com/causeway-stream/causeway/framework"
 )
 
-// Record is what a transform sees of a record: its topic, key and value.
+// Record is what a transform sees of a record.
 type Record struct {
-	Topic      string
+	Topic     string
+	Partition int32
+	Offset    int64
+	Timestamp time.Time
+	// Key and Value are JSON; Value is nil for a tombstone.
 	Key, Value []byte
+	// KeySchema and ValueSchema are their Connect schemas, nil when the
+	// converter read none.
+	KeySchema, ValueSchema *connect.Schema
+	Headers                []framework.Header
 }
 
 // Transform changes one record.
@@ -54,12 +82,18 @@ type Chain struct {
 type step struct {
 	alias string
 	t     Transform
+	// when, if set, says which records t applies to.
+	when   predicate
+	negate bool
 }
 
 // Apply runs r through every transform of c, in order. Its error names the
 // transform that failed.
 func (c *Chain) Apply(r Record) (Record, error) {
 	for _, s := range c.steps {
+		if s.when != nil && s.when.test(r) == s.negate {
+			continue
+		}
 		var err error
 		if r, err = s.t.Apply(r); err != nil {
 			return r, fmt.Errorf("transform %q: %w", s.alias, err)
@@ -87,43 +121,78 @@ const prefix = "org.apache.kafka.connect.transforms."
 func Parse(cfg map[string]string) (*Chain, error) {
 	c := &Chain{}
 	var errs []error
+	preds, perrs := parsePredicates(cfg)
+	errs = append(errs, perrs...)
 	for _, alias := range connect.SplitList(cfg["transforms"]) {
-		key := func(name string) string { return "transforms." + alias + "." + name }
-		typ := strings.TrimPrefix(cfg[key("type")], prefix)
-		field := func(name string) string { return cfg[key(name)] }
+		s := settings{cfg: cfg, prefix: "transforms." + alias + "."}
+		typ := strings.TrimPrefix(s.get("type"), prefix)
+		make, known := makers[typ]
 		var t Transform
 		var err error
-		switch typ {
-		case "":
-			err = &connect.FieldError{Field: key("type"), Reason: "is required"}
-		case "ReplaceField$Key", "ReplaceField$Value":
-			t, err = newReplace(typ == "ReplaceField$Key", connect.SplitList(field("exclude")), connect.SplitList(field("include")), connect.SplitList(field("renames")), key("renames"))
-		case "ValueToKey":
-			fields := connect.SplitList(field("fields"))
-			if len(fields) == 0 {
-				err = &connect.FieldError{Field: key("fields"), Reason: "is required"}
-			}
-			t = valueToKey{fields: fields}
-		case "ExtractField$Key", "ExtractField$Value":
-			if field("field") == "" {
-				err = &connect.FieldError{Field: key("field"), Reason: "is required"}
-			}
-			t = extract{key: typ == "ExtractField$Key", field: field("field")}
-		case "RegexRouter":
-			t, err = newRouter(field("regex"), field("replacement"), key("regex"))
+		switch {
+		case typ == "":
+			err = s.missing("type")
+		case !known:
+			err = &connect.FieldError{Field: s.key("type"), Reason: fmt.Sprintf("%q is not a transform Causeway has (%s)", s.get("type"), strings.Join(slices.Sorted(maps.Keys(makers)), ", "))}
 		default:
-			err = &connect.FieldError{Field: key("type"), Reason: fmt.Sprintf("%q is not a transform Causeway has (ReplaceField, ValueToKey, ExtractField, RegexRouter)", cfg[key("type")])}
+			t, err = make(s, strings.HasSuffix(typ, "$Key"))
+		}
+		st := step{alias: alias, t: t, negate: s.get("negate") == "true"}
+		if name := s.get("predicate"); name != "" {
+			if st.when = preds[name]; st.when == nil {
+				err = errors.Join(err, &connect.FieldError{Field: s.key("predicate"), Reason: fmt.Sprintf("%q is not in predicates", name)})
+			}
 		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		c.steps = append(c.steps, step{alias: alias, t: t})
+		c.steps = append(c.steps, st)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return c, nil
+}
+
+// settings are one transform's (or predicate's) settings.
+type settings struct {
+	cfg    map[string]string
+	prefix string
+}
+
+func (s settings) key(name string) string { return s.prefix + name }
+func (s settings) get(name string) string { return s.cfg[s.prefix+name] }
+func (s settings) list(name string) []string {
+	return connect.SplitList(s.get(name))
+}
+func (s settings) missing(name string) error {
+	return &connect.FieldError{Field: s.key(name), Reason: "is required"}
+}
+
+// maker makes a transform from its settings; key: the $Key variant.
+type maker func(s settings, key bool) (Transform, error)
+
+// makers are the transforms by type.
+var makers = map[string]maker{}
+
+func init() {
+	for _, part := range []string{"$Key", "$Value"} {
+		makers["ReplaceField"+part] = newReplace
+		makers["ExtractField"+part] = newExtract
+		makers["HoistField"+part] = newHoist
+		makers["InsertField"+part] = newInsert
+		makers["MaskField"+part] = newMask
+		makers["Cast"+part] = newCast
+		makers["Flatten"+part] = newFlatten
+	}
+	makers["ValueToKey"] = newValueToKey
+	makers["RegexRouter"] = newRouter
+	makers["Filter"] = func(settings, bool) (Transform, error) { return filter{}, nil }
+	makers["DropHeaders"] = newDropHeaders
+	makers["InsertHeader"] = newInsertHeader
+	makers["HeaderFrom$Key"] = newHeaderFrom
+	makers["HeaderFrom$Value"] = newHeaderFrom
 }
 
 // decodePart decodes the key (or value) of r as a JSON object, and
@@ -148,123 +217,4 @@ func object(b []byte, what string) (map[string]json.RawMessage, error) {
 		return nil, fmt.Errorf("the record's %s is not a JSON object", what)
 	}
 	return m, nil
-}
-
-// replace is ReplaceField.
-type replace struct {
-	key     bool
-	exclude map[string]bool
-	include map[string]bool
-	renames map[string]string
-}
-
-func newReplace(key bool, exclude, include, renames []string, renamesField string) (replace, error) {
-	r := replace{key: key, exclude: set(exclude), include: set(include), renames: map[string]string{}}
-	for _, pair := range renames {
-		from, to, ok := strings.Cut(pair, ":")
-		if !ok || from == "" || to == "" {
-			return r, &connect.FieldError{Field: renamesField, Reason: fmt.Sprintf("%q is not old:new", pair)}
-		}
-		r.renames[from] = to
-	}
-	return r, nil
-}
-
-func set(names []string) map[string]bool {
-	if len(names) == 0 {
-		return nil
-	}
-	m := map[string]bool{}
-	for _, n := range names {
-		m[n] = true
-	}
-	return m
-}
-
-func (t replace) Apply(r Record) (Record, error) {
-	b, _, m, err := decodePart(&r, t.key)
-	if m == nil {
-		return r, err
-	}
-	out := make(map[string]json.RawMessage, len(m))
-	for name, v := range m {
-		if t.exclude[name] || (t.include != nil && !t.include[name]) {
-			continue
-		}
-		if to, ok := t.renames[name]; ok {
-			name = to
-		}
-		out[name] = v
-	}
-	*b, err = json.Marshal(out)
-	return r, err
-}
-
-// valueToKey is ValueToKey.
-type valueToKey struct{ fields []string }
-
-func (t valueToKey) Apply(r Record) (Record, error) {
-	if r.Value == nil {
-		return r, nil
-	}
-	m, err := object(r.Value, "value")
-	if err != nil {
-		return r, err
-	}
-	key := make(map[string]json.RawMessage, len(t.fields))
-	for _, f := range t.fields {
-		v, ok := m[f]
-		if !ok {
-			return r, fmt.Errorf("the record's value has no field %q", f)
-		}
-		key[f] = v
-	}
-	r.Key, err = json.Marshal(key)
-	return r, err
-}
-
-// extract is ExtractField.
-type extract struct {
-	key   bool
-	field string
-}
-
-func (t extract) Apply(r Record) (Record, error) {
-	b, what, m, err := decodePart(&r, t.key)
-	if m == nil {
-		return r, err
-	}
-	v, ok := m[t.field]
-	if !ok {
-		return r, fmt.Errorf("the record's %s has no field %q", what, t.field)
-	}
-	*b = v
-	return r, nil
-}
-
-// router is RegexRouter.
-type router struct {
-	re          *regexp.Regexp
-	replacement string
-}
-
-// javaGroup finds Java's $1 group references, to write them as Go's ${1}.
-var javaGroup = regexp.MustCompile(`\$(\d+)`)
-
-func newRouter(expr, replacement, field string) (router, error) {
-	if expr == "" {
-		return router{}, &connect.FieldError{Field: field, Reason: "is required"}
-	}
-	re, err := regexp.Compile("^(?:" + expr + ")$")
-	if err != nil {
-		return router{}, &connect.FieldError{Field: field, Reason: err.Error()}
-	}
-	return router{re: re, replacement: javaGroup.ReplaceAllString(replacement, "$${$1}")}, nil
-}
-
-func (t router) Apply(r Record) (Record, error) {
-	if t.re.MatchString(r.Topic) {
-		r.Topic = t.re.ReplaceAllString(r.Topic, t.replacement)
-	}
-	return r, nil
 }

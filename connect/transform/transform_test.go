@@ -70,7 +70,11 @@ func TestParseNamesTheSettingThatIsWrong(t *testing.T) {
 		want []string
 	}{
 		{map[string]string{"transforms": "a"}, []string{`setting "transforms.a.type": is required`}},
-		{map[string]string{"transforms": "a", "transforms.a.type": "Flatten"}, []string{`setting "transforms.a.type": "Flatten" is not a transform Causeway has (ReplaceField, ValueToKey, ExtractField, RegexRouter)`}},
+		{map[string]string{"transforms": "a", "transforms.a.type": "TimestampConverter$Value"}, []string{`setting "transforms.a.type": "TimestampConverter$Value" is not a transform Causeway has (Cast$Key, Cast$Value, DropHeaders, ExtractField$Key, ExtractField$Value, Filter, Flatten$Key, Flatten$Value, HeaderFrom$Key, HeaderFrom$Value, HoistField$Key, HoistField$Value, InsertField$Key, InsertField$Value, InsertHeader, MaskField$Key, MaskField$Value, RegexRouter, ReplaceField$Key, ReplaceField$Value, ValueToKey)`}},
+		{map[string]string{"transforms": "a", "transforms.a.type": "Filter", "transforms.a.predicate": "p"}, []string{`setting "transforms.a.predicate": "p" is not in predicates`}},
+		{map[string]string{"predicates": "p", "predicates.p.type": "TopicNameMatches"}, []string{`setting "predicates.p.pattern": is required`}},
+		{map[string]string{"transforms": "a", "transforms.a.type": "Cast$Value", "transforms.a.spec": "x:int128"}, []string{`setting "transforms.a.spec": "x:int128": "int128" is not one of int8, int16, int32, int64, float32, float64, boolean, string`}},
+		{map[string]string{"transforms": "a", "transforms.a.type": "HeaderFrom$Value", "transforms.a.fields": "a,b", "transforms.a.headers": "x", "transforms.a.operation": "copy"}, []string{`setting "transforms.a.headers": must name one header for each of fields`}},
 		{map[string]string{"transforms": "a,b", "transforms.a.type": "ValueToKey", "transforms.b.type": "RegexRouter", "transforms.b.regex": "("},
 			[]string{`setting "transforms.a.fields": is required`, "setting \"transforms.b.regex\": error parsing regexp: missing closing ): `^(?:()$`"}},
 		{map[string]string{"transforms": "a", "transforms.a.type": "ReplaceField$Key", "transforms.a.renames": "x"}, []string{`setting "transforms.a.renames": "x" is not old:new`}},

@@ -156,8 +156,10 @@ func (w *Worker) validate(cfg map[string]string) (validation, error) {
 	common, own := commonDef(p.kind), p.def()
 	v := validation{plugin: p, common: common.Validate(cfg), own: own.Validate(cfg)}
 	v.extra = append(v.extra, keyErrors(cfg, common, own)...)
-	if _, err := transform.Parse(cfg); err != nil {
+	if chain, err := transform.Parse(cfg); err != nil {
 		v.extra = append(v.extra, fieldErrors(err)...)
+	} else if chain.Routes() && p.kind == kindSink {
+		v.extra = append(v.extra, &connect.FieldError{Field: keyTransforms, Reason: "a sink's topics name its channels and cannot be routed (RegexRouter): name the tables with the sink's own settings instead"})
 	}
 	if cfg[keyTolerance] == "all" && p.kind == kindSink && cfg[keyDeadLetter] == "" {
 		v.extra = append(v.extra, &connect.FieldError{Field: keyDeadLetter, Reason: "is required with errors.tolerance all: refused records go there"})

@@ -187,11 +187,16 @@ func (h *httpSource) write(ctx context.Context, topic string, recs []postedRecor
 			if len(r.Value) > 0 && string(r.Value) != "null" {
 				value = r.Value
 			}
-			t, err := h.chain.Apply(transform.Record{Topic: topic, Key: key, Value: value})
+			now := time.Now()
+			t, err := h.chain.Apply(transform.Record{Topic: topic, Key: key, Value: value, Timestamp: now})
+			if errors.Is(err, connect.ErrFiltered) {
+				out = append(out, postedOffset{Partition: -1}) // not written
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("record %d: %w", i, err)
 			}
-			p, err := tx.record(topic, t.Key, t.Value, time.Now(), nil)
+			p, err := tx.record(topic, t.Key, t.Value, now, t.Headers)
 			if err != nil {
 				return err
 			}

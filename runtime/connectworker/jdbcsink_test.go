@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/runtime/connectworker"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
@@ -203,7 +205,7 @@ func TestUnknownAndUnservedSettingsAreRefusedByName(t *testing.T) {
 		{"insert.mod", "upsert", "is not a setting of this connector's plugin nor of Kafka Connect's connectors"},
 		{"value.converter.schemas.enabled", "false", "is not a setting of org.apache.kafka.connect.json.JsonConverter"},
 		{"consumer.override.max.poll.records", "10", "is not supported: per-connector client settings"},
-		{"predicates", "tomb", "is not supported: predicates"},
+		{"topic.creation.groups", "big", "is not supported: only topic.creation.default"},
 		{"errors.retry.timeout", "300000", `only "0" is served`},
 		{"errors.log.include.messages", "true", `only "false" is served`},
 		{"value.converter", "io.confluent.connect.protobuf.ProtobufConverter", `"io.confluent.connect.protobuf.ProtobufConverter" is not one of`},
@@ -282,4 +284,47 @@ func TestDeadLetterContextHeadersFollowTheirSetting(t *testing.T) {
 			assert.NotEmpty(t, got["__connect.errors.exception.stacktrace"])
 		})
 	}
+}
+
+// Transforms change a record's schema with its data on the way to the
+// table: Flatten makes the nested struct's fields columns auto.create
+// types from their schemas, Cast changes a column's type, InsertField adds
+// the record's offset, and Filter with a predicate drops the records it
+// matches, whose positions still move (a record after them is written).
+func TestTransformsReshapeRowsAndTheirSchemas(t *testing.T) {
+	t.Parallel()
+	e := newFakeEnv(t)
+	e.topics(1, "orders")
+	db, conn := e.database("xf", "SELECT 1")
+	const schema = `{"type":"struct","optional":false,"fields":[{"field":"id","type":"string","optional":false},
+		{"field":"qty","type":"string","optional":false},{"field":"test","type":"boolean","optional":true},
+		{"field":"ship","type":"struct","optional":true,"fields":[{"field":"city","type":"string","optional":false},
+			{"field":"day","type":"int32","optional":true,"name":"org.apache.kafka.connect.data.Date","version":1}]}]}`
+	e.produce("orders", 0, "", envelope(schema, `{"id":"o1","qty":"3","ship":{"city":"Oslo","day":19783}}`))
+	rec := envelope(schema, `{"id":"t1","qty":"1","test":true}`)
+	_, err := e.fake.Produce(transport.Message{Topic: "orders", Value: []byte(rec), Headers: []framework.Header{{Key: "test-run", Value: []byte("1")}}, Timestamp: time.Now()})
+	require.NoError(t, err)
+	e.produce("orders", 0, "", envelope(schema, `{"id":"o2","qty":"5"}`))
+	cfg := map[string]string{"connector.class": connectworker.JDBCSinkClass, "topics": "orders", "connection.url": db, "auto.create": "true",
+		"pk.mode": "record_value", "pk.fields": "id", "insert.mode": "upsert",
+		"transforms": "skipTests,flat,qty,offset", "transforms.skipTests.type": "org.apache.kafka.connect.transforms.Filter",
+		"transforms.skipTests.predicate": "isTest", "predicates": "isTest",
+		"predicates.isTest.type": "org.apache.kafka.connect.transforms.predicates.HasHeaderKey", "predicates.isTest.name": "test-run",
+		"transforms.flat.type": "org.apache.kafka.connect.transforms.Flatten$Value", "transforms.flat.delimiter": "_",
+		"transforms.qty.type": "org.apache.kafka.connect.transforms.Cast$Value", "transforms.qty.spec": "qty:int32",
+		"transforms.offset.type": "org.apache.kafka.connect.transforms.InsertField$Value", "transforms.offset.offset.field": "kafka_offset"}
+	w := e.start("w1")
+	code, body := w.call(t, "POST", "/connectors", map[string]any{"name": "xf", "config": cfg})
+	require.Equal(t, 201, code, "%v", body)
+	eventually(t, "the second order written past the filtered one", func() bool {
+		var n int
+		return conn.QueryRow(context.Background(), `SELECT count(*) FROM orders WHERE id = 'o2'`).Scan(&n) == nil && n == 1
+	})
+	assert.Equal(t, map[string]string{"id": "text NO", "qty": "integer NO", "test": "boolean YES", "ship_city": "text YES",
+		"ship_day": "date YES", "kafka_offset": "bigint YES"}, columnsOf(t, conn, "orders"))
+	rows, err := conn.Query(context.Background(), `SELECT id || ' ' || qty || ' ' || coalesce(ship_city, '-') || ' ' || coalesce(ship_day::text, '-') || ' ' || kafka_offset FROM orders ORDER BY id`)
+	require.NoError(t, err)
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	assert.Equal(t, []string{"o1 3 Oslo 2024-03-01 0", "o2 5 - - 2"}, got, "t1 filtered out")
 }

@@ -33,8 +33,6 @@ var frameworkRules = []frameworkRule{
 	{name: keyContextHeaders, check: oneOf("true", "false")},
 	{name: "topic.creation.default.replication.factor", check: only("-1", "topics are made with the broker's default replication factor: give -1")},
 	{name: "topic.creation.", why: "only topic.creation.default.partitions and .replication.factor are served: there are no other topic-creation groups or topic settings yet"},
-	{name: "predicates", why: "predicates are not supported yet: a transform applies to every record"},
-	{name: "predicates.", why: "predicates are not supported yet: a transform applies to every record"},
 	{name: "header.converter", check: only("org.apache.kafka.connect.storage.SimpleHeaderConverter", "headers pass as they are, as SimpleHeaderConverter's")},
 	{name: "header.converter.", why: "headers pass as they are; the header converter has no settings"},
 	{name: "consumer.override.", why: "per-connector client settings are not supported: give them to the worker (--kafka)"},
@@ -65,7 +63,7 @@ func keyErrors(cfg map[string]string, defs ...*connect.ConfigDef) []*connect.Fie
 	var out []*connect.FieldError
 	for _, name := range sortedKeys(cfg) {
 		if slices.ContainsFunc(defs, func(d *connect.ConfigDef) bool { return knownKey(d, name) }) ||
-			strings.HasPrefix(name, keyTransforms+".") ||
+			strings.HasPrefix(name, keyTransforms+".") || name == "predicates" || strings.HasPrefix(name, "predicates.") ||
 			strings.HasPrefix(name, keyKeyConverter+".") || strings.HasPrefix(name, keyValueConverter+".") {
 			continue
 		}

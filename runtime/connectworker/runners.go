@@ -1,7 +1,6 @@
 package connectworker
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -42,9 +41,6 @@ func (w *Worker) runnerFor(name string, task int, cfg map[string]string, r *runn
 		convs, err := convertersFor(cfg)
 		if err != nil {
 			return nil, err
-		}
-		if chain.Routes() {
-			return nil, &connect.FieldError{Field: keyTransforms, Reason: "a sink's topics name its channels and cannot be routed: use the sink's own table naming instead"}
 		}
 		return func(ctx context.Context) error {
 			return w.runSink(ctx, name, task, cfg, p.sink, own, chain, convs, log, &r.counters, r.skip)
@@ -95,9 +91,8 @@ func (w *Worker) runSink(ctx context.Context, name string, task int, cfg map[str
 
 // sinkConvert is what a sink does to each record before writing it: read
 // its key and value with the connector's converters, then transform
-// them. A transform that changes the key drops the key's schema, which no
-// longer describes it; the value's stays, and describes the fields that
-// kept their names.
+// them, schemas and headers too. A record a Filter drops comes back with
+// connect.ErrFiltered.
 func sinkConvert(chain *transform.Chain, convs converters) func(connect.Record) (connect.Record, error) {
 	return func(r connect.Record) (connect.Record, error) {
 		var err error
@@ -114,12 +109,9 @@ func sinkConvert(chain *transform.Chain, convs converters) func(connect.Record) 
 		if chain.Empty() {
 			return r, nil
 		}
-		key := r.Key
-		t, err := chain.Apply(transform.Record{Topic: r.Topic, Key: r.Key, Value: r.Value})
-		r.Key, r.Value = t.Key, t.Value
-		if !bytes.Equal(key, r.Key) {
-			r.KeySchema = nil
-		}
+		t, err := chain.Apply(transform.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp,
+			Key: r.Key, Value: r.Value, KeySchema: r.KeySchema, ValueSchema: r.ValueSchema, Headers: r.Headers})
+		r.Key, r.Value, r.KeySchema, r.ValueSchema, r.Headers = t.Key, t.Value, t.KeySchema, t.ValueSchema, t.Headers
 		return r, err
 	}
 }

@@ -194,8 +194,12 @@ func (s *sourceRunner) write(ctx context.Context, recs []connect.SourceRecord) e
 	out := make([]routedRecord, 0, len(recs))
 	var skipped []byte // the offset of skipped records no record carries yet
 	for _, r := range recs {
-		t, err := s.chain.Apply(transform.Record{Topic: r.Topic, Key: r.Key, Value: r.Value})
+		t, err := s.chain.Apply(transform.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: r.Headers})
 		switch {
+		case errors.Is(err, connect.ErrFiltered):
+			if r.Offset != nil {
+				skipped = r.Offset
+			}
 		case err == nil:
 			if r.Offset == nil {
 				r.Offset = skipped
@@ -257,7 +261,7 @@ func (s *sourceRunner) writeRun(ctx context.Context, topic string, recs []routed
 			if r.src.Offset != nil {
 				offset = r.src.Offset
 			}
-			if _, err := tx.record(topic, r.t.Key, r.t.Value, r.src.Timestamp, r.src.Headers); err != nil {
+			if _, err := tx.record(topic, r.t.Key, r.t.Value, r.src.Timestamp, r.t.Headers); err != nil {
 				return err
 			}
 		}

@@ -172,7 +172,9 @@ func (w *Worker) put(ctx context.Context, f *flight) error {
 		rec := h.rec
 		if w.cfg.Convert != nil {
 			var err error
-			if rec, err = w.cfg.Convert(rec); err != nil {
+			if rec, err = w.cfg.Convert(rec); errors.Is(err, connect.ErrFiltered) {
+				continue // dropped by a transform: its position moves past it all the same
+			} else if err != nil {
 				unconverted = append(unconverted, connect.Rejected{Record: h.rec, Err: err})
 				continue
 			}
