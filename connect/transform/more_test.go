@@ -118,3 +118,55 @@ func TestFilterAndTheHeaderTransforms(t *testing.T) {
 	assert.JSONEq(t, `{"n":1}`, string(got.Value))
 	assert.Equal(t, []string{"n:int32"}, fieldsOf(got.ValueSchema))
 }
+
+// TimestampConverter reads a time in any of its forms (a string in a
+// SimpleDateFormat pattern, a unix time, a Connect Date or Timestamp) and
+// writes it in another, changing the field's schema; TimestampRouter
+// names a topic by the record's timestamp.
+func TestTimestampConverterAndRouter(t *testing.T) {
+	const p = "org.apache.kafka.connect.transforms."
+	ts := &connect.Schema{Type: "struct", Fields: []connect.Schema{{Field: "at", Type: "int64", Name: connect.LogicalTimestamp, Optional: true}}}
+	tests := []struct {
+		name     string
+		cfg      map[string]string
+		in       string
+		schema   *connect.Schema
+		want     string
+		wantType string
+	}{
+		{"timestamp to string", map[string]string{"target.type": "string", "format": "yyyy-MM-dd'T'HH:mm:ss.SSSXXX"}, `{"at":1709287200123}`, ts,
+			`{"at":"2024-03-01T10:00:00.123Z"}`, "string"},
+		{"string to timestamp", map[string]string{"target.type": "Timestamp", "format": "dd/MM/yyyy HH:mm"}, `{"at":"01/03/2024 10:00"}`, nil,
+			`{"at":1709287200000}`, ""},
+		{"unix seconds to date", map[string]string{"target.type": "Date", "unix.precision": "seconds"}, `{"at":1709287200}`, nil,
+			`{"at":19783}`, ""},
+		{"timestamp to time of day", map[string]string{"target.type": "Time"}, `{"at":1709287200123}`, ts, `{"at":36000123}`, "int32"},
+		{"timestamp to unix microseconds", map[string]string{"target.type": "unix", "unix.precision": "microseconds"}, `{"at":1709287200123}`, ts,
+			`{"at":1709287200123000}`, "int64"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := map[string]string{"transforms": "c", "transforms.c.type": p + "TimestampConverter$Value", "transforms.c.field": "at"}
+			for k, v := range tt.cfg {
+				cfg["transforms.c."+k] = v
+			}
+			c, err := transform.Parse(cfg)
+			require.NoError(t, err)
+			got, err := c.Apply(transform.Record{Value: []byte(tt.in), ValueSchema: tt.schema})
+			require.NoError(t, err)
+			assert.JSONEq(t, tt.want, string(got.Value))
+			if tt.wantType != "" {
+				assert.Equal(t, tt.wantType, got.ValueSchema.FieldSchema("at").Type)
+			}
+		})
+	}
+	_, err := transform.Parse(map[string]string{"transforms": "c", "transforms.c.type": p + "TimestampConverter$Value", "transforms.c.target.type": "string", "transforms.c.format": "yyyy-ww"})
+	assert.ErrorContains(t, err, `the pattern letter 'w' is not one Causeway reads`)
+
+	c, err := transform.Parse(map[string]string{"transforms": "r", "transforms.r.type": p + "TimestampRouter", "transforms.r.topic.format": "${topic}_${timestamp}", "transforms.r.timestamp.format": "yyyy-MM"})
+	require.NoError(t, err)
+	assert.True(t, c.Routes())
+	got, err := c.Apply(transform.Record{Topic: "orders", Timestamp: time.Date(2024, 3, 1, 10, 0, 0, 0, time.UTC)})
+	require.NoError(t, err)
+	assert.Equal(t, "orders_2024-03", got.Topic)
+}

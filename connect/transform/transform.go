@@ -26,8 +26,13 @@
 //   - Cast: spec (field:type pairs, or one type for the whole): int8 to
 //     float64, boolean, string.
 //   - Flatten: delimiter: nested objects become fields named by their path.
+//   - TimestampConverter: field, target.type (string, unix, Date, Time,
+//     Timestamp), format (a java.text.SimpleDateFormat pattern),
+//     unix.precision.
 //   - RegexRouter: regex, replacement: a topic the regular expression
 //     matches whole is renamed ($1 names a group, as in Java).
+//   - TimestampRouter: topic.format with ${topic} and ${timestamp},
+//     timestamp.format.
 //   - Filter: drops every record (a predicate says which).
 //   - DropHeaders: headers; InsertHeader: header, value.literal;
 //     HeaderFrom: fields, headers, operation (copy or move).
@@ -108,8 +113,11 @@ func (c *Chain) Empty() bool { return c == nil || len(c.steps) == 0 }
 // Routes reports whether a transform of c can change a record's topic.
 func (c *Chain) Routes() bool {
 	return c != nil && slices.ContainsFunc(c.steps, func(s step) bool {
-		_, ok := s.t.(router)
-		return ok
+		switch s.t.(type) {
+		case router, tsRouter:
+			return true
+		}
+		return false
 	})
 }
 
@@ -185,9 +193,11 @@ func init() {
 		makers["MaskField"+part] = newMask
 		makers["Cast"+part] = newCast
 		makers["Flatten"+part] = newFlatten
+		makers["TimestampConverter"+part] = newTimestampConverter
 	}
 	makers["ValueToKey"] = newValueToKey
 	makers["RegexRouter"] = newRouter
+	makers["TimestampRouter"] = newTimestampRouter
 	makers["Filter"] = func(settings, bool) (Transform, error) { return filter{}, nil }
 	makers["DropHeaders"] = newDropHeaders
 	makers["InsertHeader"] = newInsertHeader
