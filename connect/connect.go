@@ -97,6 +97,18 @@ type SinkTask interface {
 	Close() error
 }
 
+// PositionsEditor is a SinkTask whose positions an operator may change
+// while its connector is stopped: Kafka Connect's offsets calls
+// (KIP-875). A channel without a position is read from its beginning.
+type PositionsEditor interface {
+	// SetPositions sets the position of each channel of positions to
+	// its next offset to write; a negative one removes the channel's
+	// position.
+	SetPositions(ctx context.Context, positions map[causal.Channel]int64) error
+	// ResetPositions removes every position of the connector.
+	ResetPositions(ctx context.Context) error
+}
+
 // Sink is a plugin that writes into another system.
 type Sink interface {
 	// Config describes the plugin's own settings.

@@ -361,6 +361,7 @@ var connectShapes = map[string][]string{
 	"ConnectorOffsets":   {"offsets"},
 	"ConnectorOffset":    {"offset", "partition"},
 	"WorkerHealth":       {"message", "status"},
+	"Message":            {"message"},
 }
 
 // shaped checks that v is an object with the fields of Connect's entity

@@ -90,6 +90,8 @@ func (w *Worker) routes() {
 	}))
 	mux.HandleFunc("POST /connectors/{name}/tasks/{task}/skip", w.withConnector(w.skipRecord))
 	mux.HandleFunc("GET /connectors/{name}/offsets", w.withConnector(w.offsets))
+	mux.HandleFunc("PATCH /connectors/{name}/offsets", w.withConnector(w.alterOffsets))
+	mux.HandleFunc("DELETE /connectors/{name}/offsets", w.withConnector(w.alterOffsets))
 	mux.HandleFunc("GET /connector-plugins", func(rw http.ResponseWriter, _ *http.Request) {
 		out := []PluginInfo{}
 		for _, class := range slices.Sorted(maps.Keys(w.plugins)) {

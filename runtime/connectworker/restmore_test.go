@@ -2,9 +2,11 @@ package connectworker_test
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -44,4 +46,116 @@ func TestTheRESTAPIAnswersHealthLocationAndPatch(t *testing.T) {
 	assert.Contains(t, shaped(t, "ErrorMessage", body)["message"], `insert.mode`)
 	code, _ = w.call(t, "PATCH", "/connectors/none/config", map[string]any{"insert.mode": "upsert"})
 	assert.Equal(t, 404, code)
+}
+
+// A stopped sink's offsets can be changed (KIP-875): PATCH moves a
+// channel's position, and the resumed sink writes again from there;
+// DELETE removes them all, and it writes from the beginning. A running
+// connector's offsets are refused.
+func TestASinksOffsetsAreAlteredAndResetWhileStopped(t *testing.T) {
+	t.Parallel()
+	e, db, w := ordersOnFake(t, "CREATE TABLE orders (id text PRIMARY KEY, amount int NOT NULL);")
+	conn, err := pgx.Connect(context.Background(), db)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	e.produce("orders", 0, "o1", `{"amount": 1}`)
+	e.produce("orders", 0, "o2", `{"amount": 2}`)
+	cfg := map[string]string{"connector.class": "PostgresSink", "topics": "orders", "connection.url": db, "pk.mode": "record_key",
+		"insert.mode": "upsert", "value.converter.schemas.enable": "false"}
+	code, body := w.call(t, "POST", "/connectors", map[string]any{"name": "shop", "config": cfg})
+	require.Equal(t, 201, code, "%v", body)
+	amounts := func() string {
+		var s string
+		_ = conn.QueryRow(context.Background(), `SELECT coalesce(string_agg(id || '=' || amount, ',' ORDER BY id), '') FROM orders`).Scan(&s)
+		return s
+	}
+	eventually(t, "both written", func() bool { return amounts() == "o1=1,o2=2" })
+	offsetOf := func() []any {
+		code, body := w.call(t, "GET", "/connectors/shop/offsets", nil)
+		require.Equal(t, 200, code, "%v", body)
+		return shaped(t, "ConnectorOffsets", body)["offsets"].([]any)
+	}
+
+	rewind := map[string]any{"offsets": []any{map[string]any{"partition": map[string]any{"kafka_topic": "orders", "kafka_partition": 0}, "offset": map[string]any{"kafka_offset": 1}}}}
+	code, body = w.call(t, "PATCH", "/connectors/shop/offsets", rewind)
+	assert.Equal(t, 400, code, "a running connector's offsets stay: %v", body)
+	assert.Contains(t, shaped(t, "ErrorMessage", body)["message"], "stop it first")
+
+	code, _ = w.call(t, "PUT", "/connectors/shop/stop", nil)
+	require.Equal(t, 204, code)
+	eventually(t, "the connector stopped", func() bool {
+		_, body := w.call(t, "GET", "/connectors/shop/status", nil)
+		return body.(map[string]any)["connector"].(map[string]any)["state"] == "STOPPED"
+	})
+	_, err = conn.Exec(context.Background(), `UPDATE orders SET amount = 0`)
+	require.NoError(t, err)
+	code, body = w.call(t, "PATCH", "/connectors/shop/offsets", rewind)
+	require.Equal(t, 200, code, "%v", body)
+	assert.Contains(t, shaped(t, "Message", body)["message"], "altered")
+	assert.Equal(t, map[string]any{"kafka_offset": 1.0}, offsetOf()[0].(map[string]any)["offset"])
+	code, _ = w.call(t, "PUT", "/connectors/shop/resume", nil)
+	require.Equal(t, 202, code)
+	eventually(t, "o2 written again, o1 not", func() bool { return amounts() == "o1=0,o2=2" })
+
+	code, _ = w.call(t, "PUT", "/connectors/shop/stop", nil)
+	require.Equal(t, 204, code)
+	eventually(t, "the connector stopped", func() bool {
+		_, body := w.call(t, "GET", "/connectors/shop/status", nil)
+		return body.(map[string]any)["connector"].(map[string]any)["state"] == "STOPPED"
+	})
+	code, body = w.call(t, "DELETE", "/connectors/shop/offsets", nil)
+	require.Equal(t, 200, code, "%v", body)
+	assert.Empty(t, offsetOf())
+	code, _ = w.call(t, "PUT", "/connectors/shop/resume", nil)
+	require.Equal(t, 202, code)
+	eventually(t, "everything written again", func() bool { return amounts() == "o1=1,o2=2" })
+
+	bad := map[string]any{"offsets": []any{map[string]any{"partition": map[string]any{"topic": "orders"}, "offset": nil}}}
+	code, _ = w.call(t, "PUT", "/connectors/shop/stop", nil)
+	require.Equal(t, 204, code)
+	code, body = w.call(t, "PATCH", "/connectors/shop/offsets", bad)
+	assert.Equal(t, 400, code)
+	assert.Contains(t, shaped(t, "ErrorMessage", body)["message"], "kafka_topic")
+}
+
+// A stopped source's offset can be replaced and cleared (KIP-875): the
+// resumed source reads again from the offset given, then, once cleared,
+// from the beginning.
+func TestASourcesOffsetIsAlteredAndResetWhileStopped(t *testing.T) {
+	t.Parallel()
+	e := newFakeEnv(t)
+	src, conn := e.database("src", sourceSchema)
+	insertShop(t, func(sql string, args ...any) error {
+		_, err := conn.Exec(context.Background(), sql, args...)
+		return err
+	}, 1, 10, 3)
+	w := e.start("w1")
+	code, body := w.call(t, "PUT", "/connectors/shop-src/config", map[string]string{
+		"connector.class": "PostgresSource", "connection.url": src, "table.whitelist": "customers,orders", "topic.prefix": "src_", "poll.interval.ms": "100"})
+	require.Equal(t, 201, code, "%v", body)
+	rows := func() int { return len(e.readIDs("src_orders")) + len(e.readIDs("src_customers")) }
+	eventually(t, "40 rows in Kafka", func() bool { return rows() == 40 })
+	stop := func() {
+		code, _ := w.call(t, "PUT", "/connectors/shop-src/stop", nil)
+		require.Equal(t, 204, code)
+		eventually(t, "the connector stopped", func() bool {
+			_, body := w.call(t, "GET", "/connectors/shop-src/status", nil)
+			return body.(map[string]any)["connector"].(map[string]any)["state"] == "STOPPED"
+		})
+	}
+	stop()
+	code, body = w.call(t, "PATCH", "/connectors/shop-src/offsets", map[string]any{"offsets": []any{map[string]any{
+		"partition": map[string]any{"connector": "shop-src"}, "offset": map[string]any{"tables": map[string]any{"customers": 10, "orders": 25}}}}})
+	require.Equal(t, 200, code, "%v", body)
+	code, _ = w.call(t, "PUT", "/connectors/shop-src/resume", nil)
+	require.Equal(t, 202, code)
+	eventually(t, "orders 26 to 30 read again", func() bool { return rows() == 45 })
+
+	stop()
+	code, body = w.call(t, "DELETE", "/connectors/shop-src/offsets", nil)
+	require.Equal(t, 200, code, "%v", body)
+	code, _ = w.call(t, "PUT", "/connectors/shop-src/resume", nil)
+	require.Equal(t, 202, code)
+	eventually(t, "every row read again", func() bool { return rows() == 85 })
+	assert.ElementsMatch(t, append(append(seq(1, 30), seq(26, 30)...), seq(1, 30)...), e.readIDs("src_orders"))
 }
