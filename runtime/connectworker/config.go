@@ -155,7 +155,11 @@ func (w *Worker) validate(cfg map[string]string) (validation, error) {
 	}
 	common, own := commonDef(p.kind), p.def()
 	v := validation{plugin: p, common: common.Validate(cfg), own: own.Validate(cfg)}
-	v.extra = append(v.extra, keyErrors(cfg, common, own)...)
+	v.extra = append(v.extra, keyErrors(cfg, p.kind == kindSource, common, own)...)
+	if p.kind == kindSource {
+		_, errs := parseTopicCreation(cfg)
+		v.extra = append(v.extra, errs...)
+	}
 	if chain, err := transform.Parse(cfg); err != nil {
 		v.extra = append(v.extra, fieldErrors(err)...)
 	} else if chain.Routes() && p.kind == kindSink {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,12 +67,12 @@ type httpSource struct {
 
 func (w *Worker) newHTTPSource(name string, task int, cfg map[string]string, own connect.Config, chain *transform.Chain, log *zap.Logger,
 	produced *atomic.Int64) (*httpSource, error) {
-	parts, _ := strconv.Atoi(cfg[keyPartitions])
+	creation, _ := parseTopicCreation(cfg) // validate checked it
 	producer, admin, err := w.producer(w.settings("connect-"+name, fmt.Sprintf("%s-%d", w.cfg.WorkerID, task)))
 	if err != nil {
 		return nil, err
 	}
-	h := &httpSource{topics: own.List(keyHTTPTopics), out: newSourceWriter(producer, admin, int32(max(parts, 1))), chain: chain, log: log,
+	h := &httpSource{topics: own.List(keyHTTPTopics), out: newSourceWriter(producer, admin, creation), chain: chain, log: log,
 		ready: make(chan struct{}), produced: produced}
 	return h, nil
 }

@@ -205,7 +205,7 @@ func TestUnknownAndUnservedSettingsAreRefusedByName(t *testing.T) {
 		{"insert.mod", "upsert", "is not a setting of this connector's plugin nor of Kafka Connect's connectors"},
 		{"value.converter.schemas.enabled", "false", "is not a setting of org.apache.kafka.connect.json.JsonConverter"},
 		{"consumer.override.max.poll.records", "10", "is not supported: per-connector client settings"},
-		{"topic.creation.groups", "big", "is not supported: only topic.creation.default"},
+		{"topic.creation.groups", "big", "is not supported: sinks make no topics"},
 		{"errors.retry.timeout", "300000", `only "0" is served`},
 		{"errors.log.include.messages", "true", `only "false" is served`},
 		{"value.converter", "io.confluent.connect.protobuf.ProtobufConverter", `"io.confluent.connect.protobuf.ProtobufConverter" is not one of`},

@@ -31,8 +31,7 @@ var frameworkRules = []frameworkRule{
 	{name: "errors.log.include.messages", check: only("false", "records' contents are never logged")},
 	{name: "errors.deadletterqueue.topic.replication.factor", check: only("-1", "the dead-letter topic is made with the broker's default replication factor: give -1")},
 	{name: keyContextHeaders, check: oneOf("true", "false")},
-	{name: "topic.creation.default.replication.factor", check: only("-1", "topics are made with the broker's default replication factor: give -1")},
-	{name: "topic.creation.", why: "only topic.creation.default.partitions and .replication.factor are served: there are no other topic-creation groups or topic settings yet"},
+	{name: "topic.creation.", why: "sinks make no topics (a sink waits for a topic that does not exist yet)"},
 	{name: "header.converter", check: only("org.apache.kafka.connect.storage.SimpleHeaderConverter", "headers pass as they are, as SimpleHeaderConverter's")},
 	{name: "header.converter.", why: "headers pass as they are; the header converter has no settings"},
 	{name: "consumer.override.", why: "per-connector client settings are not supported: give them to the worker (--kafka)"},
@@ -59,11 +58,11 @@ func ruleFor(name string) *frameworkRule {
 // or refused by its rule, a converter's or transform's is checked where
 // those are, and any other is flagged as unknown (a typo, most likely),
 // which Kafka Connect does not do.
-func keyErrors(cfg map[string]string, defs ...*connect.ConfigDef) []*connect.FieldError {
+func keyErrors(cfg map[string]string, source bool, defs ...*connect.ConfigDef) []*connect.FieldError {
 	var out []*connect.FieldError
 	for _, name := range sortedKeys(cfg) {
 		if slices.ContainsFunc(defs, func(d *connect.ConfigDef) bool { return knownKey(d, name) }) ||
-			strings.HasPrefix(name, keyTransforms+".") || name == "predicates" || strings.HasPrefix(name, "predicates.") ||
+			strings.HasPrefix(name, keyTransforms+".") || (source && strings.HasPrefix(name, "topic.creation.")) || name == "predicates" || strings.HasPrefix(name, "predicates.") ||
 			strings.HasPrefix(name, keyKeyConverter+".") || strings.HasPrefix(name, keyValueConverter+".") {
 			continue
 		}

@@ -159,3 +159,26 @@ func TestASourcesOffsetIsAlteredAndResetWhileStopped(t *testing.T) {
 	eventually(t, "every row read again", func() bool { return rows() == 85 })
 	assert.ElementsMatch(t, append(append(seq(1, 30), seq(26, 30)...), seq(1, 30)...), e.readIDs("src_orders"))
 }
+
+// A source makes a missing topic as its topic-creation group says
+// (KIP-158): here the HTTP source, with a group for the state topics.
+func TestASourceMakesItsTopicsByTheirGroup(t *testing.T) {
+	t.Parallel()
+	e := newFakeEnv(t)
+	w := e.start("w1")
+	code, body := w.call(t, "POST", "/connectors", map[string]any{"name": "web", "config": map[string]string{
+		"connector.class": "HttpSource", "http.topics": "events,state.users",
+		"topic.creation.default.partitions": "1", "topic.creation.default.replication.factor": "-1",
+		"topic.creation.groups": "state", "topic.creation.state.include": `state\..*`, "topic.creation.state.partitions": "3",
+		"topic.creation.state.cleanup.policy": "compact"}})
+	require.Equal(t, 201, code, "%v", body)
+	for _, topic := range []string{"events", "state.users"} {
+		eventually(t, "the source running", func() bool {
+			code, _ := w.call(t, "POST", "/connectors/web/topics/"+topic, map[string]any{"records": []any{map[string]any{"key": "k", "value": map[string]any{"a": 1}}}})
+			return code == 200
+		})
+	}
+	counts := e.fake.Partitions()
+	assert.EqualValues(t, 1, counts["events"], "the default group")
+	assert.EqualValues(t, 3, counts["state.users"], "the state group")
+}

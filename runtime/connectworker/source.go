@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -58,14 +57,14 @@ type committedOffset struct {
 }
 
 func (w *Worker) newSourceRunner(name string, cfg map[string]string, chain *transform.Chain, log *zap.Logger, produced *atomic.Int64) (*sourceRunner, error) {
-	parts, _ := strconv.Atoi(cfg[keyPartitions])
+	creation, _ := parseTopicCreation(cfg) // validate checked it
 	s := &sourceRunner{connector: name, chain: chain, log: log, tolerate: cfg[keyTolerance] == "all", produced: produced}
 	settings := w.settings("connect-"+name, "source")
 	producer, admin, err := w.producer(settings)
 	if err != nil {
 		return nil, err
 	}
-	s.out = newSourceWriter(producer, admin, int32(max(parts, 1)))
+	s.out = newSourceWriter(producer, admin, creation)
 	if s.consumer, err = w.supplier.Consumer(settings); err != nil {
 		s.close()
 		return nil, err

@@ -24,17 +24,17 @@ import (
 type sourceWriter struct {
 	producer *txn.Producer
 	admin    transport.Admin
-	// partitions is how many partitions the topics it makes get.
-	partitions int32
+	// creation says how the topics it makes are made.
+	creation topicCreation
 	// counts are the partition counts of the cluster's topics, as last
 	// read.
 	counts map[string]int32
 }
 
 // newSourceWriter writes through producer, and makes the topics it
-// writes with partitions partitions when they do not exist.
-func newSourceWriter(producer *txn.Producer, admin transport.Admin, partitions int32) sourceWriter {
-	return sourceWriter{producer: producer, admin: admin, partitions: partitions}
+// writes as creation says when they do not exist.
+func newSourceWriter(producer *txn.Producer, admin transport.Admin, creation topicCreation) sourceWriter {
+	return sourceWriter{producer: producer, admin: admin, creation: creation}
 }
 
 // readCounts reads the cluster's partition counts.
@@ -52,7 +52,8 @@ func (sw *sourceWriter) ensureTopic(ctx context.Context, topic string) error {
 	if _, ok := sw.counts[topic]; ok {
 		return nil
 	}
-	counts, err := createTopic(ctx, sw.admin, topic, sw.partitions, nil)
+	g := sw.creation.spec(topic)
+	counts, err := createTopic(ctx, sw.admin, topic, g.partitions, g.configs)
 	if err != nil {
 		return err
 	}
