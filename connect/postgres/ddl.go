@@ -211,8 +211,11 @@ func (t *task) tableName(topic string) pgx.Identifier {
 // auto.create may make it.
 func (t *task) describeTopic(ctx context.Context, q querier, topic string) (*table, error) {
 	tb, err := t.describe(ctx, q, t.tableName(topic))
-	if err == errMissing && t.s.create {
+	switch {
+	case errors.Is(err, errMissing) && t.s.create:
 		return nil, nil
+	case errors.Is(err, errMissing):
+		return nil, fmt.Errorf("table of topic %q: %s does not exist (set auto.create to make it)", topic, t.tableName(topic).Sanitize())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("table of topic %q: %w", topic, err)

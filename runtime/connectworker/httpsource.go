@@ -72,7 +72,7 @@ func (w *Worker) newHTTPSource(name string, task int, cfg map[string]string, own
 	if err != nil {
 		return nil, err
 	}
-	h := &httpSource{topics: own.List(keyHTTPTopics), out: newSourceWriter(producer, admin, creation), chain: chain, log: log,
+	h := &httpSource{topics: own.List(keyHTTPTopics), out: newSourceWriter(producer, admin, creation, w.topicUsed(name)), chain: chain, log: log,
 		ready: make(chan struct{}), produced: produced}
 	return h, nil
 }

@@ -40,7 +40,7 @@ func (w *Worker) routes() {
 		writeJSON(rw, http.StatusOK, c.info())
 	}))
 	mux.HandleFunc("DELETE /connectors/{name}", w.withConnector(func(rw http.ResponseWriter, req *http.Request, c connectorView) {
-		w.writeOr500(rw, req, http.StatusNoContent, nil, kv{"config/" + c.name, nil}, kv{"target/" + c.name, nil})
+		w.writeOr500(rw, req, http.StatusNoContent, nil, append(w.topicTombstones(c.name), kv{"config/" + c.name, nil}, kv{"target/" + c.name, nil})...)
 	}))
 	mux.HandleFunc("GET /connectors/{name}/config", w.withConnector(func(rw http.ResponseWriter, _ *http.Request, c connectorView) {
 		writeJSON(rw, http.StatusOK, c.config)
@@ -91,6 +91,10 @@ func (w *Worker) routes() {
 	mux.HandleFunc("POST /connectors/{name}/tasks/{task}/skip", w.withConnector(w.skipRecord))
 	mux.HandleFunc("GET /connectors/{name}/offsets", w.withConnector(w.offsets))
 	mux.HandleFunc("PATCH /connectors/{name}/offsets", w.withConnector(w.alterOffsets))
+	mux.HandleFunc("GET /connectors/{name}/topics", w.withConnector(w.activeTopics))
+	mux.HandleFunc("PUT /connectors/{name}/topics/reset", w.withConnector(func(rw http.ResponseWriter, req *http.Request, c connectorView) {
+		w.writeOr500(rw, req, http.StatusOK, nil, w.topicTombstones(c.name)...)
+	}))
 	mux.HandleFunc("DELETE /connectors/{name}/offsets", w.withConnector(w.alterOffsets))
 	mux.HandleFunc("GET /connector-plugins", func(rw http.ResponseWriter, _ *http.Request) {
 		out := []PluginInfo{}

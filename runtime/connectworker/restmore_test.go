@@ -182,3 +182,45 @@ func TestASourceMakesItsTopicsByTheirGroup(t *testing.T) {
 	assert.EqualValues(t, 1, counts["events"], "the default group")
 	assert.EqualValues(t, 3, counts["state.users"], "the state group")
 }
+
+// A connector's active topics (KIP-558): a sink's are the topics it has
+// read records from, a source's those it has written; a reset forgets
+// them until they are used again.
+func TestActiveTopicsAreTrackedAndReset(t *testing.T) {
+	t.Parallel()
+	e, db, w := ordersOnFake(t, "CREATE TABLE orders (id text PRIMARY KEY, amount int NOT NULL); CREATE TABLE payments (id text PRIMARY KEY, amount int);")
+	e.topics(1, "payments")
+	topics := func(name string) []any {
+		code, body := w.call(t, "GET", "/connectors/"+name+"/topics", nil)
+		require.Equal(t, 200, code, "%v", body)
+		return body.(map[string]any)[name].(map[string]any)["topics"].([]any)
+	}
+	cfg := map[string]string{"connector.class": "PostgresSink", "topics": "orders,payments", "connection.url": db, "pk.mode": "record_key",
+		"insert.mode": "upsert", "value.converter.schemas.enable": "false"}
+	code, body := w.call(t, "POST", "/connectors", map[string]any{"name": "shop", "config": cfg})
+	require.Equal(t, 201, code, "%v", body)
+	assert.Empty(t, topics("shop"), "nothing read yet")
+	e.produce("orders", 0, "o1", `{"amount": 1}`)
+	eventually(t, "orders active", func() bool { return len(topics("shop")) == 1 })
+	assert.Equal(t, []any{"orders"}, topics("shop"), "payments has no record")
+
+	code, _ = w.call(t, "PUT", "/connectors/shop/topics/reset", nil)
+	require.Equal(t, 200, code)
+	assert.Empty(t, topics("shop"))
+	e.produce("orders", 0, "o2", `{"amount": 2}`)
+	eventually(t, "orders active again", func() bool { return len(topics("shop")) == 1 })
+
+	code, body = w.call(t, "POST", "/connectors", map[string]any{"name": "web", "config": map[string]string{"connector.class": "HttpSource", "http.topics": "events"}})
+	require.Equal(t, 201, code, "%v", body)
+	eventually(t, "the source running", func() bool {
+		code, _ := w.call(t, "POST", "/connectors/web/topics/events", map[string]any{"records": []any{map[string]any{"key": "k", "value": 1}}})
+		return code == 200
+	})
+	eventually(t, "events active", func() bool { return len(topics("web")) == 1 })
+
+	code, _ = w.call(t, "DELETE", "/connectors/shop", nil)
+	require.Equal(t, 204, code)
+	code, body = w.call(t, "POST", "/connectors", map[string]any{"name": "shop", "config": cfg, "initial_state": "STOPPED"})
+	require.Equal(t, 201, code, "%v", body)
+	assert.Empty(t, topics("shop"), "a deleted connector's topics go with it")
+}

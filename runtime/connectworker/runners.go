@@ -79,7 +79,7 @@ func (w *Worker) runSink(ctx context.Context, name string, task int, cfg map[str
 		Client: w.cfg.Client, Kafka: w.cfg.Kafka, InstanceID: fmt.Sprintf("%s-%d", w.cfg.WorkerID, task),
 		GateOff: cfg[keyGate] == "false", DeadLetterTopic: cfg[keyDeadLetter], ToleranceAll: cfg[keyTolerance] == "all",
 		NoContextHeaders: cfg[keyContextHeaders] != "true",
-		Skip:             skip, Convert: sinkConvert(chain, convs), Log: log,
+		Skip:             skip, Convert: sinkConvert(chain, convs), Log: log, TopicUsed: w.topicUsed(name),
 		MaxRetries: atLeast(cfg[keyMaxRetries], 0, 10), RetryBackoff: time.Duration(atLeast(cfg[keyRetryBackoff], 0, 3000)) * time.Millisecond,
 		MaxRecordBytes: maxDeadLetterBytes})
 	if err != nil {

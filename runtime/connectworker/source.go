@@ -64,7 +64,7 @@ func (w *Worker) newSourceRunner(name string, cfg map[string]string, chain *tran
 	if err != nil {
 		return nil, err
 	}
-	s.out = newSourceWriter(producer, admin, creation)
+	s.out = newSourceWriter(producer, admin, creation, w.topicUsed(name))
 	if s.consumer, err = w.supplier.Consumer(settings); err != nil {
 		s.close()
 		return nil, err

@@ -29,12 +29,14 @@ type sourceWriter struct {
 	// counts are the partition counts of the cluster's topics, as last
 	// read.
 	counts map[string]int32
+	// used is told each topic a committed write wrote to.
+	used func(topic string)
 }
 
 // newSourceWriter writes through producer, and makes the topics it
 // writes as creation says when they do not exist.
-func newSourceWriter(producer *txn.Producer, admin transport.Admin, creation topicCreation) sourceWriter {
-	return sourceWriter{producer: producer, admin: admin, creation: creation}
+func newSourceWriter(producer *txn.Producer, admin transport.Admin, creation topicCreation, used func(topic string)) sourceWriter {
+	return sourceWriter{producer: producer, admin: admin, creation: creation, used: used}
 }
 
 // readCounts reads the cluster's partition counts.
@@ -102,6 +104,9 @@ func (sw *sourceWriter) write(ctx context.Context, session *causal.Session, fill
 	chs := make([]causal.Channel, 0, len(tx.written))
 	for ch := range tx.written {
 		chs = append(chs, ch)
+		if sw.used != nil {
+			sw.used(ch.Topic)
+		}
 	}
 	return true, sw.claim(ctx, session, chs)
 }

@@ -45,6 +45,20 @@ type clusterState struct {
 	skips    map[string]skipRequest // by connector/task
 	workers  map[string]workerRecord
 	statuses map[string]map[string]taskStatus // connector, then worker
+	// topics are the topics each connector has used since it was made
+	// or its topics were reset (KIP-558).
+	topics map[string]map[string]bool
+}
+
+// topicRecord is a topic a connector used, as Kafka Connect's status
+// topic keeps it.
+type topicRecord struct {
+	Topic struct {
+		Name      string `json:"name"`
+		Connector string `json:"connector"`
+		Task      int    `json:"task"`
+		Discover  int64  `json:"discoverTimestamp"`
+	} `json:"topic"`
 }
 
 type configRecord struct {
@@ -90,7 +104,8 @@ type taskStatus struct {
 
 func newClusterState() clusterState {
 	return clusterState{configs: map[string]map[string]string{}, targets: map[string]string{},
-		restarts: map[string]restartRequest{}, skips: map[string]skipRequest{}, workers: map[string]workerRecord{}, statuses: map[string]map[string]taskStatus{}}
+		restarts: map[string]restartRequest{}, skips: map[string]skipRequest{}, workers: map[string]workerRecord{}, statuses: map[string]map[string]taskStatus{},
+		topics: map[string]map[string]bool{}}
 }
 
 // apply folds one record of the state topic in. A record it cannot read
@@ -148,6 +163,19 @@ func (s *clusterState) apply(key string, value []byte, at time.Time) error {
 		}
 		r.At = at
 		s.workers[rest] = r
+	case "topic":
+		connector, topic, ok := strings.Cut(rest, "/")
+		if !ok {
+			return bad(fmt.Errorf("no topic in the key"))
+		}
+		if value == nil {
+			delete(s.topics[connector], topic)
+			return nil
+		}
+		if s.topics[connector] == nil {
+			s.topics[connector] = map[string]bool{}
+		}
+		s.topics[connector][topic] = true
 	case "status":
 		connector, worker, ok := strings.Cut(rest, "/")
 		if !ok {

@@ -14,10 +14,10 @@ import (
 func TestTopicCreationGroupsChooseHowATopicIsMade(t *testing.T) {
 	tc, errs := parseTopicCreation(map[string]string{
 		"topic.creation.default.partitions": "2", "topic.creation.default.replication.factor": "-1", "topic.creation.default.retention.ms": "1000",
-		"topic.creation.groups": "compacted,big",
+		"topic.creation.groups":            "compacted,big",
 		"topic.creation.compacted.include": "state\\..*, users", "topic.creation.compacted.exclude": "state\\.tmp.*",
 		"topic.creation.compacted.cleanup.policy": "compact",
-		"topic.creation.big.include": ".*", "topic.creation.big.partitions": "8",
+		"topic.creation.big.include":              ".*", "topic.creation.big.partitions": "8",
 	})
 	require.Empty(t, errs)
 	tests := []struct {

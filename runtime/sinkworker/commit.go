@@ -181,6 +181,15 @@ func (w *Worker) put(ctx context.Context, f *flight) error {
 		}
 		recs = append(recs, rec)
 	}
+	if w.cfg.TopicUsed != nil {
+		told := ""
+		for _, r := range recs {
+			if r.Topic != told {
+				w.cfg.TopicUsed(r.Topic)
+				told = r.Topic
+			}
+		}
+	}
 	rejected, err := w.cfg.Task.Put(ctx, recs)
 	if err != nil {
 		return fmt.Errorf("put: %w", err)

@@ -72,6 +72,10 @@ type Config struct {
 	// one the sink's system refuses is: it goes to the dead-letter topic
 	// with ToleranceAll, or stops the worker. Default: none.
 	Convert func(connect.Record) (connect.Record, error)
+	// TopicUsed, when set, is told the topic of each record handed to
+	// the task (once a batch for each topic): Kafka Connect's active
+	// topics (KIP-558).
+	TopicUsed func(topic string)
 	// MaxRetries is how many times a commit that failed on a transient
 	// error of the sink's system (connect.RetriableError) is tried again,
 	// RetryBackoff apart, before the worker stops on it: the records and
