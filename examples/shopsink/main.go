@@ -15,6 +15,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	neturl "net/url"
 	"os"
 	"strings"
 	"time"
@@ -217,10 +218,38 @@ func runSink(ctx context.Context, pg *pgtest.Cluster, broker *embedded.Broker, c
 	return r, nil
 }
 
+// jdbcSinkConfig is the sink's settings for the database at url, written
+// as a configuration of Confluent's JDBC sink would give them: a JDBC URL
+// and a user of its own setting.
+func jdbcSinkConfig(url string) (map[string]string, error) {
+	u, err := neturl.Parse(url)
+	if err != nil {
+		return nil, err
+	}
+	jdbc := "jdbc:postgresql://" + u.Host + u.Path
+	if u.RawQuery != "" {
+		jdbc += "?" + u.RawQuery
+	}
+	return map[string]string{
+		"connection.url":    jdbc,
+		"connection.user":   u.User.Username(),
+		"insert.mode":       "insert",
+		"pk.mode":           "record_key",
+		"delete.enabled":    "false",
+		"table.name.format": "${topic}",
+		"auto.create":       "false",
+		"batch.size":        "3000",
+	}, nil
+}
+
 // startWorker runs a sink worker of chs until ctx is done.
 func startWorker(ctx context.Context, url, addr, client, run, instance string, chs []causal.Channel, gateOff bool) (*sinkworker.Worker, <-chan error, error) {
 	def := postgres.Sink{}
-	cfg, err := def.Config().Parse(map[string]string{postgres.ConnectionURL: url, postgres.PKMode: "record_key"})
+	settings, err := jdbcSinkConfig(url)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := def.Config().Parse(settings)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -197,7 +197,14 @@ func TestUnknownAndUnservedSettingsAreRefusedByName(t *testing.T) {
 	_, db, w := ordersOnFake(t, "CREATE TABLE orders (id text PRIMARY KEY, amount int NOT NULL);")
 	base := map[string]string{"name": "shop", "connector.class": "PostgresSink", "topics": "orders", "connection.url": db, "pk.mode": "record_key",
 		"value.converter.schemas.enable": "false", "errors.log.enable": "true", "errors.deadletterqueue.context.headers.enable": "true",
-		"config.action.reload": "restart", "errors.retry.delay.max.ms": "60000"}
+		"config.action.reload": "restart", "errors.retry.delay.max.ms": "60000", "errors.retry.timeout": "0", "errors.log.include.messages": "false",
+		"errors.deadletterqueue.topic.replication.factor": "-1", "header.converter": "org.apache.kafka.connect.storage.SimpleHeaderConverter",
+		"mssql.use.merge.holdlock": "true", "dialect.name": "PostgreSqlDatabaseDialect", "table.types": "TABLE", "connection.attempts": "3",
+		"connection.backoff.ms": "100", "quote.sql.identifiers": "always", "trim.sensitive.log": "false", "max.retries": "10", "retry.backoff.ms": "3000",
+		"batch.size": "3000", "fields.whitelist": "amount", "db.timezone": "UTC", "auto.create": "false", "auto.evolve": "false",
+		"delete.enabled": "false", "insert.mode": "insert", "table.name.format": "${topic}", "tasks.max": "1", "errors.tolerance": "none",
+		"key.converter": "org.apache.kafka.connect.storage.StringConverter", "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+		"value.converter.schemas.cache.size": "100", "value.converter.decimal.format": "NUMERIC", "value.converter.replace.null.with.default": "true"}
 	tests := []struct {
 		key, value, want string
 	}{
@@ -208,6 +215,15 @@ func TestUnknownAndUnservedSettingsAreRefusedByName(t *testing.T) {
 		{"topic.creation.groups", "big", "is not supported: sinks make no topics"},
 		{"errors.retry.timeout", "300000", `only "0" is served`},
 		{"errors.log.include.messages", "true", `only "false" is served`},
+		{"errors.deadletterqueue.topic.replication.factor", "3", `only "-1" is served`},
+		{"header.converter", "io.confluent.connect.json.JsonSchemaConverter", `only "org.apache.kafka.connect.storage.SimpleHeaderConverter" is served`},
+		{"quote.sql.identifiers", "never", `only "always" is served`},
+		{"dialect.name", "MySqlDatabaseDialect", "is not one of PostgreSqlDatabaseDialect"},
+		{"producer.override.acks", "1", "is not supported: per-connector client settings"},
+		{"admin.override.retries", "1", "is not supported: per-connector client settings"},
+		{"offsets.storage.topic", "x", "is not supported: sources keep their offsets"},
+		{"key.converter.schemas.enable", "false", "is not a setting of org.apache.kafka.connect.storage.StringConverter"},
+		{"value.converter.schemas.enable", "maybe", `"maybe" is not true or false`},
 		{"value.converter", "io.confluent.connect.protobuf.ProtobufConverter", `"io.confluent.connect.protobuf.ProtobufConverter" is not one of`},
 	}
 	for _, tt := range tests {
@@ -229,7 +245,8 @@ func TestUnknownAndUnservedSettingsAreRefusedByName(t *testing.T) {
 			continue
 		}
 		require.Len(t, errs, 1, "%s: %v", tt.key, errs)
-		assert.Contains(t, errs[0], tt.key+": "+tt.want)
+		assert.Contains(t, errs[0], tt.key+": ")
+		assert.Contains(t, errs[0], tt.want)
 		code, body = w.call(t, "POST", "/connectors", map[string]any{"name": "shop", "config": cfg})
 		assert.Equal(t, 400, code, "%s", tt.key)
 		assert.Contains(t, fmt.Sprint(body), tt.key, "the refusal names the setting")
@@ -327,4 +344,34 @@ func TestTransformsReshapeRowsAndTheirSchemas(t *testing.T) {
 	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	assert.Equal(t, []string{"o1 3 Oslo 2024-03-01 0", "o2 5 - - 2"}, got, "t1 filtered out")
+}
+
+// A source's Kafka Connect settings are checked too: exactly-once support
+// and transaction boundaries as Causeway's sources have them (one Kafka
+// transaction a poll) pass, others are refused by name.
+func TestASourcesFrameworkSettingsAreChecked(t *testing.T) {
+	t.Parallel()
+	e := newFakeEnv(t)
+	w := e.start("w1")
+	base := map[string]string{"name": "web", "connector.class": "HttpSource", "http.topics": "events",
+		"exactly.once.support": "required", "transaction.boundary": "poll", "topic.creation.default.replication.factor": "-1"}
+	for _, tt := range []struct{ key, value, want string }{
+		{"", "", ""},
+		{"transaction.boundary", "connector", `only "poll" is served`},
+		{"exactly.once.support", "maybe", "is not one of requested, required"},
+		{"value.converter", "org.apache.kafka.connect.json.JsonConverter", "sources write schemaless JSON"},
+	} {
+		cfg := maps.Clone(base)
+		if tt.key != "" {
+			cfg[tt.key] = tt.value
+		}
+		code, body := w.call(t, "PUT", "/connector-plugins/HttpSource/config/validate", cfg)
+		require.Equal(t, 200, code, "%v", body)
+		if tt.want == "" {
+			assert.EqualValues(t, 0, body.(map[string]any)["error_count"], "%v", body)
+			continue
+		}
+		assert.EqualValues(t, 1, body.(map[string]any)["error_count"], tt.key)
+		assert.Contains(t, fmt.Sprint(body), tt.want, tt.key)
+	}
 }
