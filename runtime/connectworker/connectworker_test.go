@@ -430,7 +430,7 @@ func TestTheRESTAPIManagesAConnectorAsKafkaConnectDoes(t *testing.T) {
 				m := shaped(t, "PluginInfo", p)
 				classes = append(classes, m["class"].(string)+"/"+m["type"].(string))
 			}
-			assert.Equal(t, []string{"HttpSource/source", "PostgresSink/sink", "PostgresSource/source"}, classes)
+			assert.Equal(t, []string{"HttpSource/source", "PostgresSink/sink", "PostgresSource/source", "io.confluent.connect.jdbc.JdbcSinkConnector/sink"}, classes)
 
 			cfg := map[string]string{"name": "shop", "connector.class": "PostgresSink", "value.converter.schemas.enable": "false", "topics": "customers,orders", "connection.url": db,
 				"pk.mode": "record_key", "insert.mode": "merge", "tasks.max": "1", "errors.deadletterqueue.context.headers.enable": "true"}

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/internal/pgtest"
 	"github.com/causeway-stream/causeway/runtime/connectworker"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
@@ -374,4 +375,51 @@ func TestASourcesFrameworkSettingsAreChecked(t *testing.T) {
 		assert.EqualValues(t, 1, body.(map[string]any)["error_count"], tt.key)
 		assert.Contains(t, fmt.Sprint(body), tt.want, tt.key)
 	}
+}
+
+// With a JDBC sink configuration's retry settings, a database that
+// restarts under the sink costs no record and no failure: the commits
+// that fail meanwhile are tried again, retry.backoff.ms apart.
+func TestAJDBCSinkConfigRidesOutADatabaseRestart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	own, err := pgtest.Start(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = own.Stop() })
+	db, err := own.CreateDatabase(ctx, "restart")
+	require.NoError(t, err)
+	e := newFakeEnv(t)
+	e.topics(1, "orders")
+	cfg := map[string]string{"connector.class": connectworker.JDBCSinkClass, "topics": "orders", "connection.url": db,
+		"auto.create": "true", "pk.mode": "record_key", "pk.fields": "id", "insert.mode": "upsert", "max.retries": "40", "retry.backoff.ms": "250",
+		"key.converter": "org.apache.kafka.connect.storage.StringConverter"}
+	const schema = `{"type":"struct","fields":[{"field":"amount","type":"int32","optional":false}],"optional":false}`
+	w := e.start("w1")
+	code, body := w.call(t, "POST", "/connectors", map[string]any{"name": "jdbc", "config": cfg})
+	require.Equal(t, 201, code, "%v", body)
+	e.produce("orders", 0, "o00", envelope(schema, `{"amount": 0}`))
+	rows := func() int {
+		conn, err := pgx.Connect(ctx, db)
+		if err != nil {
+			return -1
+		}
+		defer conn.Close(ctx)
+		var n int
+		if conn.QueryRow(ctx, `SELECT count(*) FROM orders`).Scan(&n) != nil {
+			return -1
+		}
+		return n
+	}
+	eventually(t, "the first order written", func() bool { return rows() == 1 })
+
+	require.NoError(t, own.Pause(ctx))
+	for j := 1; j <= 20; j++ {
+		e.produce("orders", 0, fmt.Sprintf("o%02d", j), envelope(schema, fmt.Sprintf(`{"amount": %d}`, j)))
+	}
+	time.Sleep(2 * time.Second) // commits fail meanwhile
+	require.NoError(t, own.Resume(ctx))
+	eventually(t, "every order written after the restart", func() bool { return rows() == 21 })
+	code, body = w.call(t, "GET", "/connectors/jdbc/status", nil)
+	require.Equal(t, 200, code)
+	assert.Equal(t, "RUNNING", body.(map[string]any)["tasks"].([]any)[0].(map[string]any)["state"], "no failure")
 }

@@ -101,6 +101,11 @@ func (w *Worker) routes() {
 		for _, class := range slices.Sorted(maps.Keys(w.plugins)) {
 			out = append(out, PluginInfo{Class: class, Type: string(w.plugins[class].kind), Version: "causeway"})
 		}
+		for _, class := range slices.Sorted(maps.Keys(classAliases)) {
+			if p, ok := w.pluginOf(class); ok && strings.Contains(class, ".") {
+				out = append(out, PluginInfo{Class: class, Type: string(p.kind), Version: "causeway (" + p.class + ")"})
+			}
+		}
 		writeJSON(rw, http.StatusOK, out)
 	})
 	mux.HandleFunc("GET /connector-plugins/{plugin}/config", func(rw http.ResponseWriter, req *http.Request) {
