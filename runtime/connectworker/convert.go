@@ -3,7 +3,9 @@
 package connectworker
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -25,13 +27,16 @@ func avroConverter(url string, key bool) (avroToJSON, error) {
 }
 
 // avroToJSON reads data in the Schema Registry's Avro wire format, with
-// the writer's schema from the registry, and writes it as JSON (without a
-// Connect schema).
+// the writer's schema from the registry, and hands it on in Kafka
+// Connect's JSON form with the Connect schema of the writer's schema, as
+// Confluent's AvroConverter does.
 type avroToJSON struct {
 	client schemaregistry.Client
 	part   registry.Part
 	mu     *sync.Mutex
 	serdes map[string]serde.Serde[map[string]any]
+	// plans by the writer schema's id.
+	plans map[int]*avroPlan
 }
 
 func newAvroToJSON(client schemaregistry.Client, key bool) avroToJSON {
@@ -39,26 +44,54 @@ func newAvroToJSON(client schemaregistry.Client, key bool) avroToJSON {
 	if key {
 		part = registry.Key
 	}
-	return avroToJSON{client: client, part: part, mu: &sync.Mutex{}, serdes: map[string]serde.Serde[map[string]any]{}}
+	return avroToJSON{client: client, part: part, mu: &sync.Mutex{}, serdes: map[string]serde.Serde[map[string]any]{}, plans: map[int]*avroPlan{}}
 }
 
 // Read implements convert.Converter.
 func (a avroToJSON) Read(topic string, data []byte) ([]byte, *connect.Schema, error) {
-	a.mu.Lock()
-	s, ok := a.serdes[topic]
-	if !ok {
-		var err error
-		if s, err = registry.Avro[map[string]any](a.client, topic, a.part, registry.Options{}); err != nil {
-			a.mu.Unlock()
-			return nil, nil, err
-		}
-		a.serdes[topic] = s
+	s, plan, err := a.prepare(topic, data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("AvroConverter: %w", err)
 	}
-	a.mu.Unlock()
 	v, err := s.Deserialize(data)
 	if err != nil {
 		return nil, nil, fmt.Errorf("AvroConverter: %w", err)
 	}
-	b, err := json.Marshal(v)
-	return b, nil, err
+	b, err := json.Marshal(toConnect(v, plan.schema))
+	return b, plan.connect, err
+}
+
+// prepare finds the serde of topic and the plan of data's writer schema,
+// reading them from the registry the first time.
+func (a avroToJSON) prepare(topic string, data []byte) (serde.Serde[map[string]any], *avroPlan, error) {
+	if len(data) < 5 || data[0] != 0 {
+		return nil, nil, errors.New("not in the Schema Registry's wire format (a zero byte, then the schema's id)")
+	}
+	id := int(binary.BigEndian.Uint32(data[1:5]))
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, ok := a.serdes[topic]
+	if !ok {
+		var err error
+		if s, err = registry.Avro[map[string]any](a.client, topic, a.part, registry.Options{}); err != nil {
+			return nil, nil, err
+		}
+		a.serdes[topic] = s
+	}
+	plan, ok := a.plans[id]
+	if !ok {
+		subject := topic + "-value"
+		if a.part == registry.Key {
+			subject = topic + "-key"
+		}
+		info, err := a.client.GetBySubjectAndID(subject, id)
+		if err != nil {
+			return nil, nil, fmt.Errorf("schema %d of %s: %w", id, subject, err)
+		}
+		if plan, err = newAvroPlan(info.Schema); err != nil {
+			return nil, nil, err
+		}
+		a.plans[id] = plan
+	}
+	return s, plan, nil
 }
