@@ -224,6 +224,12 @@ func rebalance(t *testing.T, flags ...string) {
 	time.Sleep(time.Second)
 	c := spawnWorker(t, b.Addr(), "shop-rebalance", t.TempDir(), dyn...)
 	wl.add(produceShop(t, b.Addr(), 6, 3, "c"))
+	// The first worker gives partitions up once a newcomer has joined:
+	// wait for that at the pace the machine works at (a loaded one starts
+	// the newcomers slowly), up to 30 s, before it leaves.
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(a.logs.String(), "partitions revoked") && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
 	time.Sleep(time.Second)
 	require.NoError(t, a.stop(30*time.Second), a.tail())
 	wl.add(produceShop(t, b.Addr(), 6, 3, "d"))
