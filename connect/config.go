@@ -45,6 +45,9 @@ type Key struct {
 	// Allowed lists the values the setting may take; empty: any of its
 	// type.
 	Allowed []string
+	// FoldCase: a value matches Allowed in any case, as Kafka Connect's
+	// enum settings do (UPSERT, upsert).
+	FoldCase bool
 	// Check checks a value beyond its type; nil: nothing more.
 	Check func(value string) error
 }
@@ -138,7 +141,7 @@ func (k Key) check(v string, given bool) error {
 			return fmt.Errorf("%q is not true or false", v)
 		}
 	}
-	if len(k.Allowed) > 0 && !slices.Contains(k.Allowed, v) {
+	if len(k.Allowed) > 0 && !slices.ContainsFunc(k.Allowed, func(a string) bool { return a == v || (k.FoldCase && strings.EqualFold(a, v)) }) {
 		return fmt.Errorf("%q is not one of %s", v, strings.Join(k.Allowed, ", "))
 	}
 	if k.Check != nil {

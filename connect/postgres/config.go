@@ -34,6 +34,7 @@ const (
 	AutoEvolve         = "auto.evolve"
 	QuoteIdentifiers   = "quote.sql.identifiers"
 	DBTimezone         = "db.timezone"
+	DBTimezoneDate     = "db.timezone.date"
 	TrimSensitiveLog   = "trim.sensitive.log"
 	MSSQLHoldlock      = "mssql.use.merge.holdlock"
 	PositionsTable     = "positions.table"
@@ -67,7 +68,7 @@ func connectionKeys(doc string) []connect.Key {
 func (Sink) Config() *connect.ConfigDef {
 	keys := connectionKeys("The database to write to")
 	keys = append(keys,
-		connect.Key{Name: InsertMode, Type: connect.TypeString, Default: "insert", Allowed: []string{"insert", "upsert", "update"}, Importance: connect.High, Group: "Writes",
+		connect.Key{Name: InsertMode, Type: connect.TypeString, Default: "insert", Allowed: []string{"insert", "upsert", "update"}, FoldCase: true, Importance: connect.High, Group: "Writes",
 			Doc: "insert: a row whose key exists is refused; upsert: it is updated (INSERT ... ON CONFLICT DO UPDATE); update: only existing rows are updated, a missing one is left out."},
 		connect.Key{Name: BatchSize, Type: connect.TypeInt, Default: "3000", Importance: connect.Medium, Group: "Writes", Check: positive,
 			Doc: "The most rows sent to the database in one round trip."},
@@ -77,7 +78,7 @@ func (Sink) Config() *connect.ConfigDef {
 			Doc: "The table a topic is written to; ${topic} stands for the topic's name."},
 		connect.Key{Name: TableTypes, Type: connect.TypeList, Default: "TABLE", Importance: connect.Low, Group: "Data Mapping", Check: tableTypes,
 			Doc: "What the sink may write to: TABLE, PARTITIONED_TABLE, VIEW."},
-		connect.Key{Name: PKMode, Type: connect.TypeString, Default: "none", Allowed: []string{"none", "kafka", "record_key", "record_value"}, Importance: connect.High, Group: "Data Mapping",
+		connect.Key{Name: PKMode, Type: connect.TypeString, Default: "none", Allowed: []string{"none", "kafka", "record_key", "record_value"}, FoldCase: true, Importance: connect.High, Group: "Data Mapping",
 			Doc: "Where the primary key comes from: nowhere, the record's topic, partition and offset, its key, or fields of its value."},
 		connect.Key{Name: PKFields, Type: connect.TypeList, Importance: connect.Medium, Group: "Data Mapping",
 			Doc: "The primary key's columns. kafka: three names (default __connect_topic,__connect_partition,__connect_offset); record_key: the key's fields, one name for a key that is one value; record_value: the value's fields (default: the table's primary key, or every field for a table auto.create makes)."},
@@ -85,6 +86,8 @@ func (Sink) Config() *connect.ConfigDef {
 			Doc: "The value's fields to write, besides the key's; empty: all."},
 		connect.Key{Name: DBTimezone, Type: connect.TypeString, Default: "UTC", Importance: connect.Medium, Group: "Data Mapping", Check: zone,
 			Doc: "The time zone timestamps are written in: a timestamp column holds the wall time there, a timestamptz column the instant."},
+		connect.Key{Name: DBTimezoneDate, Type: connect.TypeString, Default: "NONE", Allowed: []string{"NONE", "UTC"}, FoldCase: true, Importance: connect.Low, Group: "Data Mapping",
+			Doc: "A Connect Date is written as the calendar day it names, in either case (the JDBC driver's NONE may shift it by db.timezone; here it never does)."},
 		connect.Key{Name: AutoCreate, Type: connect.TypeBoolean, Default: "false", Importance: connect.Medium, Group: "DDL Support",
 			Doc: "Make a missing table (CREATE TABLE) from the record's schema, its primary key from pk.mode."},
 		connect.Key{Name: AutoEvolve, Type: connect.TypeBoolean, Default: "false", Importance: connect.Medium, Group: "DDL Support",
@@ -149,7 +152,7 @@ type settings struct {
 var kafkaPK = []string{"__connect_topic", "__connect_partition", "__connect_offset"}
 
 func parse(cfg connect.Config) (settings, error) {
-	s := settings{mode: cfg.String(InsertMode), pkMode: cfg.String(PKMode), pkFields: cfg.List(PKFields),
+	s := settings{mode: strings.ToLower(cfg.String(InsertMode)), pkMode: strings.ToLower(cfg.String(PKMode)), pkFields: cfg.List(PKFields),
 		deletes: cfg.Bool(DeleteEnabled), tableFmt: cfg.String(TableNameFormat), batch: cfg.Int(BatchSize),
 		create: cfg.Bool(AutoCreate), evolve: cfg.Bool(AutoEvolve), trim: cfg.Bool(TrimSensitiveLog),
 		positions: identifier(cfg.String(PositionsTable))}

@@ -27,6 +27,7 @@ func TestSettingsAreCheckedByName(t *testing.T) {
 		{name: "not a number", give: map[string]string{ConnectionURL: url, BatchSize: "many"}, field: BatchSize, want: "not a whole number"},
 		{name: "batch of none", give: map[string]string{ConnectionURL: url, BatchSize: "0"}, field: BatchSize, want: "at least 1"},
 		{name: "not a boolean", give: map[string]string{ConnectionURL: url, DeleteEnabled: "yes please"}, field: DeleteEnabled, want: "not true or false"},
+		{name: "modes in capitals, as Connect takes them", give: map[string]string{ConnectionURL: url, PKMode: "RECORD_KEY", InsertMode: "UPSERT", DBTimezoneDate: "utc"}},
 		{name: "a value key of the table's", give: map[string]string{ConnectionURL: url, PKMode: "record_value", InsertMode: "update"}},
 		{name: "a JDBC URL", give: map[string]string{ConnectionURL: "jdbc:postgresql://db.example:5433/shop?user=u&password=p&sslmode=disable", ConnectionUser: "v", ConnectionPassword: "q"}},
 		{name: "a JDBC URL of another database", give: map[string]string{ConnectionURL: "jdbc:mysql://db.example/shop"}, field: ConnectionURL, want: "only PostgreSQL"},
@@ -102,4 +103,15 @@ func TestJDBCURLsConnectWhereTheDriverWould(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "v", pc.ConnConfig.User)
 	assert.Equal(t, "shop", pc.ConnConfig.Database)
+}
+
+// insert.mode and pk.mode are read in any case, as Kafka Connect's enum
+// settings are.
+func TestModesAreReadInAnyCase(t *testing.T) {
+	cfg, err := Sink{}.Config().Parse(map[string]string{ConnectionURL: "postgres://u@h/db", InsertMode: "UPSERT", PKMode: "Record_Key"})
+	require.NoError(t, err)
+	s, err := parse(cfg)
+	require.NoError(t, err)
+	assert.True(t, s.upsert)
+	assert.Equal(t, "record_key", s.pkMode)
 }
