@@ -19,7 +19,8 @@ import (
 // doc and key name each of them, the key's and then the last of a
 // repeated field winning, as json_populate_record reads them). Each value is given as Postgres's input function for its column
 // would read it from json_populate_record: a string's text, a number or
-// boolean as written, an object or array as its JSON text, null as NULL.
+// boolean as written, an object or array as its JSON text, null (or a
+// field the row leaves out) as NULL.
 func appendCopyRow(dst, doc []byte, key map[string]json.RawMessage, cols []string, vals [][]byte) ([]byte, error) {
 	clear(vals)
 	err := jsonscan.EachField(doc, func(name string, v []byte) {
@@ -40,9 +41,9 @@ func appendCopyRow(dst, doc []byte, key map[string]json.RawMessage, cols []strin
 			dst = append(dst, '\t')
 		}
 		switch {
-		case v == nil:
-			return dst, fmt.Errorf("no field %q", cols[i])
-		case string(v) == "null":
+		case v == nil || string(v) == "null":
+			// A column the row leaves out (a field of its schema the
+			// payload omits) is NULL, as json_populate_record gives it.
 			dst = append(dst, '\\', 'N')
 		case v[0] == '"':
 			s, err := jsonString(v)

@@ -23,7 +23,7 @@ func TestAppendCopyRow(t *testing.T) {
 		{"objects and arrays stay JSON", `{"a": {"x": [1, "a\tb"]}}`, nil, []string{"a"}, "{\"x\": [1, \"a\\\\tb\"]}\n", ""},
 		{"the key wins over the value", `{"id": "v", "n": 1}`, map[string]json.RawMessage{"id": json.RawMessage(`"k"`)}, []string{"id", "n"}, "k\t1\n", ""},
 		{"the last of a repeated field wins", `{"a": 1, "a": 2}`, nil, []string{"a"}, "2\n", ""},
-		{"a column the row lacks", `{"a": 1}`, nil, []string{"a", "b"}, "", `no field "b"`},
+		{"a column the row leaves out is NULL", `{"a": 1}`, nil, []string{"a", "b"}, "1\t\\N\n", ""},
 		{"a string that is not JSON", `{"a": "\x"}`, nil, []string{"a"}, "", "a string value is not valid JSON"},
 	}
 	for _, tt := range tests {

@@ -35,6 +35,14 @@ func (c *schemaCache) of(in *connect.Schema, change func(*connect.Schema) *conne
 	return out
 }
 
+// partOf is where r's key (or value) lies.
+func partOf(r *Record, key bool) *[]byte {
+	if key {
+		return &r.Key
+	}
+	return &r.Value
+}
+
 // schemaOf is where r's key's (or value's) schema lies.
 func schemaOf(r *Record, key bool) **connect.Schema {
 	if key {
@@ -203,10 +211,7 @@ func newHoist(s settings, key bool) (Transform, error) {
 }
 
 func (t hoist) Apply(r Record) (Record, error) {
-	b := &r.Value
-	if t.key {
-		b = &r.Key
-	}
+	b := partOf(&r, t.key)
 	if *b == nil {
 		return r, nil
 	}

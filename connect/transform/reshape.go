@@ -49,10 +49,7 @@ func newCast(s settings, key bool) (Transform, error) {
 }
 
 func (t cast) Apply(r Record) (Record, error) {
-	b := &r.Value
-	if t.key {
-		b = &r.Key
-	}
+	b := partOf(&r, t.key)
 	if *b == nil {
 		return r, nil
 	}

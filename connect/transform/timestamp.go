@@ -146,10 +146,7 @@ func newTimestampConverter(s settings, key bool) (Transform, error) {
 }
 
 func (t tsConvert) Apply(r Record) (Record, error) {
-	b := &r.Value
-	if t.key {
-		b = &r.Key
-	}
+	b := partOf(&r, t.key)
 	if *b == nil {
 		return r, nil
 	}

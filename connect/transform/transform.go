@@ -209,9 +209,9 @@ func init() {
 // returns it with where it lies and its name; m is nil when r has none (a
 // tombstone's value), or on an error.
 func decodePart(r *Record, key bool) (b *[]byte, what string, m map[string]json.RawMessage, err error) {
-	b, what = &r.Value, "value"
+	b, what = partOf(r, key), "value"
 	if key {
-		b, what = &r.Key, "key"
+		what = "key"
 	}
 	if *b == nil {
 		return b, what, nil, nil
