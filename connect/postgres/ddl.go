@@ -12,6 +12,13 @@ import (
 	"github.com/causeway-stream/causeway/connect"
 )
 
+// evolved is a topic's table and a schema whose fields it has columns
+// for (auto.evolve), once checked.
+type evolved struct {
+	topic  string
+	schema *connect.Schema
+}
+
 // querier is what describe reads with: the pool, or the open transaction
 // once it has made or changed a table.
 type querier interface {
@@ -57,6 +64,10 @@ func (t *task) ensureTable(ctx context.Context, r connect.Record) error {
 	if !t.s.evolve || r.ValueSchema == nil || r.Value == nil {
 		return nil
 	}
+	seen := evolved{topic: topic, schema: r.ValueSchema}
+	if t.evolved[seen] {
+		return nil // this schema's columns are there
+	}
 	var adds []string
 	for i := range r.ValueSchema.Fields {
 		f := &r.ValueSchema.Fields[i]
@@ -73,6 +84,10 @@ func (t *task) ensureTable(ctx context.Context, r connect.Record) error {
 		adds = append(adds, "ADD COLUMN IF NOT EXISTS "+def)
 	}
 	if len(adds) == 0 {
+		if len(t.evolved) >= 1000 {
+			clear(t.evolved)
+		}
+		t.evolved[seen] = true
 		return nil
 	}
 	return t.ddl(ctx, topic, tb.name, "ALTER TABLE "+tb.name.Sanitize()+" "+strings.Join(adds, ", "))
@@ -185,6 +200,7 @@ func (t *task) ddl(ctx context.Context, topic string, name pgx.Identifier, sql s
 		return fmt.Errorf("%s: %w", sql, err)
 	}
 	t.changed = append(t.changed, topic)
+	clear(t.evolved)
 	tb, err := t.describeTopic(ctx, t.tx, topic)
 	if err != nil {
 		return err
@@ -200,6 +216,7 @@ func (t *task) forgetChanges() {
 		t.stale[topic] = true
 	}
 	t.changed = nil
+	clear(t.evolved)
 }
 
 // tableName is the table of topic.

@@ -51,7 +51,8 @@ func (Sink) Open(ctx context.Context, connector string, topics []string, cfg con
 	if err != nil {
 		return nil, err
 	}
-	t := &task{connector: connector, s: s, pool: pool, tables: map[string]*table{}, plans: map[*connect.Schema][]fieldPlan{}, stale: map[string]bool{}}
+	t := &task{connector: connector, s: s, pool: pool, tables: map[string]*table{}, plans: map[*connect.Schema][]fieldPlan{}, stale: map[string]bool{},
+		evolved: map[evolved]bool{}}
 	if err := t.prepare(ctx, topics); err != nil {
 		pool.Close()
 		return nil, err
@@ -76,6 +77,8 @@ type task struct {
 	// changed; stale those an aborted one did, to be read again.
 	changed []string
 	stale   map[string]bool
+	// evolved are the tables and schemas auto.evolve has checked.
+	evolved map[evolved]bool
 }
 
 // table is where one topic goes.
