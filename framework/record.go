@@ -23,6 +23,13 @@ type Record struct {
 	Topic     string
 	Partition int32
 	Offset    int64
+
+	// PartitionKey, when set, is what an emitted record's partition is
+	// chosen by instead of Key: a windowed result is placed by its base
+	// key, as Kafka Streams' WindowedStreamPartitioner places it, so that
+	// a consumer co-partitioned on the base key finds it. It is not
+	// written.
+	PartitionKey []byte
 }
 
 // Header returns the value of the last header named key, and whether there

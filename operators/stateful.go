@@ -201,6 +201,10 @@ func (s windowedSerde[K]) Serialize(w Windowed[K]) ([]byte, error) {
 	return binary.BigEndian.AppendUint64(append(make([]byte, 0, len(kb)+timestampSize), kb...), uint64(w.Start.UnixMilli())), nil
 }
 
+// PartitionKey is the base key's bytes: a window's result goes where its
+// key's records go (serde.KeyPartitioner).
+func (s windowedSerde[K]) PartitionKey(b []byte) []byte { return b[:max(len(b)-timestampSize, 0)] }
+
 func (s windowedSerde[K]) Deserialize(b []byte) (Windowed[K], error) {
 	n := len(b) - timestampSize
 	if n < 0 {
@@ -232,6 +236,9 @@ func (s sessionSerde[K]) Serialize(w Windowed[K]) ([]byte, error) {
 	b := binary.BigEndian.AppendUint64(append(make([]byte, 0, len(kb)+2*timestampSize), kb...), uint64(w.End.UnixMilli()))
 	return binary.BigEndian.AppendUint64(b, uint64(w.Start.UnixMilli())), nil
 }
+
+// PartitionKey is the base key's bytes (serde.KeyPartitioner).
+func (s sessionSerde[K]) PartitionKey(b []byte) []byte { return b[:max(len(b)-2*timestampSize, 0)] }
 
 func (s sessionSerde[K]) Deserialize(b []byte) (Windowed[K], error) {
 	n := len(b) - 2*timestampSize
@@ -323,6 +330,7 @@ func (p *windowed[K, V, A]) Process(ctx framework.Context, rec framework.Record)
 		if out.Key, err = p.keyOut.Serialize(Windowed[K]{Key: k, Start: start, End: end}); err != nil {
 			return err
 		}
+		out.PartitionKey = rec.Key // the base key: WindowedStreamPartitioner's placement
 		out.Value = b
 		if err := ctx.Forward(out); err != nil {
 			return err

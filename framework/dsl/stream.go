@@ -275,14 +275,19 @@ func (s Stream[K, V]) To(topic string, opts ...framework.OutputOpt) {
 // writer returns the push that hands each record of s, serialized with
 // its serdes (or a tombstone), to write; where names it in errors.
 func (s Stream[K, V]) writer(where string, write func(framework.Record) error) push[K, V] {
+	placer, _ := any(s.codec.Key).(serde.KeyPartitioner)
 	return func(k K, v V, m *meta) error {
 		out := m.rec
+		out.PartitionKey = nil
 		if !s.rawKey {
 			b, err := s.codec.Key.Serialize(k)
 			if err != nil {
 				return fmt.Errorf("serialize key %s: %w", where, err)
 			}
 			out.Key = b
+			if placer != nil {
+				out.PartitionKey = placer.PartitionKey(b)
+			}
 		}
 		switch {
 		case m.tombstone:

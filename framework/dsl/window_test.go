@@ -372,3 +372,51 @@ func TestSlidingWindowsEmittedOnClose(t *testing.T) {
 		assert.Equal(t, want, again, "restart after %d records", restart)
 	}
 }
+
+// Windowed and session results go to the partition of their base key,
+// as Kafka Streams' WindowedStreamPartitioner places them, not of the
+// whole windowed key: a consumer co-partitioned on the base key (a Java
+// one, say) finds each key's windows in its key's partition.
+func TestWindowedResultsArePlacedByTheirBaseKey(t *testing.T) {
+	const parts = 4
+	for _, tt := range []struct {
+		name   string
+		window func(g dsl.Grouped[string, string]) dsl.Stream[operators.Windowed[string], int64]
+		key    serde.Serde[operators.Windowed[string]]
+	}{
+		{"tumbling", func(g dsl.Grouped[string, string]) dsl.Stream[operators.Windowed[string], int64] {
+			return dsl.WindowedBy(g, operators.Tumbling(10*time.Second, 0)).Count("counts").ToStream()
+		}, operators.WindowedKey(serde.String(), 10*time.Second)},
+		{"sessions", func(g dsl.Grouped[string, string]) dsl.Stream[operators.Windowed[string], int64] {
+			return dsl.SessionWindowedBy(g, dsl.SessionWindows{Gap: 5 * time.Second}).Count("sessions").ToStream()
+		}, operators.SessionWindowedKey(serde.String())},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := dsl.NewBuilder("placed")
+			tt.window(dsl.From(b, "in", text).GroupByKey()).To("out")
+			topo, err := b.Build()
+			require.NoError(t, err)
+			d, err := driver.New(topo, driver.Partitions("in", parts), driver.Partitions("out", parts))
+			require.NoError(t, err)
+			input := driver.NewInput(d, "in", serde.String(), serde.String())
+			for i := range 40 {
+				_, _, err := input.PipeAt(fmt.Sprintf("k%d", i%10), "v", at(int64(i)*3000))
+				require.NoError(t, err)
+			}
+			require.NoError(t, d.Run())
+			recs, err := d.Records("out")
+			require.NoError(t, err)
+			require.NotEmpty(t, recs)
+			byWholeKey := 0
+			for _, r := range recs {
+				w, err := tt.key.Deserialize(r.Key)
+				require.NoError(t, err)
+				assert.Equal(t, framework.PartitionFor([]byte(w.Key), parts), r.Partition, "%s's window at %s", w.Key, w.Start)
+				if framework.PartitionFor(r.Key, parts) != r.Partition {
+					byWholeKey++
+				}
+			}
+			assert.Positive(t, byWholeKey, "placing by the whole windowed key would have put some elsewhere: the test tells the two apart")
+		})
+	}
+}

@@ -25,6 +25,16 @@ type Serde[T any] interface {
 	Deserialize(b []byte) (T, error)
 }
 
+// KeyPartitioner is a key serde whose keys are placed in partitions by a
+// part of their bytes: a windowed key by the key its window is of (Kafka
+// Streams' WindowedStreamPartitioner). Writers set
+// framework.Record.PartitionKey from it.
+type KeyPartitioner interface {
+	// PartitionKey returns the bytes of the serialized key that choose
+	// its partition.
+	PartitionKey(key []byte) []byte
+}
+
 // ErrLength is returned when fixed-size input has the wrong length.
 var ErrLength = errors.New("wrong length")
 

@@ -71,7 +71,11 @@ func (t *Task) place(o *output, rec framework.Record) error {
 		return err
 	}
 	part := t.cfg.Partition % n
-	if rec.Key != nil && !o.keep {
+	switch {
+	case o.keep:
+	case rec.PartitionKey != nil:
+		part = framework.PartitionFor(rec.PartitionKey, n)
+	case rec.Key != nil:
 		part = framework.PartitionFor(rec.Key, n)
 	}
 	if rec.Timestamp.IsZero() {
