@@ -45,6 +45,11 @@ type StoreSpec struct {
 	// then the value, as in Kafka Streams' timestamped stores. Queries
 	// give the two apart.
 	Timestamped bool
+	// Sessions, for window stores: each window is a session kept under
+	// its end, its value the session's start (8 bytes, big-endian Unix
+	// nanoseconds) then the aggregate. Queries answer each session's
+	// start and end, and the aggregate alone.
+	Sessions bool
 }
 
 // InMemory returns the spec of the same store kept in memory: for small

@@ -252,6 +252,9 @@ func readThenEmit[T any](ws store.Window, from, to time.Time, decode func(wk sto
 // the window's latest record (see windowAggregates).
 func timestamped(s *framework.StoreSpec) { s.Timestamped = true }
 
+// sessions marks a window store of sessions (framework.StoreSpec.Sessions).
+func sessions(s *framework.StoreSpec) { s.Sessions = true }
+
 // declareWindow adds a window store to the group of s.
 func declareWindow[K, V any](s Stream[K, V], name string, retention time.Duration, opts []StoreOpt) {
 	spec := framework.WindowStore(name, retention)
@@ -326,7 +329,7 @@ func SessionAggregate[K, V, A any](w Sessioned[K, V], storeName string, init fun
 	// A session can still be merged until stream time passes its end plus
 	// grace plus twice the gap (a record on time, at most grace plus a gap
 	// behind, joins sessions ending a gap before it).
-	declareWindow(s, storeName, 2*gap+grace, opts)
+	declareWindow(s, storeName, 2*gap+grace, append(opts, sessions))
 	plays(s, roleAggregate, "sessions-"+storeName)
 	keyOut := operators.SessionWindowedKey(s.codec.Key)
 	out := step(s, serde.Codec[operators.Windowed[K], A]{Key: keyOut, Value: agg}, func(t *task, next push[operators.Windowed[K], A]) (push[K, V], error) {

@@ -420,3 +420,20 @@ func TestWindowedResultsArePlacedByTheirBaseKey(t *testing.T) {
 		})
 	}
 }
+
+// A session aggregate's store says it holds sessions, so that queries
+// label each with its start and end.
+func TestASessionStoreSaysItHoldsSessions(t *testing.T) {
+	b := dsl.NewBuilder("s")
+	dsl.SessionWindowedBy(dsl.From(b, "in", text).GroupByKey(), dsl.SessionWindows{Gap: time.Second}).Count("sessions")
+	dsl.WindowedBy(dsl.From(b, "other", text).GroupByKey(), operators.Tumbling(time.Second, 0)).Count("windows")
+	topo, err := b.Build()
+	require.NoError(t, err)
+	kinds := map[string]bool{}
+	for _, p := range topo.Processors() {
+		for _, s := range p.Stores {
+			kinds[s.Name] = s.Sessions
+		}
+	}
+	assert.Equal(t, map[string]bool{"sessions": true, "windows": false}, kinds)
+}

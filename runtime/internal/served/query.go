@@ -116,7 +116,9 @@ type QueryEntry struct {
 	ValueJSON json.RawMessage `json:"value_json,omitempty"`
 	// Start is a window's start; Timestamp, in a timestamped window
 	// store, the time of its latest record.
-	Start     *time.Time `json:"start,omitempty"`
+	Start *time.Time `json:"start,omitempty"`
+	// End is a session's end (a session store's windows).
+	End       *time.Time `json:"end,omitempty"`
 	Timestamp *time.Time `json:"timestamp,omitempty"`
 	Partition int32      `json:"partition"`
 }

@@ -138,6 +138,12 @@ func get(rt *taskmgr.Task, q Query, a *Answer) error {
 // its latest record's time in a timestamped store.
 func windowEntry(spec framework.StoreSpec, key []byte, start time.Time, v []byte, p int32) QueryEntry {
 	e := QueryEntry{Key: slices.Clone(key), Start: &start, Partition: p}
+	if spec.Sessions && len(v) >= 8 {
+		// A session is kept under its end, its start leading the value.
+		end := start
+		begin := time.Unix(0, int64(binary.BigEndian.Uint64(v))).UTC()
+		e.Start, e.End, v = &begin, &end, v[8:]
+	}
 	if spec.Timestamped && len(v) >= 8 {
 		ts := time.Unix(0, int64(binary.BigEndian.Uint64(v))).UTC()
 		e.Timestamp, v = &ts, v[8:]

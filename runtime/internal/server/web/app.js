@@ -150,7 +150,7 @@ async function ask(ev) {
   if (kind === "get") {
     rows = a.found ? [row([key, show(a.value, a.value_json), (a.partitions || []).join(", ")])] : [];
   } else if (kind === "windows") {
-    rows = (a.entries || []).map(e => row([show(e.key) + " @ " + e.start, show(e.value, e.value_json), e.partition]));
+    rows = (a.entries || []).map(e => row([show(e.key) + " @ " + e.start + (e.end ? " to " + e.end : ""), show(e.value, e.value_json), e.partition]));
   } else {
     rows = (a.entries || []).map(e => row([show(e.key), show(e.value, e.value_json), e.partition]));
   }
