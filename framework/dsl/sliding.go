@@ -350,12 +350,17 @@ func (c *slidingChange[V]) prevRight(made []time.Time) []time.Time {
 }
 
 // ownRight appends the window just after the new record, when a later
-// record falls in it and no record at the same time made it.
+// record falls in it and neither a record at the same time nor a later
+// record (as the window ending at it) made it already: an out-of-order
+// record does not hold that window, which is there unchanged.
 func (c *slidingChange[V]) ownRight(made []time.Time) []time.Time {
 	if c.twins > 1 {
 		return made // a record at the same time made it
 	}
 	start := c.at.Add(slidingStep)
+	if c.existed(start) {
+		return made
+	}
 	for _, r := range c.recs {
 		if r.at.After(c.at) && c.holds(start, r.at) {
 			return append(made, start)

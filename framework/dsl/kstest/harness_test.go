@@ -9,6 +9,7 @@
 package kstest
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -76,6 +77,9 @@ type kcase struct {
 	// restartAfter restarts every task from its last commit after that
 	// many inputs (0: never), where the Java test makes a new processor.
 	restartAfter int
+	// sorted: the Java test sorts the output by key, then timestamp,
+	// before it compares.
+	sorted bool
 	// late, skipped, noValue and nullKey count the records reported
 	// dropped for each reason, where the Java test meters them.
 	late, skipped, noValue, nullKey int
@@ -127,6 +131,12 @@ func (c kcase) run(t *testing.T) {
 	switch {
 	case c.byStart != nil:
 		assert.Equal(t, sets(c.byStart), gather(t, out, c.d), "%s: what reached each window, as a set", c.from)
+	case c.sorted:
+		byKeyThenTime := func(a, b kv) int { return cmp.Or(strings.Compare(a.key, b.key), cmp.Compare(a.ms, b.ms)) }
+		slices.SortStableFunc(got, byKeyThenTime)
+		want := slices.Clone(c.want)
+		slices.SortStableFunc(want, byKeyThenTime)
+		assert.Equal(t, render(want), render(got), "%s: what reached the output, by key then timestamp", c.from)
 	case !c.anyOutput:
 		assert.Equal(t, render(c.want), render(got), "%s: what reached the output, in order", c.from)
 	}

@@ -59,6 +59,20 @@ func TestSuppressScenarios(t *testing.T) {
 			late: 1,
 		},
 		{
+			from: "SuppressScenarioTest.shouldSupportFinalResultsForSlidingWindows (raw)",
+			build: func(b *dsl.Builder) {
+				sliding := dsl.SlidingWindowedBy(dsl.From(b, "topic", text).GroupByKey(), dsl.SlidingWindows{Difference: ms(5), Grace: ms(15)})
+				dsl.MapValues(sliding.Count("counts").ToStream(), countString).To("out")
+			},
+			in:     slidingIn,
+			key:    windowKey(ms(5)),
+			sorted: true,
+			want: []kv{{"k1@[11,16)", "1", 11}, {"k1@[11,16)", "2", 13}, {"k1@[12,17)", "1", 13}, {"k1@[19,24)", "1", 24},
+				{"k1@[5,10)", "1", 10}, {"k1@[5,10)", "2", 10}, {"k1@[5,10)", "3", 10}, {"k1@[5,10)", "4", 10}, {"k1@[5,10)", "5", 10},
+				{"k1@[6,11)", "2", 11}, {"k1@[6,11)", "3", 11}, {"k1@[6,11)", "4", 11}, {"k1@[6,11)", "5", 11},
+				{"k1@[8,13)", "4", 13}, {"k1@[8,13)", "5", 13}, {"k1@[85,90)", "1", 90}},
+		},
+		{
 			from: "SuppressScenarioTest.shouldSupportFinalResultsForSlidingWindows (suppressed)",
 			build: func(b *dsl.Builder) {
 				sliding := dsl.SlidingWindowedBy(dsl.From(b, "topic", text).GroupByKey(), dsl.SlidingWindows{Difference: ms(5), Grace: ms(15)})
