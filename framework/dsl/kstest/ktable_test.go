@@ -1,0 +1,82 @@
+package kstest
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/causeway-stream/causeway/framework/dsl"
+)
+
+// even is KTableFilterTest's predicate, on the text of a number.
+func even(_ string, v string) bool {
+	n, _ := strconv.Atoi(v)
+	return n%2 == 0
+}
+
+// filtered reads topic1 as a table and writes its filter (or filterNot)
+// table's changes to "out".
+func filtered(not bool) func(b *dsl.Builder) {
+	return func(b *dsl.Builder) {
+		t := dsl.TableFrom(b, "topic1", "table1", text)
+		if not {
+			t = t.FilterNot("table3", even)
+		} else {
+			t = t.Filter("table2", even)
+		}
+		t.ToStream().To("out")
+	}
+}
+
+// KTableFilterTest.doTestKTable's inputs: four rows, then two deletions.
+var filterIn = []in{{"topic1", "A", "1", 10}, {"topic1", "B", "2", 5}, {"topic1", "C", "3", 8}, {"topic1", "D", "4", 14},
+	{"topic1", "A", null, 18}, {"topic1", "B", null, 15}}
+
+func TestKTableFilter(t *testing.T) {
+	runAll(t, []kcase{
+		{
+			from: "KTableFilterTest.shouldPassThroughOnMaterialization (filter; every table here is materialized)", build: filtered(false), in: filterIn,
+			want: []kv{{"A", null, 10}, {"B", "2", 5}, {"C", null, 8}, {"D", "4", 14}, {"A", null, 18}, {"B", null, 15}},
+		},
+		{
+			from: "KTableFilterTest.shouldPassThroughOnMaterialization (filterNot)", build: filtered(true), in: filterIn,
+			want: []kv{{"A", "1", 10}, {"B", null, 5}, {"C", "3", 8}, {"D", null, 14}, {"A", null, 18}, {"B", null, 15}},
+		},
+		{
+			from: "KTableMapValuesTest.testKTable and testQueryableKTable (every table here is materialized)", build: firstDigit,
+			in:   []in{{"topic1", "A", "1", 5}, {"topic1", "B", "2", 25}, {"topic1", "C", "3", 20}, {"topic1", "D", "4", 10}},
+			want: []kv{{"A", "1", 5}, {"B", "2", 25}, {"C", "3", 20}, {"D", "4", 10}},
+		},
+		{
+			from: "KTableMapValuesTest.testNotSendingOldValue (the new values, through toStream)", build: firstDigit,
+			in: []in{{"topic1", "A", "01", 5}, {"topic1", "B", "01", 10}, {"topic1", "C", "01", 15}, {"topic1", "A", "02", 10}, {"topic1", "B", "02", 8},
+				{"topic1", "A", "03", 20}, {"topic1", "A", null, 30}},
+			want: []kv{{"A", "1", 5}, {"B", "1", 10}, {"C", "1", 15}, {"A", "2", 10}, {"B", "2", 8}, {"A", "3", 20}, {"A", null, 30}},
+		},
+	})
+}
+
+// firstDigit is KTableMapValuesTest's mapValues: the number a value's
+// text means (the test's charAt(0) - 48 on one digit, Integer.valueOf on
+// two), written as text.
+func firstDigit(b *dsl.Builder) {
+	t := dsl.TableFrom(b, "topic1", "table1", text)
+	dsl.TableMapValues(t, "table2", func(_, v string) (string, error) {
+		n, err := strconv.Atoi(v)
+		return strconv.Itoa(n), err
+	}, nil).ToStream().To("out")
+}
+
+// A filtered table is a table like any other: a stream joins the rows it
+// keeps, and not those it leaves out, as they change.
+func TestAStreamJoinsAFilteredTable(t *testing.T) {
+	runAll(t, []kcase{{
+		from: "Causeway's own: a stream-table join against KTable.filter",
+		build: func(b *dsl.Builder) {
+			evens := dsl.TableFrom(b, "tableTopic", "table", text).Filter("evens", even)
+			dsl.Join(dsl.From(b, "streamTopic", text), evens, func(_, v, row string) (string, error) { return v + "+" + row, nil }).To("out")
+		},
+		in: []in{{"tableTopic", "A", "1", 0}, {"tableTopic", "B", "2", 0}, {"streamTopic", "A", "x", 1}, {"streamTopic", "B", "y", 2},
+			{"tableTopic", "A", "4", 3}, {"tableTopic", "B", "5", 3}, {"streamTopic", "A", "z", 4}, {"streamTopic", "B", "w", 5}},
+		want: []kv{{"B", "y+2", 2}, {"A", "z+4", 4}},
+	}})
+}
