@@ -34,6 +34,18 @@ func TableMapValues[K, V, V2 any](t Table[K, V], storeName string, fn func(K, V)
 	}, values, opts)
 }
 
+// ToTable is the table of s's records (Kafka Streams' KStream.toTable):
+// each record sets its key's row, and one without a value (a tombstone)
+// deletes it; a record without a key is reported dropped. The table is
+// materialized in the named store. Where a step before may have changed
+// the key, s is repartitioned first ("<store>-repartition").
+func (s Stream[K, V]) ToTable(storeName string, opts ...StoreOpt) Table[K, V] {
+	if s.rekeyed {
+		s = repartition(s, storeName)
+	}
+	return derive(Table[K, V]{s: s}, storeName, "to-table", func(_ K, v V) (V, bool, error) { return v, true, nil }, s.codec.Value, opts)
+}
+
 // derive is the step behind every table made row by row from another:
 // each change of t is turned by fn into the new table's row (or into no
 // row), written to the named store and handed on; a tombstone of t, or a
@@ -49,6 +61,9 @@ func derive[K, V, V2 any](t Table[K, V], storeName, what string, fn func(K, V) (
 		}
 		var change meta
 		return func(k K, v V, m *meta) error {
+			if nullKey(tk, s, m, "table "+storeName) {
+				return nil
+			}
 			kb, err := keyBytes(s, k, m)
 			if err != nil {
 				return err
@@ -59,7 +74,8 @@ func derive[K, V, V2 any](t Table[K, V], storeName, what string, fn func(K, V) (
 			}
 			var row V2
 			keep := false
-			if !m.tombstone {
+			// A tombstone: a deleted row, or a record read without a value.
+			if !m.tombstone && (!s.rawValue || m.rec.Value != nil) {
 				if row, keep, err = fn(k, v); err != nil {
 					return err
 				}

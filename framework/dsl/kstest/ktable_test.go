@@ -80,3 +80,49 @@ func TestAStreamJoinsAFilteredTable(t *testing.T) {
 		want: []kv{{"B", "y+2", 2}, {"A", "z+4", 4}},
 	}})
 }
+
+func TestKStreamToTable(t *testing.T) {
+	stringTables := func(b *dsl.Builder) (dsl.Table[string, string], dsl.Table[string, string]) {
+		return dsl.From(b, "left", text).ToTable("left-table"), dsl.From(b, "right", text).ToTable("right-table")
+	}
+	runAll(t, []kcase{
+		{
+			from: "KStreamImplTest.shouldSupportKeyChangeKTableFromKStream (the new keys as text)",
+			build: func(b *dsl.Builder) {
+				byIndex := dsl.Map(dsl.From(b, "input", text), func(k, v string) (string, string, error) { return strconv.Itoa(int(k[0] - 'A')), v, nil })
+				byIndex.ToTable("table").ToStream().To("out")
+			},
+			in: []in{{"input", "A", "01", 5}, {"input", "B", "02", 100}, {"input", "C", "03", 0}, {"input", "D", "04", 0},
+				{"input", "A", "05", 10}, {"input", "A", "06", 8}},
+			want: []kv{{"0", "01", 5}, {"1", "02", 100}, {"2", "03", 0}, {"3", "04", 0}, {"0", "05", 10}, {"0", "06", 8}},
+		},
+		{
+			from: "KStreamImplTest.shouldSupportTableTableJoinWithKStreamToKTable",
+			build: func(b *dsl.Builder) {
+				l, r := stringTables(b)
+				dsl.JoinTables(l, r, func(_ string, lv, rv string) (string, error) { return lv + "+" + rv, nil }).ToStream().To("out")
+			},
+			in: []in{{"right", "lhs1", "rhsValue1", 0}, {"right", "rhs2", "rhsValue2", 0}, {"right", "lhs3", "rhsValue3", 0},
+				{"left", "lhs1", "lhsValue1", 0}, {"left", "lhs2", "lhsValue2", 0}, {"left", "lhs3", "lhsValue3", 0}, {"left", "lhs1", "lhsValue4", 0}},
+			want: []kv{{"lhs1", "lhsValue1+rhsValue1", 0}, {"lhs3", "lhsValue3+rhsValue3", 0}, {"lhs1", "lhsValue4+rhsValue1", 0}},
+		},
+		{
+			from: "KStreamImplTest.shouldSupportStreamTableJoinWithKStreamToKTable",
+			build: func(b *dsl.Builder) {
+				table := dsl.From(b, "tableTopic", text).ToTable("table")
+				dsl.Join(dsl.From(b, "streamTopic", text), table, func(_, v, row string) (string, error) { return v + "+" + row, nil }).To("out")
+			},
+			in: []in{{"tableTopic", "lhs1", "rhsValue1", 0}, {"tableTopic", "rhs2", "rhsValue2", 0}, {"tableTopic", "lhs3", "rhsValue3", 0},
+				{"streamTopic", "lhs1", "lhsValue1", 0}, {"streamTopic", "lhs2", "lhsValue2", 0}, {"streamTopic", "lhs3", "lhsValue3", 0}},
+			want: []kv{{"lhs1", "lhsValue1+rhsValue1", 0}, {"lhs3", "lhsValue3+rhsValue3", 0}},
+		},
+		{
+			from: "Causeway's own: KStream.toTable takes a record without a value as a deletion",
+			build: func(b *dsl.Builder) {
+				dsl.From(b, "input", text).ToTable("table").ToStream().To("out")
+			},
+			in:   []in{{"input", "A", "1", 0}, {"input", "A", null, 1}, {"input", "B", "2", 2}},
+			want: []kv{{"A", "1", 0}, {"A", null, 1}, {"B", "2", 2}},
+		},
+	})
+}
