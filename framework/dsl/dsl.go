@@ -264,6 +264,9 @@ type meta struct {
 	rec       framework.Record
 	tombstone bool
 	prior     bool
+	// old is a table row's value before this change, serialized, when
+	// prior and a step after the table asked for it (node.wantsOld).
+	old []byte
 }
 
 // push hands one key and value to the next step of a task.
@@ -284,6 +287,10 @@ type node[K, V any] struct {
 	// wantsPrior is set on a table's node when a step after it needs to
 	// know whether a changed key had a row before (meta.prior).
 	wantsPrior bool
+	// wantsOld is set on a table's node when a step after it needs the
+	// changed key's row as it was (meta.old), as a regrouping does to
+	// subtract it from its group.
+	wantsOld bool
 }
 
 func newNode[K, V any]() *node[K, V] { return &node[K, V]{} }

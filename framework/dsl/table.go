@@ -107,10 +107,12 @@ func TableFrom[K, V any](b *Builder, topic, storeName string, codec serde.Codec[
 				return framework.KeyError(m.rec, err)
 			}
 			change = *m
-			if n.wantsPrior {
-				if _, change.prior, err = kv.Get(m.rec.Key); err != nil {
+			if n.wantsPrior || n.wantsOld {
+				var old []byte
+				if old, change.prior, err = kv.Get(m.rec.Key); err != nil {
 					return err
 				}
+				change.old = slices.Clone(old)
 			}
 			if m.rec.Value == nil {
 				if err := kv.Delete(m.rec.Key); err != nil {

@@ -2,6 +2,7 @@ package dsl
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/causeway-stream/causeway/framework/serde"
 )
@@ -69,9 +70,11 @@ func derive[K, V, V2 any](t Table[K, V], storeName, what string, fn func(K, V) (
 				return err
 			}
 			change = *m
-			if _, change.prior, err = kv.Get(kb); err != nil {
+			var old []byte
+			if old, change.prior, err = kv.Get(kb); err != nil {
 				return err
 			}
+			change.old = slices.Clone(old)
 			var row V2
 			keep := false
 			// A tombstone: a deleted row, or a record read without a value.

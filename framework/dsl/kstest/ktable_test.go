@@ -126,3 +126,53 @@ func TestKStreamToTable(t *testing.T) {
 		},
 	})
 }
+
+// tableAggregate reads topic1 as a table, regroups it with selector and
+// aggregates the groups with KTableAggregateTest's string adder and
+// remover from "0", into "out".
+func tableAggregate(selector func(k, v string) (string, string, bool, error)) func(b *dsl.Builder) {
+	return func(b *dsl.Builder) {
+		g := dsl.GroupTable(dsl.TableFrom(b, "topic1", "table1", text), "regrouped", selector, text)
+		dsl.AggregateTable(g, "topic1-Canonized", func() string { return "0" },
+			func(_, v, agg string) (string, error) { return agg + "+" + v, nil },
+			func(_, v, agg string) (string, error) { return agg + "-" + v, nil }, nil).ToStream().To("out")
+	}
+}
+
+func TestKGroupedTableAggregate(t *testing.T) {
+	count := func(b *dsl.Builder) {
+		g := dsl.GroupTable(dsl.TableFrom(b, "count-test-input", "table1", text), "by-value",
+			func(_, v string) (string, string, bool, error) { return v, v, true, nil }, text)
+		dsl.MapValues(dsl.CountTable(g, "count").ToStream(), func(_ string, n int64) (string, error) { return strconv.FormatInt(n, 10), nil }).To("out")
+	}
+	runAll(t, []kcase{
+		{
+			from:  "KTableAggregateTest.testAggBasic (a row that keeps its group: one result, its old value taken out and its new one added)",
+			build: tableAggregate(func(k, v string) (string, string, bool, error) { return k, v, true, nil }),
+			in: []in{{"topic1", "A", "1", 10}, {"topic1", "B", "2", 15}, {"topic1", "A", "3", 20}, {"topic1", "B", "4", 18},
+				{"topic1", "C", "5", 5}, {"topic1", "D", "6", 25}, {"topic1", "B", "7", 15}, {"topic1", "C", "8", 10}},
+			want: []kv{{"A", "0+1", 10}, {"B", "0+2", 15}, {"A", "0+1-1+3", 20}, {"B", "0+2-2+4", 18}, {"C", "0+5", 5}, {"D", "0+6", 25},
+				{"B", "0+2-2+4-4+7", 18}, {"C", "0+5-5+8", 10}},
+		},
+		{
+			from: "KTableAggregateTest.testAggRepartition (a row that moves: taken out of its old group, then added to its new one; no group for \"null\" and \"NULL\")",
+			build: tableAggregate(func(k, v string) (string, string, bool, error) {
+				if k == "null" || k == "NULL" {
+					return "", "", false, nil
+				}
+				return v, v, true, nil
+			}),
+			in: []in{{"topic1", "A", "1", 10}, {"topic1", "A", null, 15}, {"topic1", "A", "1", 12}, {"topic1", "B", "2", 20},
+				{"topic1", "null", "3", 25}, {"topic1", "B", "4", 23}, {"topic1", "NULL", "5", 24}, {"topic1", "B", "7", 22}},
+			want: []kv{{"1", "0+1", 10}, {"1", "0+1-1", 15}, {"1", "0+1-1+1", 15}, {"2", "0+2", 20}, {"2", "0+2-2", 23},
+				{"4", "0+4", 23}, {"4", "0+4-4", 23}, {"7", "0+7", 22}},
+		},
+		{
+			from:  "KTableAggregateTest.testCount",
+			build: count,
+			in: []in{{"count-test-input", "A", "green", 10}, {"count-test-input", "B", "green", 9}, {"count-test-input", "A", "blue", 12},
+				{"count-test-input", "C", "yellow", 15}, {"count-test-input", "D", "green", 11}},
+			want: []kv{{"green", "1", 10}, {"green", "2", 10}, {"green", "1", 12}, {"blue", "1", 12}, {"yellow", "1", 15}, {"green", "2", 12}},
+		},
+	})
+}

@@ -1,0 +1,216 @@
+package dsl
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/framework/serde"
+)
+
+// The headers of a regrouped table's repartition topic, which carry what
+// Kafka Streams sends in a record's Change: headerChange says what the
+// record does to its group's aggregate (changeSubtract: take the value
+// out; changeReplace: take headerOldValue out, then add the value; none:
+// add the value).
+const (
+	headerChange   = "causeway.table.change"
+	headerOldValue = "causeway.table.old"
+	changeSubtract = "subtract"
+	changeReplace  = "replace"
+)
+
+// GroupedTable is a table's rows regrouped by a new key, ready for an
+// aggregation that adds each row to its group and subtracts it again
+// when the row changes or moves to another group (Kafka Streams'
+// KGroupedTable).
+type GroupedTable[K, V any] struct{ s Stream[K, V] }
+
+// GroupTable regroups the rows of t by what selector makes of each: a
+// new key and value, or ok false for a row that belongs to no group
+// (Kafka Streams' KTable.groupBy, whose mapper returns null). Each change
+// of a row goes through the repartition topic "<name>-repartition": to
+// its group, its new value with its old one to subtract; when its group
+// changes, the old value to subtract from the old group, then the new
+// value to the new group (KIP-904).
+func GroupTable[K, V, K2, V2 any](t Table[K, V], name string, selector func(K, V) (K2, V2, bool, error), codec serde.Codec[K2, V2]) GroupedTable[K2, V2] {
+	s := t.s
+	s.n.wantsOld = true
+	rows := s.codec.Value
+	out := step(s, codec, func(tk *task, next push[K2, V2]) (push[K, V], error) {
+		var sent meta
+		// group is where row goes, serialized, if anywhere.
+		group := func(k K, row V) (K2, V2, []byte, bool, error) {
+			k2, v2, ok, err := selector(k, row)
+			if err != nil || !ok {
+				return k2, v2, nil, false, err
+			}
+			kb, err := codec.Key.Serialize(k2)
+			if err != nil {
+				return k2, v2, nil, false, fmt.Errorf("serialize the group key of %s: %w", name, err)
+			}
+			return k2, v2, kb, true, nil
+		}
+		return func(k K, v V, m *meta) error {
+			var oldK, newK K2
+			var oldV, newV V2
+			var oldKB, newKB []byte
+			hadOld, hasNew := false, false
+			var err error
+			if m.prior && m.old != nil {
+				old, err := rows.Deserialize(m.old)
+				if err != nil {
+					return fmt.Errorf("the row before the change: %w", err)
+				}
+				if oldK, oldV, oldKB, hadOld, err = group(k, old); err != nil {
+					return err
+				}
+			}
+			if !m.tombstone && (!s.rawValue || m.rec.Value != nil) {
+				if newK, newV, newKB, hasNew, err = group(k, v); err != nil {
+					return err
+				}
+			}
+			send := func(k2 K2, v2 V2, change string, old *V2) error {
+				sent = *m
+				sent.tombstone, sent.prior, sent.old = false, false, nil
+				sent.rec.Headers = withoutHeader(withoutHeader(m.rec.Headers, headerOldValue), headerChange)
+				if change != "" {
+					sent.rec.Headers = append(sent.rec.Headers, framework.Header{Key: headerChange, Value: []byte(change)})
+				}
+				if old != nil {
+					b, err := codec.Value.Serialize(*old)
+					if err != nil {
+						return fmt.Errorf("serialize the value %s subtracts: %w", name, err)
+					}
+					sent.rec.Headers = append(sent.rec.Headers, framework.Header{Key: headerOldValue, Value: b})
+				}
+				return next(k2, v2, &sent)
+			}
+			same := hadOld && hasNew && bytes.Equal(oldKB, newKB)
+			switch {
+			case same:
+				return send(newK, newV, changeReplace, &oldV)
+			case hadOld:
+				if err := send(oldK, oldV, changeSubtract, nil); err != nil {
+					return err
+				}
+			}
+			if hasNew {
+				return send(newK, newV, "", nil)
+			}
+			return nil
+		}, nil
+	})
+	out.rekeyed = true
+	return GroupedTable[K2, V2]{s: repartition(out, name)}
+}
+
+// withoutHeader is headers less those named key.
+func withoutHeader(headers []framework.Header, key string) []framework.Header {
+	out := make([]framework.Header, 0, len(headers)+1)
+	for _, h := range headers {
+		if h.Key != key {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// Aggregate folds each group's rows into an aggregate kept in the named
+// store, starting from init(): adder adds a row's value, subtractor takes
+// one out again when its row changes or leaves the group (Kafka Streams'
+// KGroupedTable.aggregate). An aggregate takes the time of its latest
+// change, the latest of its records' (kept in "<store>-time"). agg
+// serializes the aggregate; nil takes Default[A]().
+func AggregateTable[K, V, A any](g GroupedTable[K, V], storeName string, init func() A, adder, subtractor func(K, V, A) (A, error), agg serde.Serde[A], opts ...StoreOpt) Table[K, A] {
+	if agg == nil {
+		agg = Default[A]()
+	}
+	s := g.s
+	declare(s, storeName, opts)
+	declare(s, storeName+"-time", opts)
+	plays(s, roleAggregate, "table-aggregate-"+storeName)
+	out := step(s, serde.Codec[K, A]{Key: s.codec.Key, Value: agg}, func(t *task, next push[K, A]) (push[K, V], error) {
+		kv, err := t.ctx.KeyValueStore(storeName)
+		if err != nil {
+			return nil, err
+		}
+		times, err := t.ctx.KeyValueStore(storeName + "-time")
+		if err != nil {
+			return nil, err
+		}
+		var result meta
+		return func(k K, v V, m *meta) error {
+			if nullKey(t, s, m, "aggregation "+storeName) {
+				return nil
+			}
+			kb, err := keyBytes(s, k, m)
+			if err != nil {
+				return err
+			}
+			acc, found, err := current(kv, agg, kb, storeName)
+			if err != nil {
+				return err
+			}
+			if !found {
+				acc = init()
+			}
+			change, _ := m.rec.Header(headerChange)
+			switch string(change) {
+			case changeSubtract:
+				if acc, err = subtractor(k, v, acc); err != nil {
+					return err
+				}
+			case changeReplace:
+				old, _ := m.rec.Header(headerOldValue)
+				ov, err := s.codec.Value.Deserialize(old)
+				if err != nil {
+					return fmt.Errorf("the value to subtract in %s: %w", storeName, err)
+				}
+				if acc, err = subtractor(k, ov, acc); err != nil {
+					return err
+				}
+				fallthrough
+			default:
+				if acc, err = adder(k, v, acc); err != nil {
+					return err
+				}
+			}
+			b, err := agg.Serialize(acc)
+			if err != nil {
+				return fmt.Errorf("serialize aggregate: %w", err)
+			}
+			if err := kv.Put(kb, b); err != nil {
+				return err
+			}
+			at := m.rec.Timestamp
+			if tb, ok, err := times.Get(kb); err != nil {
+				return err
+			} else if ok && len(tb) == 8 {
+				at = maxTime(at, time.Unix(0, int64(binary.BigEndian.Uint64(tb))).UTC())
+			}
+			if err := times.Put(kb, binary.BigEndian.AppendUint64(nil, uint64(at.UnixNano()))); err != nil {
+				return err
+			}
+			result = *m
+			result.prior, result.tombstone, result.old = found, false, nil
+			result.rec.Headers = withoutHeader(withoutHeader(m.rec.Headers, headerOldValue), headerChange)
+			result.rec.Timestamp = at
+			return next(k, acc, &result)
+		}, nil
+	})
+	out.rawKey = s.rawKey
+	return Table[K, A]{s: out, store: storeName}
+}
+
+// CountTable counts each group's rows, kept in the named store (Kafka
+// Streams' KGroupedTable.count): a row adds one, and takes it away when
+// it changes or leaves the group.
+func CountTable[K, V any](g GroupedTable[K, V], storeName string, opts ...StoreOpt) Table[K, int64] {
+	return AggregateTable(g, storeName, func() int64 { return 0 },
+		func(_ K, _ V, n int64) (int64, error) { return n + 1, nil },
+		func(_ K, _ V, n int64) (int64, error) { return n - 1, nil }, serde.Int64(), opts...)
+}
