@@ -129,6 +129,32 @@ func AggregateTable[K, V, A any](g GroupedTable[K, V], storeName string, init fu
 	if agg == nil {
 		agg = Default[A]()
 	}
+	return tableFold(g, storeName, agg, func(k K, v V, acc A, found bool) (A, error) {
+		if !found {
+			acc = init()
+		}
+		return adder(k, v, acc)
+	}, subtractor, opts)
+}
+
+// ReduceTable combines each group's rows with adder, the first row's
+// value kept as it is, and takes a row out with subtractor when it
+// changes or leaves the group (Kafka Streams' KGroupedTable.reduce), in
+// the named store.
+func ReduceTable[K, V any](g GroupedTable[K, V], storeName string, adder, subtractor func(acc, v V) (V, error), opts ...StoreOpt) Table[K, V] {
+	return tableFold(g, storeName, g.s.codec.Value, func(_ K, v V, acc V, found bool) (V, error) {
+		if !found {
+			return v, nil
+		}
+		return adder(acc, v)
+	}, func(_ K, v V, acc V) (V, error) { return subtractor(acc, v) }, opts)
+}
+
+// tableFold is the step behind a grouped table's aggregations: add folds
+// a value in (found: the group had an aggregate), subtract takes one out
+// of an aggregate there is; each record of the repartition topic does
+// what its headerChange says.
+func tableFold[K, V, A any](g GroupedTable[K, V], storeName string, agg serde.Serde[A], add func(K, V, A, bool) (A, error), subtract func(K, V, A) (A, error), opts []StoreOpt) Table[K, A] {
 	s := g.s
 	declare(s, storeName, opts)
 	declare(s, storeName+"-time", opts)
@@ -155,27 +181,29 @@ func AggregateTable[K, V, A any](g GroupedTable[K, V], storeName string, init fu
 			if err != nil {
 				return err
 			}
-			if !found {
-				acc = init()
-			}
 			change, _ := m.rec.Header(headerChange)
 			switch string(change) {
 			case changeSubtract:
-				if acc, err = subtractor(k, v, acc); err != nil {
+				if !found {
+					return nil // nothing to take it out of
+				}
+				if acc, err = subtract(k, v, acc); err != nil {
 					return err
 				}
 			case changeReplace:
-				old, _ := m.rec.Header(headerOldValue)
-				ov, err := s.codec.Value.Deserialize(old)
-				if err != nil {
-					return fmt.Errorf("the value to subtract in %s: %w", storeName, err)
-				}
-				if acc, err = subtractor(k, ov, acc); err != nil {
-					return err
+				if found {
+					old, _ := m.rec.Header(headerOldValue)
+					ov, err := s.codec.Value.Deserialize(old)
+					if err != nil {
+						return fmt.Errorf("the value to subtract in %s: %w", storeName, err)
+					}
+					if acc, err = subtract(k, ov, acc); err != nil {
+						return err
+					}
 				}
 				fallthrough
 			default:
-				if acc, err = adder(k, v, acc); err != nil {
+				if acc, err = add(k, v, acc, found); err != nil {
 					return err
 				}
 			}

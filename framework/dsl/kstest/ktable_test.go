@@ -1,7 +1,10 @@
 package kstest
 
 import (
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/causeway-stream/causeway/framework/dsl"
@@ -175,4 +178,46 @@ func TestKGroupedTableAggregate(t *testing.T) {
 			want: []kv{{"green", "1", 10}, {"green", "2", 10}, {"green", "1", 12}, {"blue", "1", 12}, {"yellow", "1", 15}, {"green", "2", 12}},
 		},
 	})
+}
+
+// setOf and setText are KTableReduceTest's sets of strings, as the sorted
+// text of their members joined by commas.
+func setOf(text string) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range strings.Split(text, ",") {
+		if m != "" {
+			out[m] = true
+		}
+	}
+	return out
+}
+
+func setText(s map[string]bool) string {
+	members := slices.Sorted(maps.Keys(s))
+	return strings.Join(members, ",")
+}
+
+func TestKGroupedTableReduce(t *testing.T) {
+	runAll(t, []kcase{{
+		from: "KTableReduceTest.shouldAddAndSubtract (the changes from a table regrouped by its own key)",
+		build: func(b *dsl.Builder) {
+			g := dsl.GroupTable(dsl.TableFrom(b, "topic1", "table1", text), "regrouped",
+				func(k, v string) (string, string, bool, error) { return k, v, true, nil }, text)
+			dsl.ReduceTable(g, "myStore",
+				func(acc, v string) (string, error) { // union
+					u := setOf(acc)
+					maps.Copy(u, setOf(v))
+					return setText(u), nil
+				},
+				func(acc, v string) (string, error) { // difference
+					d := setOf(acc)
+					for m := range setOf(v) {
+						delete(d, m)
+					}
+					return setText(d), nil
+				}).ToStream().To("out")
+		},
+		in:   []in{{"topic1", "A", "a", 10}, {"topic1", "A", "b", 15}, {"topic1", "A", null, 12}},
+		want: []kv{{"A", "a", 10}, {"A", "b", 15}, {"A", "", 15}},
+	}})
 }
