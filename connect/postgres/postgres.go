@@ -1,15 +1,18 @@
 // Package postgres is a sink plugin that writes Kafka topics into
-// PostgreSQL tables, one table per topic, through pgx: insert, upsert, and
-// delete on a tombstone. Rows and the positions of the channels written
-// go into one Postgres transaction, in a positions table of the sink's
-// own, so that a task resumes exactly where the database says it stopped.
+// PostgreSQL tables, one table per topic, through pgx: insert, upsert,
+// update, and delete on a tombstone. Rows and the positions of the
+// channels written go into one Postgres transaction, in a positions table
+// of the sink's own, so that a task resumes exactly where the database
+// says it stopped. It also holds a query-based source (Source).
 //
-// Its settings follow Confluent's JDBC sink where they mean the same:
-// connection.url, insert.mode, pk.mode, pk.fields, delete.enabled,
-// table.name.format, batch.size. Record values are JSON objects whose
-// fields name columns (Postgres converts each to its column's type, as
-// json_populate_record does); keys are JSON objects, or a single value
-// for a one-column key.
+// The sink's settings are Confluent's JDBC sink's, with their meanings
+// (config.go): a JDBC or libpq connection, insert and primary-key modes,
+// fields.whitelist, table naming and types, db.timezone, auto.create and
+// auto.evolve from the record's Connect schema (schema.go, ddl.go).
+// Record values are JSON objects whose fields name columns (Postgres
+// converts each to its column's type, as json_populate_record does);
+// with a schema, Connect's logical types are written as what they stand
+// for. Keys are JSON objects, or a single value for a one-column key.
 package postgres
 
 import (
