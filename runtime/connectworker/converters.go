@@ -60,6 +60,13 @@ func converterErrors(cfg map[string]string, kind pluginKind) []*connect.FieldErr
 			if settings["schema.registry.url"] == "" {
 				out = append(out, &connect.FieldError{Field: prefix + ".schema.registry.url", Reason: "is required with the Avro converter"})
 			}
+			for name := range settings {
+				if name != "schema.registry.url" {
+					// Registry authentication, subject strategies and the
+					// like are not read: refused rather than ignored.
+					out = append(out, &connect.FieldError{Field: prefix + "." + name, Reason: "is not supported: the Avro converter reads only schema.registry.url"})
+				}
+			}
 			if kind == kindSource {
 				out = append(out, &connect.FieldError{Field: prefix, Reason: "sources write schemaless JSON: give the JsonConverter with schemas.enable=false, or no converter"})
 			}

@@ -252,6 +252,26 @@ func TestUnknownAndUnservedSettingsAreRefusedByName(t *testing.T) {
 		assert.Equal(t, 400, code, "%s", tt.key)
 		assert.Contains(t, fmt.Sprint(body), tt.key, "the refusal names the setting")
 	}
+
+	// The Avro converter reads its registry's address and nothing else:
+	// the registry's other settings are refused, not ignored.
+	avro := maps.Clone(base)
+	maps.Copy(avro, map[string]string{"value.converter": "io.confluent.connect.avro.AvroConverter", "value.converter.schema.registry.url": "http://registry:8081",
+		"value.converter.basic.auth.user.info": "u:p"})
+	delete(avro, "value.converter.schemas.cache.size")
+	delete(avro, "value.converter.decimal.format")
+	delete(avro, "value.converter.replace.null.with.default")
+	delete(avro, "value.converter.schemas.enable")
+	code, body := w.call(t, "PUT", "/connector-plugins/PostgresSink/config/validate", avro)
+	require.Equal(t, 200, code)
+	var errs []string
+	for _, c := range body.(map[string]any)["configs"].([]any) {
+		v := c.(map[string]any)["value"].(map[string]any)
+		for _, e := range v["errors"].([]any) {
+			errs = append(errs, v["name"].(string)+": "+e.(string))
+		}
+	}
+	assert.Equal(t, []string{"value.converter.basic.auth.user.info: is not supported: the Avro converter reads only schema.registry.url"}, errs)
 }
 
 // A refused record goes to the dead-letter topic as it came; with
