@@ -221,3 +221,56 @@ func TestKGroupedTableReduce(t *testing.T) {
 		want: []kv{{"A", "a", 10}, {"A", "b", 15}, {"A", "", 15}},
 	}})
 }
+
+// KGroupedTableImplTest's cases that check results, each as the output's
+// last value per key (what the Java test reads from the store), the
+// output in full here. Numbers go as text.
+func TestKGroupedTableImpl(t *testing.T) {
+	selectValue := func(_, v string) (string, string, bool, error) { return v, v, true, nil }
+	processData := []in{{"input", "A", "1", 10}, {"input", "B", "1", 50}, {"input", "C", "1", 30}, {"input", "D", "2", 40}, {"input", "E", "2", 60}}
+	runAll(t, []kcase{
+		{
+			from: "KGroupedTableImplTest.shouldReduce (assertReduced: A 5@50, B 6@30 at the end)",
+			build: func(b *dsl.Builder) {
+				g := dsl.GroupTable(dsl.TableFrom(b, "input", "store", text), "projected", func(k, v string) (string, string, bool, error) {
+					f, err := strconv.ParseFloat(v, 64)
+					return k, strconv.Itoa(int(f)), true, err
+				}, text)
+				add := func(a, v string) (string, error) {
+					x, _ := strconv.Atoi(a)
+					y, _ := strconv.Atoi(v)
+					return strconv.Itoa(x + y), nil
+				}
+				sub := func(a, v string) (string, error) {
+					x, _ := strconv.Atoi(a)
+					y, _ := strconv.Atoi(v)
+					return strconv.Itoa(x - y), nil
+				}
+				dsl.ReduceTable(g, "reduced", add, sub).ToStream().To("out")
+			},
+			in: []in{{"input", "A", "1.1", 10}, {"input", "B", "2.2", 11}, {"input", "A", "2.6", 30}, {"input", "B", "1.3", 30},
+				{"input", "A", "5.7", 50}, {"input", "B", "6.2", 20}},
+			want: []kv{{"A", "1", 10}, {"B", "2", 11}, {"A", "2", 30}, {"B", "1", 30}, {"A", "5", 50}, {"B", "6", 30}},
+		},
+		{
+			from: "KGroupedTableImplTest.shouldCountAndMaterializeResults (1: 3@50, 2: 2@60 at the end)",
+			build: func(b *dsl.Builder) {
+				g := dsl.GroupTable(dsl.TableFrom(b, "input", "table", text), "by-value", selectValue, text)
+				dsl.MapValues(dsl.CountTable(g, "count").ToStream(), func(_ string, n int64) (string, error) { return strconv.FormatInt(n, 10), nil }).To("out")
+			},
+			in:   processData,
+			want: []kv{{"1", "1", 10}, {"1", "2", 50}, {"1", "3", 50}, {"2", "1", 40}, {"2", "2", 60}},
+		},
+		{
+			from: "KGroupedTableImplTest.shouldAggregateAndMaterializeResults (1: 0+1+1+1@50, 2: 0+2+2@60 at the end)",
+			build: func(b *dsl.Builder) {
+				g := dsl.GroupTable(dsl.TableFrom(b, "input", "table", text), "by-value", selectValue, text)
+				dsl.AggregateTable(g, "aggregate", func() string { return "0" },
+					func(_, v, agg string) (string, error) { return agg + "+" + v, nil },
+					func(_, v, agg string) (string, error) { return agg + "-" + v, nil }, nil).ToStream().To("out")
+			},
+			in:   processData,
+			want: []kv{{"1", "0+1", 10}, {"1", "0+1+1", 50}, {"1", "0+1+1+1", 50}, {"2", "0+2", 40}, {"2", "0+2+2", 60}},
+		},
+	})
+}
