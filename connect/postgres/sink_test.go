@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/connect"
 	"github.com/causeway-stream/causeway/internal/pgtest"
 )
@@ -178,4 +179,28 @@ func TestTableTypesSayWhatMayBeWritten(t *testing.T) {
 		require.NoError(t, st.Close())
 	}
 	assert.Equal(t, []string{"v"}, rowsOf(t, conn, `SELECT sku FROM base`))
+}
+
+// Positions changed while a task still runs (an operator's offsets call
+// on a connector whose task has not stopped yet) fence that task: its
+// next commit, which moves the position from where it read it, fails with
+// connect.ErrFenced and writes nothing.
+func TestSetPositionsFenceATaskStillWriting(t *testing.T) {
+	tk, conn := openSink(t, "CREATE TABLE items (sku text PRIMARY KEY)", map[string]string{}, "items")
+	ctx := context.Background()
+	ch := causal.Channel{Topic: "items"}
+	_, err := tk.Put(ctx, []connect.Record{{Topic: "items", Value: []byte(`{"sku":"a"}`)}})
+	require.NoError(t, err)
+	require.NoError(t, tk.Commit(ctx, []connect.Move{{Channel: ch, From: -1, To: 1}}))
+
+	require.NoError(t, tk.SetPositions(ctx, map[causal.Channel]int64{ch: 0}))
+	_, err = tk.Put(ctx, []connect.Record{{Topic: "items", Offset: 1, Value: []byte(`{"sku":"b"}`)}})
+	require.NoError(t, err)
+	assert.ErrorIs(t, tk.Commit(ctx, []connect.Move{{Channel: ch, From: 1, To: 2}}), connect.ErrFenced)
+	assert.Equal(t, []string{"a"}, rowsOf(t, conn, `SELECT sku FROM items`), "the fenced commit wrote nothing")
+
+	require.NoError(t, tk.ResetPositions(ctx))
+	positions, err := tk.Positions(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, positions)
 }

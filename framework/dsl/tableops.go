@@ -55,7 +55,8 @@ func derive[K, V, V2 any](t Table[K, V], storeName, what string, fn func(K, V) (
 	s := t.s
 	declare(s, storeName, opts)
 	plays(s, roleTable, what+"-"+storeName)
-	out := step(s, serde.Codec[K, V2]{Key: s.codec.Key, Value: values}, func(tk *task, next push[K, V2]) (push[K, V], error) {
+	var out Stream[K, V2]
+	out = step(s, serde.Codec[K, V2]{Key: s.codec.Key, Value: values}, func(tk *task, next push[K, V2]) (push[K, V], error) {
 		kv, err := tk.ctx.KeyValueStore(storeName)
 		if err != nil {
 			return nil, err
@@ -70,11 +71,16 @@ func derive[K, V, V2 any](t Table[K, V], storeName, what string, fn func(K, V) (
 				return err
 			}
 			change = *m
-			var old []byte
-			if old, change.prior, err = kv.Get(kb); err != nil {
-				return err
+			change.prior, change.old = false, nil
+			if out.n.wantsPrior || out.n.wantsOld {
+				// Read only for the steps after that ask: a table-table
+				// join (prior), a regrouping (old).
+				var old []byte
+				if old, change.prior, err = kv.Get(kb); err != nil {
+					return err
+				}
+				change.old = slices.Clone(old)
 			}
-			change.old = slices.Clone(old)
 			var row V2
 			keep := false
 			// A tombstone: a deleted row, or a record read without a value.

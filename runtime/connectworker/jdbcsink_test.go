@@ -14,6 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/internal/pgtest"
@@ -100,7 +103,8 @@ func TestAConfluentJDBCSinkConfigWorksAsWritten(t *testing.T) {
 		"value.converter":                "org.apache.kafka.connect.json.JsonConverter",
 		"value.converter.schemas.enable": "true",
 	}
-	w := e.start("w1")
+	seen, logs := observer.New(zap.DebugLevel)
+	w := e.startWith("w1", func(c *connectworker.Config) { c.Log = zap.New(zapcore.NewTee(c.Log.Core(), seen)) })
 	code, body := w.call(t, "PUT", "/connector-plugins/JdbcSinkConnector/config/validate", withName(cfg, "jdbc"))
 	require.Equal(t, 200, code, "%v", body)
 	var errs []any
@@ -164,6 +168,14 @@ func TestAConfluentJDBCSinkConfigWorksAsWritten(t *testing.T) {
 	code, body = w.call(t, "GET", "/connectors/jdbc/status", nil)
 	require.Equal(t, 200, code)
 	assert.Equal(t, "PostgresSink", body.(map[string]any)["served_by"], "the status says which plugin serves the class")
+
+	// The password is in no log line, status or metric.
+	assert.NotContains(t, fmt.Sprint(body), "not-logged")
+	assert.NotContains(t, fmt.Sprint(w.metrics(t)), "not-logged")
+	require.NotEmpty(t, logs.All())
+	for _, entry := range logs.All() {
+		assert.NotContains(t, entry.Message+fmt.Sprint(entry.ContextMap()), "not-logged", "a log line")
+	}
 }
 
 // withName is cfg with its name set.

@@ -274,3 +274,19 @@ func TestKGroupedTableImpl(t *testing.T) {
 		},
 	})
 }
+
+// A filtered table regrouped: a row the filter comes to refuse is taken
+// out of its group, which needs the row as it was in the filtered
+// table's own store.
+func TestAFilteredTableRegrouped(t *testing.T) {
+	runAll(t, []kcase{{
+		from: "Causeway's own: KTable.filter then groupBy().count()",
+		build: func(b *dsl.Builder) {
+			evens := dsl.TableFrom(b, "input", "table", text).Filter("evens", even)
+			g := dsl.GroupTable(evens, "by-value", func(_, v string) (string, string, bool, error) { return v, v, true, nil }, text)
+			dsl.MapValues(dsl.CountTable(g, "count").ToStream(), func(_ string, n int64) (string, error) { return strconv.FormatInt(n, 10), nil }).To("out")
+		},
+		in:   []in{{"input", "A", "2", 1}, {"input", "B", "2", 2}, {"input", "A", "3", 3}, {"input", "A", "4", 4}},
+		want: []kv{{"2", "1", 1}, {"2", "2", 2}, {"2", "1", 3}, {"4", "1", 4}},
+	}})
+}
