@@ -21,6 +21,41 @@ type SourceRecord struct {
 	// hands the last committed one back to Poll. nil: the same as the
 	// record before.
 	Offset []byte
+	// KeySchema and ValueSchema are the Connect schemas of Key and Value
+	// (schemaless JSON) when the source knows them: a connector whose
+	// value.converter is the JsonConverter with schemas.enable=true
+	// writes each as a {"schema", "payload"} envelope. nil: no schema.
+	KeySchema, ValueSchema *Schema
+	// Transaction names the source transaction the record belongs to,
+	// "" for none. The records of one transaction come in one poll and
+	// are written in one Kafka transaction whatever their topics, with
+	// the header TxnHeader naming it; see SourceTask for the order.
+	Transaction string
+	// EndsTransaction marks the record that closes its Transaction (a
+	// transaction's end event). It is written after every other record
+	// of the transaction is committed, to partition 0 of its topic,
+	// stamped with a clock that claims all of them, and with the header
+	// TxnEndHeader: a reader with Causeway's gate receives it only once
+	// it has received the whole transaction.
+	EndsTransaction bool
+}
+
+// The headers that say which source transaction a record belongs to
+// (SourceRecord.Transaction), and which record closes it. A causal sink
+// holds a transaction's records until its end arrives, then writes them
+// all in one transaction of its own.
+const (
+	TxnHeader    = "causeway.txn"
+	TxnEndHeader = "causeway.txn.end"
+)
+
+// CommitListener is a SourceTask that hears when its records are
+// committed to Kafka: after each Kafka transaction that carried an
+// offset, the runtime calls Committed with it, from Poll's goroutine
+// between two polls. A source that must not let go of its input before
+// it is safe in Kafka (a database's replication slot) lets go here.
+type CommitListener interface {
+	Committed(ctx context.Context, offset []byte) error
 }
 
 // SourceTask reads records from another system. Its calls come from one
@@ -30,7 +65,10 @@ type SourceRecord struct {
 // with the clock of the task's session: each record claims every record
 // the task wrote before it, on any topic. A sink with Causeway's gate
 // therefore writes them in the order the task returned them, whatever
-// topics and partitions they went to.
+// topics and partitions they went to. Records of a source transaction
+// (SourceRecord.Transaction) are the exception: those of one poll go in
+// one Kafka transaction and claim only what came before that poll (not
+// each other), and each transaction's end record claims all of them.
 type SourceTask interface {
 	// Poll returns the records that come after offset, the Offset of the
 	// last record committed (nil before the first), in the order their

@@ -181,31 +181,43 @@ func parse(cfg connect.Config) (settings, error) {
 	return s, nil
 }
 
-// poolConfig is the pool of the connection.url u, with user and password
-// when given. A JDBC URL is read as the PostgreSQL JDBC driver reads it:
+// ConnString is the connection string pgx reads for u: a postgres:// URL
+// or a libpq connection string as it is, and a JDBC URL read as the
+// PostgreSQL JDBC driver reads it:
 // jdbc:postgresql://host[:port][,host2...]/database?user=..&password=..,
 // its other parameters passed on as the server's (sslmode and the like).
+func ConnString(u string) (string, error) {
+	rest, ok := strings.CutPrefix(u, "jdbc:")
+	if !ok {
+		return u, nil
+	}
+	if !strings.HasPrefix(rest, "postgresql:") {
+		return "", errors.New("only PostgreSQL is served: a JDBC URL must start with jdbc:postgresql")
+	}
+	parsed, err := url.Parse(rest)
+	if err != nil {
+		return "", fmt.Errorf("not a JDBC URL: %w", err)
+	}
+	parsed.Scheme = "postgres"
+	q := parsed.Query()
+	if v := q.Get("user"); v != "" {
+		parsed.User = url.UserPassword(v, q.Get("password"))
+		if q.Get("password") == "" {
+			parsed.User = url.User(v)
+		}
+	}
+	q.Del("user")
+	q.Del("password")
+	parsed.RawQuery = q.Encode()
+	return parsed.String(), nil
+}
+
+// poolConfig is the pool of the connection.url u (ConnString), with user
+// and password when given.
 func poolConfig(u, user, password string) (*pgxpool.Config, error) {
-	if rest, ok := strings.CutPrefix(u, "jdbc:"); ok {
-		if !strings.HasPrefix(rest, "postgresql:") {
-			return nil, errors.New("only PostgreSQL is served: a JDBC URL must start with jdbc:postgresql")
-		}
-		parsed, err := url.Parse(rest)
-		if err != nil {
-			return nil, fmt.Errorf("not a JDBC URL: %w", err)
-		}
-		parsed.Scheme = "postgres"
-		q := parsed.Query()
-		if v := q.Get("user"); v != "" {
-			parsed.User = url.UserPassword(v, q.Get("password"))
-			if q.Get("password") == "" {
-				parsed.User = url.User(v)
-			}
-		}
-		q.Del("user")
-		q.Del("password")
-		parsed.RawQuery = q.Encode()
-		u = parsed.String()
+	u, err := ConnString(u)
+	if err != nil {
+		return nil, err
 	}
 	pc, err := pgxpool.ParseConfig(u)
 	if err != nil {

@@ -35,6 +35,24 @@ type Cluster struct {
 	as string
 	// Log is the server's log file.
 	Log string
+	// settings are the server settings the options added.
+	settings []string
+}
+
+// Option is a setting of a cluster Start makes.
+type Option func(*Cluster)
+
+// Logical makes a cluster that can serve logical replication:
+// wal_level=logical, with room for ten replication slots and senders.
+func Logical() Option {
+	return func(c *Cluster) {
+		c.settings = append(c.settings, "wal_level=logical", "max_replication_slots=10", "max_wal_senders=10")
+	}
+}
+
+// Setting sets one server setting, name=value, as postgres -c does.
+func Setting(nameValue string) Option {
+	return func(c *Cluster) { c.settings = append(c.settings, nameValue) }
 }
 
 // bindir finds initdb and postgres: beside pg_ctl on the PATH, else the
@@ -60,9 +78,9 @@ func version(binDir string) int {
 	return n
 }
 
-// Start makes a cluster in a new temporary directory and starts it.
-// Stop it with Stop, which removes the directory.
-func Start(ctx context.Context) (*Cluster, error) {
+// Start makes a cluster in a new temporary directory, with opts, and
+// starts it. Stop it with Stop, which removes the directory.
+func Start(ctx context.Context, opts ...Option) (*Cluster, error) {
 	bin, err := bindir()
 	if err != nil {
 		return nil, err
@@ -72,6 +90,9 @@ func Start(ctx context.Context) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{dir: dir, bin: bin, Log: filepath.Join(dir, "postgres.log")}
+	for _, o := range opts {
+		o(c)
+	}
 	if os.Geteuid() == 0 {
 		c.as = "postgres"
 		if err := c.giveTo(c.as); err != nil {
@@ -124,6 +145,9 @@ func (c *Cluster) start(ctx context.Context) error {
 // port and data.
 func (c *Cluster) Resume(ctx context.Context) error {
 	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200", c.port, c.dir)
+	for _, nv := range c.settings {
+		opts += " -c " + nv
+	}
 	if out, err := c.command(ctx, "pg_ctl", "start", "-w", "-t", "60", "-D", filepath.Join(c.dir, "data"), "-l", c.Log, "-o", opts).CombinedOutput(); err != nil {
 		return fmt.Errorf("pg_ctl start: %w: %s", err, out)
 	}
@@ -181,13 +205,13 @@ func (c *Cluster) Stop() error {
 }
 
 // Main is a test binary's TestMain for tests on a real Postgres: it
-// starts a server into *c, runs the tests, stops the server, and, when
+// starts a server with opts into *c, runs the tests, stops the server, and, when
 // they passed, checks that no goroutine outlives them (librdkafka's event
 // poller aside, which its handles stop on their own). It returns the exit
 // code.
-func Main(m interface{ Run() int }, c **Cluster) int {
+func Main(m interface{ Run() int }, c **Cluster, opts ...Option) int {
 	var err error
-	if *c, err = Start(context.Background()); err != nil {
+	if *c, err = Start(context.Background(), opts...); err != nil {
 		fmt.Fprintln(os.Stderr, "start postgres:", err)
 		return 1
 	}
