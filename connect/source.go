@@ -33,17 +33,17 @@ type SourceRecord struct {
 	Transaction string
 	// EndsTransaction marks the record that closes its Transaction (a
 	// transaction's end event). It is written after every other record
-	// of the transaction is committed, to partition 0 of its topic,
-	// stamped with a clock that claims all of them, and with the header
-	// TxnEndHeader: a reader with Causeway's gate receives it only once
-	// it has received the whole transaction.
+	// of the transaction is committed, stamped with a clock that claims
+	// all of them, and with the header TxnEndHeader: a reader with
+	// Causeway's gate receives it only once it has received the whole
+	// transaction.
 	EndsTransaction bool
 }
 
 // The headers that say which source transaction a record belongs to
 // (SourceRecord.Transaction), and which record closes it. A causal sink
-// holds a transaction's records until its end arrives, then writes them
-// all in one transaction of its own.
+// commits only where every transaction it has begun to write is ended,
+// so that each source transaction lands whole in one of its own.
 const (
 	TxnHeader    = "causeway.txn"
 	TxnEndHeader = "causeway.txn.end"

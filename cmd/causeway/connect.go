@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/causeway-stream/causeway/connect"
+	"github.com/causeway-stream/causeway/connect/pgcdc"
 	"github.com/causeway-stream/causeway/connect/postgres"
 	"github.com/causeway-stream/causeway/runtime/connectworker"
 )
@@ -25,7 +26,8 @@ Runs a connect worker: connectors managed over Kafka Connect's REST API
 (POST /connectors, GET /connectors/{name}/status, ...). Workers given the
 same --state-topic make one cluster and share the connectors' tasks.
 
-Plugins: PostgresSink, PostgresSource, HttpSource.
+Plugins: PostgresSink, PostgresSource, PostgresCdcSource (Debezium's
+io.debezium.connector.postgresql.PostgresConnector), HttpSource.
 
 Flags:
 `
@@ -92,7 +94,7 @@ func runConnect(ctx context.Context, args []string, env func(string) string, std
 		OffsetsTopic: *offsetsTopic, Listen: *listen, WorkerID: *id, Heartbeat: *heartbeat, Log: log,
 		Restarts: connectworker.RestartPolicy{Initial: *restartBackoff, Max: *restartMax},
 		Sinks:    map[string]connect.Sink{"PostgresSink": postgres.Sink{}},
-		Sources:  map[string]connect.Source{"PostgresSource": postgres.Source{}}})
+		Sources:  map[string]connect.Source{"PostgresSource": postgres.Source{}, "PostgresCdcSource": pgcdc.Source{}}})
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1

@@ -203,7 +203,12 @@ const JDBCSinkClass = "io.confluent.connect.jdbc.JdbcSinkConnector"
 
 // classAliases are connector classes of other projects that a plugin of
 // the worker serves, by the plugin's class.
-var classAliases = map[string]string{JDBCSinkClass: "PostgresSink", "JdbcSinkConnector": "PostgresSink"}
+var classAliases = map[string]string{JDBCSinkClass: "PostgresSink", "JdbcSinkConnector": "PostgresSink",
+	DebeziumPostgresClass: "PostgresCdcSource", "PostgresConnector": "PostgresCdcSource"}
+
+// DebeziumPostgresClass is Debezium's Postgres connector's class, served
+// by the plugin named PostgresCdcSource (package connect/pgcdc).
+const DebeziumPostgresClass = "io.debezium.connector.postgresql.PostgresConnector"
 
 // pluginOf is the plugin that serves class: its own, or the one its alias
 // names.

@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("CAUSEWAY_CONNECT_WORKER") != "" {
 		os.Exit(runWorkerProcess())
 	}
-	os.Exit(pgtest.Main(m, &pg))
+	os.Exit(pgtest.Main(m, &pg, pgtest.Logical()))
 }
 
 // env is a test's Kafka and databases. Its Kafka is the in-process one

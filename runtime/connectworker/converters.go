@@ -68,7 +68,7 @@ func converterErrors(cfg map[string]string, kind pluginKind) []*connect.FieldErr
 				}
 			}
 			if kind == kindSource {
-				out = append(out, &connect.FieldError{Field: prefix, Reason: "sources write schemaless JSON: give the JsonConverter with schemas.enable=false, or no converter"})
+				out = append(out, &connect.FieldError{Field: prefix, Reason: "sources write JSON: give the JsonConverter, or no converter"})
 			}
 			continue
 		}
@@ -86,8 +86,8 @@ func converterErrors(cfg map[string]string, kind pluginKind) []*connect.FieldErr
 				out = append(out, &connect.FieldError{Field: prefix + "." + name, Reason: fmt.Sprintf("is not a setting of %s", class)})
 			}
 		}
-		if kind == kindSource && (class != convert.JSON || settings[convert.SchemasEnable] != "false") {
-			out = append(out, &connect.FieldError{Field: prefix, Reason: "sources write schemaless JSON: give the JsonConverter with schemas.enable=false, or no converter"})
+		if kind == kindSource && class != convert.JSON {
+			out = append(out, &connect.FieldError{Field: prefix, Reason: "sources write JSON: give the JsonConverter (schemas.enable true writes the source's schemas beside its data), or no converter"})
 		}
 	}
 	return out

@@ -392,7 +392,8 @@ func TestASourcesFrameworkSettingsAreChecked(t *testing.T) {
 		{"", "", ""},
 		{"transaction.boundary", "connector", `only "poll" is served`},
 		{"exactly.once.support", "maybe", "is not one of requested, required"},
-		{"value.converter", "org.apache.kafka.connect.json.JsonConverter", "sources write schemaless JSON"},
+		{"value.converter", "org.apache.kafka.connect.json.JsonConverter", ""},
+		{"value.converter", "org.apache.kafka.connect.storage.StringConverter", "sources write JSON"},
 	} {
 		cfg := maps.Clone(base)
 		if tt.key != "" {

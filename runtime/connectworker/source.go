@@ -46,6 +46,11 @@ type sourceRunner struct {
 	// topics are those the source wrote, kept with its offset.
 	topics []string
 	offset []byte
+	// envelope writes keys and values as the connector's converters
+	// say (a JSON schema envelope, or the data alone).
+	envelope sourceEnvelope
+	// listener hears of each committed offset, when the task listens.
+	listener connect.CommitListener
 }
 
 // committedOffset is the record a source runner keeps in the offsets
@@ -54,11 +59,15 @@ type sourceRunner struct {
 type committedOffset struct {
 	Offset []byte   `json:"offset"`
 	Topics []string `json:"topics"`
+	// Pending are the end records of source transactions whose other
+	// records this commit wrote: written by the next (sourceTxns).
+	Pending []pendingEnd `json:"pending,omitempty"`
 }
 
 func (w *Worker) newSourceRunner(name string, cfg map[string]string, chain *transform.Chain, log *zap.Logger, produced *atomic.Int64) (*sourceRunner, error) {
 	creation, _ := parseTopicCreation(cfg) // validate checked it
-	s := &sourceRunner{connector: name, chain: chain, log: log, tolerate: cfg[keyTolerance] == "all", produced: produced}
+	s := &sourceRunner{connector: name, chain: chain, log: log, tolerate: cfg[keyTolerance] == "all", produced: produced,
+		envelope: sourceEnvelopeOf(cfg)}
 	settings := w.settings("connect-"+name, "source")
 	producer, admin, err := w.producer(settings)
 	if err != nil {
@@ -80,6 +89,7 @@ func (s *sourceRunner) run(ctx context.Context, t connect.SourceTask) (err error
 		cerr := s.consumer.Close()
 		err = errors.Join(err, cerr, s.close(), t.Close())
 	}()
+	s.listener, _ = t.(connect.CommitListener)
 	if err := s.start(ctx); err != nil {
 		return err
 	}
@@ -113,7 +123,12 @@ func (s *sourceRunner) start(ctx context.Context) error {
 	s.offset, s.topics = last.Offset, last.Topics
 	// What the tasks before wrote is committed or aborted by now (the
 	// producer's fencing ended their transactions): claim it all.
-	return s.out.claimTopics(ctx, &s.session, s.topics)
+	if err := s.out.claimTopics(ctx, &s.session, s.topics); err != nil {
+		return err
+	}
+	// Ends a task before committed the transactions of, and died before
+	// writing.
+	return s.writeEnds(ctx, last.Pending)
 }
 
 // close closes the producer and the admin client.
@@ -186,14 +201,49 @@ func (s *sourceRunner) readOffset(ctx context.Context) (committedOffset, error) 
 	return last, nil
 }
 
-// write writes recs, transformed, a transaction per run of records for
+// write writes recs, transformed: the records of source transactions
+// together (writeTxns), the others a transaction per run of records for
 // one topic. A record the transforms refuse fails the task, or with
 // errors.tolerance=all is left out; its offset still counts.
 func (s *sourceRunner) write(ctx context.Context, recs []connect.SourceRecord) error {
+	out, skipped, err := s.transformAll(recs)
+	if err != nil {
+		return err
+	}
+	if skipped != nil {
+		if len(out) == 0 {
+			return s.writeRun(ctx, "", nil, skipped) // the offset alone
+		}
+		out[len(out)-1].src.Offset = skipped
+	}
+	for len(out) > 0 {
+		n := 1
+		txns := out[0].src.Transaction != ""
+		for n < len(out) && (out[n].src.Transaction != "") == txns && (txns || out[n].t.Topic == out[0].t.Topic) {
+			n++
+		}
+		if txns {
+			err = s.writeTxns(ctx, out[:n])
+		} else {
+			err = s.writeRun(ctx, out[0].t.Topic, out[:n], nil)
+		}
+		if err != nil {
+			return err
+		}
+		out = out[n:]
+	}
+	return nil
+}
+
+// transformAll runs recs through the transforms, and returns what is
+// left, and the offset of the records left out at the end, which no
+// record carries.
+func (s *sourceRunner) transformAll(recs []connect.SourceRecord) ([]routedRecord, []byte, error) {
 	out := make([]routedRecord, 0, len(recs))
 	var skipped []byte // the offset of skipped records no record carries yet
 	for _, r := range recs {
-		t, err := s.chain.Apply(transform.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: r.Headers})
+		t, err := s.chain.Apply(transform.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: r.Headers,
+			KeySchema: r.KeySchema, ValueSchema: r.ValueSchema})
 		switch {
 		case errors.Is(err, connect.ErrFiltered):
 			if r.Offset != nil {
@@ -204,6 +254,7 @@ func (s *sourceRunner) write(ctx context.Context, recs []connect.SourceRecord) e
 				r.Offset = skipped
 			}
 			skipped = nil
+			t.Key, t.Value = s.envelope.key(t.Key, t.KeySchema), s.envelope.value(t.Value, t.ValueSchema)
 			out = append(out, routedRecord{t: t, src: r})
 		case s.tolerate:
 			s.log.Warn("record skipped", zap.String("topic", r.Topic), zap.Error(err))
@@ -211,26 +262,10 @@ func (s *sourceRunner) write(ctx context.Context, recs []connect.SourceRecord) e
 				skipped = r.Offset
 			}
 		default:
-			return fmt.Errorf("a record for %s: %w", r.Topic, err)
+			return nil, nil, fmt.Errorf("a record for %s: %w", r.Topic, err)
 		}
 	}
-	if skipped != nil {
-		if len(out) == 0 {
-			return s.writeRun(ctx, "", nil, skipped) // the offset alone
-		}
-		out[len(out)-1].src.Offset = skipped
-	}
-	for len(out) > 0 {
-		n := 1
-		for n < len(out) && out[n].t.Topic == out[0].t.Topic {
-			n++
-		}
-		if err := s.writeRun(ctx, out[0].t.Topic, out[:n], nil); err != nil {
-			return err
-		}
-		out = out[n:]
-	}
-	return nil
+	return out, skipped, nil
 }
 
 // routedRecord is a source record and what the transforms made of it.
@@ -264,22 +299,28 @@ func (s *sourceRunner) writeRun(ctx context.Context, topic string, recs []routed
 				return err
 			}
 		}
-		b, err := json.Marshal(committedOffset{Offset: offset, Topics: topics})
-		if err != nil {
-			return err
-		}
-		m := transport.Message{Topic: s.offsets.Topic, Partition: s.offsets.Partition, Key: []byte(s.connector), Value: b, Timestamp: time.Now()}
-		if err := tx.raw(&m); err != nil {
-			return fmt.Errorf("offset: %w", err)
-		}
-		return nil
+		return s.offsetRecord(tx, committedOffset{Offset: offset, Topics: topics})
 	})
 	if committed {
 		// Committed, even when the claim after it failed.
 		s.offset, s.topics = offset, topics
 		s.produced.Add(int64(len(recs)))
+		if err == nil {
+			err = s.committed(ctx)
+		}
 	}
 	return err
+}
+
+// committed tells a listening task that its offset is committed.
+func (s *sourceRunner) committed(ctx context.Context) error {
+	if s.listener == nil || s.offset == nil {
+		return nil
+	}
+	if err := s.listener.Committed(ctx, s.offset); err != nil {
+		return fmt.Errorf("the source's commit callback: %w", err)
+	}
+	return nil
 }
 
 // createTopic makes topic with partitions, and returns the partition

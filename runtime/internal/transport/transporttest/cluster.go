@@ -171,6 +171,17 @@ func (c *Cluster) Records(ch causal.Channel) []transport.Message {
 	return out
 }
 
+// End returns a partition's end: the offset its next record will have,
+// past the markers of the transactions written to it.
+func (c *Cluster) End(ch causal.Channel) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t, ok := c.topics[ch.Topic]; ok && int(ch.Partition) < len(t.partitions) {
+		return int64(len(t.partitions[ch.Partition]))
+	}
+	return 0
+}
+
 // Partitions returns every topic's partition count.
 func (c *Cluster) Partitions() map[string]int32 {
 	c.mu.Lock()

@@ -1,0 +1,184 @@
+package connectworker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/causeway-stream/causeway/connect"
+	"github.com/causeway-stream/causeway/connect/convert"
+	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
+)
+
+// pendingEnd is the end record of a source transaction, kept in the
+// offsets topic between the commit of the transaction's other records
+// and its own.
+type pendingEnd struct {
+	Topic     string             `json:"topic"`
+	Key       []byte             `json:"key,omitempty"`
+	Value     []byte             `json:"value,omitempty"`
+	Headers   []framework.Header `json:"headers,omitempty"`
+	Timestamp time.Time          `json:"timestamp"`
+}
+
+// writeTxns writes the records of whole source transactions in two Kafka
+// transactions. The first holds every record but the ends, each stamped
+// with the session's clock (what the source wrote before), those of a
+// transaction that has an end marked with its id (connect.TxnHeader), and
+// the offset, with the ends kept beside it. Once it is committed and
+// claimed, the second writes the ends to partition 0 of their topics,
+// stamped with a clock that claims every record of the first: a reader
+// with the gate receives an end only after its transaction's records, on
+// whatever topics and partitions they lie, and the ends of one topic in
+// the order written. The offset is committed with the first, so a task
+// that dies between the two writes the ends when it starts again.
+func (s *sourceRunner) writeTxns(ctx context.Context, recs []routedRecord) error {
+	ended := map[string]bool{}
+	var ends []pendingEnd
+	offset := s.offset
+	data := make([]routedRecord, 0, len(recs))
+	for _, r := range recs {
+		if r.src.Offset != nil {
+			offset = r.src.Offset
+		}
+		if r.src.EndsTransaction {
+			ended[r.src.Transaction] = true
+			ends = append(ends, pendingEnd{Topic: r.t.Topic, Key: r.t.Key, Value: r.t.Value, Timestamp: r.src.Timestamp,
+				Headers: append(r.t.Headers, framework.Header{Key: connect.TxnEndHeader, Value: []byte(r.src.Transaction)})})
+			continue
+		}
+		data = append(data, r)
+	}
+	topics := s.topics
+	for _, r := range data {
+		topics = addTopic(topics, r.t.Topic)
+		if err := s.out.ensureTopic(ctx, r.t.Topic); err != nil {
+			return err
+		}
+	}
+	committed, err := s.out.write(ctx, &s.session, func(tx *sourceTxn) error {
+		for _, r := range data {
+			h := r.t.Headers
+			if ended[r.src.Transaction] {
+				h = append(h, framework.Header{Key: connect.TxnHeader, Value: []byte(r.src.Transaction)})
+			}
+			if _, err := tx.record(r.t.Topic, r.t.Key, r.t.Value, r.src.Timestamp, h); err != nil {
+				return err
+			}
+		}
+		return s.offsetRecord(tx, committedOffset{Offset: offset, Topics: topics, Pending: ends})
+	})
+	if committed {
+		s.offset, s.topics = offset, topics
+		s.produced.Add(int64(len(data)))
+	}
+	if err != nil {
+		return err
+	}
+	if err := s.committed(ctx); err != nil {
+		return err
+	}
+	return s.writeEnds(ctx, ends)
+}
+
+// writeEnds writes the ends of transactions already committed, with the
+// offset that keeps them no longer.
+func (s *sourceRunner) writeEnds(ctx context.Context, ends []pendingEnd) error {
+	if len(ends) == 0 {
+		return nil
+	}
+	topics := s.topics
+	for _, e := range ends {
+		topics = addTopic(topics, e.Topic)
+		if err := s.out.ensureTopic(ctx, e.Topic); err != nil {
+			return err
+		}
+	}
+	committed, err := s.out.write(ctx, &s.session, func(tx *sourceTxn) error {
+		for _, e := range ends {
+			if _, err := tx.record(e.Topic, e.Key, e.Value, e.Timestamp, e.Headers); err != nil {
+				return err
+			}
+		}
+		return s.offsetRecord(tx, committedOffset{Offset: s.offset, Topics: topics})
+	})
+	if committed {
+		s.topics = topics
+		s.produced.Add(int64(len(ends)))
+	}
+	return err
+}
+
+// offsetRecord writes the source's offset record into tx.
+func (s *sourceRunner) offsetRecord(tx *sourceTxn, off committedOffset) error {
+	b, err := json.Marshal(off)
+	if err != nil {
+		return err
+	}
+	m := transport.Message{Topic: s.offsets.Topic, Partition: s.offsets.Partition, Key: []byte(s.connector), Value: b, Timestamp: time.Now()}
+	if err := tx.raw(&m); err != nil {
+		return fmt.Errorf("offset: %w", err)
+	}
+	return nil
+}
+
+func addTopic(topics []string, topic string) []string {
+	for _, t := range topics {
+		if t == topic {
+			return topics
+		}
+	}
+	return append(append([]string(nil), topics...), topic)
+}
+
+// sourceEnvelope is how a source connector's keys and values are written,
+// as its converters say: with no converter, or the JsonConverter with
+// schemas.enable=false, the data as the source gave it; with the
+// JsonConverter's schemas on, a {"schema", "payload"} envelope of the
+// record's schema (null when it has none) and the data.
+type sourceEnvelope struct {
+	keys, values bool
+	// schemas caches each schema's JSON.
+	schemas map[*connect.Schema][]byte
+}
+
+func sourceEnvelopeOf(cfg map[string]string) sourceEnvelope {
+	on := func(prefix string) bool {
+		class, ok := cfg[prefix]
+		return ok && class == convert.JSON && cfg[prefix+"."+convert.SchemasEnable] != "false"
+	}
+	return sourceEnvelope{keys: on(keyKeyConverter), values: on(keyValueConverter), schemas: map[*connect.Schema][]byte{}}
+}
+
+func (e sourceEnvelope) key(data []byte, schema *connect.Schema) []byte {
+	if !e.keys || data == nil {
+		return data
+	}
+	return e.wrap(data, schema)
+}
+
+func (e sourceEnvelope) value(data []byte, schema *connect.Schema) []byte {
+	if !e.values || data == nil {
+		return data
+	}
+	return e.wrap(data, schema)
+}
+
+func (e sourceEnvelope) wrap(data []byte, schema *connect.Schema) []byte {
+	js := []byte("null")
+	if schema != nil {
+		if js = e.schemas[schema]; js == nil {
+			js, _ = json.Marshal(schema)
+			if len(e.schemas) >= 1000 {
+				// Transforms that make a schema a record: kept no longer.
+				clear(e.schemas)
+			}
+			e.schemas[schema] = js
+		}
+	}
+	out := make([]byte, 0, len(js)+len(data)+24)
+	out = append(append(append(out, `{"schema":`...), js...), `,"payload":`...)
+	return append(append(out, data...), '}')
+}
