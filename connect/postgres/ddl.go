@@ -53,7 +53,13 @@ func (t *task) ensureTable(ctx context.Context, r connect.Record) error {
 	}
 	tb, known := t.tables[topic]
 	if !known {
-		return fmt.Errorf("topic %q has no table", topic)
+		// A topic a transform named (RegexRouter), or whose table was
+		// missing when the task opened.
+		var err error
+		if tb, err = t.describeTopic(ctx, t.pool, topic); err != nil {
+			return err
+		}
+		t.tables[topic] = tb
 	}
 	if tb == nil {
 		if r.Value == nil {
@@ -232,7 +238,7 @@ func (t *task) describeTopic(ctx context.Context, q querier, topic string) (*tab
 	case errors.Is(err, errMissing) && t.s.create:
 		return nil, nil
 	case errors.Is(err, errMissing):
-		return nil, fmt.Errorf("table of topic %q: %s does not exist (set auto.create to make it)", topic, t.tableName(topic).Sanitize())
+		return nil, fmt.Errorf("table of topic %q: %s %w (set auto.create to make it)", topic, t.tableName(topic).Sanitize(), errMissing)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("table of topic %q: %w", topic, err)

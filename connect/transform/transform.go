@@ -37,6 +37,9 @@
 //   - DropHeaders: headers; InsertHeader: header, value.literal;
 //     HeaderFrom: fields, headers, operation (copy or move).
 //
+// Debezium's io.debezium.transforms.ExtractNewRecordState is served too:
+// delete.handling.mode (drop, none, rewrite) and drop.tombstones.
+//
 // A transform applies to a record its predicate (transforms.<alias>.predicate,
 // negated by .negate) matches: predicates.<name>.type is
 // TopicNameMatches (pattern), HasHeaderKey (name) or RecordIsTombstone.
@@ -203,6 +206,7 @@ func init() {
 	makers["InsertHeader"] = newInsertHeader
 	makers["HeaderFrom$Key"] = newHeaderFrom
 	makers["HeaderFrom$Value"] = newHeaderFrom
+	makers[ExtractNewRecordState] = newNewRecordState
 }
 
 // decodePart decodes the key (or value) of r as a JSON object, and

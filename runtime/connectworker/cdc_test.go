@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
@@ -262,4 +263,91 @@ func TestChangeDataCaptureWritesEachTransactionOnceAndWhole(t *testing.T) {
 	assert.Zero(t, early, "with the gate, no END before its transaction")
 	early, _ = endsBeforeTheirTransactions(t, recs, endOf, "shop.transaction", true)
 	assert.Positive(t, early, "without the gate, ENDs read first come before their transactions")
+}
+
+// targetSchema is cdcSchema's tables in the target, without the foreign
+// key: a transaction's rows come in any order within it.
+const targetSchema = `
+CREATE TABLE orders (id int PRIMARY KEY, total int NOT NULL);
+CREATE TABLE lines (order_id int, line_no int, item int NOT NULL, qty int NOT NULL, PRIMARY KEY (order_id, line_no));
+CREATE TABLE stock (item int PRIMARY KEY, on_hand int NOT NULL, reserved int NOT NULL);`
+
+// tornReads counts what breaks the shop's invariants in the target now:
+// an order whose lines do not add up to its total, a line without its
+// order, a stock row whose on hand and reserved do not add up to 1000,
+// and stock reserved for other than the orders there are (3 each).
+func tornReads(ctx context.Context, conn *pgx.Conn) (int, error) {
+	var n int
+	err := conn.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM orders o WHERE o.total <> coalesce((SELECT sum(qty) FROM lines l WHERE l.order_id = o.id), 0))
+		+ (SELECT count(*) FROM lines l WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = l.order_id))
+		+ (SELECT count(*) FROM stock WHERE on_hand + reserved <> 1000)
+		+ CASE WHEN (SELECT coalesce(sum(reserved), 0) FROM stock) <> 3 * (SELECT count(*) FROM orders) THEN 1 ELSE 0 END`).Scan(&n)
+	return n, err
+}
+
+// Debezium-style events from the capture, written by the causal sink as
+// Debezium's users configure a sink (ExtractNewRecordState, a
+// RegexRouter to the table's name) with the transaction topic: a reader
+// of the target that checks the shop's invariants every 10 ms while
+// orders flow sees none broken, and every order lands.
+func TestSourceTransactionsLandWholeInTheTarget(t *testing.T) {
+	t.Parallel()
+	e := newFakeEnv(t)
+	src, conn := e.database("src", cdcSchema)
+	dst, target := e.database("dst", targetSchema)
+	db := src[strings.LastIndex(src, "/")+1 : strings.Index(src, "?")]
+	w := e.startWith("w1", withCDC)
+	jsonConverter := "org.apache.kafka.connect.json.JsonConverter"
+	code, body := w.call(t, "PUT", "/connectors/cdc/config", map[string]string{"connector.class": "PostgresCdcSource", pgcdc.URL: src,
+		pgcdc.TopicPrefix: "shop", pgcdc.SlotName: db, pgcdc.PollInterval: "50", "topic.creation.default.partitions": "2",
+		"key.converter": jsonConverter, "value.converter": jsonConverter})
+	require.Contains(t, []int{200, 201}, code, "%v", body)
+	topics := "shop.public.orders,shop.public.lines,shop.public.stock,shop.transaction"
+	e.topics(2, strings.Split(topics, ",")...)
+	code, body = w.call(t, "PUT", "/connectors/sink/config", map[string]string{"connector.class": "PostgresSink", "connection.url": dst,
+		"topics": topics, "causal.transaction.topic": "shop.transaction", "key.converter": jsonConverter, "value.converter": jsonConverter,
+		"insert.mode": "upsert", "pk.mode": "record_key", "delete.enabled": "true",
+		"transforms": "unwrap,route", "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+		"transforms.unwrap.delete.handling.mode": "none",
+		"transforms.route.type":                  "org.apache.kafka.connect.transforms.RegexRouter",
+		"transforms.route.regex":                 `[^.]+\.[^.]+\.([^.]+)`, "transforms.route.replacement": "$1"})
+	require.Contains(t, []int{200, 201}, code, "%v", body)
+
+	ctx := context.Background()
+	reader, err := pgx.Connect(ctx, dst)
+	require.NoError(t, err)
+	defer reader.Close(ctx)
+	stop := make(chan struct{})
+	torn, reads := 0, 0
+	var readErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			n, err := tornReads(ctx, reader)
+			if err != nil {
+				readErr = err
+				return
+			}
+			torn += n
+			reads++
+		}
+	}()
+	placeOrders(t, conn, 1, 61)
+	eventually(t, "60 orders in the target", func() bool { return count(t, target, "lines") == 120 && count(t, target, "orders") == 60 })
+	close(stop)
+	<-done
+	require.NoError(t, readErr)
+	t.Logf("%d reads of the target, %d torn", reads, torn)
+	assert.Positive(t, reads)
+	assert.Zero(t, torn, "no read of the target saw a part of a transaction (%d reads)", reads)
+	n, err := tornReads(ctx, target)
+	require.NoError(t, err)
+	assert.Zero(t, n)
 }

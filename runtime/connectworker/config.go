@@ -25,6 +25,7 @@ const (
 	keyContextHeaders = "errors.deadletterqueue.context.headers.enable"
 	keyTransforms     = "transforms"
 	keyGate           = "causal.gate"
+	keyTxnTopic       = "causal.transaction.topic"
 	keyPartitions     = "topic.creation.default.partitions"
 	keyMaxRetries     = "max.retries"
 	keyRetryBackoff   = "retry.backoff.ms"
@@ -87,6 +88,8 @@ func commonDef(kind pluginKind) *connect.ConfigDef {
 				Doc: "Where records the sink's system refuses go, with errors.tolerance all."},
 			connect.Key{Name: keyGate, Type: connect.TypeBoolean, Default: "true", Importance: connect.Low, Group: "Causal",
 				Doc: "Write a record only after what its clock claims. false only to see what the gate prevents."},
+			connect.Key{Name: keyTxnTopic, Type: connect.TypeString, Importance: connect.Medium, Group: "Causal",
+				Doc: "The topic where the source writes its transactions' BEGIN and END events (Debezium's <topic.prefix>.transaction), listed in topics: none of its records is written, and the sink commits only where every source transaction it has begun is ended, so that each lands whole in one transaction of the database. Needs tasks.max=1 and the gate."},
 			connect.Key{Name: keyMaxRetries, Type: connect.TypeInt, Default: "10", Importance: connect.Medium, Group: "Retries",
 				Doc: "How many times a write that failed on a transient error of the sink's system (connection lost, server restarting) is tried again before the task fails, as Confluent's JDBC sink's max.retries.", Check: notNegative},
 			connect.Key{Name: keyRetryBackoff, Type: connect.TypeInt, Default: "3000", Importance: connect.Medium, Group: "Retries",
@@ -160,10 +163,8 @@ func (w *Worker) validate(cfg map[string]string) (validation, error) {
 		_, errs := parseTopicCreation(cfg)
 		v.extra = append(v.extra, errs...)
 	}
-	if chain, err := transform.Parse(cfg); err != nil {
+	if _, err := transform.Parse(cfg); err != nil {
 		v.extra = append(v.extra, fieldErrors(err)...)
-	} else if chain.Routes() && p.kind == kindSink {
-		v.extra = append(v.extra, &connect.FieldError{Field: keyTransforms, Reason: "a sink's topics name its channels and cannot be routed (RegexRouter): name the tables with the sink's own settings instead"})
 	}
 	if cfg[keyTolerance] == "all" && p.kind == kindSink && cfg[keyDeadLetter] == "" {
 		v.extra = append(v.extra, &connect.FieldError{Field: keyDeadLetter, Reason: "is required with errors.tolerance all: refused records go there"})
@@ -174,8 +175,28 @@ func (w *Worker) validate(cfg map[string]string) (validation, error) {
 		// user meant.
 		v.extra = append(v.extra, &connect.FieldError{Field: keyTopicsRegex, Reason: "is not supported: name the topics in " + keyTopics})
 	}
+	if t, set := cfg[keyTxnTopic]; set && p.kind == kindSink {
+		v.extra = append(v.extra, txnTopicErrors(t, cfg)...)
+	}
 	v.extra = append(v.extra, converterErrors(cfg, p.kind)...)
 	return v, nil
+}
+
+// txnTopicErrors checks causal.transaction.topic: among the topics, one
+// task (which reads every channel, the ends' and their transactions'),
+// and the gate on.
+func txnTopicErrors(topic string, cfg map[string]string) []*connect.FieldError {
+	var out []*connect.FieldError
+	if !slices.Contains(connect.SplitList(cfg[keyTopics]), topic) {
+		out = append(out, &connect.FieldError{Field: keyTxnTopic, Reason: fmt.Sprintf("%q is not among the topics: list it in %s", topic, keyTopics)})
+	}
+	if n, ok := cfg[keyTasksMax]; ok && n != "1" {
+		out = append(out, &connect.FieldError{Field: keyTxnTopic, Reason: "needs tasks.max=1: a transaction is written whole by the task that reads all its records"})
+	}
+	if cfg[keyGate] == "false" {
+		out = append(out, &connect.FieldError{Field: keyTxnTopic, Reason: "needs the gate (causal.gate=true): without it an end may come before its transaction"})
+	}
+	return out
 }
 
 // fieldErrors unwraps the field errors joined in err.

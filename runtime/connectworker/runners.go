@@ -77,7 +77,7 @@ func (w *Worker) runSink(ctx context.Context, name string, task int, cfg map[str
 	}
 	sw, err := sinkworker.New(sinkworker.Config{Connector: name, TaskID: task, Class: cfg[keyClass], Topics: topics, Task: t, Bootstrap: w.cfg.Bootstrap,
 		Client: w.cfg.Client, Kafka: w.cfg.Kafka, InstanceID: fmt.Sprintf("%s-%d", w.cfg.WorkerID, task),
-		GateOff: cfg[keyGate] == "false", DeadLetterTopic: cfg[keyDeadLetter], ToleranceAll: cfg[keyTolerance] == "all",
+		GateOff: cfg[keyGate] == "false", TransactionTopic: cfg[keyTxnTopic], DeadLetterTopic: cfg[keyDeadLetter], ToleranceAll: cfg[keyTolerance] == "all",
 		NoContextHeaders: cfg[keyContextHeaders] != "true",
 		Skip:             skip, Convert: sinkConvert(chain, convs), Log: log, TopicUsed: w.topicUsed(name),
 		MaxRetries: atLeast(cfg[keyMaxRetries], 0, 10), RetryBackoff: time.Duration(atLeast(cfg[keyRetryBackoff], 0, 3000)) * time.Millisecond,
@@ -111,7 +111,7 @@ func sinkConvert(chain *transform.Chain, convs converters) func(connect.Record) 
 		}
 		t, err := chain.Apply(transform.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp,
 			Key: r.Key, Value: r.Value, KeySchema: r.KeySchema, ValueSchema: r.ValueSchema, Headers: r.Headers})
-		r.Key, r.Value, r.KeySchema, r.ValueSchema, r.Headers = t.Key, t.Value, t.KeySchema, t.ValueSchema, t.Headers
+		r.Topic, r.Key, r.Value, r.KeySchema, r.ValueSchema, r.Headers = t.Topic, t.Key, t.Value, t.KeySchema, t.ValueSchema, t.Headers
 		return r, err
 	}
 }

@@ -51,7 +51,7 @@ func (w *Worker) assigned(ctx context.Context, chs []causal.Channel) error {
 	if err != nil {
 		return err
 	}
-	a := &assignment{own: map[causal.Channel]int64{}, lastRefresh: time.Now()}
+	a := &assignment{own: map[causal.Channel]int64{}, lastRefresh: time.Now(), txns: newTxnTracker(w.cfg.TransactionTopic)}
 	starts := map[causal.Channel]int64{}
 	for _, ch := range chs {
 		pos, ok := positions[ch]
@@ -127,6 +127,9 @@ func (w *Worker) refresh(ctx context.Context, a *assignment) error {
 // drain takes what the gate delivers now into pending, in order.
 func (a *assignment) drain() {
 	for d, ok := a.node.Next(); ok; d, ok = a.node.Next() {
-		a.pending = append(a.pending, d.Payload)
+		h := d.Payload
+		a.txns.take(&h)
+		a.pending = append(a.pending, h)
+		a.txns.taken(len(a.pending))
 	}
 }

@@ -44,20 +44,20 @@ func (w *Worker) launch(ctx context.Context) {
 	if a == nil || w.flight != nil {
 		return
 	}
-	var moves []connect.Move
-	for _, e := range a.node.Committable() {
-		if from, mine := a.own[e.Channel]; mine && e.Offset != from {
-			moves = append(moves, connect.Move{Channel: e.Channel, From: from, To: e.Offset})
-		}
-	}
 	w.publish(a)
-	recs := a.pending
+	recs, moves := a.pending, a.moves()
+	if a.txns.open() {
+		// Only the whole transactions before the last moment none was
+		// open, and the positions after them; the rest waits.
+		recs, moves = a.txns.whole(a.pending), a.movesAfter(a.txns.whole(a.pending))
+	}
 	if len(moves) == 0 && len(recs) == 0 {
 		return
 	}
 	// The records go to the flight; the slice of the one before comes
 	// back for the next (two slices, taken in turns).
-	a.pending, w.spare = w.spare[:0], nil
+	a.pending, w.spare = append(w.spare[:0], a.pending[len(recs):]...), nil
+	a.txns.handedOn()
 	f := &flight{moves: moves, recs: recs, done: make(chan error, 1), stop: w.stopping}
 	w.flight = f
 	go func() { f.done <- w.write(ctx, f) }()
@@ -155,44 +155,26 @@ func (w *Worker) put(ctx context.Context, f *flight) error {
 	if len(pending) == 0 {
 		return nil
 	}
-	recs := make([]connect.Record, 0, len(pending))
-	// dead are the records held as bad (skipped, or with a corrupt clock
-	// under ToleranceAll); unconverted those the converter refused.
-	var dead []deadLetter
-	var unconverted []connect.Rejected
-	for _, h := range pending {
-		if h.bad != nil {
-			stage := StageHeaderConverter // a corrupt clock header
-			if errors.Is(h.bad, ErrSkipped) {
-				stage = StageTaskPut
-			}
-			dead = append(dead, deadLetter{Rejected: connect.Rejected{Record: h.rec, Err: h.bad}, stage: stage})
-			continue
-		}
-		rec := h.rec
-		if w.cfg.Convert != nil {
-			var err error
-			if rec, err = w.cfg.Convert(rec); errors.Is(err, connect.ErrFiltered) {
-				continue // dropped by a transform: its position moves past it all the same
-			} else if err != nil {
-				unconverted = append(unconverted, connect.Rejected{Record: h.rec, Err: err})
-				continue
-			}
-		}
-		recs = append(recs, rec)
-	}
+	recs, dead, unconverted, renamed := w.convert(pending)
 	if w.cfg.TopicUsed != nil {
 		told := ""
-		for _, r := range recs {
-			if r.Topic != told {
-				w.cfg.TopicUsed(r.Topic)
-				told = r.Topic
+		for _, h := range pending {
+			if !h.meta && h.rec.Topic != told {
+				w.cfg.TopicUsed(h.rec.Topic)
+				told = h.rec.Topic
 			}
 		}
 	}
 	rejected, err := w.cfg.Task.Put(ctx, recs)
 	if err != nil {
 		return fmt.Errorf("put: %w", err)
+	}
+	for i := range rejected {
+		// Named where it was read, not where a transform sent it.
+		r := &rejected[i].Record
+		if topic, ok := renamed[placeOf(*r)]; ok {
+			r.Topic = topic
+		}
 	}
 	rejected = append(unconverted, rejected...)
 	if len(rejected) > 0 && !w.cfg.ToleranceAll {
@@ -212,6 +194,55 @@ func (w *Worker) put(ctx context.Context, f *flight) error {
 		w.dead = append(w.dead, dead...)
 	}
 	return nil
+}
+
+// place is where a converted record says it lies.
+type place struct {
+	topic     string
+	partition int32
+	offset    int64
+}
+
+func placeOf(r connect.Record) place { return place{r.Topic, r.Partition, r.Offset} }
+
+// convert takes the pending records apart: the records to write,
+// converted; the dead letters of records held as bad (skipped, or with a
+// corrupt clock under ToleranceAll); the records the converter refused;
+// and the topics records were read from whose topic a transform changed
+// (RegexRouter), by where the converted record says it lies.
+func (w *Worker) convert(pending []held) (recs []connect.Record, dead []deadLetter, unconverted []connect.Rejected, renamed map[place]string) {
+	recs = make([]connect.Record, 0, len(pending))
+	for _, h := range pending {
+		if h.meta {
+			continue
+		}
+		if h.bad != nil {
+			stage := StageHeaderConverter // a corrupt clock header
+			if errors.Is(h.bad, ErrSkipped) {
+				stage = StageTaskPut
+			}
+			dead = append(dead, deadLetter{Rejected: connect.Rejected{Record: h.rec, Err: h.bad}, stage: stage})
+			continue
+		}
+		rec := h.rec
+		if w.cfg.Convert != nil {
+			var err error
+			if rec, err = w.cfg.Convert(rec); errors.Is(err, connect.ErrFiltered) {
+				continue // dropped by a transform: its position moves past it all the same
+			} else if err != nil {
+				unconverted = append(unconverted, connect.Rejected{Record: h.rec, Err: err})
+				continue
+			}
+			if rec.Topic != h.rec.Topic {
+				if renamed == nil {
+					renamed = map[place]string{}
+				}
+				renamed[placeOf(rec)] = h.rec.Topic
+			}
+		}
+		recs = append(recs, rec)
+	}
+	return recs, dead, unconverted, renamed
 }
 
 // RefusedError stops a worker without ToleranceAll: a record the sink's

@@ -76,6 +76,15 @@ type Config struct {
 	// the task (once a batch for each topic): Kafka Connect's active
 	// topics (KIP-558).
 	TopicUsed func(topic string)
+	// TransactionTopic, when set, is one of Topics where a source writes
+	// the ends of its transactions (connect.TxnEndHeader), whose other
+	// records carry connect.TxnHeader: the worker writes none of its
+	// records, and commits only where every source transaction it has
+	// begun to write is ended, so that each lands whole in one commit of
+	// the sink's system. Needs the gate, and a worker that reads every
+	// channel of the connector. Default: records are committed as they
+	// come.
+	TransactionTopic string
 	// MaxRetries is how many times a commit that failed on a transient
 	// error of the sink's system (connect.RetriableError) is tried again,
 	// RetryBackoff apart, before the worker stops on it: the records and

@@ -67,6 +67,9 @@ type Worker struct {
 type held struct {
 	rec connect.Record
 	bad error
+	// meta marks a record of the transaction topic: read, and passed,
+	// but not written.
+	meta bool
 }
 
 // assignment is a worker's channels and its gate over the connector's.
@@ -77,6 +80,9 @@ type assignment struct {
 	own map[causal.Channel]int64
 	// pending are delivered records not yet put.
 	pending []held
+	// txns follows the source transactions among them
+	// (Config.TransactionTopic).
+	txns txnTracker
 	// lastRefresh is when the positions of other tasks' channels were
 	// last read, or are next due less RefreshInterval after a failure.
 	lastRefresh time.Time
@@ -115,6 +121,10 @@ func New(cfg Config) (*Worker, error) {
 		return nil, errors.New("sinkworker: errors are tolerated but there is no dead-letter topic to send them to")
 	case len(cfg.Skip) > 0 && cfg.DeadLetterTopic == "":
 		return nil, errors.New("sinkworker: records to skip but no dead-letter topic to send them to")
+	case cfg.TransactionTopic != "" && !slices.Contains(cfg.Topics, cfg.TransactionTopic):
+		return nil, fmt.Errorf("sinkworker: the transaction topic %q is not among the topics %v", cfg.TransactionTopic, cfg.Topics)
+	case cfg.TransactionTopic != "" && cfg.GateOff:
+		return nil, errors.New("sinkworker: whole source transactions need the gate: an end may arrive before its transaction without it")
 	}
 	if cfg.Client == "" {
 		cfg.Client = transport.Clients()[0]
