@@ -65,7 +65,7 @@ WORKER_BIN = $(CURDIR)/.build/runtime-worker.test
 # once than there are cores.
 PARALLEL ?= 8
 # The multi-process tests (the runtime's kill -9, chaos, scaling,
-# standbys, fencing and start-up; the sink and connect workers' kill -9):
+# standbys, fencing and start-up; the sink's, the connect sources' and the change data capture's kill -9):
 # the code they test runs in worker processes, built without the race
 # detector (WORKER_BIN; the sink and connect tests spawn their own test
 # binary, built so by this run); the test process only runs the embedded
@@ -73,7 +73,7 @@ PARALLEL ?= 8
 # several times over for nothing. make test runs them without it, beside
 # the race-detected run of every other test; make test-all runs them with
 # it, against race-built workers.
-PROCESS_TESTS = ^(TestCrashRecoveryExactlyOnce|TestRebalanceExactlyOnce|TestChaosExactlyOnce|TestScalingStopsOnlyTheTasksThatMove|TestStandbysRestoreLittleOnFailover|TestNewWorkersWarmUpBeforeTakingTasks|TestAFencedWorkerExitsWithCode1|TestAStateDirInUseIsRefused|TestAnUnreachableClusterIsRetriedThenRefusedOnBothClients|TestAWorkerWaitsForItsTopicsAndSaysSo|TestSinkWorkersKilledWriteEveryRecordOnce|TestAKilledSourceWorkerWritesEveryRowOnce)$$
+PROCESS_TESTS = ^(TestCrashRecoveryExactlyOnce|TestRebalanceExactlyOnce|TestChaosExactlyOnce|TestScalingStopsOnlyTheTasksThatMove|TestStandbysRestoreLittleOnFailover|TestNewWorkersWarmUpBeforeTakingTasks|TestAFencedWorkerExitsWithCode1|TestAStateDirInUseIsRefused|TestAnUnreachableClusterIsRetriedThenRefusedOnBothClients|TestAWorkerWaitsForItsTopicsAndSaysSo|TestSinkWorkersKilledWriteEveryRecordOnce|TestAKilledSourceWorkerWritesEveryRowOnce|TestAKilledCaptureWorkerWritesEveryChangeOnce)$$
 PROCESS_PKGS = ./runtime/ ./runtime/sinkworker/ ./runtime/connectworker/
 PROCESS_LOG = $(CURDIR)/.build/process-tests.log
 CAUSAL_LOG = $(CURDIR)/.build/causal-tests.log

@@ -62,6 +62,8 @@ const (
 	PollInterval          = "poll.interval.ms"
 	Placeholder           = "unavailable.value.placeholder"
 	StatusInterval        = "status.update.interval.ms"
+	SlotMaxRetries        = "slot.max.retries"
+	SlotRetryDelay        = "slot.retry.delay.ms"
 )
 
 // Config describes the source's settings.
@@ -121,6 +123,10 @@ func (Source) Config() *connect.ConfigDef {
 			Doc: "A poll returns once it holds this many events (whole transactions: a larger one is returned whole)."},
 		{Name: StatusInterval, Type: connect.TypeInt, Default: "10000", Importance: connect.Low, Group: "Replication", Check: positive,
 			Doc: "Milliseconds between two reports to the server of how far the connector has written (it lets go of the WAL before that point)."},
+		{Name: SlotMaxRetries, Type: connect.TypeInt, Default: "6", Importance: connect.Low, Group: "Replication", Check: notNegative,
+			Doc: "How many times a slot another process reads is looked at again before the task fails (a task that died a moment ago may still hold it)."},
+		{Name: SlotRetryDelay, Type: connect.TypeInt, Default: "10000", Importance: connect.Low, Group: "Replication", Check: notNegative,
+			Doc: "Milliseconds between those looks."},
 		{Name: PollInterval, Type: connect.TypeInt, Default: "500", Importance: connect.Low, Group: "Connector", Check: positive,
 			Doc: "The longest a poll waits for a transaction, in milliseconds."},
 	}}
@@ -147,6 +153,8 @@ type settings struct {
 	maxBatch                int
 	pollWait                time.Duration
 	statusEvery             time.Duration
+	slotRetries             int
+	slotRetryDelay          time.Duration
 }
 
 // ErrNoDatabase is the error of settings that name no database.
@@ -160,7 +168,8 @@ func readSettings(cfg connect.Config) (*settings, error) {
 		metadata: cfg.Bool(TransactionMetadata), connectTime: strings.ToLower(cfg.String(TimePrecision)),
 		decimalsAs: strings.ToLower(cfg.String(DecimalHandling)), placeholder: cfg.String(Placeholder),
 		maxBatch: cfg.Int(MaxBatchSize), pollWait: time.Duration(cfg.Int(PollInterval)) * time.Millisecond,
-		statusEvery: time.Duration(cfg.Int(StatusInterval)) * time.Millisecond}
+		statusEvery: time.Duration(cfg.Int(StatusInterval)) * time.Millisecond,
+		slotRetries: cfg.Int(SlotMaxRetries), slotRetryDelay: time.Duration(cfg.Int(SlotRetryDelay)) * time.Millisecond}
 	s.heartbeatTopic = cfg.String(HeartbeatTopicPrefix) + "." + s.prefix
 	s.txnTopic = s.prefix + "." + cfg.String(TransactionTopic)
 	for _, op := range cfg.List(SkippedOperations) {

@@ -293,7 +293,7 @@ func TestBadSetupsAreRefusedByNameAndMakeNothing(t *testing.T) {
 		defer func() { require.NoError(t, first.Close()) }()
 		_, err = first.Poll(ctx, nil)
 		require.NoError(t, err)
-		_, err = open(t, url, pgcdc.SlotName, "taken")
+		_, err = open(t, url, pgcdc.SlotName, "taken", pgcdc.SlotMaxRetries, "2", pgcdc.SlotRetryDelay, "50")
 		require.ErrorIs(t, err, pgcdc.ErrSlotInUse)
 		assert.Contains(t, err.Error(), `"taken"`)
 	})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
@@ -68,8 +69,24 @@ func (t *task) check(ctx context.Context) error {
 		return fmt.Errorf("%w: %q, and publication.autocreate.mode is disabled (CREATE PUBLICATION %s FOR ALL TABLES, or another mode)",
 			ErrNoPublication, t.s.publication, t.s.publication)
 	}
-	_, err := t.readSlot(ctx)
+	_, err := t.freeSlot(ctx)
 	return err
+}
+
+// freeSlot reads the slot's state, looking again slot.max.retries times,
+// slot.retry.delay.ms apart, while another process reads it.
+func (t *task) freeSlot(ctx context.Context) (slotState, error) {
+	for tries := 0; ; tries++ {
+		st, err := t.readSlot(ctx)
+		if !errors.Is(err, ErrSlotInUse) || tries >= t.s.slotRetries {
+			return st, err
+		}
+		select {
+		case <-ctx.Done():
+			return st, errors.Join(err, ctx.Err())
+		case <-time.After(t.s.slotRetryDelay):
+		}
+	}
 }
 
 // readSlot reads the slot's state, and checks that it is free and this

@@ -96,7 +96,7 @@ func (t *task) start(ctx context.Context, committed []byte) ([]connect.SourceRec
 			return nil, fmt.Errorf("the committed offset %q: %w", committed, err)
 		}
 	}
-	slot, err := t.readSlot(ctx)
+	slot, err := t.freeSlot(ctx)
 	if err != nil {
 		return nil, err
 	}
