@@ -65,7 +65,8 @@ WORKER_BIN = $(CURDIR)/.build/runtime-worker.test
 # once than there are cores.
 PARALLEL ?= 8
 # The multi-process tests (the runtime's kill -9, chaos, scaling,
-# standbys, fencing and start-up; the sink's, the connect sources' and the change data capture's kill -9):
+# standbys, fencing and start-up; the kill -9 of the sink, the connect
+# sources and the change data capture):
 # the code they test runs in worker processes, built without the race
 # detector (WORKER_BIN; the sink and connect tests spawn their own test
 # binary, built so by this run); the test process only runs the embedded
