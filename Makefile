@@ -17,7 +17,7 @@ STATE_KEYS ?= 1000000,5000000
 # librdkafka or franz (pure Go).
 CLIENT   ?= librdkafka
 
-.PHONY: help run run-orders run-clicks run-connect test test-all test-purego chromium postgres test-browser test-short lint bench bench-scale bench-state bench-instructions fuzz tidy
+.PHONY: help run run-orders run-clicks run-connect run-cdc test test-all test-purego chromium postgres test-browser test-short lint bench bench-scale bench-state bench-instructions fuzz tidy
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -30,6 +30,9 @@ run-orders: ## The orders shop with lagging partitions, gate on and gate off, si
 
 run-clicks: ## Page views joined to user profiles, counted per region in one-minute windows by the time in their JSON, each window emitted once when it closes; bad JSON to the dead-letter topic; checked against an independent count (CLIENT=franz too).
 	$(GO) run ./examples/clicks demo -client $(CLIENT)
+
+run-cdc: postgres ## A shop's multi-table transactions captured from Postgres (PostgresCdcSource) and written into two databases: by the causal sink, whole, and by a sink per topic without the gate; a reader checks the shop's invariants on each every 10 ms and prints the torn reads (CLIENT=franz too).
+	$(GO) run ./examples/cdc -client $(CLIENT)
 
 run-connect: postgres ## The shop's orders, payments and shipments written into Postgres tables with foreign keys by the causal sink, a lagging partition's worker starting late: gate on and gate off side by side (CLIENT=franz too).
 	$(GO) run ./examples/shopsink -client $(CLIENT)

@@ -150,3 +150,72 @@ func (t *task) copyRun(ctx context.Context, st statement) error {
 // copyMin is the shortest run of rows written with COPY rather than a
 // statement.
 const copyMin = 16
+
+// group joins each run of consecutive inserts into the same table and
+// columns: a long one is written with COPY (in insert mode), the others
+// in one statement over a JSON array of their rows
+// (json_populate_recordset); either keeps their order. An upsert's run
+// ends before a key it holds comes again (one statement cannot change a
+// row twice), so that rows changed many times in a commit (a hot stock
+// row) do not send the batch one row at a time. The other statements
+// stay as they are.
+func (t *task) group(stmts []statement) []statement {
+	out := make([]statement, 0, len(stmts))
+	var keys map[string]bool
+	for i := 0; i < len(stmts); {
+		st := stmts[i]
+		j := i + 1
+		if t.s.upsert && st.insert {
+			keys = map[string]bool{keyOf(st): true}
+		}
+		for st.insert && j < len(stmts) && stmts[j].insert && stmts[j].tb == st.tb && stmts[j].cols == st.cols {
+			if t.s.upsert {
+				k := keyOf(stmts[j])
+				if keys[k] {
+					break
+				}
+				keys[k] = true
+			}
+			j++
+		}
+		if j-i == 1 {
+			out = append(out, t.materialize(st))
+			i = j
+			continue
+		}
+		if !t.s.upsert && j-i >= copyMin {
+			out = append(out, statement{tb: st.tb, cols: st.cols, run: stmts[i:j]})
+			i = j
+			continue
+		}
+		for k := i; k < j; k++ {
+			stmts[k] = t.materialize(stmts[k])
+		}
+		size := 2
+		for _, r := range stmts[i:j] {
+			size += len(r.doc) + 1
+		}
+		arr := make([]byte, 0, size)
+		arr = append(arr, '[')
+		for k, r := range stmts[i:j] {
+			if k > 0 {
+				arr = append(arr, ',')
+			}
+			arr = append(arr, r.doc...)
+		}
+		arr = append(arr, ']')
+		out = append(out, statement{sql: t.insertSQL(st.tb, strings.Split(st.cols, ","), true), args: []any{string(arr)}})
+		i = j
+	}
+	return out
+}
+
+// keyOf is an insert's key, as one string.
+func keyOf(st statement) string {
+	var b strings.Builder
+	for _, c := range st.tb.pk {
+		b.Write(st.key[c])
+		b.WriteByte(0)
+	}
+	return b.String()
+}

@@ -45,3 +45,28 @@ func TestSingleKey(t *testing.T) {
 		assert.Equal(t, want, string(singleKey([]byte(in))), in)
 	}
 }
+
+// An upsert's run is cut before a key it holds comes again: one
+// statement cannot change a row twice, and a batch that tried would be
+// written again one row at a time.
+func TestAnUpsertRunEndsBeforeAKeyComesAgain(t *testing.T) {
+	tb := &table{name: identifier("stock"), pk: []string{"item"}, columns: map[string]bool{"item": true, "n": true}, sql: map[string]string{}}
+	task := &task{s: settings{mode: "upsert", upsert: true}}
+	var stmts []statement
+	for _, item := range []string{"1", "2", "1", "3", "2", "2"} {
+		stmts = append(stmts, statement{tb: tb, cols: "item,n", insert: true, value: []byte(`{"n":1}`), key: map[string]json.RawMessage{"item": json.RawMessage(item)}})
+	}
+	got := task.group(stmts)
+	var runs []int
+	for _, st := range got {
+		doc := st.args[0].(string)
+		if doc[0] == '{' {
+			runs = append(runs, 1) // a row alone
+			continue
+		}
+		var rows []map[string]any
+		require.NoError(t, json.Unmarshal([]byte(doc), &rows), doc)
+		runs = append(runs, len(rows))
+	}
+	assert.Equal(t, []int{2, 3, 1}, runs, "1 2 | 1 3 2 | 2")
+}

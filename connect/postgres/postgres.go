@@ -316,51 +316,6 @@ func (t *task) putBatch(ctx context.Context, recs []connect.Record) ([]connect.R
 	return rejected, nil
 }
 
-// group joins each run of consecutive inserts into the same table and
-// columns: a long one is written with COPY (in insert mode), the others
-// in one statement over a JSON array of their rows
-// (json_populate_recordset); either keeps their order. The other
-// statements stay as they are.
-func (t *task) group(stmts []statement) []statement {
-	out := make([]statement, 0, len(stmts))
-	for i := 0; i < len(stmts); {
-		st := stmts[i]
-		j := i + 1
-		for st.insert && j < len(stmts) && stmts[j].insert && stmts[j].tb == st.tb && stmts[j].cols == st.cols {
-			j++
-		}
-		if j-i == 1 {
-			out = append(out, t.materialize(st))
-			i = j
-			continue
-		}
-		if !t.s.upsert && j-i >= copyMin {
-			out = append(out, statement{tb: st.tb, cols: st.cols, run: stmts[i:j]})
-			i = j
-			continue
-		}
-		for k := i; k < j; k++ {
-			stmts[k] = t.materialize(stmts[k])
-		}
-		size := 2
-		for _, r := range stmts[i:j] {
-			size += len(r.doc) + 1
-		}
-		arr := make([]byte, 0, size)
-		arr = append(arr, '[')
-		for k, r := range stmts[i:j] {
-			if k > 0 {
-				arr = append(arr, ',')
-			}
-			arr = append(arr, r.doc...)
-		}
-		arr = append(arr, ']')
-		out = append(out, statement{sql: t.insertSQL(st.tb, strings.Split(st.cols, ","), true), args: []any{string(arr)}})
-		i = j
-	}
-	return out
-}
-
 // refused reports whether err is the database refusing the data (a
 // constraint, a value of the wrong type): SQLSTATE classes 22 and 23.
 // Anything else (the connection, the server) is the task's error.
