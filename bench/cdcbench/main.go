@@ -315,7 +315,7 @@ func latencyRun(ctx context.Context, pg *pgtest.Cluster, addr string, rate, seco
 		"topics": "lat.public.orders,lat.public.lines,lat.public.stock,lat.transaction", "causal.transaction.topic": "lat.transaction",
 		"key.converter": jsonConverter, "value.converter": jsonConverter, "insert.mode": "upsert", "pk.mode": "record_key",
 		"transforms": "unwrap,route", "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
-		"transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
+		"transforms.route.type":  "org.apache.kafka.connect.transforms.RegexRouter",
 		"transforms.route.regex": `[^.]+\.[^.]+\.([^.]+)`, "transforms.route.replacement": "$1"}); err != nil {
 		return 0, 0, 0, err
 	}
