@@ -49,6 +49,14 @@ const (
 	TxnEndHeader = "causeway.txn.end"
 )
 
+// Reporter is a task that says how it stands beyond its records: gauges
+// by name, which the worker serves as its metrics (a change data capture
+// source's replication lag). Report is called from another goroutine than
+// Poll's, whenever the metrics are read.
+type Reporter interface {
+	Report() map[string]float64
+}
+
 // CommitListener is a SourceTask that hears when its records are
 // committed to Kafka: after each Kafka transaction that carried an
 // offset, the runtime calls Committed with it, from Poll's goroutine

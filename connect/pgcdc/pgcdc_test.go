@@ -441,3 +441,41 @@ func TestReplicaIdentityToastKeyChangesAndTruncates(t *testing.T) {
 	assert.Equal(t, map[string]any{"id": 2.0, "name": "blue"}, got[5].After)
 	assert.Equal(t, "tags", got[6].Source.Table)
 }
+
+// The task reports where it stands: what it handed to Kafka, what the
+// slot confirmed, and the WAL the slot holds.
+func TestTheTaskReportsItsPositionsAndTheSlotsLag(t *testing.T) {
+	url, db := newDB(t, shopSchema)
+	ctx := context.Background()
+	task, err := open(t, url, pgcdc.SnapshotMode, "never", pgcdc.StatusInterval, "1")
+	require.NoError(t, err)
+	defer func() { require.NoError(t, task.Close()) }()
+	_, err = task.Poll(ctx, nil)
+	require.NoError(t, err)
+	insert := func(id int) {
+		_, err := db.Exec(ctx, fmt.Sprintf(`INSERT INTO orders VALUES (%d, 'c', 1)`, id))
+		require.NoError(t, err)
+	}
+	insert(1)
+	_, committed := pollUntil(t, task, nil)
+	time.Sleep(5 * time.Millisecond) // the slot's lag is read again
+	_, err = task.Poll(ctx, committed)
+	require.NoError(t, err)
+	rep := task.(connect.Reporter).Report()
+	assert.Positive(t, rep[pgcdc.GaugeConfirmed])
+	assert.Equal(t, rep[pgcdc.GaugeWritten], rep[pgcdc.GaugeConfirmed], "everything handed over is committed")
+	assert.Contains(t, rep, pgcdc.GaugeRetainedWAL)
+	assert.GreaterOrEqual(t, rep[pgcdc.GaugeRetainedWAL], rep[pgcdc.GaugeUnconfirmedWAL])
+
+	insert(2) // handed over, never committed
+	for {
+		recs, err := task.Poll(ctx, committed)
+		require.NoError(t, err)
+		if len(recs) > 0 {
+			break
+		}
+	}
+	rep = task.(connect.Reporter).Report()
+	assert.Greater(t, rep[pgcdc.GaugeWritten], rep[pgcdc.GaugeConfirmed], "a transaction handed over and not committed")
+	assert.GreaterOrEqual(t, rep[pgcdc.GaugeLag], 0.0)
+}

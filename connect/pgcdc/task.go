@@ -56,6 +56,8 @@ type task struct {
 	open          *txn
 	nextStatus    time.Time
 	nextHeartbeat time.Time
+	// rep is what Report answers.
+	rep report
 }
 
 // Open checks the database, the user, the tables and the slot, and
@@ -80,10 +82,24 @@ func (Source) Open(ctx context.Context, connector string, cfg connect.Config) (c
 // Poll returns whole transactions: the snapshot on the first poll when
 // one is due, then those the log holds after the committed offset.
 func (t *task) Poll(ctx context.Context, committed []byte) ([]connect.SourceRecord, error) {
+	var recs []connect.SourceRecord
+	var err error
 	if !t.streaming {
-		return t.start(ctx, committed)
+		recs, err = t.start(ctx, committed)
+	} else {
+		recs, err = t.stream(ctx)
 	}
-	return t.stream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var last time.Time
+	if len(recs) > 0 {
+		last = recs[len(recs)-1].Timestamp
+	}
+	if err := t.look(ctx, last); err != nil {
+		return nil, fmt.Errorf("the slot's lag: %w", err)
+	}
+	return recs, nil
 }
 
 // start makes what is missing (publication, slot), reads the snapshot

@@ -220,6 +220,10 @@ func TestChangeDataCaptureWritesEachTransactionOnceAndWhole(t *testing.T) {
 	placeOrders(t, conn, 21, 41)
 	w2 := e.startWith("w2", withCDC)
 	eventually(t, "40 transactions", func() bool { return ends() == 41 })
+	metrics := w2.metrics(t)
+	for _, gauge := range []string{pgcdc.GaugeRetainedWAL, pgcdc.GaugeConfirmed, pgcdc.GaugeLag} {
+		assert.Contains(t, metrics, "causeway_connect_source_"+gauge+`{connector="cdc"}`, "the task's gauges are the worker's metrics")
+	}
 	require.NoError(t, w2.stop())
 
 	recs := e.cdcTopics("shop")

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/causeway-stream/causeway/connect"
 	"github.com/causeway-stream/causeway/runtime/sinkworker"
 )
 
@@ -30,6 +31,8 @@ var (
 type taskCounters struct {
 	sink     atomic.Pointer[sinkworker.Worker]
 	produced atomic.Int64
+	// reporter is a source task that reports gauges of its own.
+	reporter atomic.Pointer[connect.Reporter]
 }
 
 // registry holds the worker's metrics and the Go runtime's and the
@@ -64,6 +67,12 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if r.kind == kindSource {
 			ch <- prometheus.MustNewConstMetric(descSourceRecords, prometheus.CounterValue, float64(r.counters.produced.Load()), name)
+		}
+		if rep := r.counters.reporter.Load(); rep != nil {
+			for gauge, v := range (*rep).Report() {
+				desc := prometheus.NewDesc("causeway_connect_source_"+gauge, "What the connector's task reports (connect.Reporter).", []string{"connector"}, nil)
+				ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, name)
+			}
 		}
 	}
 	for key, n := range h.restarted {

@@ -51,6 +51,10 @@ func (w *Worker) runnerFor(name string, task int, cfg map[string]string, r *runn
 			if err != nil {
 				return err
 			}
+			if rep, ok := t.(connect.Reporter); ok {
+				r.counters.reporter.Store(&rep)
+				defer r.counters.reporter.Store(nil)
+			}
 			s, err := w.newSourceRunner(name, cfg, chain, log, &r.counters.produced)
 			if err != nil {
 				return errors.Join(err, t.Close())
