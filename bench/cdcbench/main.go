@@ -15,13 +15,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,6 +34,7 @@ import (
 	"github.com/causeway-stream/causeway/connect"
 	"github.com/causeway-stream/causeway/connect/pgcdc"
 	"github.com/causeway-stream/causeway/connect/postgres"
+	"github.com/causeway-stream/causeway/internal/connectrest"
 	"github.com/causeway-stream/causeway/internal/pgtest"
 	"github.com/causeway-stream/causeway/runtime/connectworker"
 	"github.com/causeway-stream/causeway/runtime/embedded"
@@ -267,7 +265,7 @@ func plainLoop(ctx context.Context, url, slot string, end pglogrepl.LSN) (time.D
 // slot has confirmed end: the source confirms only what Kafka committed.
 func captureRun(ctx context.Context, addr, url, slot string, end pglogrepl.LSN) (time.Duration, error) {
 	start := time.Now()
-	if err := put(addr, slot, map[string]string{"connector.class": "PostgresCdcSource", pgcdc.URL: url, pgcdc.TopicPrefix: slot,
+	if err := connectrest.Put(addr, slot, map[string]string{"connector.class": "PostgresCdcSource", pgcdc.URL: url, pgcdc.TopicPrefix: slot,
 		pgcdc.SlotName: slot, pgcdc.SnapshotMode: "never", pgcdc.PollInterval: "20", pgcdc.StatusInterval: "100",
 		"topic.creation.default.partitions": "2", "key.converter": jsonConverter, "value.converter": jsonConverter}); err != nil {
 		return 0, err
@@ -291,7 +289,7 @@ func captureRun(ctx context.Context, addr, url, slot string, end pglogrepl.LSN) 
 		time.Sleep(5 * time.Millisecond)
 	}
 	took := time.Since(start)
-	return took, del(addr, slot)
+	return took, connectrest.Delete(addr, slot)
 }
 
 // latencyRun places orders at rate for seconds while the capture and
@@ -306,12 +304,12 @@ func latencyRun(ctx context.Context, pg *pgtest.Cluster, addr string, rate, seco
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	if err := put(addr, "lat", map[string]string{"connector.class": "PostgresCdcSource", pgcdc.URL: src, pgcdc.TopicPrefix: "lat",
+	if err := connectrest.Put(addr, "lat", map[string]string{"connector.class": "PostgresCdcSource", pgcdc.URL: src, pgcdc.TopicPrefix: "lat",
 		pgcdc.SlotName: "lat", pgcdc.PollInterval: "20", "topic.creation.default.partitions": "2",
 		"key.converter": jsonConverter, "value.converter": jsonConverter}); err != nil {
 		return 0, 0, 0, err
 	}
-	if err := put(addr, "lat-sink", map[string]string{"connector.class": "PostgresSink", "connection.url": dst,
+	if err := connectrest.Put(addr, "lat-sink", map[string]string{"connector.class": "PostgresSink", "connection.url": dst,
 		"topics": "lat.public.orders,lat.public.lines,lat.public.stock,lat.transaction", "causal.transaction.topic": "lat.transaction",
 		"key.converter": jsonConverter, "value.converter": jsonConverter, "insert.mode": "upsert", "pk.mode": "record_key",
 		"transforms": "unwrap,route", "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
@@ -397,34 +395,6 @@ func waitRows(ctx context.Context, url, table string, want int) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-func put(addr, name string, cfg map[string]string) error {
-	body, _ := json.Marshal(cfg)
-	return call(http.MethodPut, "http://"+addr+"/connectors/"+name+"/config", body)
-}
-
-func del(addr, name string) error {
-	return call(http.MethodDelete, "http://"+addr+"/connectors/"+name, nil)
-}
-
-func call(method, url string, body []byte) error {
-	req, err := http.NewRequest(method, url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		var b bytes.Buffer
-		_, _ = b.ReadFrom(resp.Body)
-		return fmt.Errorf("%s %s: %s: %s", method, url, resp.Status, b.String())
-	}
-	return nil
 }
 
 func median(xs []float64) float64 {

@@ -19,14 +19,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -38,6 +35,7 @@ import (
 	"github.com/causeway-stream/causeway/connect"
 	"github.com/causeway-stream/causeway/connect/pgcdc"
 	"github.com/causeway-stream/causeway/connect/postgres"
+	"github.com/causeway-stream/causeway/internal/connectrest"
 	"github.com/causeway-stream/causeway/internal/pgtest"
 	"github.com/causeway-stream/causeway/runtime/connectworker"
 	"github.com/causeway-stream/causeway/runtime/embedded"
@@ -186,7 +184,7 @@ func database(ctx context.Context, pg *pgtest.Cluster, name, schema string) (str
 // one: ExtractNewRecordState, and a RegexRouter to the table's name.
 func connectors(addr, src, gate, perTopic string) error {
 	jsonConv := "org.apache.kafka.connect.json.JsonConverter"
-	if err := put(addr, "shop-cdc", map[string]string{"connector.class": connectworker.DebeziumPostgresClass, pgcdc.URL: src,
+	if err := connectrest.Put(addr, "shop-cdc", map[string]string{"connector.class": connectworker.DebeziumPostgresClass, pgcdc.URL: src,
 		pgcdc.TopicPrefix: "shop", pgcdc.SlotName: "shop", pgcdc.PollInterval: "20", "topic.creation.default.partitions": "2",
 		"key.converter": jsonConv, "value.converter": jsonConv}); err != nil {
 		return err
@@ -206,36 +204,15 @@ func connectors(addr, src, gate, perTopic string) error {
 	}
 	whole := sink(gate, append(all, "shop.transaction"))
 	whole["causal.transaction.topic"] = "shop.transaction"
-	if err := put(addr, "target-gate", whole); err != nil {
+	if err := connectrest.Put(addr, "target-gate", whole); err != nil {
 		return err
 	}
 	for _, t := range all {
 		cfg := sink(perTopic, []string{t})
 		cfg["causal.gate"] = "false"
-		if err := put(addr, "target-"+t, cfg); err != nil {
+		if err := connectrest.Put(addr, "target-"+t, cfg); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// put makes or changes a connector.
-func put(addr, name string, cfg map[string]string) error {
-	body, _ := json.Marshal(cfg)
-	req, err := http.NewRequest(http.MethodPut, "http://"+addr+"/connectors/"+name+"/config", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		var b bytes.Buffer
-		_, _ = b.ReadFrom(resp.Body)
-		return fmt.Errorf("connector %s: %s: %s", name, resp.Status, b.String())
 	}
 	return nil
 }
