@@ -262,10 +262,10 @@ func (t *task) put(ctx context.Context, recs []connect.Record) ([]connect.Reject
 }
 
 func (t *task) putBatch(ctx context.Context, recs []connect.Record) ([]connect.Rejected, error) {
+	recs, rejected := rowsOfEvents(recs)
 	if err := t.ensureTables(ctx, recs); err != nil {
 		return nil, err
 	}
-	var rejected []connect.Rejected
 	stmts := make([]statement, 0, len(recs))
 	ok := make([]connect.Record, 0, len(recs))
 	for _, r := range recs {

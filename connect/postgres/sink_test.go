@@ -204,3 +204,36 @@ func TestSetPositionsFenceATaskStillWriting(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, positions)
 }
+
+// The sink reads Debezium's change events as Debezium's own JDBC sink
+// does, without ExtractNewRecordState: a create, read or update writes
+// its after; a delete deletes its key; a truncate is refused; a record
+// that is not an event is written as it is.
+func TestDebeziumChangeEventsAreReadAsTheirRows(t *testing.T) {
+	tk, conn := openSink(t, `CREATE TABLE items (sku text PRIMARY KEY, qty int, note text)`,
+		map[string]string{PKMode: "record_key", InsertMode: "upsert", DeleteEnabled: "true", TableNameFormat: "items"}, "shop.public.items")
+	after := *itemSchema
+	after.Field, after.Optional = "after", true
+	before := after
+	before.Field = "before"
+	envelope := &connect.Schema{Type: "struct", Name: "shop.public.items.Envelope", Fields: []connect.Schema{before, after,
+		{Field: "source", Type: "struct", Fields: []connect.Schema{{Field: "lsn", Type: "int64"}}}, {Field: "op", Type: "string"}}}
+	keySchema := &connect.Schema{Type: "struct", Fields: []connect.Schema{{Field: "sku", Type: "string"}}}
+	event := func(offset int64, sku, op, row string) connect.Record {
+		return connect.Record{Topic: "shop.public.items", Offset: offset, Key: []byte(`{"sku":"` + sku + `"}`), KeySchema: keySchema,
+			Value: []byte(`{"before":null,"after":` + row + `,"source":{"lsn":1},"op":"` + op + `"}`), ValueSchema: envelope}
+	}
+	rej := put(t, tk,
+		event(0, "a", "r", `{"sku":"a","qty":1,"note":null}`),
+		event(1, "b", "c", `{"sku":"b","qty":2,"note":"x"}`),
+		event(2, "a", "u", `{"sku":"a","qty":5,"note":"y"}`),
+		event(3, "b", "d", `null`),
+		event(4, "c", "t", `null`),
+		// Schemaless, as with value.converter.schemas.enable=false.
+		connect.Record{Topic: "shop.public.items", Offset: 5, Key: []byte(`{"sku":"d"}`),
+			Value: []byte(`{"before":null,"after":{"sku":"d","qty":7},"source":{},"op":"c"}`)},
+	)
+	require.Len(t, rej, 1)
+	assert.ErrorIs(t, rej[0].Err, ErrTruncateEvent)
+	assert.Equal(t, []string{"a 5 y", "d 7 <nil>"}, rowsOf(t, conn, `SELECT sku, qty, note FROM items ORDER BY sku`))
+}
