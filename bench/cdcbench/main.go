@@ -92,7 +92,7 @@ func run(n, runs, rate, seconds int, client, out string) error {
 	var plain, capture []float64
 	events := 0
 	for r := range runs {
-		url, err := database(ctx, pg, fmt.Sprintf("rate%d", r), sourceSchema)
+		url, err := pg.CreateDatabaseWith(ctx, fmt.Sprintf("rate%d", r), sourceSchema)
 		if err != nil {
 			return err
 		}
@@ -164,14 +164,7 @@ func startWorker(bootstrap, client string) (*connectworker.Worker, func(), error
 	return w, func() { cancel(); <-done }, nil
 }
 
-func database(ctx context.Context, pg *pgtest.Cluster, name, schema string) (string, error) {
-	url, err := pg.CreateDatabase(ctx, name)
-	if err != nil {
-		return "", err
-	}
-	return url, exec(ctx, url, schema)
-}
-
+// exec runs one statement in the database at url.
 func exec(ctx context.Context, url, sql string, args ...any) error {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -296,11 +289,11 @@ func captureRun(ctx context.Context, addr, url, slot string, end pglogrepl.LSN) 
 // the causal sink run, and returns the p50 and p99 of each order's time
 // from its insert in the source to its insert in the target.
 func latencyRun(ctx context.Context, pg *pgtest.Cluster, addr string, rate, seconds int) (p50, p99 time.Duration, count int, err error) {
-	src, err := database(ctx, pg, "latency_src", sourceSchema)
+	src, err := pg.CreateDatabaseWith(ctx, "latency_src", sourceSchema)
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	dst, err := database(ctx, pg, "latency_dst", targetSchema)
+	dst, err := pg.CreateDatabaseWith(ctx, "latency_dst", targetSchema)
 	if err != nil {
 		return 0, 0, 0, err
 	}

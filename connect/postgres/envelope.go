@@ -1,9 +1,11 @@
 package postgres
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/causeway-stream/causeway/connect"
@@ -50,9 +52,13 @@ func changeEvent(r connect.Record) (out connect.Record, ok bool, err error) {
 // (changeEvent), and returns the others as they are; an event no row
 // stands for (a truncate) is refused.
 func rowsOfEvents(recs []connect.Record) ([]connect.Record, []connect.Rejected) {
+	first := slices.IndexFunc(recs, looksLikeEvent)
+	if first < 0 {
+		return recs, nil // the common case: no event, nothing copied
+	}
 	var rejected []connect.Rejected
-	out := make([]connect.Record, 0, len(recs))
-	for _, r := range recs {
+	out := append(make([]connect.Record, 0, len(recs)), recs[:first]...)
+	for _, r := range recs[first:] {
 		row, _, err := changeEvent(r)
 		if err != nil {
 			rejected = append(rejected, connect.Rejected{Record: r, Err: err})
@@ -66,9 +72,12 @@ func rowsOfEvents(recs []connect.Record) ([]connect.Record, []connect.Rejected) 
 // looksLikeEvent reports whether r's value is shaped as a change event:
 // by its schema when it has one, else by its top-level fields.
 func looksLikeEvent(r connect.Record) bool {
+	if r.Value == nil {
+		return false
+	}
 	if s := r.ValueSchema; s != nil {
 		return s.Type == "struct" && strings.HasSuffix(s.Name, ".Envelope") && s.FieldSchema("op") != nil && s.FieldSchema("after") != nil
 	}
 	v := r.Value
-	return len(v) > 0 && v[0] == '{' && strings.Contains(string(v), `"op"`) && strings.Contains(string(v), `"source"`) && strings.Contains(string(v), `"after"`)
+	return len(v) > 0 && v[0] == '{' && bytes.Contains(v, []byte(`"op"`)) && bytes.Contains(v, []byte(`"source"`)) && bytes.Contains(v, []byte(`"after"`))
 }

@@ -98,16 +98,16 @@ func run(n, writers int, client string) error {
 		return err
 	}
 	defer broker.Close()
-	src, err := database(ctx, pg, "shop", sourceSchema)
+	src, err := pg.CreateDatabaseWith(ctx, "shop", sourceSchema)
 	if err != nil {
 		return err
 	}
 	gate := &target{name: "causal sink, whole transactions"}
 	perTopic := &target{name: "a sink per topic, no gate"}
-	if gate.url, err = database(ctx, pg, "target_gate", targetSchema); err != nil {
+	if gate.url, err = pg.CreateDatabaseWith(ctx, "target_gate", targetSchema); err != nil {
 		return err
 	}
-	if perTopic.url, err = database(ctx, pg, "target_per_topic", targetSchema); err != nil {
+	if perTopic.url, err = pg.CreateDatabaseWith(ctx, "target_per_topic", targetSchema); err != nil {
 		return err
 	}
 	log, _ := zap.NewProduction()
@@ -162,21 +162,6 @@ func run(n, writers int, client string) error {
 	}
 	fmt.Println("the causal sink applied each source transaction whole; the sinks per topic showed readers transactions in part")
 	return nil
-}
-
-// database makes a database with schema and returns its URL.
-func database(ctx context.Context, pg *pgtest.Cluster, name, schema string) (string, error) {
-	url, err := pg.CreateDatabase(ctx, name)
-	if err != nil {
-		return "", err
-	}
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		return "", err
-	}
-	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, schema)
-	return url, err
 }
 
 // connectors makes, over the worker's REST API, the capture, the causal

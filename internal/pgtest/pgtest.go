@@ -190,6 +190,24 @@ func (c *Cluster) CreateDatabase(ctx context.Context, name string) (string, erro
 	return c.URL(name), nil
 }
 
+// CreateDatabaseWith makes a new database, runs schema (SQL statements)
+// in it, and returns its URL.
+func (c *Cluster) CreateDatabaseWith(ctx context.Context, name, schema string) (string, error) {
+	url, err := c.CreateDatabase(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, schema); err != nil {
+		return "", fmt.Errorf("schema of %s: %w", name, err)
+	}
+	return url, nil
+}
+
 // Stop stops the server at once and removes its directory.
 func (c *Cluster) Stop() error {
 	var err error

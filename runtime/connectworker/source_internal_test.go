@@ -3,7 +3,9 @@ package connectworker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/connect"
 	"github.com/causeway-stream/causeway/connect/transform"
+	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/runtime/internal/transport/transporttest"
 )
 
@@ -94,4 +97,63 @@ func TestSourceRecordsAreRoutedAndRefusedOnesLeftOut(t *testing.T) {
 	var key map[string]any
 	require.NoError(t, json.Unmarshal([]byte(got["clean_a"]), &key))
 	assert.Equal(t, map[string]string{"clean_a": `{"id":1}`, "other": `{"id":3}`}, got, "routed, keyed, and nothing left in raw_a")
+}
+
+// failingListener is a scripted task whose first commit callback fails:
+// the task stops between the commit of a poll's records and the write of
+// their transactions' ends.
+type failingListener struct {
+	scripted
+	failed bool
+}
+
+func (f *failingListener) Committed(context.Context, []byte) error {
+	if !f.failed {
+		f.failed = true
+		return errors.New("the task died")
+	}
+	return nil
+}
+
+// A source task that stops after its transactions' records are committed
+// and before their ends are written leaves the ends in its offset record:
+// the next task writes them, once, before anything else.
+func TestEndsLeftByATaskThatStoppedAreWrittenByTheNext(t *testing.T) {
+	t.Parallel()
+	kafka := transporttest.New(t)
+	w, err := New(Config{Bootstrap: kafka.Bootstrap(), Client: kafka.Client(), Listen: "127.0.0.1:0", Log: zaptest.NewLogger(t)})
+	require.NoError(t, err)
+	defer func() { _ = w.server.Stop(context.Background()) }()
+	cfg := map[string]string{"topic.creation.default.partitions": "1"}
+	chain, err := transform.Parse(cfg)
+	require.NoError(t, err)
+	runner := func() *sourceRunner {
+		r, err := w.newSourceRunner("cdc", cfg, chain, zaptest.NewLogger(t), new(atomic.Int64))
+		require.NoError(t, err)
+		return r
+	}
+	first := &failingListener{scripted: scripted{batches: [][]connect.SourceRecord{{
+		{Topic: "orders", Key: []byte(`1`), Value: []byte(`{"id":1}`), Transaction: "t1", Offset: []byte(`1`)},
+		{Topic: "txn", Key: []byte(`"t1"`), Value: []byte(`{"status":"END"}`), Transaction: "t1", EndsTransaction: true},
+	}}}}
+	require.ErrorContains(t, runner().run(context.Background(), first), "the task died")
+	assert.Len(t, kafka.Records(causal.Channel{Topic: "orders"}), 1, "the transaction's record is committed")
+	assert.Empty(t, kafka.Records(causal.Channel{Topic: "txn"}), "its end is not written yet")
+
+	next := &scripted{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runner().run(ctx, next) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(kafka.Records(causal.Channel{Topic: "txn"})) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	require.NoError(t, <-done)
+	ends := kafka.Records(causal.Channel{Topic: "txn"})
+	require.Len(t, ends, 1, "the end, once")
+	end, ok := framework.Record(ends[0]).Header(connect.TxnEndHeader)
+	assert.True(t, ok)
+	assert.Equal(t, "t1", string(end))
+	assert.Equal(t, [][]byte{[]byte(`1`)}, next.asked, "the next task starts after the committed offset")
 }
