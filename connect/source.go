@@ -57,6 +57,15 @@ type Reporter interface {
 	Report() map[string]float64
 }
 
+// Describer is a task that says in words where it stands: a change data
+// capture source's slot and the last log position it wrote. The worker
+// shows them with the task's status (GET /connectors/{name}/status and
+// the page), as of its last heartbeat. Describe is called from another
+// goroutine than Poll's.
+type Describer interface {
+	Describe() map[string]string
+}
+
 // CommitListener is a SourceTask that hears when its records are
 // committed to Kafka: after each Kafka transaction that carried an
 // offset, the runtime calls Committed with it, from Poll's goroutine

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -466,6 +467,22 @@ func TestTheTaskReportsItsPositionsAndTheSlotsLag(t *testing.T) {
 	assert.Equal(t, rep[pgcdc.GaugeWritten], rep[pgcdc.GaugeConfirmed], "everything handed over is committed")
 	assert.Contains(t, rep, pgcdc.GaugeRetainedWAL)
 	assert.GreaterOrEqual(t, rep[pgcdc.GaugeRetainedWAL], rep[pgcdc.GaugeUnconfirmedWAL])
+	// The status names the slot, and its confirmed position is the one
+	// the server shows for the slot, once the server has heard it.
+	slot := "slot_" + db.Config().Database
+	var server string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		require.NoError(t, db.QueryRow(ctx, `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&server))
+		if server == task.(connect.Describer).Describe()[pgcdc.FactConfirmed] || time.Now().After(deadline) {
+			break
+		}
+		_, err = task.Poll(ctx, committed)
+		require.NoError(t, err)
+	}
+	facts := task.(connect.Describer).Describe()
+	assert.Equal(t, slot, facts[pgcdc.FactSlot])
+	assert.Equal(t, server, facts[pgcdc.FactConfirmed])
+	assert.Equal(t, facts[pgcdc.FactConfirmed], facts[pgcdc.FactWritten])
 
 	insert(2) // handed over, never committed
 	for {
@@ -478,4 +495,9 @@ func TestTheTaskReportsItsPositionsAndTheSlotsLag(t *testing.T) {
 	rep = task.(connect.Reporter).Report()
 	assert.Greater(t, rep[pgcdc.GaugeWritten], rep[pgcdc.GaugeConfirmed], "a transaction handed over and not committed")
 	assert.GreaterOrEqual(t, rep[pgcdc.GaugeLag], 0.0)
+	facts = task.(connect.Describer).Describe()
+	written, err := pglogrepl.ParseLSN(facts[pgcdc.FactWritten])
+	require.NoError(t, err)
+	assert.Equal(t, rep[pgcdc.GaugeWritten], float64(written))
+	assert.Equal(t, server, facts[pgcdc.FactConfirmed], "nothing more confirmed")
 }

@@ -5,10 +5,26 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pglogrepl"
+
 	"github.com/causeway-stream/causeway/connect"
 )
 
-var _ connect.Reporter = (*task)(nil)
+var (
+	_ connect.Reporter  = (*task)(nil)
+	_ connect.Describer = (*task)(nil)
+)
+
+// The facts a task gives for its status (connect.Describer): its slot
+// and publication, and the log positions of the gauges GaugeWritten and
+// GaugeConfirmed in Postgres's own form (0/16B3748), as pg_replication_slots
+// shows them.
+const (
+	FactSlot        = "slot"
+	FactPublication = "publication"
+	FactWritten     = "last_written_lsn"
+	FactConfirmed   = "confirmed_lsn"
+)
 
 // The gauges a task reports (connect.Reporter), served by the worker as
 // causeway_connect_source_<name>.
@@ -33,6 +49,9 @@ const (
 type report struct {
 	mu     sync.Mutex
 	gauges map[string]float64
+	// written and confirmed are the task's positions (returned and
+	// confirmed) as of its last look.
+	written, confirmed pglogrepl.LSN
 	// next is when the slot's lag is read again.
 	next time.Time
 }
@@ -46,6 +65,14 @@ func (t *task) Report() map[string]float64 {
 		out[k] = v
 	}
 	return out
+}
+
+// Describe returns the task's facts as of its last look.
+func (t *task) Describe() map[string]string {
+	t.rep.mu.Lock()
+	defer t.rep.mu.Unlock()
+	return map[string]string{FactSlot: t.s.slot, FactPublication: t.s.publication,
+		FactWritten: t.rep.written.String(), FactConfirmed: t.rep.confirmed.String()}
 }
 
 // look reads the slot's lag from the server every status interval, and
@@ -78,6 +105,7 @@ func (t *task) look(ctx context.Context, lastCommit time.Time) error {
 	t.rep.mu.Lock()
 	defer t.rep.mu.Unlock()
 	t.rep.gauges = g
+	t.rep.written, t.rep.confirmed = t.returned, t.confirmed
 	if due {
 		t.rep.next = time.Now().Add(t.s.statusEvery)
 	}

@@ -224,6 +224,23 @@ func TestChangeDataCaptureWritesEachTransactionOnceAndWhole(t *testing.T) {
 	for _, gauge := range []string{pgcdc.GaugeRetainedWAL, pgcdc.GaugeConfirmed, pgcdc.GaugeLag} {
 		assert.Contains(t, metrics, "causeway_connect_source_"+gauge+`{connector="cdc"}`, "the task's gauges are the worker's metrics")
 	}
+	// Its status names the slot and the positions written and confirmed,
+	// which once all is committed are where the server has the slot.
+	var facts, server map[string]string
+	eventually(t, "the status to show the slot where the server has it", func() bool {
+		var st connectworker.ConnectorStateInfo
+		code, body := w2.raw(t, "GET", "/connectors/cdc/status", nil)
+		if code != 200 || json.Unmarshal([]byte(body), &st) != nil || len(st.Tasks) != 1 {
+			return false
+		}
+		var confirmed string
+		require.NoError(t, conn.QueryRow(context.Background(), `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, db).Scan(&confirmed))
+		facts, server = st.Tasks[0].Facts, map[string]string{pgcdc.FactSlot: db, pgcdc.FactConfirmed: confirmed, pgcdc.FactWritten: confirmed}
+		return facts[pgcdc.FactConfirmed] == confirmed
+	})
+	for k, v := range server {
+		assert.Equal(t, v, facts[k], k)
+	}
 	require.NoError(t, w2.stop())
 
 	recs := e.cdcTopics("shop")

@@ -61,6 +61,8 @@ type runner struct {
 	// kind is the connector's kind, and counters what its task did.
 	kind     pluginKind
 	counters taskCounters
+	// facts are what the task last said of itself (refreshFacts).
+	facts map[string]string
 }
 
 func newHerder(w *Worker) *herder {
@@ -102,6 +104,7 @@ func (h *herder) run(ctx context.Context) error {
 		case <-ctx.Done():
 			return h.leave(context.WithoutCancel(ctx))
 		case <-beat.C:
+			h.refreshFacts()
 			if err := h.heartbeat(ctx); err != nil && ctx.Err() == nil {
 				h.w.log.Warn("heartbeat", zap.Error(err))
 			}
@@ -264,7 +267,7 @@ func (r *runner) status() taskStatus {
 		}
 		return st
 	default:
-		return taskStatus{State: StateRunning, Task: r.task}
+		return taskStatus{State: StateRunning, Task: r.task, Facts: r.facts}
 	}
 }
 
@@ -316,7 +319,7 @@ func (h *herder) start(ctx context.Context, name string, d desired, skip map[cau
 func (h *herder) report(ctx context.Context, plan map[string]desired) {
 	for name, r := range h.runners {
 		st := h.withRestarts(fmt.Sprintf("%s/%d", name, r.task), r.status())
-		if h.written[name] == st {
+		if sameStatus(h.written[name], st) {
 			continue
 		}
 		b, err := json.Marshal(st)
@@ -386,13 +389,4 @@ func (h *herder) policyRestart(key string, r *runner, restart bool) bool {
 		return true
 	}
 	return restart
-}
-
-// withRestarts adds to a failed task's status when the restart policy
-// tries it next.
-func (h *herder) withRestarts(key string, st taskStatus) taskStatus {
-	if rs, ok := h.restarts.Status(key); ok && !rs.Next.IsZero() && st.State == StateFailed {
-		st.Trace += fmt.Sprintf("\n(restart policy: attempt %d at %s)", rs.Attempts+1, rs.Next.UTC().Format(time.RFC3339))
-	}
-	return st
 }

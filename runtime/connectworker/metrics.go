@@ -33,6 +33,8 @@ type taskCounters struct {
 	produced atomic.Int64
 	// reporter is a source task that reports gauges of its own.
 	reporter atomic.Pointer[connect.Reporter]
+	// describer is a source task that says where it stands.
+	describer atomic.Pointer[connect.Describer]
 }
 
 // registry holds the worker's metrics and the Go runtime's and the

@@ -190,7 +190,7 @@ func (c connectorView) status() ConnectorStateInfo {
 	for id, worker := range c.tasks {
 		st := TaskState{ID: id, State: State{State: StateUnassigned, WorkerID: worker}}
 		if s, ok := c.statuses[worker]; ok && s.Task == id {
-			st.State.State, st.Trace = s.State, s.Trace
+			st.State.State, st.Trace, st.Facts = s.State, s.Trace, s.Facts
 		}
 		if st.State.State == StateFailed {
 			failed++

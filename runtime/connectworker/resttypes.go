@@ -38,10 +38,13 @@ type State struct {
 	Trace    string `json:"trace,omitempty"`
 }
 
-// TaskState is a task's State with its id.
+// TaskState is a task's State with its id, and what a running task says
+// of where it stands (connect.Describer), which Kafka Connect's answer
+// does not carry: a change data capture source's slot and last position.
 type TaskState struct {
 	ID int `json:"id"`
 	State
+	Facts map[string]string `json:"facts,omitempty"`
 }
 
 // ConnectorStateInfo is the body of GET /connectors/{name}/status.

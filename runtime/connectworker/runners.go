@@ -55,6 +55,10 @@ func (w *Worker) runnerFor(name string, task int, cfg map[string]string, r *runn
 				r.counters.reporter.Store(&rep)
 				defer r.counters.reporter.Store(nil)
 			}
+			if d, ok := t.(connect.Describer); ok {
+				r.counters.describer.Store(&d)
+				defer r.counters.describer.Store(nil)
+			}
 			s, err := w.newSourceRunner(name, cfg, chain, log, &r.counters.produced)
 			if err != nil {
 				return errors.Join(err, t.Close())

@@ -100,6 +100,9 @@ type taskStatus struct {
 	// FailedAt is the record a failed sink task stopped on, when one did
 	// (zero otherwise).
 	FailedAt recordRef `json:"failed_at,omitzero"`
+	// Facts are what a running task says of where it stands, as of the
+	// worker's last heartbeat (connect.Describer).
+	Facts map[string]string `json:"facts,omitempty"`
 }
 
 func newClusterState() clusterState {

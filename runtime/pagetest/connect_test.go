@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/causeway-stream/causeway/connect"
 	"github.com/causeway-stream/causeway/runtime/connectworker"
 	"github.com/causeway-stream/causeway/runtime/embedded"
 )
@@ -80,4 +82,84 @@ func TestConnectPageShowsConnectorsAndPausesThem(t *testing.T) {
 func textOf(css string) string {
 	q, _ := json.Marshal(css)
 	return fmt.Sprintf(`(document.querySelector(%s) || {innerText: ""}).innerText`, q)
+}
+
+// describedSource is a source whose task writes nothing and says it
+// stands where position says.
+type describedSource struct{ position *atomic.Value }
+
+func (describedSource) Config() *connect.ConfigDef { return &connect.ConfigDef{} }
+
+func (s describedSource) Open(context.Context, string, connect.Config) (connect.SourceTask, error) {
+	return describedTask(s), nil
+}
+
+type describedTask describedSource
+
+func (describedTask) Poll(ctx context.Context, _ []byte) ([]connect.SourceRecord, error) {
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(50 * time.Millisecond):
+		return nil, nil
+	}
+}
+
+func (describedTask) Close() error { return nil }
+
+func (t describedTask) Describe() map[string]string {
+	return map[string]string{"slot": "orders_slot", "last_written_lsn": t.position.Load().(string)}
+}
+
+// The page shows what a task says of where it stands (a capture's slot
+// and last position), and follows it as it moves.
+func TestConnectPageShowsWhereATaskStands(t *testing.T) {
+	b, err := embedded.Start()
+	require.NoError(t, err)
+	defer b.Close()
+	position := &atomic.Value{}
+	position.Store("0/16B3748")
+	w, err := connectworker.New(connectworker.Config{Bootstrap: b.Addr(), Listen: "127.0.0.1:0", WorkerID: "page",
+		Heartbeat: 200 * time.Millisecond, Log: zap.NewNop(), Sources: map[string]connect.Source{"Described": describedSource{position}}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() {
+		cancel()
+		assert.NoError(t, <-done)
+	}()
+	base := "http://" + w.Addr()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		resp, err := http.Post(base+"/connectors", "application/json",
+			strings.NewReader(`{"name": "capture", "config": {"connector.class": "Described"}}`))
+		if err == nil {
+			resp.Body.Close()
+			require.Equal(t, http.StatusCreated, resp.StatusCode)
+			break
+		}
+		require.False(t, time.Now().After(deadline), "the worker does not answer: %v", err)
+		time.Sleep(50 * time.Millisecond)
+	}
+	fact := `tr[data-connector="capture"] [data-task="0"] [data-fact="last_written_lsn"]`
+	bctx := browser(t)
+	require.NoError(t, chromedp.Do(bctx,
+		chromedp.Navigate(base+"/ui/"),
+		chromedp.WaitVisible(chromedp.CSS(fact)),
+	))
+	first, err := chromedp.Run(bctx, chromedp.Evaluate[string](textOf(fact)))
+	require.NoError(t, err)
+	slot, err := chromedp.Run(bctx, chromedp.Evaluate[string](textOf(`tr[data-connector="capture"] [data-fact="slot"]`)))
+	require.NoError(t, err)
+	assert.Equal(t, "last_written_lsn: 0/16B3748", first)
+	assert.Equal(t, "slot: orders_slot", slot)
+
+	position.Store("0/1700000")
+	var moved string
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if moved, err = chromedp.Run(bctx, chromedp.Evaluate[string](textOf(fact))); err == nil && moved != first {
+			break
+		}
+	}
+	assert.Equal(t, "last_written_lsn: 0/1700000", moved, "the page follows the task")
 }

@@ -1,5 +1,6 @@
 // The connect worker's page: every connector of the cluster with its
-// tasks, from GET /connectors?expand=status&expand=info, every second;
+// tasks (and what a task says of where it stands: a capture's slot and
+// positions), from GET /connectors?expand=status&expand=info, every second;
 // pause, resume and restart through the REST API.
 "use strict";
 
@@ -36,6 +37,13 @@ async function refresh() {
     for (const t of status.tasks) {
       const line = el("div", { "data-task": String(t.id) }, "task " + t.id + " on " + t.worker_id + ": ",
         el("span", { class: t.state }, t.state));
+      if (t.facts) {
+        const facts = el("div", { class: "facts" });
+        for (const k of Object.keys(t.facts).sort()) {
+          facts.append(el("span", { "data-fact": k }, k + ": " + t.facts[k]), " ");
+        }
+        line.append(facts);
+      }
       if (t.trace) line.append(el("div", { class: "trace" }, t.trace));
       tasks.append(line);
     }
