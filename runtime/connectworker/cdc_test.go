@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -224,23 +225,53 @@ func TestChangeDataCaptureWritesEachTransactionOnceAndWhole(t *testing.T) {
 	for _, gauge := range []string{pgcdc.GaugeRetainedWAL, pgcdc.GaugeConfirmed, pgcdc.GaugeLag} {
 		assert.Contains(t, metrics, "causeway_connect_source_"+gauge+`{connector="cdc"}`, "the task's gauges are the worker's metrics")
 	}
-	// Its status names the slot and the positions written and confirmed,
-	// which once all is committed are where the server has the slot.
-	var facts, server map[string]string
-	eventually(t, "the status to show the slot where the server has it", func() bool {
+	// Its status names the slot and the positions written and confirmed:
+	// past the last change written to Kafka (an order's commit comes after
+	// its changes), and no further than the server has the slot (other
+	// databases' WAL moves it on while the tables are quiet).
+	var last pglogrepl.LSN
+	for ch, rs := range e.cdcTopics("shop") {
+		for _, r := range rs {
+			var v struct {
+				Payload struct {
+					Source struct {
+						LSN uint64 `json:"lsn"`
+					} `json:"source"`
+				} `json:"payload"`
+			}
+			if r.msg.Value != nil && ch.Topic != "shop.transaction" && json.Unmarshal(r.msg.Value, &v) == nil {
+				last = max(last, pglogrepl.LSN(v.Payload.Source.LSN))
+			}
+		}
+	}
+	require.NotZero(t, last)
+	var facts map[string]string
+	var server string
+	eventually(t, "the status to show the slot past the last change", func() bool {
 		var st connectworker.ConnectorStateInfo
 		code, body := w2.raw(t, "GET", "/connectors/cdc/status", nil)
 		if code != 200 || json.Unmarshal([]byte(body), &st) != nil || len(st.Tasks) != 1 {
 			return false
 		}
-		var confirmed string
-		require.NoError(t, conn.QueryRow(context.Background(), `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, db).Scan(&confirmed))
-		facts, server = st.Tasks[0].Facts, map[string]string{pgcdc.FactSlot: db, pgcdc.FactConfirmed: confirmed, pgcdc.FactWritten: confirmed}
-		return facts[pgcdc.FactConfirmed] == confirmed
+		facts = st.Tasks[0].Facts
+		require.NoError(t, conn.QueryRow(context.Background(), `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, db).Scan(&server))
+		confirmed, err := pglogrepl.ParseLSN(facts[pgcdc.FactConfirmed])
+		return err == nil && confirmed > last
 	})
-	for k, v := range server {
-		assert.Equal(t, v, facts[k], k)
-	}
+	assert.Equal(t, db, facts[pgcdc.FactSlot])
+	confirmed, err := pglogrepl.ParseLSN(facts[pgcdc.FactConfirmed])
+	require.NoError(t, err)
+	written, err := pglogrepl.ParseLSN(facts[pgcdc.FactWritten])
+	require.NoError(t, err)
+	onServer, err := pglogrepl.ParseLSN(server)
+	require.NoError(t, err)
+	assert.Greater(t, written, last)
+	assert.LessOrEqual(t, confirmed, written, "only what was written is confirmed")
+	eventually(t, "the server to have the slot where the status says", func() bool {
+		require.NoError(t, conn.QueryRow(context.Background(), `SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, db).Scan(&server))
+		onServer, err = pglogrepl.ParseLSN(server)
+		return err == nil && onServer >= confirmed
+	})
 	require.NoError(t, w2.stop())
 
 	recs := e.cdcTopics("shop")
