@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/big"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hamba/avro/v2"
@@ -17,13 +18,15 @@ import (
 // avroPlan is how the Avro converter reads the records of one writer's
 // schema: the schema, and the Connect schema it hands on with them.
 type avroPlan struct {
-	schema  avro.Schema
+	schema avro.Schema
+	// api decodes with caches of its own (see writePlan).
+	api     avro.API
 	connect *connect.Schema
 }
 
 // newAvroPlan parses a writer's schema as the registry gives it.
 func newAvroPlan(text string) (*avroPlan, error) {
-	s, err := avro.Parse(text)
+	s, err := avro.ParseWithCache(text, "", &avro.SchemaCache{})
 	if err != nil {
 		return nil, fmt.Errorf("the writer's schema: %w", err)
 	}
@@ -31,19 +34,58 @@ func newAvroPlan(text string) (*avroPlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &avroPlan{schema: s, connect: cs}, nil
+	return &avroPlan{schema: s, api: avro.Config{}.Freeze(), connect: cs}, nil
 }
 
 // connectSchemaOf is the Connect schema of an Avro schema, as Confluent's
 // AvroConverter maps them: a record is a struct, a union with null an
 // optional value, an enum a string, and the logical types decimal, date,
-// time-millis and timestamp-millis Connect's.
+// time-millis and timestamp-millis Connect's; what the connect.*
+// properties say (a name, version, doc, parameters, int8 or int16: see
+// avroSchemaOf) is taken back.
 func connectSchemaOf(s avro.Schema) (*connect.Schema, error) {
+	out, err := connectSchemaOfType(s)
+	if err != nil {
+		return nil, err
+	}
+	if p, ok := s.(interface{ Prop(string) any }); ok {
+		withConnectProps(out, p)
+	}
+	return out, nil
+}
+
+// withConnectProps sets on c what the connect.* properties of its Avro
+// schema say.
+func withConnectProps(c *connect.Schema, p interface{ Prop(string) any }) {
+	if t, ok := p.Prop(propType).(string); ok && (t == "int8" || t == "int16") && c.Type == "int32" {
+		c.Type = t
+	}
+	if n, ok := p.Prop(propName).(string); ok && c.Type != "struct" {
+		c.Name = n
+	}
+	if v, ok := p.Prop(propVersion).(float64); ok {
+		c.Version = int(v)
+	}
+	if d, ok := p.Prop(propDoc).(string); ok {
+		c.Doc = d
+	}
+	if params, ok := p.Prop(propParameters).(map[string]any); ok {
+		c.Parameters = map[string]string{}
+		for k, v := range params {
+			c.Parameters[k] = fmt.Sprint(v)
+		}
+	}
+}
+
+func connectSchemaOfType(s avro.Schema) (*connect.Schema, error) {
 	switch t := s.(type) {
 	case *avro.RefSchema:
 		return connectSchemaOf(t.Schema())
 	case *avro.RecordSchema:
-		out := &connect.Schema{Type: "struct", Name: t.FullName()}
+		out := &connect.Schema{Type: "struct", Name: t.FullName(), Doc: t.Doc()}
+		if strings.HasPrefix(out.Name, defaultNamespace+"."+defaultRecordName) {
+			out.Name = "" // a struct that had no name
+		}
 		for _, f := range t.Fields() {
 			fs, err := connectSchemaOf(f.Type())
 			if err != nil {

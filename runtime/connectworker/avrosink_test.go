@@ -72,3 +72,34 @@ func TestAvroValuesMakeTheirTable(t *testing.T) {
 	}
 	assert.Equal(t, []string{"s1 dhl 2024-03-01 10:00:00 1.5", "s2 - 2024-03-02 11:30:00 2"}, got)
 }
+
+// Change events written in Avro, as Debezium's users configure the
+// AvroConverter on both sides, land whole in the target as JSON ones do:
+// every record of the capture's topics is in the registry's wire format,
+// each topic's key and value schemas registered under its subjects.
+func TestAvroChangeEventsLandWholeInTheTarget(t *testing.T) {
+	t.Parallel()
+	e := newFakeEnv(t)
+	avroConverter, registryURL := "io.confluent.connect.avro.AvroConverter", "mock://cdc-avro"
+	transactionsLandWhole(t, e, map[string]string{"key.converter": avroConverter, "value.converter": avroConverter,
+		"key.converter.schema.registry.url": registryURL, "value.converter.schema.registry.url": registryURL})
+	n := 0
+	for ch, recs := range e.cdcTopics("shop") {
+		for _, r := range recs {
+			for _, b := range [][]byte{r.msg.Key, r.msg.Value} {
+				if b != nil {
+					require.GreaterOrEqual(t, len(b), 5, "%s: %q", ch, b)
+					require.Equal(t, byte(0), b[0], "%s: not in the wire format: %q", ch, b)
+					n++
+				}
+			}
+		}
+	}
+	assert.Positive(t, n)
+	subjects, err := connectworker.MockRegistry(registryURL).GetAllSubjects()
+	require.NoError(t, err)
+	for _, topic := range []string{"shop.public.orders", "shop.public.lines", "shop.public.stock", "shop.transaction"} {
+		assert.Contains(t, subjects, topic+"-key")
+		assert.Contains(t, subjects, topic+"-value")
+	}
+}

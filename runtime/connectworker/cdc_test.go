@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -345,25 +346,34 @@ func tornReads(ctx context.Context, conn *pgx.Conn) (int, error) {
 // orders flow sees none broken, and every order lands.
 func TestSourceTransactionsLandWholeInTheTarget(t *testing.T) {
 	t.Parallel()
-	e := newFakeEnv(t)
+	jsonConverter := "org.apache.kafka.connect.json.JsonConverter"
+	transactionsLandWhole(t, newFakeEnv(t), map[string]string{"key.converter": jsonConverter, "value.converter": jsonConverter})
+}
+
+// transactionsLandWhole captures orders into Kafka and writes them to a
+// target with the causal sink, both with the converters conv, and checks
+// that no read of the target sees a part of a transaction.
+func transactionsLandWhole(t *testing.T, e *env, conv map[string]string) {
 	src, conn := e.database("src", cdcSchema)
 	dst, target := e.database("dst", targetSchema)
 	db := src[strings.LastIndex(src, "/")+1 : strings.Index(src, "?")]
 	w := e.startWith("w1", withCDC)
-	jsonConverter := "org.apache.kafka.connect.json.JsonConverter"
-	code, body := w.call(t, "PUT", "/connectors/cdc/config", map[string]string{"connector.class": "PostgresCdcSource", pgcdc.URL: src,
-		pgcdc.TopicPrefix: "shop", pgcdc.SlotName: db, pgcdc.PollInterval: "50", "topic.creation.default.partitions": "2",
-		"key.converter": jsonConverter, "value.converter": jsonConverter})
+	capture := map[string]string{"connector.class": "PostgresCdcSource", pgcdc.URL: src,
+		pgcdc.TopicPrefix: "shop", pgcdc.SlotName: db, pgcdc.PollInterval: "50", "topic.creation.default.partitions": "2"}
+	maps.Copy(capture, conv)
+	code, body := w.call(t, "PUT", "/connectors/cdc/config", capture)
 	require.Contains(t, []int{200, 201}, code, "%v", body)
 	topics := "shop.public.orders,shop.public.lines,shop.public.stock,shop.transaction"
 	e.topics(2, strings.Split(topics, ",")...)
-	code, body = w.call(t, "PUT", "/connectors/sink/config", map[string]string{"connector.class": "PostgresSink", "connection.url": dst,
-		"topics": topics, "causal.transaction.topic": "shop.transaction", "key.converter": jsonConverter, "value.converter": jsonConverter,
+	sink := map[string]string{"connector.class": "PostgresSink", "connection.url": dst,
+		"topics": topics, "causal.transaction.topic": "shop.transaction",
 		"insert.mode": "upsert", "pk.mode": "record_key", "delete.enabled": "true",
 		"transforms": "unwrap,route", "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
 		"transforms.unwrap.delete.handling.mode": "none",
 		"transforms.route.type":                  "org.apache.kafka.connect.transforms.RegexRouter",
-		"transforms.route.regex":                 `[^.]+\.[^.]+\.([^.]+)`, "transforms.route.replacement": "$1"})
+		"transforms.route.regex":                 `[^.]+\.[^.]+\.([^.]+)`, "transforms.route.replacement": "$1"}
+	maps.Copy(sink, conv)
+	code, body = w.call(t, "PUT", "/connectors/sink/config", sink)
 	require.Contains(t, []int{200, 201}, code, "%v", body)
 
 	ctx := context.Background()

@@ -178,7 +178,7 @@ func (w *Worker) validate(cfg map[string]string) (validation, error) {
 	if t, set := cfg[keyTxnTopic]; set && p.kind == kindSink {
 		v.extra = append(v.extra, txnTopicErrors(t, cfg)...)
 	}
-	v.extra = append(v.extra, converterErrors(cfg, p.kind)...)
+	v.extra = append(v.extra, converterErrors(cfg, p.kind, p.http)...)
 	return v, nil
 }
 

@@ -12,16 +12,15 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/schemaregistry"
 
 	"github.com/causeway-stream/causeway/connect"
-	"github.com/causeway-stream/causeway/framework/serde"
 	"github.com/causeway-stream/causeway/framework/serde/registry"
 )
 
 // avroConverter is Confluent's Avro converter over the Schema Registry at
 // url.
 func avroConverter(url string, key bool) (avroToJSON, error) {
-	client, err := schemaregistry.NewClient(schemaregistry.NewConfig(url))
+	client, err := registryClient(url)
 	if err != nil {
-		return avroToJSON{}, fmt.Errorf("schema.registry.url: %w", err)
+		return avroToJSON{}, err
 	}
 	return newAvroToJSON(client, key), nil
 }
@@ -34,7 +33,6 @@ type avroToJSON struct {
 	client schemaregistry.Client
 	part   registry.Part
 	mu     *sync.Mutex
-	serdes map[string]serde.Serde[map[string]any]
 	// plans by the writer schema's id.
 	plans map[int]*avroPlan
 }
@@ -44,40 +42,32 @@ func newAvroToJSON(client schemaregistry.Client, key bool) avroToJSON {
 	if key {
 		part = registry.Key
 	}
-	return avroToJSON{client: client, part: part, mu: &sync.Mutex{}, serdes: map[string]serde.Serde[map[string]any]{}, plans: map[int]*avroPlan{}}
+	return avroToJSON{client: client, part: part, mu: &sync.Mutex{}, plans: map[int]*avroPlan{}}
 }
 
 // Read implements convert.Converter.
 func (a avroToJSON) Read(topic string, data []byte) ([]byte, *connect.Schema, error) {
-	s, plan, err := a.prepare(topic, data)
+	plan, err := a.prepare(topic, data)
 	if err != nil {
 		return nil, nil, fmt.Errorf("AvroConverter: %w", err)
 	}
-	v, err := s.Deserialize(data)
-	if err != nil {
+	var v any
+	if err := plan.api.Unmarshal(plan.schema, data[5:], &v); err != nil {
 		return nil, nil, fmt.Errorf("AvroConverter: %w", err)
 	}
 	b, err := json.Marshal(toConnect(v, plan.schema))
 	return b, plan.connect, err
 }
 
-// prepare finds the serde of topic and the plan of data's writer schema,
-// reading them from the registry the first time.
-func (a avroToJSON) prepare(topic string, data []byte) (serde.Serde[map[string]any], *avroPlan, error) {
+// prepare finds the plan of data's writer schema, reading it from the
+// registry the first time.
+func (a avroToJSON) prepare(topic string, data []byte) (*avroPlan, error) {
 	if len(data) < 5 || data[0] != 0 {
-		return nil, nil, errors.New("not in the Schema Registry's wire format (a zero byte, then the schema's id)")
+		return nil, errors.New("not in the Schema Registry's wire format (a zero byte, then the schema's id)")
 	}
 	id := int(binary.BigEndian.Uint32(data[1:5]))
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	s, ok := a.serdes[topic]
-	if !ok {
-		var err error
-		if s, err = registry.Avro[map[string]any](a.client, topic, a.part, registry.Options{}); err != nil {
-			return nil, nil, err
-		}
-		a.serdes[topic] = s
-	}
 	plan, ok := a.plans[id]
 	if !ok {
 		subject := topic + "-value"
@@ -86,12 +76,12 @@ func (a avroToJSON) prepare(topic string, data []byte) (serde.Serde[map[string]a
 		}
 		info, err := a.client.GetBySubjectAndID(subject, id)
 		if err != nil {
-			return nil, nil, fmt.Errorf("schema %d of %s: %w", id, subject, err)
+			return nil, fmt.Errorf("schema %d of %s: %w", id, subject, err)
 		}
 		if plan, err = newAvroPlan(info.Schema); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		a.plans[id] = plan
 	}
-	return s, plan, nil
+	return plan, nil
 }

@@ -21,3 +21,15 @@ type avroToJSON struct{}
 func (avroToJSON) Read(string, []byte) ([]byte, *connect.Schema, error) {
 	return nil, nil, errors.New("the Avro converter needs a worker built with cgo")
 }
+
+// avroWriter is not built without cgo.
+type avroWriter struct{}
+
+// newAvroWriter fails: the Avro converter needs cgo.
+func newAvroWriter(string, bool) (*avroWriter, error) {
+	return nil, errors.New("the Avro converter needs a worker built with cgo")
+}
+
+func (*avroWriter) write(string, []byte, *connect.Schema) ([]byte, error) {
+	return nil, errors.New("the Avro converter needs a worker built with cgo")
+}

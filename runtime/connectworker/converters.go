@@ -36,10 +36,12 @@ func converterSettings(cfg map[string]string, prefix string) map[string]string {
 	return out
 }
 
-// converterErrors checks the converters cfg names for a connector of kind:
-// each converter's own settings, the registry an Avro one needs, and that
-// a source's are what sources write (schemaless JSON).
-func converterErrors(cfg map[string]string, kind pluginKind) []*connect.FieldError {
+// converterErrors checks the converters cfg names for a connector of kind
+// (the HTTP source when http): each converter's own settings, the
+// registry an Avro one needs, and that a source's are ones sources write:
+// JSON, with or without schemas, or Avro, which the HTTP source, whose
+// records have no schema, cannot write.
+func converterErrors(cfg map[string]string, kind pluginKind, http bool) []*connect.FieldError {
 	var out []*connect.FieldError
 	for _, prefix := range []string{keyKeyConverter, keyValueConverter} {
 		class, given := cfg[prefix]
@@ -67,8 +69,8 @@ func converterErrors(cfg map[string]string, kind pluginKind) []*connect.FieldErr
 					out = append(out, &connect.FieldError{Field: prefix + "." + name, Reason: "is not supported: the Avro converter reads only schema.registry.url"})
 				}
 			}
-			if kind == kindSource {
-				out = append(out, &connect.FieldError{Field: prefix, Reason: "sources write JSON: give the JsonConverter, or no converter"})
+			if http {
+				out = append(out, &connect.FieldError{Field: prefix, Reason: "the HTTP source's records have no schema, which Avro needs: give the JsonConverter, or no converter"})
 			}
 			continue
 		}
@@ -87,7 +89,7 @@ func converterErrors(cfg map[string]string, kind pluginKind) []*connect.FieldErr
 			}
 		}
 		if kind == kindSource && class != convert.JSON {
-			out = append(out, &connect.FieldError{Field: prefix, Reason: "sources write JSON: give the JsonConverter (schemas.enable true writes the source's schemas beside its data), or no converter"})
+			out = append(out, &connect.FieldError{Field: prefix, Reason: "sources write JSON or Avro: give the JsonConverter (schemas.enable true writes the source's schemas beside its data), the AvroConverter, or no converter"})
 		}
 	}
 	return out

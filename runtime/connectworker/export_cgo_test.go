@@ -13,3 +13,10 @@ import (
 func AvroValueConverter(client schemaregistry.Client) convert.Converter {
 	return newAvroToJSON(client, false)
 }
+
+// MockRegistry is the registry the worker's Avro converters given the
+// mock:// URL url share.
+func MockRegistry(url string) schemaregistry.Client {
+	c, _ := registryClient(url)
+	return c
+}

@@ -388,14 +388,19 @@ func TestASourcesFrameworkSettingsAreChecked(t *testing.T) {
 	w := e.start("w1")
 	base := map[string]string{"name": "web", "connector.class": "HttpSource", "http.topics": "events",
 		"exactly.once.support": "required", "transaction.boundary": "poll", "topic.creation.default.replication.factor": "-1"}
-	for _, tt := range []struct{ key, value, want string }{
-		{"", "", ""},
-		{"transaction.boundary", "connector", `only "poll" is served`},
-		{"exactly.once.support", "maybe", "is not one of requested, required"},
-		{"value.converter", "org.apache.kafka.connect.json.JsonConverter", ""},
-		{"value.converter", "org.apache.kafka.connect.storage.StringConverter", "sources write JSON"},
+	for _, tt := range []struct {
+		key, value, want string
+		more             map[string]string
+	}{
+		{"", "", "", nil},
+		{"transaction.boundary", "connector", `only "poll" is served`, nil},
+		{"exactly.once.support", "maybe", "is not one of requested, required", nil},
+		{"value.converter", "org.apache.kafka.connect.json.JsonConverter", "", nil},
+		{"value.converter", "org.apache.kafka.connect.storage.StringConverter", "sources write JSON or Avro", nil},
+		{"value.converter", "io.confluent.connect.avro.AvroConverter", "have no schema, which Avro needs", map[string]string{"value.converter.schema.registry.url": "mock://http"}},
 	} {
 		cfg := maps.Clone(base)
+		maps.Copy(cfg, tt.more)
 		if tt.key != "" {
 			cfg[tt.key] = tt.value
 		}

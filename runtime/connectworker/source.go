@@ -66,8 +66,11 @@ type committedOffset struct {
 
 func (w *Worker) newSourceRunner(name string, cfg map[string]string, chain *transform.Chain, log *zap.Logger, produced *atomic.Int64) (*sourceRunner, error) {
 	creation, _ := parseTopicCreation(cfg) // validate checked it
-	s := &sourceRunner{connector: name, chain: chain, log: log, tolerate: cfg[keyTolerance] == "all", produced: produced,
-		envelope: sourceEnvelopeOf(cfg)}
+	envelope, err := sourceEnvelopeOf(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &sourceRunner{connector: name, chain: chain, log: log, tolerate: cfg[keyTolerance] == "all", produced: produced, envelope: envelope}
 	settings := w.settings("connect-"+name, "source")
 	producer, admin, err := w.producer(settings)
 	if err != nil {
@@ -244,6 +247,11 @@ func (s *sourceRunner) transformAll(recs []connect.SourceRecord) ([]routedRecord
 	for _, r := range recs {
 		t, err := s.chain.Apply(transform.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp, Headers: r.Headers,
 			KeySchema: r.KeySchema, ValueSchema: r.ValueSchema})
+		if err == nil {
+			// The converters, as Kafka Connect runs them after the
+			// transforms and under the same tolerance.
+			t.Key, t.Value, err = s.envelope.write(t)
+		}
 		switch {
 		case errors.Is(err, connect.ErrFiltered):
 			if r.Offset != nil {
@@ -254,7 +262,6 @@ func (s *sourceRunner) transformAll(recs []connect.SourceRecord) ([]routedRecord
 				r.Offset = skipped
 			}
 			skipped = nil
-			t.Key, t.Value = s.envelope.key(t.Key, t.KeySchema), s.envelope.value(t.Value, t.ValueSchema)
 			out = append(out, routedRecord{t: t, src: r})
 		case s.tolerate:
 			s.log.Warn("record skipped", zap.String("topic", r.Topic), zap.Error(err))

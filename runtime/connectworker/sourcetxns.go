@@ -8,6 +8,7 @@ import (
 
 	"github.com/causeway-stream/causeway/connect"
 	"github.com/causeway-stream/causeway/connect/convert"
+	"github.com/causeway-stream/causeway/connect/transform"
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
@@ -137,33 +138,59 @@ func addTopic(topics []string, topic string) []string {
 // as its converters say: with no converter, or the JsonConverter with
 // schemas.enable=false, the data as the source gave it; with the
 // JsonConverter's schemas on, a {"schema", "payload"} envelope of the
-// record's schema (null when it has none) and the data.
+// record's schema (null when it has none) and the data; with the
+// AvroConverter, Avro in the Schema Registry's wire format.
 type sourceEnvelope struct {
 	keys, values bool
 	// schemas caches each schema's JSON.
 	schemas map[*connect.Schema][]byte
+	// keyAvro and valueAvro write Avro, when the converter is Avro's.
+	keyAvro, valueAvro *avroWriter
 }
 
-func sourceEnvelopeOf(cfg map[string]string) sourceEnvelope {
+func sourceEnvelopeOf(cfg map[string]string) (sourceEnvelope, error) {
 	on := func(prefix string) bool {
 		class, ok := cfg[prefix]
 		return ok && class == convert.JSON && cfg[prefix+"."+convert.SchemasEnable] != "false"
 	}
-	return sourceEnvelope{keys: on(keyKeyConverter), values: on(keyValueConverter), schemas: map[*connect.Schema][]byte{}}
+	e := sourceEnvelope{keys: on(keyKeyConverter), values: on(keyValueConverter), schemas: map[*connect.Schema][]byte{}}
+	var err error
+	if cfg[keyKeyConverter] == convert.Avro {
+		if e.keyAvro, err = newAvroWriter(cfg[keyKeyConverter+".schema.registry.url"], true); err != nil {
+			return e, fmt.Errorf("%s: %w", keyKeyConverter, err)
+		}
+	}
+	if cfg[keyValueConverter] == convert.Avro {
+		if e.valueAvro, err = newAvroWriter(cfg[keyValueConverter+".schema.registry.url"], false); err != nil {
+			return e, fmt.Errorf("%s: %w", keyValueConverter, err)
+		}
+	}
+	return e, nil
 }
 
-func (e sourceEnvelope) key(data []byte, schema *connect.Schema) []byte {
-	if !e.keys || data == nil {
-		return data
+// write is t's key and value as they are written to Kafka.
+func (e sourceEnvelope) write(t transform.Record) (key, value []byte, err error) {
+	switch {
+	case e.keyAvro != nil:
+		if key, err = e.keyAvro.write(t.Topic, t.Key, t.KeySchema); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", keyKeyConverter, err)
+		}
+	case e.keys && t.Key != nil:
+		key = e.wrap(t.Key, t.KeySchema)
+	default:
+		key = t.Key
 	}
-	return e.wrap(data, schema)
-}
-
-func (e sourceEnvelope) value(data []byte, schema *connect.Schema) []byte {
-	if !e.values || data == nil {
-		return data
+	switch {
+	case e.valueAvro != nil:
+		if value, err = e.valueAvro.write(t.Topic, t.Value, t.ValueSchema); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", keyValueConverter, err)
+		}
+	case e.values && t.Value != nil:
+		value = e.wrap(t.Value, t.ValueSchema)
+	default:
+		value = t.Value
 	}
-	return e.wrap(data, schema)
+	return key, value, nil
 }
 
 func (e sourceEnvelope) wrap(data []byte, schema *connect.Schema) []byte {
