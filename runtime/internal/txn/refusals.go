@@ -27,10 +27,28 @@ import (
 //causeway:owned
 type refusals struct {
 	log *zap.Logger
-	// known holds the refused records, by fingerprint, with their errors.
-	known map[fingerprint]error
+	// known holds the refused records, by fingerprint, with their errors
+	// and when they were learned.
+	known map[fingerprint]refusal
 	seed  maphash.Seed
+	// commits counts the commits that went through.
+	commits uint64
 }
+
+// refusal is a refused record's error, and the count of commits when it
+// was learned.
+type refusal struct {
+	err     error
+	learned uint64
+}
+
+// keepCommits is how many commits a refusal is remembered for. Not only
+// until the next: a transaction without the refused record may commit
+// before its sender, rebuilt from committed state, sends it again (on a
+// loaded machine it did), and forgetting it then costs another failed
+// transaction. A record the broker would take by now (its topic's limit
+// raised) is sent to it again once the refusal is forgotten.
+const keepCommits = 64
 
 // fingerprint names a record by where it goes and what it holds.
 type fingerprint struct {
@@ -40,7 +58,7 @@ type fingerprint struct {
 }
 
 func newRefusals(log *zap.Logger) *refusals {
-	return &refusals{log: log, known: map[fingerprint]error{}, seed: maphash.MakeSeed()}
+	return &refusals{log: log, known: map[fingerprint]refusal{}, seed: maphash.MakeSeed()}
 }
 
 func (r *refusals) fingerprintOf(topic string, partition int32, key, value []byte) fingerprint {
@@ -53,8 +71,8 @@ func (r *refusals) refused(topic string, partition int32, key, value []byte) (er
 	if len(r.known) == 0 {
 		return nil, false
 	}
-	err, ok := r.known[r.fingerprintOf(topic, partition, key, value)]
-	return err, ok
+	k, ok := r.known[r.fingerprintOf(topic, partition, key, value)]
+	return k.err, ok
 }
 
 // transactionFailed learns the refusals among the records of a watched
@@ -65,15 +83,21 @@ func (r *refusals) transactionFailed(client transport.Producer) {
 			continue
 		}
 		m := f.Msg
-		r.known[r.fingerprintOf(m.Topic, m.Partition, m.Key, m.Value)] = f.Err
+		r.known[r.fingerprintOf(m.Topic, m.Partition, m.Key, m.Value)] = refusal{err: f.Err, learned: r.commits}
 		r.log.Warn("the broker refused a record for good; when it is sent again it goes to its sender's error policy",
 			zap.String("topic", m.Topic), zap.Int32("partition", m.Partition), zap.Error(f.Err))
 	}
 	client.Watch()
 }
 
-// committed ends watching once a transaction went through.
+// committed ends watching once a transaction went through, and forgets
+// the refusals learned keepCommits commits ago.
 func (r *refusals) committed(client transport.Producer) {
 	client.Unwatch()
-	clear(r.known)
+	r.commits++
+	for f, k := range r.known {
+		if r.commits-k.learned > keepCommits {
+			delete(r.known, f)
+		}
+	}
 }

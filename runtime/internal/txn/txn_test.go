@@ -195,6 +195,17 @@ func TestARefusedRecordIsKnownWhenSentAgain(t *testing.T) {
 	require.Len(t, c.committed, 1)
 	assert.Equal(t, "small", string(c.committed[0].Key))
 	assert.False(t, c.watched, "a commit ends the watching")
+
+	// A commit without it, as when its sender is slow to send it again,
+	// does not forget it; many commits later it is forgotten, and sent to
+	// the broker again.
+	small := func(send func(*transport.Message) error) error { return send(msg("a", "small")) }
+	require.NoError(t, p.Do(small))
+	require.NoError(t, p.Do(write), "still known after a commit without it")
+	for range 64 {
+		require.NoError(t, p.Do(small))
+	}
+	require.Error(t, p.Do(write), "forgotten: the broker is asked again")
 }
 
 // An abort that fails fatally is the caller's to act on; another is only
