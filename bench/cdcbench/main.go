@@ -21,8 +21,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pglogrepl"
@@ -61,9 +64,31 @@ func main() {
 	seconds := flag.Int("seconds", 10, "length of the latency run")
 	client := flag.String("client", "franz", "Kafka client library of the worker: librdkafka or franz")
 	out := flag.String("out", "", "a directory to write cdc.md into (none: standard output only)")
+	flag.Func("kafka", "a client setting of the worker, key=value (repeatable)", func(kv string) error {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("%q is not key=value", kv)
+		}
+		kafkaSettings[k] = v
+		return nil
+	})
+	flag.IntVar(&batchSize, "batch", batchSize, "the capture's max.batch.size (Debezium's default: 2048)")
+	profile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (worker and broker are in this process) to this file")
 	flag.Parse()
+	if *profile != "" {
+		f, err := os.Create(*profile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "cdcbench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*n, *runs, *rate, *seconds, *client, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "cdcbench:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
@@ -149,10 +174,17 @@ func run(n, runs, rate, seconds int, client, out string) error {
 	return nil
 }
 
+// kafkaSettings are the worker's client settings given with -kafka, and
+// batchSize the capture's max.batch.size (-batch).
+var (
+	kafkaSettings = map[string]string{}
+	batchSize     = 2048
+)
+
 // startWorker runs a connect worker with the capture and the sink.
 func startWorker(bootstrap, client string) (*connectworker.Worker, func(), error) {
 	log, _ := zap.NewProduction()
-	w, err := connectworker.New(connectworker.Config{Bootstrap: bootstrap, Client: client, Listen: "127.0.0.1:0", WorkerID: "bench",
+	w, err := connectworker.New(connectworker.Config{Bootstrap: bootstrap, Client: client, Listen: "127.0.0.1:0", WorkerID: "bench", Kafka: kafkaSettings,
 		Log: log.WithOptions(zap.IncreaseLevel(zap.WarnLevel)), Sinks: map[string]connect.Sink{"PostgresSink": postgres.Sink{}},
 		Sources: map[string]connect.Source{"PostgresCdcSource": pgcdc.Source{}}})
 	if err != nil {
@@ -259,7 +291,7 @@ func plainLoop(ctx context.Context, url, slot string, end pglogrepl.LSN) (time.D
 func captureRun(ctx context.Context, addr, url, slot string, end pglogrepl.LSN) (time.Duration, error) {
 	start := time.Now()
 	if err := connectrest.Put(addr, slot, map[string]string{"connector.class": "PostgresCdcSource", pgcdc.URL: url, pgcdc.TopicPrefix: slot,
-		pgcdc.SlotName: slot, pgcdc.SnapshotMode: "never", pgcdc.PollInterval: "20", pgcdc.StatusInterval: "100",
+		pgcdc.SlotName: slot, pgcdc.SnapshotMode: "never", pgcdc.PollInterval: "20", pgcdc.StatusInterval: "100", pgcdc.MaxBatchSize: strconv.Itoa(batchSize),
 		"topic.creation.default.partitions": "2", "key.converter": jsonConverter, "value.converter": jsonConverter}); err != nil {
 		return 0, err
 	}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -156,4 +159,57 @@ func TestEndsLeftByATaskThatStoppedAreWrittenByTheNext(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, "t1", string(end))
 	assert.Equal(t, [][]byte{[]byte(`1`)}, next.asked, "the next task starts after the committed offset")
+}
+
+// A poll of many small source transactions, whose ends together exceed
+// the offsets topic's largest record, is written a run of whole
+// transactions at a time: every record and every end once, each end
+// after its transaction's records, and the task goes on (it failed on
+// its offset record, too large, when one record kept every end).
+func TestManySmallTransactionsInOnePollAreWritten(t *testing.T) {
+	t.Parallel()
+	kafka := transporttest.New(t)
+	// Kafka's default largest record, on the offsets topic.
+	require.NoError(t, kafka.CreateTopic("causeway-connect-offsets", 25, map[string]string{"max.message.bytes": "1048588", "cleanup.policy": "compact"}))
+	w, err := New(Config{Bootstrap: kafka.Bootstrap(), Client: kafka.Client(), Listen: "127.0.0.1:0", Log: zaptest.NewLogger(t)})
+	require.NoError(t, err)
+	defer func() { _ = w.server.Stop(context.Background()) }()
+	cfg := map[string]string{"topic.creation.default.partitions": "1"}
+	chain, err := transform.Parse(cfg)
+	require.NoError(t, err)
+	r, err := w.newSourceRunner("cdc", cfg, chain, zaptest.NewLogger(t), new(atomic.Int64))
+	require.NoError(t, err)
+	const txns = 2000
+	pad := strings.Repeat("x", 800) // an end's schema and counts, as Debezium's
+	var poll []connect.SourceRecord
+	for i := range txns {
+		id := fmt.Sprintf("t%d", i)
+		poll = append(poll,
+			connect.SourceRecord{Topic: "orders", Key: []byte(strconv.Itoa(i)), Value: []byte(`{"id":` + strconv.Itoa(i) + `}`), Transaction: id, Offset: []byte(strconv.Itoa(i))},
+			connect.SourceRecord{Topic: "txn", Key: []byte(`"` + id + `"`), Value: []byte(`{"status":"END","pad":"` + pad + `"}`), Transaction: id, EndsTransaction: true})
+	}
+	task := &scripted{batches: [][]connect.SourceRecord{poll}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.run(ctx, task) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for len(kafka.Records(causal.Channel{Topic: "txn"})) < txns && time.Now().Before(deadline) {
+		select {
+		case err := <-done:
+			require.NoError(t, err, "the task stopped")
+			t.Fatal("the task stopped")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cancel()
+	require.NoError(t, <-done)
+	orders, ends := kafka.Records(causal.Channel{Topic: "orders"}), kafka.Records(causal.Channel{Topic: "txn"})
+	require.Len(t, orders, txns)
+	require.Len(t, ends, txns)
+	for i := range txns {
+		assert.Equal(t, strconv.Itoa(i), string(orders[i].Key))
+		end, _ := framework.Record(ends[i]).Header(connect.TxnEndHeader)
+		assert.Equal(t, fmt.Sprintf("t%d", i), string(end))
+	}
+	assert.Equal(t, [][]byte{nil, []byte(strconv.Itoa(txns - 1))}, task.asked, "the next poll starts after the last transaction")
 }

@@ -24,7 +24,36 @@ type pendingEnd struct {
 	Timestamp time.Time          `json:"timestamp"`
 }
 
-// writeTxns writes the records of whole source transactions in two Kafka
+// pendingBudget bounds the bytes of the ends one offset record keeps (as
+// pendingEnd, in JSON, they grow by a third): a poll of many small source
+// transactions, whose ends would not fit the offsets topic's largest
+// record (1 MB by default), is written a run of whole transactions at a
+// time, each run's ends kept beside its offset.
+const pendingBudget = 256 << 10
+
+// writeTxns writes the records of whole source transactions, a run of
+// transactions whose ends fit pendingBudget at a time (writeRunOfTxns).
+func (s *sourceRunner) writeTxns(ctx context.Context, recs []routedRecord) error {
+	for len(recs) > 0 {
+		n, size := 0, 0
+		for n < len(recs) && size < pendingBudget {
+			if r := recs[n]; r.src.EndsTransaction {
+				size += len(r.t.Topic) + len(r.t.Key) + len(r.t.Value) + len(r.src.Transaction)
+				for _, h := range r.t.Headers {
+					size += len(h.Key) + len(h.Value)
+				}
+			}
+			n++
+		}
+		if err := s.writeRunOfTxns(ctx, recs[:n]); err != nil {
+			return err
+		}
+		recs = recs[n:]
+	}
+	return nil
+}
+
+// writeRunOfTxns writes the records of whole source transactions in two Kafka
 // transactions. The first holds every record but the ends, each stamped
 // with the session's clock (what the source wrote before), those of a
 // transaction that has an end marked with its id (connect.TxnHeader), and
@@ -35,7 +64,7 @@ type pendingEnd struct {
 // whatever topics and partitions they lie, and the ends of one topic in
 // the order written. The offset is committed with the first, so a task
 // that dies between the two writes the ends when it starts again.
-func (s *sourceRunner) writeTxns(ctx context.Context, recs []routedRecord) error {
+func (s *sourceRunner) writeRunOfTxns(ctx context.Context, recs []routedRecord) error {
 	ended := map[string]bool{}
 	var ends []pendingEnd
 	offset := s.offset
