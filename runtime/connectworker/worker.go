@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"sync"
@@ -54,6 +55,11 @@ type Config struct {
 	// Default: the first built in.
 	Client string
 	// Kafka are librdkafka-style client settings (security and the like).
+	// Default: compression.type lz4 for the worker's producers, unless
+	// compression.type or compression.codec is given: change events and
+	// other JSON a source writes shrink several times, and librdkafka,
+	// which compresses nothing by default, wrote the capture's events at
+	// 0.6 of the rate it does with lz4 (bench/cdcbench).
 	Kafka map[string]string
 	// StateTopic is the cluster's state topic; workers that share it are
 	// one cluster. Default: "causeway-connect-state".
@@ -120,6 +126,13 @@ func New(cfg Config) (*Worker, error) {
 	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
+	}
+	if _, codec := cfg.Kafka["compression.codec"]; !codec && cfg.Kafka["compression.type"] == "" {
+		cfg.Kafka = maps.Clone(cfg.Kafka)
+		if cfg.Kafka == nil {
+			cfg.Kafka = map[string]string{}
+		}
+		cfg.Kafka["compression.type"] = "lz4"
 	}
 	supplier, err := transport.Named(cfg.Client)
 	if err != nil {
