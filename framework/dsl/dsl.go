@@ -65,8 +65,12 @@ type Builder struct {
 }
 
 // repartitionTopic is an internal topic the DSL writes records to by key
-// and reads back, and the topic whose partition count it takes.
-type repartitionTopic struct{ topic, like string }
+// and reads back, and the topic whose partition count it takes, or the
+// count it was given (Stream.Repartition).
+type repartitionTopic struct {
+	topic, like string
+	partitions  int32
+}
 
 // NewBuilder starts a topology called name.
 func NewBuilder(name string) *Builder {
@@ -120,8 +124,15 @@ func (b *Builder) declareRepartitions() {
 	likeOf := map[string]string{}
 	for _, r := range b.repartitions {
 		likeOf[r.topic] = r.like
+		if r.partitions > 0 {
+			likeOf[r.topic] = r.topic // its own count, which others take
+		}
 	}
 	for _, r := range b.repartitions {
+		if r.partitions > 0 {
+			b.Builder.Topic(r.topic, framework.Partitions(r.partitions), framework.Internal())
+			continue
+		}
 		like := r.like
 		for _, g := range b.groups {
 			if g.parent != nil || !slices.Contains(g.topics(), r.topic) {
@@ -278,6 +289,8 @@ type task struct {
 	// opened holds the push of each node opened so far, so that a node
 	// reached twice (after a merge) runs once per task.
 	opened map[any]any
+	// closers close what steps opened, when the task closes.
+	closers []func() error
 }
 
 // node is the point of a pipeline a Stream or Table stands for: the steps
@@ -343,6 +356,8 @@ type fused struct {
 	one func(m *meta) error
 	in  map[string]func(m *meta) error
 	m   meta
+	// t is what the steps of the task share, kept for Close.
+	t *task
 }
 
 var (
@@ -352,6 +367,7 @@ var (
 
 func (f *fused) Init(ctx framework.Context) error {
 	t := &task{ctx: ctx, opened: map[any]any{}}
+	f.t = t
 	f.in = map[string]func(*meta) error{}
 	for _, s := range f.g.sources {
 		p, err := s.open(t)
@@ -378,7 +394,19 @@ func (f *fused) Process(_ framework.Context, rec framework.Record) error {
 	return p(&f.m)
 }
 
-func (f *fused) Close() error { return nil }
+// Close closes what the steps opened (the processors of Process), the
+// last opened first.
+func (f *fused) Close() error {
+	if f.t == nil {
+		return nil
+	}
+	var errs []error
+	for i := len(f.t.closers) - 1; i >= 0; i-- {
+		errs = append(errs, f.t.closers[i]())
+	}
+	f.t.closers = nil
+	return errors.Join(errs...)
+}
 
 // UsesStores lets Build check the stores are declared.
 func (f *fused) UsesStores() []string {

@@ -20,6 +20,7 @@ type role struct {
 // the first added among equals.
 const (
 	roleTable     = iota + 1 // materializes a table read from a topic
+	roleProcess              // a processor of the Processor API (Process)
 	roleAggregate            // an aggregation, windowed or not
 	roleJoin                 // a join
 	roleConflict             // a second name given with Named

@@ -407,12 +407,36 @@ func GroupBy[K, V, K2 any](s Stream[K, V], fn func(K, V) (K2, error)) Grouped[K2
 // comes from, unless its reader also reads other topics, with which it
 // must then be co-partitioned (see Build).
 func repartition[K, V any](s Stream[K, V], name string) Stream[K, V] {
+	return repartitionInto(s, name, 0)
+}
+
+// repartitionInto is repartition, to a topic of partitions partitions
+// when that is not 0.
+func repartitionInto[K, V any](s Stream[K, V], name string, partitions int32) Stream[K, V] {
 	topic := name + "-repartition"
 	s.To(topic)
 	like := ""
 	if len(s.origins) > 0 {
 		like = s.origins[0]
 	}
-	s.b.repartitions = append(s.b.repartitions, repartitionTopic{topic: topic, like: like})
+	s.b.repartitions = append(s.b.repartitions, repartitionTopic{topic: topic, like: like, partitions: partitions})
 	return newSource(s.b, s.b.newGroup(topic), topic, s.codec, sourceOpts[K, V]{})
+}
+
+// Repartition writes s by key to the internal topic
+// "<name>-repartition" and reads it back (Kafka Streams' KStream.repartition
+// with Repartitioned.as(name)): the steps after run in a processor of
+// their own, on records placed by their current key. partitions, when
+// not 0, is the topic's partition count (withNumberOfPartitions), and so
+// the number of tasks after it; 0 takes the count of the topic s comes
+// from. The name is required: it names a topic, which must not change
+// when the topology does.
+func (s Stream[K, V]) Repartition(name string, partitions int32) Stream[K, V] {
+	switch {
+	case !validName(name):
+		s.b.fail("repartition %q: name it with letters, digits, '.', '_' and '-'", name)
+	case partitions < 0:
+		s.b.fail("repartition %s: %d partitions", name, partitions)
+	}
+	return repartitionInto(s, name, partitions)
 }
