@@ -164,3 +164,30 @@ func TestProcessPutsAProcessorInTheChain(t *testing.T) {
 	assert.Greater(t, inits.Load(), int32(1), "the restarted task made a new processor")
 	assert.Equal(t, inits.Load()-1, ends.Load(), "every processor but the running one closed")
 }
+
+// A suppression whose buffer is bounded with ShutDownWhenFull fails its
+// task on the record that overfills it, naming the bound.
+func TestSuppressShutsDownWhenFull(t *testing.T) {
+	for _, buffer := range []dsl.SuppressBuffer{dsl.BufferMaxRecords(1).ShutDownWhenFull(), dsl.BufferMaxBytes(60).ShutDownWhenFull()} {
+		b := dsl.NewBuilder("shop")
+		dsl.TableFrom(b, "rows", "rows", text).SuppressUntilTimeLimit("buffer", 100*24*time.Hour, buffer).ToStream().To("out")
+		topo, err := b.Build()
+		require.NoError(t, err)
+		d, err := driver.New(topo, driver.DefaultPartitions(1))
+		require.NoError(t, err)
+		in := driver.NewInput(d, "rows", serde.String(), serde.String())
+		_, _, err = in.PipeAt("hey", "12345678", time.UnixMilli(100))
+		require.NoError(t, err)
+		require.NoError(t, d.Run())
+		assert.Empty(t, d.Failed())
+		_, _, err = in.PipeAt("dummyKey", "12345678", time.UnixMilli(100))
+		require.NoError(t, err)
+		_ = d.Run()
+		failed := d.Failed()
+		require.Len(t, failed, 1)
+		for _, err := range failed {
+			assert.ErrorIs(t, err, dsl.ErrSuppressBufferFull)
+			assert.ErrorContains(t, err, "buffer exceeded its max capacity")
+		}
+	}
+}

@@ -272,6 +272,9 @@ func LeftJoin[K, V, T, R any](s Stream[K, V], t Table[K, T], joiner func(k K, v 
 }
 
 func join[K, V, T, R any](s Stream[K, V], t Table[K, T], left bool, joiner func(K, V, T, bool) (R, error)) Stream[K, R] {
+	if t.store == "" {
+		s.b.fail("a stream joins a table materialized in a store: make a table of a suppressed one (ToStream, then ToTable) to join it")
+	}
 	if s.rekeyed {
 		s = repartition(s, t.store+"-join")
 	}
