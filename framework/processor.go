@@ -76,6 +76,8 @@ type Context interface {
 	KeyValueStore(name string) (store.KeyValue, error)
 	// WindowStore returns a declared window store of the processor.
 	WindowStore(name string) (store.Window, error)
+	// VersionedStore returns a declared versioned store of the processor.
+	VersionedStore(name string) (store.Versioned, error)
 	// Schedule calls fn every interval of the given time until cancelled.
 	Schedule(interval time.Duration, typ PunctuationType, fn Punctuator) (Cancel, error)
 	// StreamTime is the largest timestamp among records delivered so far.

@@ -19,12 +19,18 @@ const (
 	KeyValueKind StoreKind = iota
 	// WindowKind is a store.Window.
 	WindowKind
+	// VersionedKind is a store.Versioned, its history retention in the
+	// spec's Retention.
+	VersionedKind
 )
 
 // String names the kind.
 func (k StoreKind) String() string {
-	if k == WindowKind {
+	switch k {
+	case WindowKind:
 		return "window"
+	case VersionedKind:
+		return "versioned"
 	}
 	return "key-value"
 }
@@ -66,6 +72,13 @@ func KeyValueStore(name string) StoreSpec { return StoreSpec{Name: name, Kind: K
 // WindowStore declares a window store with a retention period.
 func WindowStore(name string, retention time.Duration) StoreSpec {
 	return StoreSpec{Name: name, Kind: WindowKind, Retention: retention}
+}
+
+// VersionedStore declares a versioned key-value store (Kafka Streams'
+// Stores.persistentVersionedKeyValueStore, KIP-889) keeping history
+// readable for history behind its stream time.
+func VersionedStore(name string, history time.Duration) StoreSpec {
+	return StoreSpec{Name: name, Kind: VersionedKind, Retention: history}
 }
 
 // StoreUser is implemented by processors that can name the stores they use,

@@ -74,6 +74,9 @@ func joinTables[K, L, R, J any](l Table[K, L], r Table[K, R], mode joinMode, joi
 	if l.store == "" || r.store == "" {
 		b.fail("a table joined with another must be materialized in a store: join the tables it came from, or aggregate it first")
 	}
+	if l.versioned || r.versioned {
+		b.fail("a table-table join of a versioned table is not built: join a stream with it, or keep its latest rows in a table of their own")
+	}
 	g := union(l.s.g, r.s.g)
 	plays(l.s, roleJoin, l.store+"-"+mode.String()+"-"+r.store)
 	l.s.n.wantsPrior, r.s.n.wantsPrior = true, true

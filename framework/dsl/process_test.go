@@ -191,3 +191,33 @@ func TestSuppressShutsDownWhenFull(t *testing.T) {
 		}
 	}
 }
+
+// A grace period needs a versioned table that keeps at least that much
+// history (KStreamKTableJoinTest.shouldFailIfTableIsNotVersioned and
+// shouldFailIfGracePeriodIsLongerThanHistoryRetention), and a table-table
+// join of a versioned table is refused.
+func TestAJoinWithGraceNeedsAVersionedTable(t *testing.T) {
+	joiner := func(_ string, v, row string) (string, error) { return v + row, nil }
+	for _, tt := range []struct {
+		name  string
+		build func(b *dsl.Builder)
+		want  string
+	}{
+		{"not versioned", func(b *dsl.Builder) {
+			dsl.JoinWithGrace(dsl.From(b, "topic", text), dsl.TableFrom(b, "topic2", "tableB", text), 6*time.Millisecond, "first-join", joiner).To("out-one")
+		}, "KTable must be versioned to use a grace period in a stream table join"},
+		{"grace longer than history", func(b *dsl.Builder) {
+			table := dsl.TableFrom(b, "topic2", "tableB", text, dsl.Versioned(5*time.Minute))
+			dsl.JoinWithGrace(dsl.From(b, "topic", text), table, 6*time.Minute, "first-join", joiner).To("out-one")
+		}, "History retention must be at least grace period"},
+		{"table-table", func(b *dsl.Builder) {
+			l := dsl.TableFrom(b, "topic", "tableA", text, dsl.Versioned(time.Minute))
+			dsl.JoinTables(l, dsl.TableFrom(b, "topic2", "tableB", text), joiner).ToStream().To("out")
+		}, "versioned table is not built"},
+	} {
+		b := dsl.NewBuilder("app")
+		tt.build(b)
+		_, err := b.Build()
+		assert.ErrorContains(t, err, tt.want, tt.name)
+	}
+}

@@ -3,6 +3,7 @@ package dsl
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/serde"
@@ -15,6 +16,8 @@ import (
 type Table[K, V any] struct {
 	s     Stream[K, V]
 	store string
+	// versioned: the store keeps each key's history (Versioned).
+	versioned bool
 }
 
 // Store names the key-value store that holds the table.
@@ -68,7 +71,8 @@ func nullKey[K, V any](t *task, s Stream[K, V], m *meta, what string) bool {
 
 // TableFrom reads a topic as a table (a compacted topic, typically),
 // materialized in the named store: each record sets its key's row, and a
-// record with a nil value deletes it.
+// record with a nil value deletes it. With the Versioned option the store
+// keeps each key's history (see Versioned).
 func TableFrom[K, V any](b *Builder, topic, storeName string, codec serde.Codec[K, V], opts ...StoreOpt) Table[K, V] {
 	have, dup := b.streams[topic]
 	if dup {
@@ -85,7 +89,11 @@ func TableFrom[K, V any](b *Builder, topic, storeName string, codec serde.Codec[
 	out := Stream[K, V]{b: b, g: g, n: n, codec: codec, origins: []string{topic}, rawKey: true, rawValue: true}
 	declare(out, storeName, opts)
 	plays(out, roleTable, topic+"-table")
+	versioned := isVersioned(opts)
 	g.sources = append(g.sources, source{topic: topic, open: func(t *task) (func(*meta) error, error) {
+		if versioned {
+			return openVersionedTable(t, out, n, storeName, codec)
+		}
 		kv, err := t.ctx.KeyValueStore(storeName)
 		if err != nil {
 			return nil, err
@@ -132,7 +140,7 @@ func TableFrom[K, V any](b *Builder, topic, storeName string, codec serde.Codec[
 			return next(k, v, &change)
 		}, nil
 	}})
-	t := Table[K, V]{s: out, store: storeName}
+	t := Table[K, V]{s: out, store: storeName, versioned: versioned}
 	if !dup {
 		b.streams[topic] = t
 	}
@@ -272,6 +280,12 @@ func LeftJoin[K, V, T, R any](s Stream[K, V], t Table[K, T], joiner func(k K, v 
 }
 
 func join[K, V, T, R any](s Stream[K, V], t Table[K, T], left bool, joiner func(K, V, T, bool) (R, error)) Stream[K, R] {
+	return joinGrace(s, t, left, 0, "", joiner)
+}
+
+// joinGrace is join, stream records held in the store buffer for grace
+// of stream time first when grace is not 0 (JoinWithGrace).
+func joinGrace[K, V, T, R any](s Stream[K, V], t Table[K, T], left bool, grace time.Duration, buffer string, joiner func(K, V, T, bool) (R, error)) Stream[K, R] {
 	if t.store == "" {
 		s.b.fail("a stream joins a table materialized in a store: make a table of a suppressed one (ToStream, then ToTable) to join it")
 	}
@@ -280,13 +294,30 @@ func join[K, V, T, R any](s Stream[K, V], t Table[K, T], left bool, joiner func(
 	}
 	s.g = union(t.s.g, s.g)
 	plays(s, roleJoin, s.name()+map[bool]string{false: "-join-", true: "-left-join-"}[left]+t.store)
+	if grace > 0 {
+		declare(s, buffer, nil)
+	}
 	rows := t.s.codec.Value
 	out := step(s, serde.Codec[K, R]{Key: s.codec.Key, Value: Default[R]()}, func(tk *task, next push[K, R]) (push[K, V], error) {
-		kv, err := tk.ctx.KeyValueStore(t.store)
-		if err != nil {
-			return nil, err
+		var kv store.KeyValue
+		var asOf *asOfRows
+		if t.versioned {
+			vs, err := tk.ctx.VersionedStore(t.store)
+			if err != nil {
+				return nil, err
+			}
+			asOf = &asOfRows{vs: vs}
+			kv = asOf
+		} else {
+			var err error
+			if kv, err = tk.ctx.KeyValueStore(t.store); err != nil {
+				return nil, err
+			}
 		}
-		return func(k K, v V, m *meta) error {
+		one := func(k K, v V, m *meta) error {
+			if asOf != nil {
+				asOf.at = m.rec.Timestamp // the row as of the record's time (KIP-914)
+			}
 			if left && s.rawKey && m.rec.Key == nil {
 				// Kafka Streams (KIP-962): a left join joins a record
 				// without a key with no row.
@@ -305,7 +336,11 @@ func join[K, V, T, R any](s Stream[K, V], t Table[K, T], left bool, joiner func(
 				return err
 			}
 			return joinRow(tk, kv, rows, t.store, left, joiner, next, k, v, kb, m, "no table row for key")
-		}, nil
+		}
+		if grace <= 0 {
+			return one, nil
+		}
+		return graceBuffer(tk, s, buffer, grace, one)
 	})
 	out.rawKey = s.rawKey
 	// What the join emits depends on the row it read as much as on the

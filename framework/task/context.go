@@ -55,6 +55,14 @@ func (c *taskContext) WindowStore(name string) (store.Window, error) {
 	return w, nil
 }
 
+func (c *taskContext) VersionedStore(name string) (store.Versioned, error) {
+	v, ok := c.t.versioned[name]
+	if !ok {
+		return nil, fmt.Errorf("processor %q: %w: versioned store %q", c.t.info.Name, framework.ErrUnknownStore, name)
+	}
+	return v, nil
+}
+
 func (c *taskContext) Schedule(interval time.Duration, typ framework.PunctuationType, fn framework.Punctuator) (framework.Cancel, error) {
 	if interval <= 0 {
 		return nil, fmt.Errorf("schedule: interval %v must be positive", interval)

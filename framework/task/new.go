@@ -34,6 +34,7 @@ func New(cfg Config) (*Task, error) {
 		kv:          map[string]store.Logged{},
 		set:         cfg.Stores,
 		windows:     map[string]store.Window{},
+		versioned:   map[string]store.Versioned{},
 		specs:       map[string]framework.StoreSpec{},
 		stampSlabs:  slabs[byte]{size: stampSlabLen, keep: keptStampSlabs},
 		headerSlabs: slabs[framework.Header]{size: headerSlabLen, keep: keptHeaderSlabs},
@@ -144,8 +145,11 @@ func (t *Task) openStores() error {
 		}
 		m = store.Limit(m, s.Name, t.cfg.MaxRecordBytes)
 		t.kv[s.Name], t.specs[s.Name] = m, s
-		if s.Kind == framework.WindowKind {
+		switch s.Kind {
+		case framework.WindowKind:
 			t.windows[s.Name] = store.NewWindow(m, store.SegmentFor(s.Retention))
+		case framework.VersionedKind:
+			t.versioned[s.Name] = store.NewVersioned(m, s.Retention)
 		}
 	}
 	return nil

@@ -161,10 +161,13 @@ type Task struct {
 	set     store.Set
 	ownSet  bool
 	windows map[string]store.Window
-	specs   map[string]framework.StoreSpec
-	outputs []*output
-	outbox  []Output
-	spare   []Output // the outbox TakeOutputs handed out before the last
+	// versioned are the versioned stores, laid over their key-value
+	// stores.
+	versioned map[string]store.Versioned
+	specs     map[string]framework.StoreSpec
+	outputs   []*output
+	outbox    []Output
+	spare     []Output // the outbox TakeOutputs handed out before the last
 	// current is what outputs take of the record being processed, while
 	// inRecord says one is: only its timestamp and where it was read, so
 	// that setting it copies no more than that.

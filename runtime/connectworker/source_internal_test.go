@@ -192,8 +192,14 @@ func TestManySmallTransactionsInOnePollAreWritten(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.run(ctx, task) }()
+	asked := func() int {
+		task.mu.Lock()
+		defer task.mu.Unlock()
+		return len(task.asked)
+	}
 	deadline := time.Now().Add(60 * time.Second)
-	for len(kafka.Records(causal.Channel{Topic: "txn"})) < txns && time.Now().Before(deadline) {
+	// Every end written, and the task polled again after them.
+	for (len(kafka.Records(causal.Channel{Topic: "txn"})) < txns || asked() < 2) && time.Now().Before(deadline) {
 		select {
 		case err := <-done:
 			require.NoError(t, err, "the task stopped")
