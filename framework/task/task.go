@@ -576,7 +576,7 @@ func (t *Task) KeyValueStore(name string) (store.KeyValue, bool) {
 // last commit (store.Logged.Committed).
 func (t *Task) CommittedStore(name string) (store.KeyValue, bool) {
 	m, ok := t.kv[name]
-	if !ok || t.specs[name].Kind != framework.KeyValueKind {
+	if !ok || t.specs[name].Kind == framework.WindowKind {
 		return nil, false
 	}
 	return m.Committed(), true

@@ -67,6 +67,9 @@ const (
 	QueryRange QueryKind = "range"
 	// QueryWindows reads one key's windows that start in [Since, Until].
 	QueryWindows QueryKind = "windows"
+	// QueryVersions reads one key's versions in a versioned store that
+	// were valid at some time in [Since, Until], newest first (KIP-968).
+	QueryVersions QueryKind = "versions"
 )
 
 // Query asks a worker what one of its stores holds.
@@ -79,9 +82,13 @@ type Query struct {
 	From  []byte `json:"from,omitempty"`
 	To    []byte `json:"to,omitempty"`
 	Limit int    `json:"limit,omitempty"`
-	// Since and Until bound the starts of a windows query.
+	// Since and Until bound the starts of a windows query, and the times
+	// of a versions query.
 	Since time.Time `json:"since,omitempty"`
 	Until time.Time `json:"until,omitempty"`
+	// AsOf, for a get on a versioned store, reads the key's version valid
+	// at that time rather than its latest (KIP-960).
+	AsOf *time.Time `json:"as_of,omitempty"`
 	// After, for a get or windows query, is a causal clock (a client
 	// session's, say): the answer waits until the store has taken in,
 	// and committed, every record the clock names that can reach the
@@ -120,6 +127,9 @@ type QueryEntry struct {
 	// End is a session's end (a session store's windows).
 	End       *time.Time `json:"end,omitempty"`
 	Timestamp *time.Time `json:"timestamp,omitempty"`
+	// ValidTo is when a version of a versioned store stopped being the
+	// key's value (absent for the latest).
+	ValidTo   *time.Time `json:"valid_to,omitempty"`
 	Partition int32      `json:"partition"`
 }
 
@@ -131,9 +141,13 @@ type Answer struct {
 	// worker holds).
 	Partitions []int32 `json:"partitions"`
 	Complete   bool    `json:"complete"`
-	// Found and Value answer a get.
-	Found bool   `json:"found"`
-	Value []byte `json:"value,omitempty"`
+	// Found and Value answer a get; Timestamp and ValidTo say, on a
+	// versioned store, when the version found was put and until when it
+	// was the key's value (absent for the latest).
+	Found     bool       `json:"found"`
+	Value     []byte     `json:"value,omitempty"`
+	Timestamp *time.Time `json:"timestamp,omitempty"`
+	ValidTo   *time.Time `json:"valid_to,omitempty"`
 	// ValueJSON is Value again, when it is a JSON document.
 	ValueJSON json.RawMessage `json:"value_json,omitempty"`
 	// Since and Until are the window starts a windows query covered.

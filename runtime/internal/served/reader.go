@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/framework/store"
 	"github.com/causeway-stream/causeway/framework/taskmgr"
 )
 
@@ -68,7 +69,7 @@ func (r Reader) Answer(q Query) (Answer, error) {
 		return a, fmt.Errorf("%w: the partitions of %s are not known yet", ErrNotAvailable, pi.Inputs[0])
 	}
 	switch q.Kind {
-	case QueryGet, QueryWindows:
+	case QueryGet, QueryWindows, QueryVersions:
 		p := framework.PartitionFor(q.Key, n)
 		rt, err := r.Task(pi.Name, p)
 		if err != nil {
@@ -79,7 +80,10 @@ func (r Reader) Answer(q Query) (Answer, error) {
 			if spec.Kind == framework.WindowKind {
 				return a, fmt.Errorf("%w: store %q is a window store: ask for one key's windows (windows?key=)", ErrWrongKind, q.Store)
 			}
-			return a, get(rt, q, &a)
+			return a, get(rt, spec, q, &a)
+		}
+		if q.Kind == QueryVersions {
+			return a, versions(rt, spec, q, &a, p)
 		}
 		if spec.Kind != framework.WindowKind {
 			return a, fmt.Errorf("%w: store %q is not a window store", ErrWrongKind, q.Store)
@@ -121,10 +125,16 @@ func (r Reader) Answer(q Query) (Answer, error) {
 	return a, fmt.Errorf("unknown query kind %q", q.Kind)
 }
 
-func get(rt *taskmgr.Task, q Query, a *Answer) error {
+func get(rt *taskmgr.Task, spec framework.StoreSpec, q Query, a *Answer) error {
 	kv, ok := rt.Task().CommittedStore(q.Store)
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownStore, q.Store)
+	}
+	if spec.Kind == framework.VersionedKind {
+		return getVersion(store.NewVersioned(kv, spec.Retention), q, a)
+	}
+	if q.AsOf != nil {
+		return fmt.Errorf("%w: store %q keeps no history to read as of a time", ErrWrongKind, q.Store)
 	}
 	v, found, err := kv.Get(q.Key)
 	if err != nil {
@@ -201,4 +211,55 @@ func (e *restoringError) Error() string { return e.task + " is " + string(taskmg
 func Restoring(err error) bool {
 	var re *restoringError
 	return errors.As(err, &re)
+}
+
+// getVersion answers a get on a versioned store: the key's latest
+// version, or the one valid at q.AsOf.
+func getVersion(vs store.Versioned, q Query, a *Answer) error {
+	var rec store.VersionedRecord
+	var found bool
+	var err error
+	if q.AsOf != nil {
+		rec, found, err = vs.GetAsOf(q.Key, *q.AsOf)
+	} else {
+		rec, found, err = vs.Get(q.Key)
+	}
+	if err != nil || !found {
+		return err
+	}
+	a.Found, a.Value, a.ValueJSON = true, rec.Value, asJSON(rec.Value)
+	a.Timestamp, a.ValidTo = &rec.Timestamp, validTo(rec)
+	return nil
+}
+
+// versions answers a versions query: one key's versions valid in
+// [q.Since, q.Until], newest first.
+func versions(rt *taskmgr.Task, spec framework.StoreSpec, q Query, a *Answer, p int32) error {
+	if spec.Kind != framework.VersionedKind {
+		return fmt.Errorf("%w: store %q is not a versioned store", ErrWrongKind, q.Store)
+	}
+	kv, ok := rt.Task().CommittedStore(q.Store)
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownStore, q.Store)
+	}
+	since, until := q.Since, q.Until
+	a.Since, a.Until = &since, &until
+	for rec, err := range store.NewVersioned(kv, spec.Retention).History(q.Key, q.Since, q.Until) {
+		if err != nil {
+			return err
+		}
+		ts := rec.Timestamp
+		a.Entries = append(a.Entries, QueryEntry{Key: slices.Clone(q.Key), Value: rec.Value, ValueJSON: asJSON(rec.Value),
+			Timestamp: &ts, ValidTo: validTo(rec), Partition: p})
+	}
+	return nil
+}
+
+// validTo is a version's end, nil for the latest.
+func validTo(rec store.VersionedRecord) *time.Time {
+	if rec.ValidTo.IsZero() {
+		return nil
+	}
+	t := rec.ValidTo
+	return &t
 }

@@ -94,9 +94,17 @@ func parseQuery(r *http.Request) (served.Query, error) {
 	if prefix := bytesOf("prefix"); prefix != nil {
 		q.From, q.To = prefix, store.PrefixEnd(prefix)
 	}
-	// Windows starting in the last hour, unless the query says otherwise.
+	// Windows starting in the last hour, unless the query says otherwise;
+	// every version a versioned store keeps.
 	q.Until = timeOf("until", time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)) // JSON's last time
 	q.Since = timeOf("since", time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond))
+	if q.Kind == served.QueryVersions && form.Get("since") == "" {
+		q.Since = time.Unix(0, 0).UTC()
+	}
+	if form.Has("as_of") {
+		asOf := timeOf("as_of", time.Time{})
+		q.AsOf = &asOf
+	}
 	if l := form.Get("limit"); l != "" {
 		q.Limit, _ = strconv.Atoi(l)
 	}
@@ -114,7 +122,7 @@ func parseQuery(r *http.Request) (served.Query, error) {
 		}
 		q.Wait = time.Duration(n) * time.Millisecond
 	}
-	if err == nil && (q.Kind == served.QueryGet || q.Kind == served.QueryWindows) && q.Key == nil {
+	if err == nil && (q.Kind == served.QueryGet || q.Kind == served.QueryWindows || q.Kind == served.QueryVersions) && q.Key == nil {
 		err = errors.New("the query needs a key (key or key64)")
 	}
 	return q, err
