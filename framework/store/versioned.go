@@ -68,7 +68,9 @@ var ErrBadVersionKey = errors.New("not a versioned store key")
 // versioned lays a Versioned over a KeyValue: key k's version at t is
 // "v" + len(k) + k + t, with t written so that newer versions sort first,
 // and its value a flag byte (1: a value, 0: a tombstone) then the value;
-// "s" holds the stream time.
+// "l" + k holds the time of k's latest version and how many it has, so
+// that the common reads and writes (of the latest) need no scan; "s"
+// holds the stream time.
 type versioned struct {
 	kv      KeyValue
 	history time.Duration
@@ -126,65 +128,90 @@ func (v *versioned) cutoff() (int64, error) {
 	return st - v.history.Milliseconds(), nil
 }
 
+// latestOf reads key's index entry: its latest version's time and how
+// many versions it has; ok false when it has none.
+func (v *versioned) latestOf(key []byte) (latest int64, count uint32, ok bool, err error) {
+	b, ok, err := v.kv.Get(append([]byte{'l'}, key...))
+	if err != nil || !ok {
+		return 0, 0, false, err
+	}
+	if len(b) != 12 {
+		return 0, 0, false, fmt.Errorf("versioned store: an index entry of %d bytes", len(b))
+	}
+	return int64(binary.BigEndian.Uint64(b)), binary.BigEndian.Uint32(b[8:]), true, nil
+}
+
 func (v *versioned) Put(key, value []byte, at time.Time) (VersionedPut, error) {
 	ts := at.UnixMilli()
-	cutoff, err := v.cutoff()
+	st, known, err := v.streamTime()
 	if err != nil {
 		return VersionedPut{}, err
+	}
+	cutoff := int64(math.MinInt64)
+	if known {
+		cutoff = st - v.history.Milliseconds()
 	}
 	if ts < cutoff {
 		return VersionedPut{}, nil
 	}
-	if st, ok, err := v.streamTime(); err != nil {
-		return VersionedPut{}, err
-	} else if !ok || ts > st {
+	if !known || ts > st {
+		cutoff = ts - v.history.Milliseconds()
 		if err := v.kv.Put(streamTimeKey, binary.BigEndian.AppendUint64(nil, uint64(ts))); err != nil {
 			return VersionedPut{}, err
 		}
 	}
-	validTo, err := v.newerThan(key, ts)
+	latest, count, has, err := v.latestOf(key)
 	if err != nil {
 		return VersionedPut{}, err
+	}
+	out := VersionedPut{Put: true}
+	vk := versionKey(key, ts)
+	replaced := has && ts == latest
+	if has && ts < latest {
+		// Into the history: the oldest newer version ends it.
+		validTo := int64(math.MinInt64)
+		for k := range v.kv.Range(versionPrefix(key), vk) {
+			if validTo, err = versionTime(k); err != nil {
+				return VersionedPut{}, err
+			}
+		}
+		out.ValidTo = time.UnixMilli(validTo).UTC()
+		if _, replaced, err = v.kv.Get(vk); err != nil {
+			return VersionedPut{}, err
+		}
+	} else {
+		latest = ts
 	}
 	stored := []byte{0}
 	if value != nil {
 		stored = append([]byte{1}, value...)
 	}
-	if err := v.kv.Put(versionKey(key, ts), stored); err != nil {
+	if err := v.kv.Put(vk, stored); err != nil {
 		return VersionedPut{}, err
 	}
-	if err := v.expire(key); err != nil {
-		return VersionedPut{}, err
+	if !replaced {
+		count++
 	}
-	out := VersionedPut{Put: true}
-	if validTo != math.MinInt64 {
-		out.ValidTo = time.UnixMilli(validTo).UTC()
+	// Drop what is no longer readable now and then: when the key's
+	// versions reach a power of two, so that a key written more often
+	// than its history lasts keeps a bounded number.
+	if count >= 2 && count&(count-1) == 0 && cutoff != math.MinInt64 {
+		dropped, err := v.expire(key, cutoff)
+		if err != nil {
+			return VersionedPut{}, err
+		}
+		count -= dropped
+	}
+	index := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint64(nil, uint64(latest)), count)
+	if err := v.kv.Put(append([]byte{'l'}, key...), index); err != nil {
+		return VersionedPut{}, err
 	}
 	return out, nil
 }
 
-// newerThan returns the time of key's oldest version newer than ts
-// (math.MinInt64 when there is none): when a version at ts stops being
-// valid.
-func (v *versioned) newerThan(key []byte, ts int64) (int64, error) {
-	next := int64(math.MinInt64)
-	for k := range v.kv.Range(versionPrefix(key), versionKey(key, ts)) {
-		t, err := versionTime(k)
-		if err != nil {
-			return 0, err
-		}
-		next = t // newest first: the last is the closest
-	}
-	return next, nil
-}
-
-// expire drops key's versions no longer valid at the cutoff: all older
-// than the newest one at or before it.
-func (v *versioned) expire(key []byte) error {
-	cutoff, err := v.cutoff()
-	if err != nil || cutoff == math.MinInt64 {
-		return err
-	}
+// expire drops key's versions no longer valid at the cutoff (all older
+// than the newest at or before it), and says how many.
+func (v *versioned) expire(key []byte, cutoff int64) (uint32, error) {
 	var old [][]byte
 	kept := false
 	for k := range v.kv.Range(versionKey(key, cutoff), PrefixEnd(versionPrefix(key))) {
@@ -196,10 +223,10 @@ func (v *versioned) expire(key []byte) error {
 	}
 	for _, k := range old {
 		if err := v.kv.Delete(k); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	return uint32(len(old)), nil
 }
 
 func (v *versioned) Delete(key []byte, at time.Time) (VersionedRecord, bool, error) {
@@ -214,7 +241,15 @@ func (v *versioned) Delete(key []byte, at time.Time) (VersionedRecord, bool, err
 }
 
 func (v *versioned) Get(key []byte) (VersionedRecord, bool, error) {
-	return v.GetAsOf(key, time.UnixMilli(math.MaxInt64))
+	latest, _, ok, err := v.latestOf(key)
+	if err != nil || !ok {
+		return VersionedRecord{}, false, err
+	}
+	stored, ok, err := v.kv.Get(versionKey(key, latest))
+	if err != nil || !ok || len(stored) == 0 || stored[0] == 0 {
+		return VersionedRecord{}, false, err // none, or a tombstone
+	}
+	return VersionedRecord{Value: slices.Clone(stored[1:]), Timestamp: time.UnixMilli(latest).UTC()}, true, nil
 }
 
 func (v *versioned) GetAsOf(key []byte, asOf time.Time) (VersionedRecord, bool, error) {
@@ -223,19 +258,27 @@ func (v *versioned) GetAsOf(key []byte, asOf time.Time) (VersionedRecord, bool, 
 	if err != nil || at < cutoff {
 		return VersionedRecord{}, false, err
 	}
-	for k, stored := range v.kv.Range(versionKey(key, at), PrefixEnd(versionPrefix(key))) {
+	if latest, _, ok, err := v.latestOf(key); err != nil || !ok {
+		return VersionedRecord{}, false, err
+	} else if at >= latest {
+		return v.Get(key)
+	}
+	// Newest first: the first version at or before at is the one, and
+	// the one seen just before it ends it.
+	validTo := int64(math.MinInt64)
+	for k, stored := range v.kv.Range(versionPrefix(key), PrefixEnd(versionPrefix(key))) {
 		ts, err := versionTime(k)
 		if err != nil {
 			return VersionedRecord{}, false, err
+		}
+		if ts > at {
+			validTo = ts
+			continue
 		}
 		if len(stored) == 0 || stored[0] == 0 {
 			return VersionedRecord{}, false, nil // a tombstone
 		}
 		rec := VersionedRecord{Value: slices.Clone(stored[1:]), Timestamp: time.UnixMilli(ts).UTC()}
-		validTo, err := v.newerThan(key, ts)
-		if err != nil {
-			return VersionedRecord{}, false, err
-		}
 		if validTo != math.MinInt64 {
 			rec.ValidTo = time.UnixMilli(validTo).UTC()
 		}
