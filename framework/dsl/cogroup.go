@@ -1,10 +1,7 @@
 package dsl
 
 import (
-	"encoding/binary"
-	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/serde"
@@ -105,20 +102,8 @@ func (c Cogrouped[K, A]) Aggregate(storeName string, init func() A, agg serde.Se
 			if acc, err = apply(k, acc); err != nil {
 				return err
 			}
-			b, err := agg.Serialize(acc)
+			at, err := putAggregate(kv, times, agg, kb, acc, m.rec.Timestamp, found)
 			if err != nil {
-				return fmt.Errorf("serialize aggregate: %w", err)
-			}
-			if err := kv.Put(kb, b); err != nil {
-				return err
-			}
-			at := m.rec.Timestamp
-			if tb, ok, err := times.Get(kb); err != nil {
-				return err
-			} else if ok && len(tb) == 8 && found {
-				at = maxTime(at, time.Unix(0, int64(binary.BigEndian.Uint64(tb))).UTC())
-			}
-			if err := times.Put(kb, binary.BigEndian.AppendUint64(nil, uint64(at.UnixNano()))); err != nil {
 				return err
 			}
 			result = *m

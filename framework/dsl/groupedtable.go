@@ -8,6 +8,7 @@ import (
 
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/framework/serde"
+	"github.com/causeway-stream/causeway/framework/store"
 )
 
 // The headers of a regrouped table's repartition topic, which carry what
@@ -207,20 +208,8 @@ func tableFold[K, V, A any](g GroupedTable[K, V], storeName string, agg serde.Se
 					return err
 				}
 			}
-			b, err := agg.Serialize(acc)
+			at, err := putAggregate(kv, times, agg, kb, acc, m.rec.Timestamp, found)
 			if err != nil {
-				return fmt.Errorf("serialize aggregate: %w", err)
-			}
-			if err := kv.Put(kb, b); err != nil {
-				return err
-			}
-			at := m.rec.Timestamp
-			if tb, ok, err := times.Get(kb); err != nil {
-				return err
-			} else if ok && len(tb) == 8 {
-				at = maxTime(at, time.Unix(0, int64(binary.BigEndian.Uint64(tb))).UTC())
-			}
-			if err := times.Put(kb, binary.BigEndian.AppendUint64(nil, uint64(at.UnixNano()))); err != nil {
 				return err
 			}
 			result = *m
@@ -241,4 +230,24 @@ func CountTable[K, V any](g GroupedTable[K, V], storeName string, opts ...StoreO
 	return AggregateTable(g, storeName, func() int64 { return 0 },
 		func(_ K, _ V, n int64) (int64, error) { return n + 1, nil },
 		func(_ K, _ V, n int64) (int64, error) { return n - 1, nil }, serde.Int64(), opts...)
+}
+
+// putAggregate writes a key's new aggregate, and keeps in times the
+// latest timestamp among the records folded into it, which it returns:
+// the result's time, as Kafka Streams' aggregations give it. found says
+// whether the key had an aggregate before; one made anew starts from at.
+func putAggregate[A any](kv, times store.KeyValue, agg serde.Serde[A], kb []byte, acc A, at time.Time, found bool) (time.Time, error) {
+	b, err := agg.Serialize(acc)
+	if err != nil {
+		return at, fmt.Errorf("serialize aggregate: %w", err)
+	}
+	if err := kv.Put(kb, b); err != nil {
+		return at, err
+	}
+	if tb, ok, err := times.Get(kb); err != nil {
+		return at, err
+	} else if ok && len(tb) == 8 && found {
+		at = maxTime(at, time.Unix(0, int64(binary.BigEndian.Uint64(tb))).UTC())
+	}
+	return at, times.Put(kb, binary.BigEndian.AppendUint64(nil, uint64(at.UnixNano())))
 }
