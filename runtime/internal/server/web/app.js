@@ -137,24 +137,32 @@ async function ask(ev) {
   // A window store answers one key's windows (by default those that
   // started in the last hour); a key-value store a get or a prefix.
   const windowed = select.selectedOptions[0]?.dataset.kind === "window";
+  const versioned = select.selectedOptions[0]?.dataset.kind === "versioned";
   const kind = windowed ? "windows" : document.getElementById("query-kind").value;
   const key = document.getElementById("query-key").value;
-  const ask = { get: "get?key=", range: "range?prefix=", windows: "windows?key=" }[kind];
-  const res = await fetch("/stores/" + encodeURIComponent(store) + "/" + ask + encodeURIComponent(key));
+  const ask = { get: "get?key=", range: "range?prefix=", windows: "windows?key=", versions: "versions?key=" }[kind];
+  let path = ask + encodeURIComponent(key);
+  const asOf = document.getElementById("query-asof").value.trim();
+  if (versioned && kind === "get" && asOf !== "") path += "&as_of=" + encodeURIComponent(asOf);
+  const res = await fetch("/stores/" + encodeURIComponent(store) + "/" + path);
   if (!res.ok) {
     fill("answer", [], (await res.text()).trim());
     return;
   }
   const a = await res.json();
   let rows;
+  // A version is shown with when it was put and when the next took over.
+  const when = v => v.timestamp ? " @ " + v.timestamp + (v.valid_to ? " to " + v.valid_to : "") : "";
   if (kind === "get") {
-    rows = a.found ? [row([key, show(a.value, a.value_json), (a.partitions || []).join(", ")])] : [];
+    rows = a.found ? [row([key + when(a), show(a.value, a.value_json), (a.partitions || []).join(", ")])] : [];
+  } else if (kind === "versions") {
+    rows = (a.entries || []).map(e => row([show(e.key) + when(e), show(e.value, e.value_json), e.partition]));
   } else if (kind === "windows") {
     rows = (a.entries || []).map(e => row([show(e.key) + " @ " + e.start + (e.end ? " to " + e.end : ""), show(e.value, e.value_json), e.partition]));
   } else {
     rows = (a.entries || []).map(e => row([show(e.key), show(e.value, e.value_json), e.partition]));
   }
-  fill("answer", rows, { get: "no such key", range: "no keys", windows: "no windows since " + a.since }[kind]);
+  fill("answer", rows, { get: "no such key", range: "no keys", windows: "no windows since " + a.since, versions: "no versions" }[kind]);
 }
 
 async function drawTopology() {
@@ -167,8 +175,9 @@ async function drawTopology() {
   target.setAttribute("data-topology", topo.name);
   const select = document.getElementById("query-store");
   for (const st of topo.stores || []) {
-    if (st.kind !== "key-value" && st.kind !== "window") continue;
-    const o = el("option", st.kind === "window" ? st.name + " (windows, last hour)" : st.name);
+    if (st.kind !== "key-value" && st.kind !== "window" && st.kind !== "versioned") continue;
+    const label = { window: st.name + " (windows, last hour)", versioned: st.name + " (versioned)" }[st.kind] || st.name;
+    const o = el("option", label);
     o.value = st.name;
     o.dataset.kind = st.kind;
     select.appendChild(o);
