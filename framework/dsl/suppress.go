@@ -120,6 +120,9 @@ type suppressBuffer[K, V any] struct {
 	next   push[K, V]
 	// records and bytes are what the buffer holds.
 	records, bytes int64
+	// oldest is when the longest-buffered key was buffered (MaxInt64
+	// when none is), so that a record that evicts nothing reads nothing.
+	oldest int64
 }
 
 // bufferEntry is a buffered key: when it was first buffered, its latest
@@ -175,6 +178,7 @@ func timeKey(at int64, key []byte) []byte {
 
 // load counts what the store holds.
 func (b *suppressBuffer[K, V]) load() error {
+	b.oldest = math.MaxInt64
 	for k, v := range b.kv.Range([]byte("k"), []byte("l")) {
 		e, err := decodeEntry(v)
 		if err != nil {
@@ -182,6 +186,7 @@ func (b *suppressBuffer[K, V]) load() error {
 		}
 		b.records++
 		b.bytes += b.size(k[1:], e)
+		b.oldest = min(b.oldest, e.at)
 	}
 	return nil
 }
@@ -202,8 +207,11 @@ func (b *suppressBuffer[K, V]) put(key []byte, m *meta, value []byte) error {
 		e.at, e.prior, e.old = was.at, was.prior, was.old
 		b.records--
 		b.bytes -= b.size(key, was)
-	} else if err := b.kv.Put(timeKey(e.at, key), nil); err != nil {
-		return err
+	} else {
+		if err := b.kv.Put(timeKey(e.at, key), nil); err != nil {
+			return err
+		}
+		b.oldest = min(b.oldest, e.at)
 	}
 	b.records++
 	b.bytes += b.size(key, e)
@@ -229,20 +237,21 @@ func (b *suppressBuffer[K, V]) evict(streamTime time.Time) error {
 	if !streamTime.IsZero() {
 		expiry = streamTime.UnixMilli() - b.limit.Milliseconds()
 	}
-	for {
+	for b.oldest <= expiry || b.full() {
 		var key []byte
-		var at int64
+		at := int64(math.MaxInt64)
 		for tk := range b.kv.Range([]byte("t"), []byte("u")) {
 			at, key = int64(binary.BigEndian.Uint64(tk[1:])^(1<<63)), slices.Clone(tk[9:])
 			break
 		}
-		if key == nil || (at > expiry && !b.full()) {
+		if b.oldest = at; key == nil || (at > expiry && !b.full()) {
 			return nil
 		}
 		if err := b.emit(key, at); err != nil {
 			return err
 		}
 	}
+	return nil
 }
 
 // emit hands the key's entry on and takes it out of the buffer.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"slices"
 	"time"
 
@@ -149,6 +150,9 @@ func graceBuffer[K, V any](tk *task, s Stream[K, V], name string, grace time.Dur
 	if err != nil {
 		return nil, err
 	}
+	// oldest is the time of the oldest buffered record (MaxInt64: none),
+	// so that a record that makes none due reads nothing.
+	oldest := firstBuffered(kv)
 	return func(k K, v V, m *meta) error {
 		expiry := tk.ctx.StreamTime().UnixMilli() - grace.Milliseconds()
 		ts := m.rec.Timestamp.UnixMilli()
@@ -185,8 +189,26 @@ func graceBuffer[K, V any](tk *task, s Stream[K, V], name string, grace time.Dur
 		if err := kv.Put(binary.BigEndian.AppendUint64(at, seq), entry); err != nil {
 			return err
 		}
-		return evictJoins(kv, s, name, expiry, join)
+		if oldest = min(oldest, ts); oldest > expiry {
+			return nil
+		}
+		if err := evictJoins(kv, s, name, expiry, join); err != nil {
+			return err
+		}
+		oldest = firstBuffered(kv)
+		return nil
 	}, nil
+}
+
+// firstBuffered is the time of the oldest record in a join buffer,
+// math.MaxInt64 when it holds none.
+func firstBuffered(kv store.KeyValue) int64 {
+	for key := range kv.Range([]byte("r"), []byte("s")) {
+		if len(key) >= 9 {
+			return int64(binary.BigEndian.Uint64(key[1:9]) ^ (1 << 63))
+		}
+	}
+	return math.MaxInt64
 }
 
 // evictJoins joins the buffered records at or before expiry, oldest first.

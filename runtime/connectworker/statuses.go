@@ -18,9 +18,7 @@ func (h *herder) refreshFacts() {
 			r.facts = nil
 			continue
 		}
-		if f := (*d).Describe(); !maps.Equal(f, r.facts) {
-			r.facts = f
-		}
+		r.facts = (*d).Describe()
 	}
 }
 
