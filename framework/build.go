@@ -288,6 +288,9 @@ func (t *Topology) findCycle() []string {
 				continue
 			}
 			for _, o := range p.Outputs {
+				if t.topics[o.Topic].Reply {
+					continue // answers end the cycle they close
+				}
 				if slices.Contains(q.Inputs, o.Topic) {
 					next[p.Name] = append(next[p.Name], q.Name)
 					break

@@ -155,6 +155,9 @@ type TopicInfo struct {
 	// Internal topics are created and owned by the application
 	// (repartition topics); they are read by nothing outside it.
 	Internal bool
+	// Reply marks a topic that carries answers back to the processor that
+	// asked (Reply): Build's cycle check does not follow it.
+	Reply bool
 	// PartitionsLike, for a topic without Partitions, names the topic
 	// whose partition count it takes when the runtime creates it. See
 	// PartitionsLike.
@@ -328,6 +331,15 @@ func PartitionsLike(topic string) TopicOpt {
 // reads downstream.
 func Internal() TopicOpt {
 	return topicOptFunc(func(t *TopicInfo) { t.Internal = true })
+}
+
+// Reply marks a topic as carrying answers back to a processor that asked
+// for them, as a foreign-key join's response topic does: what its reader
+// does with an answer never sends a new question, so the cycle the topic
+// closes ends with each answer. Build does not count a cycle through it as
+// one; give it only to topics that keep that promise.
+func Reply() TopicOpt {
+	return topicOptFunc(func(t *TopicInfo) { t.Reply = true })
 }
 
 // Topic declares facts about a topic the processors use. Topics need no

@@ -75,6 +75,12 @@ func TestBuildRejects(t *testing.T) {
 			b.Processor("p", nop, framework.From("a"), framework.To("b")).
 				Processor("q", nop, framework.From("b"), framework.To("a"))
 		}, "cycle through topics: p -> q -> p"},
+		{"cycle through a reply topic and back another way", func(b *framework.Builder) {
+			b.Topic("answers", framework.Reply()).
+				Processor("p", nop, framework.From("a", "answers"), framework.To("questions"), framework.To("c")).
+				Processor("q", nop, framework.From("questions"), framework.To("answers")).
+				Processor("r", nop, framework.From("c"), framework.To("a"))
+		}, "cycle through topics: p -> r -> p"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,6 +104,11 @@ func TestBuildAccepts(t *testing.T) {
 		{"cycle when allowed", func(b *framework.Builder) {
 			b.Processor("p", nop, framework.From("a"), framework.To("b")).
 				Processor("q", nop, framework.From("b"), framework.To("a")).AllowCycles()
+		}},
+		{"cycle closed by a reply topic", func(b *framework.Builder) {
+			b.Topic("answers", framework.Reply()).
+				Processor("p", nop, framework.From("a", "answers"), framework.To("questions")).
+				Processor("q", nop, framework.From("questions"), framework.To("answers"))
 		}},
 		{"declared store and outputs", func(b *framework.Builder) {
 			b.Processor("p", func() framework.Processor { return usesStore{} }, framework.From("a"),

@@ -70,6 +70,9 @@ type Builder struct {
 type repartitionTopic struct {
 	topic, like string
 	partitions  int32
+	// reply: the topic carries answers back (framework.Reply), as a
+	// foreign-key join's response topic does.
+	reply bool
 }
 
 // NewBuilder starts a topology called name.
@@ -129,8 +132,12 @@ func (b *Builder) declareRepartitions() {
 		}
 	}
 	for _, r := range b.repartitions {
+		opts := []framework.TopicOpt{framework.Internal()}
+		if r.reply {
+			opts = append(opts, framework.Reply())
+		}
 		if r.partitions > 0 {
-			b.Builder.Topic(r.topic, framework.Partitions(r.partitions), framework.Internal())
+			b.Builder.Topic(r.topic, append(opts, framework.Partitions(r.partitions))...)
 			continue
 		}
 		like := r.like
@@ -154,11 +161,10 @@ func (b *Builder) declareRepartitions() {
 				like = likeOf[first]
 			}
 		}
-		var opts []framework.TopicOpt
 		if like != "" && like != r.topic {
 			opts = append(opts, framework.PartitionsLike(like))
 		}
-		b.Builder.Topic(r.topic, append(opts, framework.Internal())...)
+		b.Builder.Topic(r.topic, opts...)
 	}
 }
 

@@ -101,16 +101,7 @@ func (c kcase) run(t *testing.T) {
 				require.NoError(t, d.RestartTask(st.ID))
 			}
 		}
-		rec := framework.Record{Key: []byte(r.key), Timestamp: time.UnixMilli(r.ms).UTC()}
-		if r.key == noKey {
-			rec.Key = nil
-		}
-		if r.value != null {
-			rec.Value = []byte(r.value)
-		}
-		_, _, err := d.Pipe(r.topic, rec)
-		require.NoError(t, err)
-		require.NoError(t, d.Run())
+		pipeOne(t, d, r)
 	}
 	out, err := d.Records("out")
 	if !errors.Is(err, driver.ErrUnknownTopic) { // a topology that writes nothing
@@ -151,6 +142,22 @@ func (c kcase) run(t *testing.T) {
 	assert.Equal(t, c.skipped, dropped["skipped"], "%s: records skipped", c.from)
 	assert.Equal(t, c.noValue, dropped["no-value"], "%s: records without a value", c.from)
 	assert.Equal(t, c.nullKey, dropped[framework.DropNullKey], "%s: records without a key", c.from)
+}
+
+// pipeOne writes one input record and runs the topology until it is idle,
+// as TopologyTestDriver's pipeInput does.
+func pipeOne(t *testing.T, d *driver.Driver, r in) {
+	t.Helper()
+	rec := framework.Record{Key: []byte(r.key), Timestamp: time.UnixMilli(r.ms).UTC()}
+	if r.key == noKey {
+		rec.Key = nil
+	}
+	if r.value != null {
+		rec.Value = []byte(r.value)
+	}
+	_, _, err := d.Pipe(r.topic, rec)
+	require.NoError(t, err)
+	require.NoError(t, d.Run())
 }
 
 func render(rs []kv) []string {
