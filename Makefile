@@ -17,7 +17,7 @@ STATE_KEYS ?= 1000000,5000000
 # librdkafka or franz (pure Go).
 CLIENT   ?= librdkafka
 
-.PHONY: help run run-orders run-clicks run-connect run-cdc test test-all test-purego chromium postgres test-browser test-short lint bench bench-scale bench-state bench-instructions fuzz tidy
+.PHONY: help run run-orders run-clicks run-regions run-connect run-cdc test test-all test-purego chromium postgres test-browser test-short lint bench bench-scale bench-state bench-instructions fuzz tidy
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -33,6 +33,9 @@ run-clicks: ## Page views joined to user profiles, counted per region in one-min
 
 run-cdc: postgres ## A shop's multi-table transactions captured from Postgres (PostgresCdcSource) and written into two databases: by the causal sink, whole, and by a sink per topic without the gate; a reader checks the shop's invariants on each every 10 ms and prints the torn reads (CLIENT=franz too).
 	$(GO) run ./examples/cdc -client $(CLIENT)
+
+run-regions: ## Orders joined with their customers on a foreign key and totalled by region; customers then move region, orders change and go: each region's total checked against one computed from the rows written (CLIENT=franz too).
+	$(GO) run ./examples/regions demo -client $(CLIENT)
 
 run-connect: postgres ## The shop's orders, payments and shipments written into Postgres tables with foreign keys by the causal sink, a lagging partition's worker starting late: gate on and gate off side by side (CLIENT=franz too).
 	$(GO) run ./examples/shopsink -client $(CLIENT)
@@ -178,6 +181,7 @@ bench: ## Micro benchmarks of the causal core, then the end-to-end comparison on
 	$(GO) run ./bench/sinkbench -out bench-results || status=1; \
 	$(GO) run ./bench/cdcbench -out bench-results || status=1; \
 	$(GO) test -run '^$$' -bench 'Plain|Versioned' -benchmem -count $(BENCHCOUNT) ./framework/store/pebblestore/ | tee bench-results/versioned.txt || status=1; \
+	$(GO) test -run '^$$' -bench 'TableJoinUpdates' -benchmem -count $(BENCHCOUNT) ./framework/dsl/ | tee bench-results/fkjoin.txt || status=1; \
 	exit $$status
 
 bench-scale: ## Workers added and killed under steady input: how long partitions stop, and what is restored, with and without standby replicas and warm-ups (about 5 minutes); results in bench-results/.

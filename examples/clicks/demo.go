@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,7 +13,6 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -93,11 +91,9 @@ func demo(topo *framework.Topology, args []string) int {
 	return 0
 }
 
-// written is one view the demo writes.
-type written struct {
-	user  string
-	value []byte
-}
+// written is one record the demo writes: a view by its user, or a
+// profile.
+type written = demoworker.Keyed
 
 // dataset makes the demo's profiles and views, and counts the views per
 // region and window on its own. Views come in the order of their times,
@@ -118,19 +114,19 @@ func dataset(o demoOptions) (profiles map[string]string, views, closing []writte
 	for i := range o.views {
 		user := fmt.Sprintf("user-%03d", rng.IntN(o.users))
 		if o.badEvery > 0 && i%o.badEvery == o.badEvery-1 {
-			views = append(views, written{user, []byte(`{"page": "/", "at": `)})
+			views = append(views, written{Key: user, Value: []byte(`{"page": "/", "at": `)})
 			res.Bad++
 			continue
 		}
 		at := start.Add(time.Duration(i)*step + time.Duration(rng.IntN(8001)-4000)*time.Millisecond)
 		b, _ := json.Marshal(View{Page: pages[rng.IntN(len(pages))], At: at})
-		views = append(views, written{user, b})
+		views = append(views, written{Key: user, Value: b})
 		res.Expected[window{profiles[user], at.Truncate(Window)}]++
 		res.Views++
 	}
 	for i := range min(len(Regions), o.users) { // user i lives in Regions[i]
 		b, _ := json.Marshal(View{Page: "/", At: start.Add(time.Hour)})
-		closing = append(closing, written{fmt.Sprintf("user-%03d", i), b})
+		closing = append(closing, written{Key: fmt.Sprintf("user-%03d", i), Value: b})
 	}
 	return profiles, views, closing, res
 }
@@ -186,46 +182,12 @@ func write(ctx context.Context, addr string, partitions int, profiles map[string
 	rows := make([]written, 0, len(profiles))
 	for _, u := range slices.Sorted(maps.Keys(profiles)) {
 		b, _ := json.Marshal(Profile{Region: profiles[u]})
-		rows = append(rows, written{u, b})
+		rows = append(rows, written{Key: u, Value: b})
 	}
-	if err := writeAfter(ctx, cl, &session, ProfilesTopic, rows); err != nil {
+	if err := demoworker.WriteAfter(ctx, cl, &session, ProfilesTopic, rows); err != nil {
 		return err
 	}
-	return writeAfter(ctx, cl, &session, ViewsTopic, views)
-}
-
-// writeAfter writes recs to topic, each stamped with the session's clock
-// as it stands (what was written before), then adds them to the session.
-func writeAfter(ctx context.Context, cl *kgo.Client, session *causal.Session, topic string, recs []written) error {
-	var headers []kgo.RecordHeader
-	if !session.Clock().IsEmpty() {
-		headers = []kgo.RecordHeader{{Key: causal.HeaderKey, Value: session.AppendHeader(nil)}}
-	}
-	var (
-		mu     sync.Mutex
-		failed error
-		done   []*kgo.Record
-	)
-	for _, w := range recs {
-		cl.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte(w.user), Value: w.value, Headers: headers}, func(r *kgo.Record, err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				failed = cmp.Or(failed, fmt.Errorf("write %s of %s: %w", topic, r.Key, err))
-				return
-			}
-			done = append(done, r)
-		})
-	}
-	if err := cl.Flush(ctx); err != nil {
-		return err
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, r := range done {
-		session.Produced(causal.Channel{Topic: r.Topic, Partition: r.Partition}, r.Offset)
-	}
-	return failed
+	return demoworker.WriteAfter(ctx, cl, &session, ViewsTopic, views)
 }
 
 // demoApplication is the demo worker's application id.
@@ -253,7 +215,7 @@ func closeWindows(ctx context.Context, addr string, joined int, closing []writte
 		}
 	}
 	var session causal.Session
-	return writeAfter(ctx, cl, &session, ViewsTopic, closing)
+	return demoworker.WriteAfter(ctx, cl, &session, ViewsTopic, closing)
 }
 
 // readWindows reads the committed window counts and the dead letters

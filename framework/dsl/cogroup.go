@@ -70,7 +70,8 @@ func (c Cogrouped[K, A]) Aggregate(storeName string, init func() A, agg serde.Se
 	declare(s, storeName, opts)
 	declare(s, storeName+"-time", opts)
 	plays(s, roleAggregate, "cogroup-"+storeName)
-	out := step(s, serde.Codec[K, A]{Key: s.codec.Key, Value: agg}, func(t *task, next push[K, A]) (push[K, cogroupStep[K, A]], error) {
+	var out Stream[K, A]
+	out = step(s, serde.Codec[K, A]{Key: s.codec.Key, Value: agg}, func(t *task, next push[K, A]) (push[K, cogroupStep[K, A]], error) {
 		kv, err := t.ctx.KeyValueStore(storeName)
 		if err != nil {
 			return nil, err
@@ -102,12 +103,16 @@ func (c Cogrouped[K, A]) Aggregate(storeName string, init func() A, agg serde.Se
 			if acc, err = apply(k, acc); err != nil {
 				return err
 			}
+			was, err := oldValue(kv, kb, out.n.wantsOld, found)
+			if err != nil {
+				return err
+			}
 			at, err := putAggregate(kv, times, agg, kb, acc, m.rec.Timestamp, found)
 			if err != nil {
 				return err
 			}
 			result = *m
-			result.prior, result.tombstone, result.old = found, false, nil
+			result.prior, result.tombstone, result.old = found, false, was
 			result.rec.Timestamp = at
 			return next(k, acc, &result)
 		}, nil

@@ -40,8 +40,8 @@ import (
 // reader refuses another.
 const fkVersion byte = 1
 
-// fkSeed is the seed of the row hashes, Kafka Streams' (Murmur3's
-// DEFAULT_SEED), so the hashes are the ones it computes.
+// fkSeed is the seed of the row hashes, the one Kafka Streams gives
+// Murmur3 (DEFAULT_SEED).
 const fkSeed = 104729
 
 // DropStaleResponse is the drop reason of a foreign-key join's answer to

@@ -137,3 +137,54 @@ func TestForeignKeyJoinDropsAnswersToRowsThatChanged(t *testing.T) {
 		})
 	}
 }
+
+// A table made by an aggregation hands its old value on to a step that
+// subtracts it (a regrouping) or unsubscribes by it (a foreign-key join),
+// as a table read from a topic does: a histogram of word counts moves a
+// word from one count to the next, and a foreign-key join from a count to
+// its label follows the count.
+func TestAggregatesHandTheirOldValueOn(t *testing.T) {
+	b := dsl.NewBuilder("histogram")
+	counts := dsl.From(b, "words", text).GroupByKey().Count("counts")
+	byCount := dsl.GroupTable(counts, "by-count", func(w string, n int64) (string, string, bool, error) {
+		return fmt.Sprint(n), w, true, nil
+	}, text)
+	dsl.CountTable(byCount, "histogram").ToStream().To("out")
+	labels := dsl.TableFrom(b, "labels", "labels", text)
+	dsl.JoinForeignKey(counts, labels, "labelled", func(_ string, n int64) (string, bool, error) { return fmt.Sprint(n), true, nil },
+		func(_ string, _ int64, label string) (string, error) { return label, nil }).ToStream().To("labelled")
+	topo, err := b.Build()
+	require.NoError(t, err)
+	d, err := driver.New(topo, driver.DefaultPartitions(2))
+	require.NoError(t, err)
+	in := driver.NewInput(d, "words", serde.String(), serde.String())
+	for n, label := range map[string]string{"1": "once", "2": "twice"} {
+		_, _, err := driver.NewInput(d, "labels", serde.String(), serde.String()).Pipe(n, label)
+		require.NoError(t, err)
+	}
+	for _, w := range []string{"a", "b", "a"} {
+		_, _, err := in.Pipe(w, w)
+		require.NoError(t, err)
+		require.NoError(t, d.Run())
+	}
+	last := func(topic string, values serde.Serde[int64]) map[string]string {
+		out := map[string]string{}
+		if values != nil {
+			recs, err := driver.NewOutput(d, topic, serde.String(), values).All()
+			require.NoError(t, err)
+			for _, r := range recs {
+				out[r.Key] = fmt.Sprint(r.Value)
+			}
+			return out
+		}
+		recs, err := driver.NewOutput(d, topic, serde.String(), serde.String()).All()
+		require.NoError(t, err)
+		for _, r := range recs {
+			out[r.Key] = r.Value
+		}
+		return out
+	}
+	assert.Equal(t, map[string]string{"1": "1", "2": "1"}, last("out", serde.Int64()), "a moved from count 1 to count 2")
+	assert.Equal(t, map[string]string{"a": "twice", "b": "once"}, last("labelled", nil))
+	assert.Empty(t, d.Failed())
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/causeway-stream/causeway/framework"
@@ -160,7 +161,8 @@ func tableFold[K, V, A any](g GroupedTable[K, V], storeName string, agg serde.Se
 	declare(s, storeName, opts)
 	declare(s, storeName+"-time", opts)
 	plays(s, roleAggregate, "table-aggregate-"+storeName)
-	out := step(s, serde.Codec[K, A]{Key: s.codec.Key, Value: agg}, func(t *task, next push[K, A]) (push[K, V], error) {
+	var out Stream[K, A]
+	out = step(s, serde.Codec[K, A]{Key: s.codec.Key, Value: agg}, func(t *task, next push[K, A]) (push[K, V], error) {
 		kv, err := t.ctx.KeyValueStore(storeName)
 		if err != nil {
 			return nil, err
@@ -208,12 +210,16 @@ func tableFold[K, V, A any](g GroupedTable[K, V], storeName string, agg serde.Se
 					return err
 				}
 			}
+			was, err := oldValue(kv, kb, out.n.wantsOld, found)
+			if err != nil {
+				return err
+			}
 			at, err := putAggregate(kv, times, agg, kb, acc, m.rec.Timestamp, found)
 			if err != nil {
 				return err
 			}
 			result = *m
-			result.prior, result.tombstone, result.old = found, false, nil
+			result.prior, result.tombstone, result.old = found, false, was
 			result.rec.Headers = withoutHeader(withoutHeader(m.rec.Headers, headerOldValue), headerChange)
 			result.rec.Timestamp = at
 			return next(k, acc, &result)
@@ -250,4 +256,15 @@ func putAggregate[A any](kv, times store.KeyValue, agg serde.Serde[A], kb []byte
 		at = maxTime(at, time.Unix(0, int64(binary.BigEndian.Uint64(tb))).UTC())
 	}
 	return at, times.Put(kb, binary.BigEndian.AppendUint64(nil, uint64(at.UnixNano())))
+}
+
+// oldValue is a key's stored aggregate before a change, for a step after
+// that asked for it (node.wantsOld: a regrouping, a foreign-key join);
+// nil when none asked or the key had none.
+func oldValue(kv store.KeyValue, kb []byte, wanted, found bool) ([]byte, error) {
+	if !wanted || !found {
+		return nil, nil
+	}
+	b, _, err := kv.Get(kb)
+	return slices.Clone(b), err
 }

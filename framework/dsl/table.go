@@ -211,7 +211,8 @@ func fold[K, V, A any](g Grouped[K, V], storeName string, agg serde.Serde[A], fn
 	s := g.prepare(storeName)
 	declare(s, storeName, opts)
 	plays(s, roleAggregate, "aggregate-"+storeName)
-	out := step(s, serde.Codec[K, A]{Key: s.codec.Key, Value: agg}, func(t *task, next push[K, A]) (push[K, V], error) {
+	var out Stream[K, A]
+	out = step(s, serde.Codec[K, A]{Key: s.codec.Key, Value: agg}, func(t *task, next push[K, A]) (push[K, V], error) {
 		kv, err := t.ctx.KeyValueStore(storeName)
 		if err != nil {
 			return nil, err
@@ -236,11 +237,15 @@ func fold[K, V, A any](g Grouped[K, V], storeName string, agg serde.Serde[A], fn
 			if err != nil {
 				return fmt.Errorf("serialize aggregate: %w", err)
 			}
+			was, err := oldValue(kv, kb, out.n.wantsOld, found)
+			if err != nil {
+				return err
+			}
 			if err := kv.Put(kb, b); err != nil {
 				return err
 			}
 			change = *m
-			change.prior = found
+			change.prior, change.old = found, was
 			return next(k, acc, &change)
 		}, nil
 	})

@@ -13,12 +13,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/framework"
 	"github.com/causeway-stream/causeway/runtime"
 )
@@ -146,4 +148,44 @@ func Start(ctx context.Context, topo *framework.Topology, o Options) (stop func(
 		}
 		return errors.Join(append(errs, os.RemoveAll(state))...)
 	}, nil
+}
+
+// Keyed is one record a demo writes: its key and value.
+type Keyed struct {
+	Key   string
+	Value []byte
+}
+
+// WriteAfter writes recs to topic, each stamped with the session's clock
+// as it stands (what was written before), then adds them to the session.
+func WriteAfter(ctx context.Context, cl *kgo.Client, session *causal.Session, topic string, recs []Keyed) error {
+	var headers []kgo.RecordHeader
+	if !session.Clock().IsEmpty() {
+		headers = []kgo.RecordHeader{{Key: causal.HeaderKey, Value: session.AppendHeader(nil)}}
+	}
+	var (
+		mu     sync.Mutex
+		failed error
+		done   []*kgo.Record
+	)
+	for _, w := range recs {
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Key: []byte(w.Key), Value: w.Value, Headers: headers}, func(r *kgo.Record, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed = cmp.Or(failed, fmt.Errorf("write %s of %s: %w", topic, r.Key, err))
+				return
+			}
+			done = append(done, r)
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, r := range done {
+		session.Produced(causal.Channel{Topic: r.Topic, Partition: r.Partition}, r.Offset)
+	}
+	return failed
 }
