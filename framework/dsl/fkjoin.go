@@ -171,9 +171,10 @@ func subscriptionKey(fk, pk []byte) []byte {
 // either side updates the results it touches; a left row that loses its
 // match, or is deleted, goes on as a tombstone (also where no result was
 // there to delete, as in Kafka Streams). The join needs two internal
-// topics and a subscription store, named after the store (see the package
-// comment of this file's steps in docs/writing-processors.md); l's and
-// r's inputs need not be co-partitioned. A result takes the later of its
+// topics, "<store>-subscription-registration-topic" and
+// "<store>-subscription-response-topic", and the store
+// "<store>-subscription-store"; l's and r's inputs need not be
+// co-partitioned. A result takes the later of its
 // two rows' timestamps when a left change made it, the right row's when
 // a right change did.
 func JoinForeignKey[K, V, KO, VO, R any](l Table[K, V], r Table[KO, VO], storeName string, foreignKey func(K, V) (KO, bool, error), joiner func(k K, v V, o VO) (R, error), opts ...StoreOpt) Table[K, R] {
