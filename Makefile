@@ -181,7 +181,7 @@ bench: ## Micro benchmarks of the causal core, then the end-to-end comparison on
 	$(GO) run ./bench/sinkbench -out bench-results || status=1; \
 	$(GO) run ./bench/cdcbench -out bench-results || status=1; \
 	$(GO) test -run '^$$' -bench 'Plain|Versioned' -benchmem -count $(BENCHCOUNT) ./framework/store/pebblestore/ | tee bench-results/versioned.txt || status=1; \
-	$(GO) test -run '^$$' -bench 'TableJoinUpdates' -benchmem -count $(BENCHCOUNT) ./framework/dsl/ | tee bench-results/fkjoin.txt || status=1; \
+	$(GO) test -run '^$$' -bench 'TableJoinUpdates|CountUpdates' -benchmem -count $(BENCHCOUNT) ./framework/dsl/ | tee bench-results/dsl.txt || status=1; \
 	exit $$status
 
 bench-scale: ## Workers added and killed under steady input: how long partitions stop, and what is restored, with and without standby replicas and warm-ups (about 5 minutes); results in bench-results/.

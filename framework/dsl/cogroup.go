@@ -123,6 +123,7 @@ func (c Cogrouped[K, A]) Aggregate(storeName string, init func() A, agg serde.Se
 			return nil, err
 		}
 		var result meta
+		var scratch []byte
 		return func(k K, apply cogroupStep[K, A], m *meta) error {
 			if nullKey(t, s, m, "aggregation "+storeName) {
 				return nil
@@ -149,7 +150,7 @@ func (c Cogrouped[K, A]) Aggregate(storeName string, init func() A, agg serde.Se
 			if err != nil {
 				return err
 			}
-			at, err := putAggregate(kv, times, agg, kb, acc, m.rec.Timestamp, found)
+			at, err := putAggregate(kv, times, agg, kb, acc, m.rec.Timestamp, found, &scratch)
 			if err != nil {
 				return err
 			}

@@ -386,7 +386,7 @@ func TestFragmentRefusesWhatIsNotOneProcessor(t *testing.T) {
 	require.NoError(t, err)
 	p, _ := topo.Processor("count")
 	assert.Equal(t, []string{"in"}, p.Inputs)
-	assert.Equal(t, []framework.StoreSpec{framework.KeyValueStore("n")}, p.Stores)
+	assert.Equal(t, []framework.StoreSpec{framework.KeyValueStore("n"), framework.KeyValueStore("n-time")}, p.Stores, "the count and its latest times")
 }
 
 // Repartition topics take the partition count of what they must be

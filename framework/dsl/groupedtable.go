@@ -172,6 +172,7 @@ func tableFold[K, V, A any](g GroupedTable[K, V], storeName string, agg serde.Se
 			return nil, err
 		}
 		var result meta
+		var scratch []byte
 		return func(k K, v V, m *meta) error {
 			if nullKey(t, s, m, "aggregation "+storeName) {
 				return nil
@@ -214,7 +215,7 @@ func tableFold[K, V, A any](g GroupedTable[K, V], storeName string, agg serde.Se
 			if err != nil {
 				return err
 			}
-			at, err := putAggregate(kv, times, agg, kb, acc, m.rec.Timestamp, found)
+			at, err := putAggregate(kv, times, agg, kb, acc, m.rec.Timestamp, found, &scratch)
 			if err != nil {
 				return err
 			}
@@ -242,7 +243,9 @@ func CountTable[K, V any](g GroupedTable[K, V], storeName string, opts ...StoreO
 // latest timestamp among the records folded into it, which it returns:
 // the result's time, as Kafka Streams' aggregations give it. found says
 // whether the key had an aggregate before; one made anew starts from at.
-func putAggregate[A any](kv, times store.KeyValue, agg serde.Serde[A], kb []byte, acc A, at time.Time, found bool) (time.Time, error) {
+// scratch holds the encoded time between calls (the stores copy what
+// they are given).
+func putAggregate[A any](kv, times store.KeyValue, agg serde.Serde[A], kb []byte, acc A, at time.Time, found bool, scratch *[]byte) (time.Time, error) {
 	b, err := agg.Serialize(acc)
 	if err != nil {
 		return at, fmt.Errorf("serialize aggregate: %w", err)
@@ -250,12 +253,15 @@ func putAggregate[A any](kv, times store.KeyValue, agg serde.Serde[A], kb []byte
 	if err := kv.Put(kb, b); err != nil {
 		return at, err
 	}
-	if tb, ok, err := times.Get(kb); err != nil {
-		return at, err
-	} else if ok && len(tb) == 8 && found {
-		at = maxTime(at, time.Unix(0, int64(binary.BigEndian.Uint64(tb))).UTC())
+	if found {
+		if tb, ok, err := times.Get(kb); err != nil {
+			return at, err
+		} else if ok && len(tb) == 8 {
+			at = maxTime(at, time.Unix(0, int64(binary.BigEndian.Uint64(tb))).UTC())
+		}
 	}
-	return at, times.Put(kb, binary.BigEndian.AppendUint64(nil, uint64(at.UnixNano())))
+	*scratch = binary.BigEndian.AppendUint64((*scratch)[:0], uint64(at.UnixNano()))
+	return at, times.Put(kb, *scratch)
 }
 
 // oldValue is a key's stored aggregate before a change, for a step after

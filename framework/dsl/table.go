@@ -210,6 +210,7 @@ func aggregator[K, V, A any](init func() A, fn func(K, V, A) (A, error)) func(K,
 func fold[K, V, A any](g Grouped[K, V], storeName string, agg serde.Serde[A], fn func(k K, v V, acc A, found bool) (A, error), opts []StoreOpt) Table[K, A] {
 	s := g.prepare(storeName)
 	declare(s, storeName, opts)
+	declare(s, storeName+"-time", opts)
 	plays(s, roleAggregate, "aggregate-"+storeName)
 	var out Stream[K, A]
 	out = step(s, serde.Codec[K, A]{Key: s.codec.Key, Value: agg}, func(t *task, next push[K, A]) (push[K, V], error) {
@@ -217,9 +218,19 @@ func fold[K, V, A any](g Grouped[K, V], storeName string, agg serde.Serde[A], fn
 		if err != nil {
 			return nil, err
 		}
+		times, err := t.ctx.KeyValueStore(storeName + "-time")
+		if err != nil {
+			return nil, err
+		}
 		var change meta
+		var scratch []byte
 		return func(k K, v V, m *meta) error {
 			if nullKey(t, s, m, "aggregation "+storeName) {
+				return nil
+			}
+			if s.rawValue && m.rec.Value == nil {
+				// Kafka Streams' KStreamAggregate and KStreamReduce skip it.
+				t.ctx.Report(framework.DropEvent{Reason: "no-value", Record: m.rec, Detail: "a record with no value folds nothing into " + storeName})
 				return nil
 			}
 			kb, err := keyBytes(s, k, m)
@@ -233,19 +244,17 @@ func fold[K, V, A any](g Grouped[K, V], storeName string, agg serde.Serde[A], fn
 			if acc, err = fn(k, v, acc, found); err != nil {
 				return err
 			}
-			b, err := agg.Serialize(acc)
-			if err != nil {
-				return fmt.Errorf("serialize aggregate: %w", err)
-			}
 			was, err := oldValue(kv, kb, out.n.wantsOld, found)
 			if err != nil {
 				return err
 			}
-			if err := kv.Put(kb, b); err != nil {
+			at, err := putAggregate(kv, times, agg, kb, acc, m.rec.Timestamp, found, &scratch)
+			if err != nil {
 				return err
 			}
 			change = *m
 			change.prior, change.old = found, was
+			change.rec.Timestamp = at
 			return next(k, acc, &change)
 		}, nil
 	})
