@@ -97,27 +97,56 @@ func scale(t *testing.T, flags ...string) scaled {
 }
 
 // restartedAssignments counts, in a worker's logs, the assignments after
-// its first that brought partitions and kept none of its tasks: under eager rebalancing every
-// one, under cooperative none.
+// its first that brought partitions and kept none of its tasks: under
+// eager rebalancing every one, under cooperative none. An assignment that
+// follows the loss of the worker's membership (a revoke marked lost: its
+// session expired, as it may on a loaded machine, and the group went on
+// without it) is not counted: that worker did not stay in the group, and
+// no protocol keeps tasks across that.
 func restartedAssignments(logs string) int {
-	n, first := 0, true
+	n, first, lost := 0, true, false
 	for _, line := range strings.Split(logs, "\n") {
-		if !strings.Contains(line, `"partitions assigned"`) {
-			continue
-		}
 		var l struct {
+			Msg              string
 			Partitions, Kept int
+			Lost             bool
 		}
 		if json.Unmarshal([]byte(line), &l) != nil {
 			continue
 		}
-		if l.Partitions == 0 {
-			continue // librdkafka's cooperative rounds may bring nothing
+		switch {
+		case l.Msg == "partitions revoked" && l.Lost:
+			lost = true
+		case l.Msg != "partitions assigned" || l.Partitions == 0:
+			// librdkafka's cooperative rounds may bring nothing
+		default:
+			if !first && l.Kept == 0 && !lost {
+				n++
+			}
+			first, lost = false, false
 		}
-		if !first && l.Kept == 0 {
-			n++
-		}
-		first = false
 	}
 	return n
+}
+
+// The count of restarted assignments counts what eager rebalancing does
+// and leaves out a worker that lost its membership.
+func TestRestartedAssignments(t *testing.T) {
+	const (
+		assigned = `{"msg":"partitions assigned","partitions":%d,"kept":%d}`
+		revoked  = `{"msg":"partitions revoked","partitions":4,"lost":%v}`
+	)
+	line := fmt.Sprintf
+	for _, c := range []struct {
+		name string
+		logs []string
+		want int
+	}{
+		{"cooperative: tasks kept", []string{line(assigned, 4, 0), line(assigned, 6, 4)}, 0},
+		{"eager: tasks started over", []string{line(assigned, 4, 0), line(revoked, false), line(assigned, 6, 0)}, 1},
+		{"membership lost", []string{line(assigned, 4, 0), line(revoked, true), line(assigned, 6, 0)}, 0},
+		{"lost, then eager", []string{line(assigned, 4, 0), line(revoked, true), line(assigned, 6, 0), line(revoked, false), line(assigned, 6, 0)}, 1},
+	} {
+		assert.Equal(t, c.want, restartedAssignments(strings.Join(c.logs, "\n")), c.name)
+	}
 }
