@@ -75,6 +75,17 @@ type CommitListener interface {
 	Committed(ctx context.Context, offset []byte) error
 }
 
+// Streaming is a SourceTask whose Poll reads on from where its last poll
+// stopped, and reads the offset it is given on its first call only (a
+// replication stream, as opposed to a query from the committed offset).
+// The runtime then polls it again while it writes what the last poll
+// returned, so that reading overlaps Kafka's transactions; Poll and
+// Committed still come from one goroutine, Committed between two polls,
+// with the offset of the last transaction committed by then.
+type Streaming interface {
+	Streaming() bool
+}
+
 // SourceTask reads records from another system. Its calls come from one
 // goroutine: Poll any number of times, then Close.
 //

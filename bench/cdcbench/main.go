@@ -380,6 +380,9 @@ func latencyRun(ctx context.Context, pg *pgtest.Cluster, addr string, rate, seco
 	if err != nil {
 		return 0, 0, 0, err
 	}
+	if len(lat) == 0 {
+		return 0, 0, 0, fmt.Errorf("no order of the latency run landed in the target (-seconds %d)", seconds)
+	}
 	sort.Float64s(lat)
 	at := func(q float64) time.Duration {
 		return time.Duration(lat[int(q*float64(len(lat)-1))] * float64(time.Second)).Round(time.Millisecond)

@@ -79,6 +79,10 @@ func (Source) Open(ctx context.Context, connector string, cfg connect.Config) (c
 	return t, nil
 }
 
+// Streaming says the task reads the replication stream on from where it
+// stopped: only its first Poll reads the committed offset.
+func (t *task) Streaming() bool { return true }
+
 // Poll returns whole transactions: the snapshot on the first poll when
 // one is due, then those the log holds after the committed offset.
 func (t *task) Poll(ctx context.Context, committed []byte) ([]connect.SourceRecord, error) {

@@ -96,6 +96,9 @@ func (s *sourceRunner) run(ctx context.Context, t connect.SourceTask) (err error
 	if err := s.start(ctx); err != nil {
 		return err
 	}
+	if st, ok := t.(connect.Streaming); ok && st.Streaming() {
+		return s.runAhead(ctx, t)
+	}
 	for ctx.Err() == nil {
 		recs, err := t.Poll(ctx, s.offset)
 		if err != nil {
@@ -213,6 +216,12 @@ func (s *sourceRunner) write(ctx context.Context, recs []connect.SourceRecord) e
 	if err != nil {
 		return err
 	}
+	return s.writeTransformed(ctx, out, skipped)
+}
+
+// writeTransformed is write after the transforms: out are the records
+// left, skipped the offset of those left out at the end.
+func (s *sourceRunner) writeTransformed(ctx context.Context, out []routedRecord, skipped []byte) (err error) {
 	if skipped != nil {
 		if len(out) == 0 {
 			return s.writeRun(ctx, "", nil, skipped) // the offset alone

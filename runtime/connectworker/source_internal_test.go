@@ -1,10 +1,12 @@
 package connectworker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +49,13 @@ func (s *scripted) Poll(ctx context.Context, offset []byte) ([]connect.SourceRec
 }
 
 func (s *scripted) Close() error { return nil }
+
+// polls is how many times the task was polled.
+func (s *scripted) polls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.asked)
+}
 
 // A source's records go to the topic their transforms route them to; with
 // errors.tolerance=all a record the transforms refuse is left out, and its
@@ -165,57 +174,173 @@ func TestEndsLeftByATaskThatStoppedAreWrittenByTheNext(t *testing.T) {
 // the offsets topic's largest record, is written a run of whole
 // transactions at a time: every record and every end once, each end
 // after its transaction's records, and the task goes on (it failed on
-// its offset record, too large, when one record kept every end).
+// its offset record, too large, when one record kept every end, and
+// again with ends of a few bytes each, when the budget counted their
+// bytes and not what an end takes in the offset record's JSON).
 func TestManySmallTransactionsInOnePollAreWritten(t *testing.T) {
 	t.Parallel()
-	kafka := transporttest.New(t)
-	// Kafka's default largest record, on the offsets topic.
-	require.NoError(t, kafka.CreateTopic("causeway-connect-offsets", 25, map[string]string{"max.message.bytes": "1048588", "cleanup.policy": "compact"}))
-	w, err := New(Config{Bootstrap: kafka.Bootstrap(), Client: kafka.Client(), Listen: "127.0.0.1:0", Log: zaptest.NewLogger(t)})
-	require.NoError(t, err)
-	defer func() { _ = w.server.Stop(context.Background()) }()
-	cfg := map[string]string{"topic.creation.default.partitions": "1"}
-	chain, err := transform.Parse(cfg)
-	require.NoError(t, err)
-	r, err := w.newSourceRunner("cdc", cfg, chain, zaptest.NewLogger(t), new(atomic.Int64))
-	require.NoError(t, err)
-	const txns = 2000
-	pad := strings.Repeat("x", 800) // an end's schema and counts, as Debezium's
-	var poll []connect.SourceRecord
-	for i := range txns {
-		id := fmt.Sprintf("t%d", i)
-		poll = append(poll,
-			connect.SourceRecord{Topic: "orders", Key: []byte(strconv.Itoa(i)), Value: []byte(`{"id":` + strconv.Itoa(i) + `}`), Transaction: id, Offset: []byte(strconv.Itoa(i))},
-			connect.SourceRecord{Topic: "txn", Key: []byte(`"` + id + `"`), Value: []byte(`{"status":"END","pad":"` + pad + `"}`), Transaction: id, EndsTransaction: true})
+	for _, tc := range []struct {
+		name string
+		txns int
+		pad  string
+	}{
+		{"ends with a schema", 2000, strings.Repeat("x", 800)}, // an end's schema and counts, as Debezium's
+		{"ends of a few bytes", 8000, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			kafka := transporttest.New(t)
+			// Kafka's default largest record, on the offsets topic.
+			require.NoError(t, kafka.CreateTopic("causeway-connect-offsets", 25, map[string]string{"max.message.bytes": "1048588", "cleanup.policy": "compact"}))
+			w, err := New(Config{Bootstrap: kafka.Bootstrap(), Client: kafka.Client(), Listen: "127.0.0.1:0", Log: zaptest.NewLogger(t)})
+			require.NoError(t, err)
+			defer func() { _ = w.server.Stop(context.Background()) }()
+			cfg := map[string]string{"topic.creation.default.partitions": "1"}
+			chain, err := transform.Parse(cfg)
+			require.NoError(t, err)
+			r, err := w.newSourceRunner("cdc", cfg, chain, zaptest.NewLogger(t), new(atomic.Int64))
+			require.NoError(t, err)
+			var poll []connect.SourceRecord
+			for i := range tc.txns {
+				id := fmt.Sprintf("t%d", i)
+				poll = append(poll,
+					connect.SourceRecord{Topic: "orders", Key: []byte(strconv.Itoa(i)), Value: []byte(`{"id":` + strconv.Itoa(i) + `}`), Transaction: id, Offset: []byte(strconv.Itoa(i))},
+					connect.SourceRecord{Topic: "txn", Key: []byte(`"` + id + `"`), Value: []byte(`{"pad":"` + tc.pad + `"}`), Transaction: id, EndsTransaction: true})
+			}
+			task := &scripted{batches: [][]connect.SourceRecord{poll}}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- r.run(ctx, task) }()
+			deadline := time.Now().Add(60 * time.Second)
+			// Every end written, and the task polled again after them.
+			for (len(kafka.Records(causal.Channel{Topic: "txn"})) < tc.txns || task.polls() < 2) && time.Now().Before(deadline) {
+				select {
+				case err := <-done:
+					require.NoError(t, err, "the task stopped")
+					t.Fatal("the task stopped")
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+			cancel()
+			require.NoError(t, <-done)
+			orders, ends := kafka.Records(causal.Channel{Topic: "orders"}), kafka.Records(causal.Channel{Topic: "txn"})
+			require.Len(t, orders, tc.txns)
+			require.Len(t, ends, tc.txns)
+			for i := range tc.txns {
+				assert.Equal(t, strconv.Itoa(i), string(orders[i].Key))
+				end, _ := framework.Record(ends[i]).Header(connect.TxnEndHeader)
+				assert.Equal(t, fmt.Sprintf("t%d", i), string(end))
+			}
+			assert.Equal(t, [][]byte{nil, []byte(strconv.Itoa(tc.txns - 1))}, task.asked, "the next poll starts after the last transaction")
+		})
 	}
-	task := &scripted{batches: [][]connect.SourceRecord{poll}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.run(ctx, task) }()
-	asked := func() int {
-		task.mu.Lock()
-		defer task.mu.Unlock()
-		return len(task.asked)
+}
+
+// streamingTask is a scripted task that reads on from where it stopped
+// (connect.Streaming), or says it does not; it notes, at each poll, how
+// many records of the topic "rows" were committed, and hears of commits.
+type streamingTask struct {
+	scripted
+	streaming bool
+	kafka     *transporttest.Cluster
+	// busy catches a Poll and a Committed at the same time.
+	busy      sync.Mutex
+	overlap   atomic.Bool
+	seen      []int
+	committed [][]byte
+}
+
+func (s *streamingTask) Streaming() bool { return s.streaming }
+
+func (s *streamingTask) Poll(ctx context.Context, offset []byte) ([]connect.SourceRecord, error) {
+	if !s.busy.TryLock() {
+		s.overlap.Store(true)
+		return nil, errors.New("polled during a commit callback")
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	// Every end written, and the task polled again after them.
-	for (len(kafka.Records(causal.Channel{Topic: "txn"})) < txns || asked() < 2) && time.Now().Before(deadline) {
-		select {
-		case err := <-done:
-			require.NoError(t, err, "the task stopped")
-			t.Fatal("the task stopped")
-		case <-time.After(20 * time.Millisecond):
-		}
+	n := len(s.kafka.Records(causal.Channel{Topic: "rows"}))
+	s.mu.Lock()
+	s.seen = append(s.seen, n)
+	last := len(s.batches) == 0
+	s.mu.Unlock()
+	s.busy.Unlock()
+	if last { // nothing more to read: return after a while, as a stream does
+		time.Sleep(10 * time.Millisecond)
+		return nil, nil
 	}
-	cancel()
-	require.NoError(t, <-done)
-	orders, ends := kafka.Records(causal.Channel{Topic: "orders"}), kafka.Records(causal.Channel{Topic: "txn"})
-	require.Len(t, orders, txns)
-	require.Len(t, ends, txns)
-	for i := range txns {
-		assert.Equal(t, strconv.Itoa(i), string(orders[i].Key))
-		end, _ := framework.Record(ends[i]).Header(connect.TxnEndHeader)
-		assert.Equal(t, fmt.Sprintf("t%d", i), string(end))
+	return s.scripted.Poll(ctx, offset)
+}
+
+// told is the offsets the task heard were committed.
+func (s *streamingTask) told() [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.committed)
+}
+
+func (s *streamingTask) Committed(_ context.Context, offset []byte) error {
+	if !s.busy.TryLock() {
+		s.overlap.Store(true)
+		return errors.New("told of a commit during a poll")
 	}
-	assert.Equal(t, [][]byte{nil, []byte(strconv.Itoa(txns - 1))}, task.asked, "the next poll starts after the last transaction")
+	defer s.busy.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.committed = append(s.committed, offset)
+	return nil
+}
+
+// A streaming source is polled again while the batch it returned is
+// being written (here, while its commit is retried), and hears of each
+// commit from the polling goroutine, between two polls, never during
+// one; a source that is not streaming is polled only once its batch is
+// committed.
+func TestAStreamingSourceIsReadAheadOfItsWrites(t *testing.T) {
+	t.Parallel()
+	for _, streaming := range []bool{true, false} {
+		t.Run(fmt.Sprintf("streaming=%v", streaming), func(t *testing.T) {
+			t.Parallel()
+			kafka := transporttest.New(t)
+			w, err := New(Config{Bootstrap: kafka.Bootstrap(), Client: kafka.Client(), Listen: "127.0.0.1:0", Log: zaptest.NewLogger(t)})
+			require.NoError(t, err)
+			defer func() { _ = w.server.Stop(context.Background()) }()
+			cfg := map[string]string{"topic.creation.default.partitions": "1"}
+			chain, err := transform.Parse(cfg)
+			require.NoError(t, err)
+			r, err := w.newSourceRunner("cdc", cfg, chain, zaptest.NewLogger(t), new(atomic.Int64))
+			require.NoError(t, err)
+			require.NoError(t, kafka.CreateTopic("rows", 1, nil))
+			task := &streamingTask{streaming: streaming, kafka: kafka, scripted: scripted{batches: [][]connect.SourceRecord{
+				{{Topic: "rows", Value: []byte(`1`), Offset: []byte(`1`)}},
+				{{Topic: "rows", Value: []byte(`2`), Offset: []byte(`2`)}},
+			}}}
+			kafka.FailCommits(2) // the first batch's commit is retried for a while
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- r.run(ctx, task) }()
+			deadline := time.Now().Add(30 * time.Second)
+			toldLast := func() bool {
+				told := task.told()
+				return len(told) > 0 && string(told[len(told)-1]) == "2"
+			}
+			for !toldLast() && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			cancel()
+			require.NoError(t, <-done)
+			assert.False(t, task.overlap.Load(), "a poll and a commit callback at the same time")
+			require.GreaterOrEqual(t, len(task.seen), 2)
+			if streaming {
+				assert.Equal(t, 0, task.seen[1], "the second poll comes before the first batch is committed")
+			} else {
+				assert.Equal(t, 1, task.seen[1], "the second poll comes after the first batch is committed")
+			}
+			// The reader may have taken both commits at once, and been
+			// told the second alone.
+			told := task.told()
+			require.NotEmpty(t, told)
+			assert.Equal(t, []byte(`2`), told[len(told)-1], "told of the last commit")
+			assert.True(t, slices.IsSortedFunc(told, bytes.Compare), "told in order: %q", told)
+			assert.Len(t, kafka.Records(causal.Channel{Topic: "rows"}), 2, "both batches written, once")
+		})
+	}
 }

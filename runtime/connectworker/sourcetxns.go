@@ -24,12 +24,27 @@ type pendingEnd struct {
 	Timestamp time.Time          `json:"timestamp"`
 }
 
-// pendingBudget bounds the bytes of the ends one offset record keeps (as
-// pendingEnd, in JSON, they grow by a third): a poll of many small source
-// transactions, whose ends would not fit the offsets topic's largest
-// record (1 MB by default), is written a run of whole transactions at a
-// time, each run's ends kept beside its offset.
-const pendingBudget = 256 << 10
+// pendingBudget bounds the bytes the ends one offset record keeps take
+// in it (pendingSize), far under the offsets topic's largest record (1 MB
+// by default): a poll of many source transactions, whose ends would not
+// fit, is written a run of whole transactions at a time, each run's ends
+// kept beside its offset. Each run costs two Kafka transactions, so the
+// budget is no smaller than it must be: a poll of the capture bench's
+// shop workload (2,048 records, JSON schemas on) fits one run.
+const pendingBudget = 700 << 10
+
+// pendingSize is about what the end r takes in an offset record, as a
+// pendingEnd in JSON: its bytes in base64, and its field names, quotes and
+// time.
+func pendingSize(r routedRecord) int {
+	size := len(r.t.Key) + len(r.t.Value) + len(r.src.Transaction)
+	names := len(r.t.Topic) + len(connect.TxnEndHeader)
+	for _, h := range r.t.Headers {
+		size += len(h.Value)
+		names += len(h.Key) + 24
+	}
+	return size*4/3 + names + 128
+}
 
 // writeTxns writes the records of whole source transactions, a run of
 // transactions whose ends fit pendingBudget at a time (writeRunOfTxns).
@@ -38,10 +53,7 @@ func (s *sourceRunner) writeTxns(ctx context.Context, recs []routedRecord) error
 		n, size := 0, 0
 		for n < len(recs) && size < pendingBudget {
 			if r := recs[n]; r.src.EndsTransaction {
-				size += len(r.t.Topic) + len(r.t.Key) + len(r.t.Value) + len(r.src.Transaction)
-				for _, h := range r.t.Headers {
-					size += len(h.Key) + len(h.Value)
-				}
+				size += pendingSize(r)
 			}
 			n++
 		}
