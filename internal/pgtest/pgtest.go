@@ -133,12 +133,27 @@ func (c *Cluster) start(ctx context.Context) error {
 	if out, err := c.command(ctx, "initdb", "-D", data, "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C").CombinedOutput(); err != nil {
 		return fmt.Errorf("initdb: %w: %s", err, out)
 	}
-	port, err := freePort()
-	if err != nil {
-		return err
+	// A port found free may be taken before the server binds it (tests
+	// and their processes run side by side): then another one.
+	for attempt := 1; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		c.port = port
+		_ = os.Truncate(c.Log, 0) // what portTaken reads is this start's
+		err = c.Resume(ctx)
+		if err == nil || attempt == 5 || !c.portTaken() {
+			return err
+		}
 	}
-	c.port = port
-	return c.Resume(ctx)
+}
+
+// portTaken reports whether the server's log says its last start found
+// its port in use.
+func (c *Cluster) portTaken() bool {
+	log, err := os.ReadFile(c.Log)
+	return err == nil && strings.Contains(string(log), "Address already in use")
 }
 
 // Resume starts the server of a cluster that Pause stopped, on the same

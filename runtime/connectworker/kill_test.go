@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,18 +47,21 @@ func runWorkerProcess() int {
 	return 0
 }
 
+// restAddr finds, in a worker's log, the address its REST listener took.
+var restAddr = regexp.MustCompile(`connect worker started.*"rest": "([^"]+)"`)
+
 // spawn starts a connect worker process; it is killed when the test ends.
+// The worker binds a port of its own and the test reads it from its log:
+// a port the test found free and closed could be taken by another process
+// before the worker binds it (seen in make test, where the port went to
+// another test's worker, which then answered for this one).
 func (e *env) spawn(id string) (*worker, *exec.Cmd) {
 	e.t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(e.t, err)
-	addr := l.Addr().String()
-	require.NoError(e.t, l.Close())
 	exe, err := os.Executable()
 	require.NoError(e.t, err)
 	cmd := exec.Command(exe, "-test.run=^$")
 	cmd.Env = append(os.Environ(), "CAUSEWAY_CONNECT_WORKER=1", "CW_BOOTSTRAP="+e.broker.Addr(), "CW_CLIENT="+e.client,
-		"CW_LISTEN="+addr, "CW_ID="+id)
+		"CW_LISTEN=127.0.0.1:0", "CW_ID="+id)
 	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	require.NoError(e.t, cmd.Start())
@@ -69,8 +72,15 @@ func (e *env) spawn(id string) (*worker, *exec.Cmd) {
 			e.t.Logf("worker %s said:\n%s", id, out.String())
 		}
 	})
-	w := &worker{base: "http://" + addr}
+	w := &worker{}
 	eventually(e.t, "worker "+id+" answering", func() bool {
+		if w.base == "" {
+			m := restAddr.FindStringSubmatch(out.String())
+			if m == nil {
+				return false
+			}
+			w.base = "http://" + m[1]
+		}
 		resp, err := http.Get(w.base + "/")
 		if err != nil {
 			return false
