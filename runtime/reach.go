@@ -53,8 +53,8 @@ func reachCluster(ctx context.Context, admin transport.Admin, bootstrap string, 
 		}
 		cause := err.Error()
 		if transport.Classify(err) == transport.ClassFatal {
-			// Refused credentials or authorization: asking again will not
-			// change the answer.
+			// Refused credentials or authorization, or a certificate that
+			// does not verify: asking again will not change the answer.
 			return fmt.Errorf("%w at %s: %w", ErrKafkaUnreachable, bootstrap, err)
 		}
 		left := time.Until(deadline)
@@ -83,6 +83,7 @@ func reachCluster(ctx context.Context, admin transport.Admin, bootstrap string, 
 // (librdkafka would wait out its timeout and then name neither).
 func attemptReach(ctx context.Context, admin transport.Admin, bootstrap string, settings map[string]string, deadline time.Time) error {
 	var refused []string
+	untrusted := false
 	for _, addr := range strings.Split(bootstrap, ",") {
 		addr = strings.TrimSpace(addr)
 		conn, err := net.DialTimeout("tcp", addr, time.Until(deadline))
@@ -94,9 +95,17 @@ func attemptReach(ctx context.Context, admin transport.Admin, bootstrap string, 
 			refused = nil
 			break
 		}
+		var verify *tls.CertificateVerificationError
+		untrusted = untrusted || errors.As(err, &verify)
 		refused = append(refused, err.Error())
 	}
-	if len(refused) > 0 {
+	switch {
+	case len(refused) > 0 && untrusted:
+		// A certificate that does not verify with the settings' authority
+		// will not verify on the next attempt either: refused at once, as
+		// Kafka's Java clients refuse a failed SSL handshake.
+		return &transport.ClientError{Class: transport.ClassFatal, Err: errors.New(strings.Join(refused, "; "))}
+	case len(refused) > 0:
 		return errors.New(strings.Join(refused, "; "))
 	}
 	actx, cancel := context.WithDeadline(ctx, deadline)

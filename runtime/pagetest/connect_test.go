@@ -24,6 +24,7 @@ import (
 // its pause button pauses it: the page shows PAUSED, and so does the REST
 // API.
 func TestConnectPageShowsConnectorsAndPausesThem(t *testing.T) {
+	t.Parallel()
 	b, err := embedded.Start()
 	require.NoError(t, err)
 	defer b.Close()
@@ -114,6 +115,7 @@ func (t describedTask) Describe() map[string]string {
 // The page shows what a task says of where it stands (a capture's slot
 // and last position), and follows it as it moves.
 func TestConnectPageShowsWhereATaskStands(t *testing.T) {
+	t.Parallel()
 	b, err := embedded.Start()
 	require.NoError(t, err)
 	defer b.Close()

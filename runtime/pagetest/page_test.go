@@ -74,6 +74,7 @@ func browser(t *testing.T) context.Context {
 // a screenshot of it is saved (to CAUSEWAY_SCREENSHOT when set, for
 // docs/operations.md).
 func TestPageShowsTopologyAndTasks(t *testing.T) {
+	t.Parallel()
 	b, err := embedded.Start()
 	require.NoError(t, err)
 	defer b.Close()
@@ -220,6 +221,7 @@ func TestPageShowsTopologyAndTasks(t *testing.T) {
 // Two workers with a standby replica each keep a copy of the other's
 // tasks: the page of one lists its copies, their role and their lag.
 func TestPageShowsStandbyCopies(t *testing.T) {
+	t.Parallel()
 	b, err := embedded.Start()
 	require.NoError(t, err)
 	defer b.Close()
