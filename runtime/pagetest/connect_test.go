@@ -61,10 +61,13 @@ func TestConnectPageShowsConnectorsAndPausesThem(t *testing.T) {
 	// step with finding its node, or the node may be gone in between.
 	taskState, err := chromedp.Run(bctx, chromedp.Evaluate[string](textOf(`tr[data-connector="web"] [data-task="0"] span`)))
 	require.NoError(t, err)
-	require.NoError(t, chromedp.Do(bctx,
-		chromedp.Click(chromedp.CSS(`tr[data-connector="web"] button[data-action="pause"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`tr[data-connector="web"] span.state.PAUSED`)),
-	))
+	// Clicked the same way: found and clicked in one step (a click that
+	// found the button, then asked for it after a refresh, failed with
+	// "Could not find node with given id").
+	clicked, err := chromedp.Run(bctx, chromedp.Evaluate[bool](clickOn(`tr[data-connector="web"] button[data-action="pause"]`)))
+	require.NoError(t, err)
+	require.True(t, clicked, "the pause button")
+	require.NoError(t, chromedp.Do(bctx, chromedp.WaitVisible(chromedp.CSS(`tr[data-connector="web"] span.state.PAUSED`))))
 	connState, err := chromedp.Run(bctx, chromedp.Evaluate[string](textOf(`tr[data-connector="web"] span.state`)))
 	require.NoError(t, err)
 	assert.Equal(t, "RUNNING", taskState)
@@ -83,6 +86,13 @@ func TestConnectPageShowsConnectorsAndPausesThem(t *testing.T) {
 func textOf(css string) string {
 	q, _ := json.Marshal(css)
 	return fmt.Sprintf(`(document.querySelector(%s) || {innerText: ""}).innerText`, q)
+}
+
+// clickOn is a script that clicks the first element css finds, and says
+// whether there was one.
+func clickOn(css string) string {
+	q, _ := json.Marshal(css)
+	return fmt.Sprintf(`(() => { const e = document.querySelector(%s); if (!e) return false; e.click(); return true; })()`, q)
 }
 
 // describedSource is a source whose task writes nothing and says it
