@@ -24,7 +24,6 @@ import (
 // version with when it was put and when the next took over, and for the
 // version valid at a time.
 func TestPageQueriesAVersionedStore(t *testing.T) {
-	t.Parallel()
 	b, err := embedded.Start()
 	require.NoError(t, err)
 	defer b.Close()
