@@ -73,6 +73,7 @@ func main() {
 		return nil
 	})
 	flag.IntVar(&batchSize, "batch", batchSize, "the capture's max.batch.size (Debezium's default: 2048)")
+	flag.StringVar(&bootstrap, "bootstrap", "", "bootstrap servers of the Kafka cluster the worker writes to (a broker of its own, such as go run ./cmd/broker, or a real cluster); none: an embedded broker in this process")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (worker and broker are in this process) to this file")
 	flag.Parse()
 	if *profile != "" {
@@ -103,12 +104,16 @@ func run(n, runs, rate, seconds int, client, out string) error {
 		return err
 	}
 	defer pg.Stop() //nolint:errcheck // the bench is over
-	broker, err := embedded.Start()
-	if err != nil {
-		return err
+	addr := bootstrap
+	if addr == "" {
+		broker, err := embedded.Start()
+		if err != nil {
+			return err
+		}
+		defer broker.Close()
+		addr = broker.Addr()
 	}
-	defer broker.Close()
-	w, stop, err := startWorker(broker.Addr(), client)
+	w, stop, err := startWorker(addr, client)
 	if err != nil {
 		return err
 	}
@@ -174,11 +179,14 @@ func run(n, runs, rate, seconds int, client, out string) error {
 	return nil
 }
 
-// kafkaSettings are the worker's client settings given with -kafka, and
-// batchSize the capture's max.batch.size (-batch).
+// kafkaSettings are the worker's client settings given with -kafka,
+// batchSize the capture's max.batch.size (-batch), and bootstrap the
+// cluster the worker writes to (-bootstrap; none: an embedded broker in
+// this process).
 var (
 	kafkaSettings = map[string]string{}
 	batchSize     = 2048
+	bootstrap     string
 )
 
 // startWorker runs a connect worker with the capture and the sink.
