@@ -63,17 +63,11 @@ func (s *scripted) polls() int {
 func TestSourceRecordsAreRoutedAndRefusedOnesLeftOut(t *testing.T) {
 	t.Parallel()
 	kafka := transporttest.New(t)
-	w, err := New(Config{Bootstrap: kafka.Bootstrap(), Client: kafka.Client(), Listen: "127.0.0.1:0", Log: zaptest.NewLogger(t)})
-	require.NoError(t, err)
-	defer func() { _ = w.server.Stop(context.Background()) }()
 	cfg := map[string]string{"errors.tolerance": "all", "topic.creation.default.partitions": "1",
 		"transforms": "key,route", "transforms.key.type": "ValueToKey", "transforms.key.fields": "id",
 		"transforms.route.type": "RegexRouter", "transforms.route.regex": "raw_(.*)", "transforms.route.replacement": "clean_$1"}
-	chain, err := transform.Parse(cfg)
-	require.NoError(t, err)
 	var produced = new(taskCounters)
-	r, err := w.newSourceRunner("src", cfg, chain, zaptest.NewLogger(t), &produced.produced)
-	require.NoError(t, err)
+	r := sourceRunners(t, kafka, "src", cfg, &produced.produced)()
 	task := &scripted{batches: [][]connect.SourceRecord{
 		{
 			{Topic: "raw_a", Value: []byte(`{"id": 1}`), Offset: []byte(`1`)},
@@ -111,6 +105,22 @@ func TestSourceRecordsAreRoutedAndRefusedOnesLeftOut(t *testing.T) {
 	assert.Equal(t, map[string]string{"clean_a": `{"id":1}`, "other": `{"id":3}`}, got, "routed, keyed, and nothing left in raw_a")
 }
 
+// sourceRunners makes source runners of the connector name, configured
+// with cfg, on a connect worker over kafka.
+func sourceRunners(t *testing.T, kafka *transporttest.Cluster, name string, cfg map[string]string, produced *atomic.Int64) func() *sourceRunner {
+	t.Helper()
+	w, err := New(Config{Bootstrap: kafka.Bootstrap(), Client: kafka.Client(), Listen: "127.0.0.1:0", Log: zaptest.NewLogger(t)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.server.Stop(context.Background()) })
+	chain, err := transform.Parse(cfg)
+	require.NoError(t, err)
+	return func() *sourceRunner {
+		r, err := w.newSourceRunner(name, cfg, chain, zaptest.NewLogger(t), produced)
+		require.NoError(t, err)
+		return r
+	}
+}
+
 // failingListener is a scripted task whose first commit callback fails:
 // the task stops between the commit of a poll's records and the write of
 // their transactions' ends.
@@ -133,17 +143,7 @@ func (f *failingListener) Committed(context.Context, []byte) error {
 func TestEndsLeftByATaskThatStoppedAreWrittenByTheNext(t *testing.T) {
 	t.Parallel()
 	kafka := transporttest.New(t)
-	w, err := New(Config{Bootstrap: kafka.Bootstrap(), Client: kafka.Client(), Listen: "127.0.0.1:0", Log: zaptest.NewLogger(t)})
-	require.NoError(t, err)
-	defer func() { _ = w.server.Stop(context.Background()) }()
-	cfg := map[string]string{"topic.creation.default.partitions": "1"}
-	chain, err := transform.Parse(cfg)
-	require.NoError(t, err)
-	runner := func() *sourceRunner {
-		r, err := w.newSourceRunner("cdc", cfg, chain, zaptest.NewLogger(t), new(atomic.Int64))
-		require.NoError(t, err)
-		return r
-	}
+	runner := sourceRunners(t, kafka, "cdc", map[string]string{"topic.creation.default.partitions": "1"}, new(atomic.Int64))
 	first := &failingListener{scripted: scripted{batches: [][]connect.SourceRecord{{
 		{Topic: "orders", Key: []byte(`1`), Value: []byte(`{"id":1}`), Transaction: "t1", Offset: []byte(`1`)},
 		{Topic: "txn", Key: []byte(`"t1"`), Value: []byte(`{"status":"END"}`), Transaction: "t1", EndsTransaction: true},
@@ -192,14 +192,7 @@ func TestManySmallTransactionsInOnePollAreWritten(t *testing.T) {
 			kafka := transporttest.New(t)
 			// Kafka's default largest record, on the offsets topic.
 			require.NoError(t, kafka.CreateTopic("causeway-connect-offsets", 25, map[string]string{"max.message.bytes": "1048588", "cleanup.policy": "compact"}))
-			w, err := New(Config{Bootstrap: kafka.Bootstrap(), Client: kafka.Client(), Listen: "127.0.0.1:0", Log: zaptest.NewLogger(t)})
-			require.NoError(t, err)
-			defer func() { _ = w.server.Stop(context.Background()) }()
-			cfg := map[string]string{"topic.creation.default.partitions": "1"}
-			chain, err := transform.Parse(cfg)
-			require.NoError(t, err)
-			r, err := w.newSourceRunner("cdc", cfg, chain, zaptest.NewLogger(t), new(atomic.Int64))
-			require.NoError(t, err)
+			r := sourceRunners(t, kafka, "cdc", map[string]string{"topic.creation.default.partitions": "1"}, new(atomic.Int64))()
 			var poll []connect.SourceRecord
 			for i := range tc.txns {
 				id := fmt.Sprintf("t%d", i)
@@ -300,14 +293,7 @@ func TestAStreamingSourceIsReadAheadOfItsWrites(t *testing.T) {
 		t.Run(fmt.Sprintf("streaming=%v", streaming), func(t *testing.T) {
 			t.Parallel()
 			kafka := transporttest.New(t)
-			w, err := New(Config{Bootstrap: kafka.Bootstrap(), Client: kafka.Client(), Listen: "127.0.0.1:0", Log: zaptest.NewLogger(t)})
-			require.NoError(t, err)
-			defer func() { _ = w.server.Stop(context.Background()) }()
-			cfg := map[string]string{"topic.creation.default.partitions": "1"}
-			chain, err := transform.Parse(cfg)
-			require.NoError(t, err)
-			r, err := w.newSourceRunner("cdc", cfg, chain, zaptest.NewLogger(t), new(atomic.Int64))
-			require.NoError(t, err)
+			r := sourceRunners(t, kafka, "cdc", map[string]string{"topic.creation.default.partitions": "1"}, new(atomic.Int64))()
 			require.NoError(t, kafka.CreateTopic("rows", 1, nil))
 			task := &streamingTask{streaming: streaming, kafka: kafka, scripted: scripted{batches: [][]connect.SourceRecord{
 				{{Topic: "rows", Value: []byte(`1`), Offset: []byte(`1`)}},
