@@ -2,8 +2,9 @@ package runtime_test
 
 import (
 	"fmt"
-	"net"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,14 +14,21 @@ import (
 	"github.com/causeway-stream/causeway/runtime/embedded"
 )
 
-// freePort is a TCP port nothing listens on, as of now.
-func freePort(t *testing.T) int {
+// reservedPort is a TCP port nothing listens on, and nothing else can
+// take until release: a socket bound to it that does not listen, so that
+// connections to it are refused. (A port found free and closed could be
+// taken by another test's listener before it is used.)
+func reservedPort(t *testing.T) (port int, release func()) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0) // not handed to the workers it spawns
 	require.NoError(t, err)
-	port := ln.Addr().(*net.TCPAddr).Port
-	require.NoError(t, ln.Close())
-	return port
+	var once sync.Once
+	release = func() { once.Do(func() { _ = syscall.Close(fd) }) }
+	t.Cleanup(release)
+	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
+	sa, err := syscall.Getsockname(fd)
+	require.NoError(t, err)
+	return sa.(*syscall.SockaddrInet4).Port, release
 }
 
 // Both clients treat a cluster they cannot reach alike: they retry with
@@ -32,7 +40,8 @@ func TestAnUnreachableClusterIsRetriedThenRefusedOnBothClients(t *testing.T) {
 	eachClient(t, func(t *testing.T, client string) {
 		t.Run("never up", func(t *testing.T) {
 			t.Parallel()
-			addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			port, _ := reservedPort(t)
+			addr := fmt.Sprintf("127.0.0.1:%d", port)
 			start := time.Now()
 			w := spawnWorker(t, addr, "unreachable", t.TempDir(), "--client", client, "--connect-timeout", "3s")
 			code := w.exited(30 * time.Second)
@@ -47,7 +56,7 @@ func TestAnUnreachableClusterIsRetriedThenRefusedOnBothClients(t *testing.T) {
 		})
 		t.Run("up late", func(t *testing.T) {
 			t.Parallel()
-			port := freePort(t)
+			port, release := reservedPort(t)
 			addr := fmt.Sprintf("127.0.0.1:%d", port)
 			w := spawnWorker(t, addr, "unreachable-late", t.TempDir(), "--client", client, "--connect-timeout", "60s", "--create-topics")
 			deadline := time.Now().Add(30 * time.Second)
@@ -55,6 +64,7 @@ func TestAnUnreachableClusterIsRetriedThenRefusedOnBothClients(t *testing.T) {
 				require.True(t, time.Now().Before(deadline), "no retry logged:\n%s", w.tail())
 				time.Sleep(20 * time.Millisecond)
 			}
+			release()
 			b, err := embedded.Start(embedded.Port(port))
 			require.NoError(t, err)
 			t.Cleanup(b.Close)

@@ -58,8 +58,8 @@ func killOne(t *testing.T, flags ...string) failover {
 	var ws []*workerProcess
 	addrs := make([]string, 3)
 	for i := range 3 {
-		addrs[i] = fmt.Sprintf("127.0.0.1:%d", freePort(t))
-		ws = append(ws, spawnWorker(t, b.Addr(), "shop-standby", t.TempDir(), append(args, "--http-addr", addrs[i])...))
+		ws = append(ws, spawnWorker(t, b.Addr(), "shop-standby", t.TempDir(), append(args, "--http-addr", "127.0.0.1:0")...))
+		addrs[i] = ws[i].servingAddr(30 * time.Second)
 	}
 	// The workers work through the preload, their copies with them.
 	readCommitted(t, b.Addr(), "verdicts", wl.count(), 90*time.Second)
@@ -157,8 +157,8 @@ func joinLate(t *testing.T, flags ...string) warmed {
 	// when the newcomer joins.
 	readCommitted(t, b.Addr(), "verdicts", wl.count(), 90*time.Second)
 	feed(3 * time.Second)
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	late := spawnWorker(t, b.Addr(), "shop-warmup", t.TempDir(), append(args, "--http-addr", addr)...)
+	late := spawnWorker(t, b.Addr(), "shop-warmup", t.TempDir(), append(args, "--http-addr", "127.0.0.1:0")...)
+	addr := late.servingAddr(30 * time.Second)
 	// The newcomer is watched for 5 to 20 s: until it runs tasks, and,
 	// with warm-ups on, has shown one.
 	warmups := !slices.Contains(flags, "-1")

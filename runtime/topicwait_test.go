@@ -1,7 +1,6 @@
 package runtime_test
 
 import (
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -20,8 +19,8 @@ func TestAWorkerWaitsForItsTopicsAndSaysSo(t *testing.T) {
 	t.Parallel()
 	b := startBroker(t)
 	const app = "shop-topic-wait"
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	w := spawnWorker(t, b.Addr(), app, t.TempDir(), "--http-addr", addr, "--topic-wait-timeout", "2m")
+	w := spawnWorker(t, b.Addr(), app, t.TempDir(), "--http-addr", "127.0.0.1:0", "--topic-wait-timeout", "2m")
+	addr := w.servingAddr(30 * time.Second)
 	get := func(path string) (int, string) {
 		resp, err := http.Get("http://" + addr + path)
 		if err != nil {
