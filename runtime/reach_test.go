@@ -3,8 +3,6 @@ package runtime_test
 import (
 	"fmt"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -13,23 +11,6 @@ import (
 
 	"github.com/causeway-stream/causeway/runtime/embedded"
 )
-
-// reservedPort is a TCP port nothing listens on, and nothing else can
-// take until release: a socket bound to it that does not listen, so that
-// connections to it are refused. (A port found free and closed could be
-// taken by another test's listener before it is used.)
-func reservedPort(t *testing.T) (port int, release func()) {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0) // not handed to the workers it spawns
-	require.NoError(t, err)
-	var once sync.Once
-	release = func() { once.Do(func() { _ = syscall.Close(fd) }) }
-	t.Cleanup(release)
-	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
-	sa, err := syscall.Getsockname(fd)
-	require.NoError(t, err)
-	return sa.(*syscall.SockaddrInet4).Port, release
-}
 
 // Both clients treat a cluster they cannot reach alike: they retry with
 // backoff, logging the address and the cause of each failure, and give up

@@ -37,6 +37,8 @@ type Cluster struct {
 	Log string
 	// settings are the server settings the options added.
 	settings []string
+	// held lets go of the port while the server is paused (holdPort).
+	held func()
 }
 
 // Option is a setting of a cluster Start makes.
@@ -163,6 +165,7 @@ func (c *Cluster) Resume(ctx context.Context) error {
 	for _, nv := range c.settings {
 		opts += " -c " + nv
 	}
+	c.releasePort()
 	if out, err := c.command(ctx, "pg_ctl", "start", "-w", "-t", "60", "-D", filepath.Join(c.dir, "data"), "-l", c.Log, "-o", opts).CombinedOutput(); err != nil {
 		return fmt.Errorf("pg_ctl start: %w: %s", err, out)
 	}
@@ -175,7 +178,19 @@ func (c *Cluster) Pause(ctx context.Context) error {
 	if out, err := c.command(ctx, "pg_ctl", "stop", "-m", "fast", "-w", "-D", filepath.Join(c.dir, "data")).CombinedOutput(); err != nil {
 		return fmt.Errorf("pg_ctl stop: %w: %s", err, out)
 	}
+	// While it is down, its port is held, so that no other listener takes
+	// it before Resume: connections are refused, as by a server that is
+	// down.
+	c.held = holdPort(c.port)
 	return nil
+}
+
+// releasePort lets go of the port Pause held.
+func (c *Cluster) releasePort() {
+	if c.held != nil {
+		c.held()
+		c.held = nil
+	}
 }
 
 func freePort() (int, error) {
@@ -225,6 +240,7 @@ func (c *Cluster) CreateDatabaseWith(ctx context.Context, name, schema string) (
 
 // Stop stops the server at once and removes its directory.
 func (c *Cluster) Stop() error {
+	c.releasePort()
 	var err error
 	if c.port != 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
