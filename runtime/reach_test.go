@@ -9,8 +9,19 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/causeway-stream/causeway/internal/testport"
 	"github.com/causeway-stream/causeway/runtime/embedded"
 )
+
+// holdPort holds a port nothing listens on, refusing connections, until
+// it is released or the test ends (testport).
+func holdPort(t *testing.T) *testport.Held {
+	t.Helper()
+	h, err := testport.Hold(0)
+	require.NoError(t, err)
+	t.Cleanup(h.Release)
+	return h
+}
 
 // Both clients treat a cluster they cannot reach alike: they retry with
 // backoff, logging the address and the cause of each failure, and give up
@@ -21,8 +32,8 @@ func TestAnUnreachableClusterIsRetriedThenRefusedOnBothClients(t *testing.T) {
 	eachClient(t, func(t *testing.T, client string) {
 		t.Run("never up", func(t *testing.T) {
 			t.Parallel()
-			port, _ := reservedPort(t)
-			addr := fmt.Sprintf("127.0.0.1:%d", port)
+			held := holdPort(t)
+			addr := fmt.Sprintf("127.0.0.1:%d", held.Port)
 			start := time.Now()
 			w := spawnWorker(t, addr, "unreachable", t.TempDir(), "--client", client, "--connect-timeout", "3s")
 			code := w.exited(30 * time.Second)
@@ -37,7 +48,8 @@ func TestAnUnreachableClusterIsRetriedThenRefusedOnBothClients(t *testing.T) {
 		})
 		t.Run("up late", func(t *testing.T) {
 			t.Parallel()
-			port, release := reservedPort(t)
+			held := holdPort(t)
+			port := held.Port
 			addr := fmt.Sprintf("127.0.0.1:%d", port)
 			w := spawnWorker(t, addr, "unreachable-late", t.TempDir(), "--client", client, "--connect-timeout", "60s", "--create-topics")
 			deadline := time.Now().Add(30 * time.Second)
@@ -45,7 +57,7 @@ func TestAnUnreachableClusterIsRetriedThenRefusedOnBothClients(t *testing.T) {
 				require.True(t, time.Now().Before(deadline), "no retry logged:\n%s", w.tail())
 				time.Sleep(20 * time.Millisecond)
 			}
-			release()
+			held.Release()
 			b, err := embedded.Start(embedded.Port(port))
 			require.NoError(t, err)
 			t.Cleanup(b.Close)

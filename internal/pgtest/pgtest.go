@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -21,6 +20,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/goleak"
+
+	"github.com/causeway-stream/causeway/internal/testport"
 )
 
 // ErrNoPostgres is returned when no PostgreSQL server binaries are found.
@@ -37,8 +38,8 @@ type Cluster struct {
 	Log string
 	// settings are the server settings the options added.
 	settings []string
-	// held lets go of the port while the server is paused (holdPort).
-	held func()
+	// held is the port start chose, until the server binds it.
+	held *testport.Held
 }
 
 // Option is a setting of a cluster Start makes.
@@ -135,14 +136,14 @@ func (c *Cluster) start(ctx context.Context) error {
 	if out, err := c.command(ctx, "initdb", "-D", data, "-U", "postgres", "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C").CombinedOutput(); err != nil {
 		return fmt.Errorf("initdb: %w: %s", err, out)
 	}
-	// A port found free may be taken before the server binds it (tests
-	// and their processes run side by side): then another one.
+	// The port is held until the server binds it (Resume lets it go just
+	// before); should another listener still take it in between, another.
 	for attempt := 1; ; attempt++ {
-		port, err := freePort()
+		h, err := testport.Hold(0)
 		if err != nil {
 			return err
 		}
-		c.port = port
+		c.port, c.held = h.Port, h
 		_ = os.Truncate(c.Log, 0) // what portTaken reads is this start's
 		err = c.Resume(ctx)
 		if err == nil || attempt == 5 || !c.portTaken() {
@@ -178,28 +179,18 @@ func (c *Cluster) Pause(ctx context.Context) error {
 	if out, err := c.command(ctx, "pg_ctl", "stop", "-m", "fast", "-w", "-D", filepath.Join(c.dir, "data")).CombinedOutput(); err != nil {
 		return fmt.Errorf("pg_ctl stop: %w: %s", err, out)
 	}
-	// While it is down, its port is held, so that no other listener takes
-	// it before Resume: connections are refused, as by a server that is
-	// down.
-	c.held = holdPort(c.port)
+	// Its port is not held while it is down: the connections it just
+	// closed, in TIME_WAIT, keep a socket without SO_REUSEADDR from
+	// binding it, and one with it would not keep other listeners off.
 	return nil
 }
 
-// releasePort lets go of the port Pause held.
+// releasePort lets go of the port start held for the server.
 func (c *Cluster) releasePort() {
 	if c.held != nil {
-		c.held()
+		c.held.Release()
 		c.held = nil
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // URL is the connection URL of database db.
