@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // Broker is a running embedded cluster.
@@ -41,13 +43,16 @@ func KfakeOpts(opts ...kfake.Opt) Opt {
 	return optFunc(func(c *config) { c.extra = append(c.extra, opts...) })
 }
 
-// Start starts a one-broker cluster on localhost.
+// Start starts a one-broker cluster on localhost. It answers every request
+// kfake does, at the same versions, but for KIP-714's client metrics: it
+// does not offer them, as it would only drop what clients push (each
+// franz-go client compresses a rollup for it, and one more as it closes).
 func Start(opts ...Opt) (*Broker, error) {
 	var cfg config
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
-	kopts := []kfake.Opt{kfake.NumBrokers(1), kfake.DefaultNumPartitions(1)}
+	kopts := []kfake.Opt{kfake.NumBrokers(1), kfake.DefaultNumPartitions(1), kfake.MaxVersions(withoutTelemetry())}
 	if cfg.port != 0 {
 		kopts = append(kopts, kfake.Ports(cfg.port))
 	}
@@ -60,6 +65,16 @@ func Start(opts ...Opt) (*Broker, error) {
 		return nil, fmt.Errorf("embedded broker: %w", err)
 	}
 	return &Broker{cluster: c}, nil
+}
+
+// withoutTelemetry is the request versions the broker offers: kfake's own,
+// which are franz-go's stable versions (TestTheBrokerOffersWhatKfakeDoes),
+// without the two KIP-714 requests.
+func withoutTelemetry() *kversion.Versions {
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(int16(kmsg.GetTelemetrySubscriptions), -1)
+	v.SetMaxKeyVersion(int16(kmsg.PushTelemetry), -1)
+	return v
 }
 
 // Addr returns the bootstrap servers, comma-separated.

@@ -29,7 +29,7 @@ var errFranzSetting = errors.New("franz-go cannot connect as this librdkafka set
 // tuningPrefixes are librdkafka settings that only tune clients, and so do
 // not bear on how franz-go connects.
 var tuningPrefixes = []string{"queued.", "fetch.", "max.partition.fetch.", "linger.", "batch.", "queue.", "message.",
-	"session.", "heartbeat.", "transaction.", "statistics.", "compression.", "log.", "debug", "enable.metrics.push",
+	"session.", "heartbeat.", "transaction.", "statistics.", "compression.", "log.", "debug",
 	"partition.assignment.strategy", "max.poll.interval.ms", "retry.", "retries", "request.timeout.ms", "acks",
 	"socket.", "reconnect.", "connections.", "topic.metadata.", "metadata.", "api.version.", "broker.version.fallback",
 	"client.rack", "enable.idempotence", "check.crcs", "allow.auto.create.topics", "auto.commit.", "auto.offset.reset"}
@@ -37,13 +37,15 @@ var tuningPrefixes = []string{"queued.", "fetch.", "max.partition.fetch.", "ling
 // connectionKeys are the librdkafka settings franzConnection carries over.
 var connectionKeys = []string{"security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username", "sasl.password",
 	"ssl.ca.location", "ssl.certificate.location", "ssl.key.location", "enable.ssl.certificate.verification",
-	"ssl.endpoint.identification.algorithm", "client.id"}
+	"ssl.endpoint.identification.algorithm", "client.id", "enable.metrics.push"}
 
 // FranzConnection returns the franz-go options that connect as librdkafka
 // does with settings: the security protocol; SASL PLAIN, SCRAM-SHA-256 and
 // SCRAM-SHA-512; TLS with a CA file, a client certificate and key, and
-// the verification settings; the client id. Any other setting that is not
-// a client's tuning is refused with errFranzSetting, naming it.
+// the verification settings; the client id; and, as for the librdkafka
+// clients, no KIP-714 client metrics pushed to the brokers unless
+// enable.metrics.push is true. Any other setting that is not a client's
+// tuning is refused with errFranzSetting, naming it.
 func FranzConnection(settings map[string]string) ([]kgo.Opt, error) {
 	for k := range settings {
 		tuning := slices.ContainsFunc(tuningPrefixes, func(p string) bool { return strings.HasPrefix(k, p) })
@@ -52,6 +54,17 @@ func FranzConnection(settings map[string]string) ([]kgo.Opt, error) {
 		}
 	}
 	var opts []kgo.Opt
+	switch push := settings["enable.metrics.push"]; push {
+	case "", "false":
+		// As for the librdkafka clients (consumerDefaults): no KIP-714
+		// metrics are pushed to the brokers unless asked for. Each push
+		// compresses a fresh rollup, and a client that closes sends a
+		// last one, which short-lived readers pay for every time.
+		opts = append(opts, kgo.DisableClientMetrics())
+	case "true":
+	default:
+		return nil, fmt.Errorf("%w: --kafka enable.metrics.push: want true or false, have %q", ErrInvalidConfig, push)
+	}
 	if id := settings["client.id"]; id != "" {
 		opts = append(opts, kgo.ClientID(id))
 	}

@@ -15,8 +15,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/causeway-stream/causeway/causal"
@@ -376,7 +378,7 @@ func franzProducerOn(t *testing.T, w *Settings) (context.Context, *franzProducer
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	rd, err := kgo.NewClient(kgo.SeedBrokers(w.Bootstrap), kgo.ConsumeTopics("out"), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableClientMetrics())
 	require.NoError(t, err)
 	t.Cleanup(rd.Close)
 	_, err = kadm.NewClient(rd).CreateTopic(ctx, 1, -1, nil, "out")
@@ -607,4 +609,58 @@ func TestFranzConsumerEventsOutliveLaterBatches(t *testing.T) {
 		got = append(got, string(ev.Msg.Value))
 	}
 	assert.Equal(t, want, got)
+}
+
+// The franz clients push KIP-714 client metrics to the brokers only when
+// enable.metrics.push=true, as the librdkafka clients do: each push
+// compresses a rollup, and a client sends one more as it closes. (The
+// transactional producer never does: it speaks Kafka 3.9's requests, which
+// franz-go lists without the telemetry ones.)
+func TestFranzClientsPushMetricsOnlyWhenAsked(t *testing.T) {
+	tests := []struct {
+		name   string
+		kafka  map[string]string
+		pushed bool
+	}{
+		{name: "by default", kafka: nil, pushed: false},
+		{name: "asked for", kafka: map[string]string{"enable.metrics.push": "true"}, pushed: true},
+		{name: "refused by name", kafka: map[string]string{"enable.metrics.push": "false"}, pushed: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// A broker that offers client metrics, as Kafka does from 3.7
+			// when configured to; the embedded one does not.
+			b, err := embedded.Start(embedded.KfakeOpts(kfake.MaxVersions(kversion.Stable())))
+			require.NoError(t, err)
+			defer b.Close()
+			var asked atomic.Int64
+			b.Cluster().ControlKey(int16(kmsg.GetTelemetrySubscriptions), func(kmsg.Request) (kmsg.Response, error, bool) {
+				b.Cluster().KeepControl()
+				asked.Add(1)
+				return nil, nil, false
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			adm, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.DisableClientMetrics())
+			require.NoError(t, err)
+			defer adm.Close()
+			_, err = kadm.NewClient(adm).CreateTopic(ctx, 1, -1, nil, "members")
+			require.NoError(t, err)
+			h, err := NewHelpers(b.Addr(), tt.kafka)
+			require.NoError(t, err)
+			f, err := h.FollowTopic("members")
+			require.NoError(t, err)
+			defer f.Close()
+			// A request answered: franz-go starts its metrics after the
+			// first one.
+			require.NoError(t, f.ProduceSync(ctx, "members", nil, []byte("v")))
+			if tt.pushed {
+				require.Eventually(t, func() bool { return asked.Load() > 0 }, 10*time.Second, 10*time.Millisecond,
+					"the client never asked for a telemetry subscription")
+				return
+			}
+			f.Close()
+			assert.Zero(t, asked.Load(), "a client asked for a telemetry subscription")
+		})
+	}
 }
