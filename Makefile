@@ -66,7 +66,17 @@ PUREGO_PKGS = $(shell CGO_ENABLED=0 $(GO) list -test -f '{{.ImportPath}} {{join 
 # The worker processes the runtime's crash and rebalance tests spawn: its
 # test binary built without the race detector (see workerBinary in
 # runtime/process_test.go).
-WORKER_BIN = $(CURDIR)/.build/runtime-worker.test
+WORKER_BIN = $(TESTBIN_DIR)/plain/runtime.test
+# make test builds each test binary into a folder of TESTBIN_DIR (one for
+# each way it is built) and runs it from there with TESTBINS, as go test
+# would run it: a binary whose inputs did not change since the last run is
+# not linked again, which go test does every time. Linking took more than
+# a third of make test's CPU time: a race-built test binary with
+# librdkafka in it takes 3 to 8 CPU-seconds. TEST_P binaries run at once,
+# as many as go test runs (-p): one a core.
+TESTBIN_DIR = $(CURDIR)/.build/tests
+TESTBINS = $(CURDIR)/internal/testbins/run
+TEST_P ?= $(shell getconf _NPROCESSORS_ONLN)
 # Tests sharing a broker wait on it more than they compute: more of them at
 # once than there are cores.
 PARALLEL ?= 8
@@ -85,22 +95,23 @@ PROCESS_PKGS = ./runtime/ ./runtime/sinkworker/ ./runtime/connectworker/
 PROCESS_LOG = $(CURDIR)/.build/process-tests.log
 CAUSAL_LOG = $(CURDIR)/.build/causal-tests.log
 
-test: chromium postgres ## Lint (the gate's simulation beside it), then run every test (the worker's page in headless Chromium among them) with the race detector where there are goroutines (the multi-process tests beside them without it, see PROCESS_TESTS), and, beside them, what a build without cgo changes; meant to take under 3 minutes on 2 cores, which it no longer does: 213 to 230 s in four passing warm runs on 7 Dec 2026 (with go test -p 4 instead of 2, 198 and 211 s: within the noise, so not taken), after the Connect and table tests of issues 49 and 51 (167 to 184 s before them, median 178 s); 220 s before the gate's mutant tests ran beside lint and the standby and warm-up tests stopped waiting fixed times; 292 s before the sink and connect tests moved to the in-process Kafka; 366 s with every test race-built).
+test: chromium postgres ## Lint (the gate's simulation beside it), then run every test (the worker's page in headless Chromium among them) with the race detector where there are goroutines (the multi-process tests beside them without it, see PROCESS_TESTS), and, beside them, what a build without cgo changes; meant to take under 3 minutes on 2 cores: 166, 184 and 168 s in three warm runs on 7 Dec 2026 with no test binary to link again (TESTBINS), 273 s when every one is linked (a clean clone, as CI runs it); 213 to 230 s before, when go test linked every test binary on every run, and 167 to 184 s before the Connect and table tests of issues 49 and 51.
 	@# In the background, their output kept for the end: the gate's tests
 	@# with causal_mutants, which builds the gate's deliberate defects in
 	@# for the negative controls that show the simulation's checker
 	@# catches them, beside lint, which leaves a core idle a third of its
 	@# time; then the multi-process tests and the tests a build without
-	@# cgo changes (test-purego).
+	@# cgo changes (test-purego). Every test binary is built into
+	@# $(TESTBIN_DIR) and run from there (TESTBINS).
 	@mkdir -p $(dir $(CAUSAL_LOG)); status=0; \
-	$(if $(CAUSAL_PKGS),( CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -tags causal_mutants -count=1 -timeout 5m $(CAUSAL_PKGS) ) > $(CAUSAL_LOG) 2>&1,: > $(CAUSAL_LOG)) & gate=$$!; \
+	$(if $(CAUSAL_PKGS),( CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(TESTBINS) $(TESTBIN_DIR)/mutants 1 "-tags causal_mutants" $(CAUSAL_PKGS) -- -test.count=1 -test.timeout=5m ) > $(CAUSAL_LOG) 2>&1,: > $(CAUSAL_LOG)) & gate=$$!; \
 	$(MAKE) --no-print-directory lint || { wait $$gate; exit 1; }; \
-	echo "$(GO) test -c -o $(WORKER_BIN) ./runtime/"; \
-	$(GO) test -c -o $(WORKER_BIN) ./runtime/ || { wait $$gate; exit 1; }; \
-	( CAUSEWAY_CHAOS_KILLS=$(CHAOS_KILLS) CAUSEWAY_WORKER_BINARY=$(WORKER_BIN) $(GO) test -count=1 -parallel $(PARALLEL) -timeout 12m -run '$(PROCESS_TESTS)' $(PROCESS_PKGS); procs=$$?; \
+	echo "$(GO) test -c -o $(dir $(WORKER_BIN)) $(PROCESS_PKGS)"; \
+	$(GO) test -c -o $(dir $(WORKER_BIN)) $(PROCESS_PKGS) || { wait $$gate; exit 1; }; \
+	( CAUSEWAY_CHAOS_KILLS=$(CHAOS_KILLS) CAUSEWAY_WORKER_BINARY=$(WORKER_BIN) $(TESTBINS) $(dir $(WORKER_BIN)) $(TEST_P) "" $(PROCESS_PKGS) -- -test.count=1 -test.parallel=$(PARALLEL) -test.timeout=12m -test.run='$(PROCESS_TESTS)'; procs=$$?; \
 	  $(MAKE) --no-print-directory test-purego PUREGO_RUN='$(PUREGO_SMOKE)' PUREGO_PKGS='$(PUREGO_SMOKE_PKGS)' && exit $$procs ) > $(PROCESS_LOG) 2>&1 & proc=$$!; \
-	echo "CAUSEWAY_WORKER_BINARY=$(WORKER_BIN) CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -parallel $(PARALLEL) -timeout 12m -skip '$(PROCESS_TESTS)' <every package but causal>"; \
-	CAUSEWAY_WORKER_BINARY=$(WORKER_BIN) CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(GO) test -race -count=1 -parallel $(PARALLEL) -timeout 12m -skip '$(PROCESS_TESTS)' $(RACE_PKGS) || status=1; \
+	echo "CAUSEWAY_WORKER_BINARY=$(WORKER_BIN) CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(TESTBINS) $(TESTBIN_DIR)/race $(TEST_P) -race <every package but causal> -- -test.count=1 -test.parallel=$(PARALLEL) -test.timeout=12m -test.skip='$(PROCESS_TESTS)'"; \
+	CAUSEWAY_WORKER_BINARY=$(WORKER_BIN) CAUSEWAY_SIM_SEEDS=$(SIM_SEEDS) $(TESTBINS) $(TESTBIN_DIR)/race $(TEST_P) -race $(RACE_PKGS) -- -test.count=1 -test.parallel=$(PARALLEL) -test.timeout=12m -test.skip='$(PROCESS_TESTS)' || status=1; \
 	wait $$gate || status=1; wait $$proc || status=1; \
 	echo "the gate's tests, with its deliberate defects built in:"; cat $(CAUSAL_LOG); \
 	echo "the multi-process tests, without the race detector, then the tests without cgo:"; cat $(PROCESS_LOG); \
@@ -123,7 +134,7 @@ test-all: lint chromium postgres ## make test with race-built worker processes, 
 	$(MAKE) --no-print-directory test-purego
 
 test-purego: ## The tests of the packages a build without cgo changes (the runtime and what runs it), built so: the worker on franz-go alone; no race detector, which needs cgo. PUREGO_RUN narrows them with -run.
-	CGO_ENABLED=0 CAUSEWAY_SIM_SEEDS=40 $(GO) test -count=1 -parallel $(PARALLEL) -timeout 10m $(if $(PUREGO_RUN),-run '$(PUREGO_RUN)') $(PUREGO_PKGS)
+	CGO_ENABLED=0 CAUSEWAY_SIM_SEEDS=40 $(TESTBINS) $(TESTBIN_DIR)/purego $(TEST_P) "" $(PUREGO_PKGS) -- -test.count=1 -test.parallel=$(PARALLEL) -test.timeout=10m $(if $(PUREGO_RUN),-test.run='$(PUREGO_RUN)')
 
 chromium: ## Install Debian's Chromium, which the page test drives, when it is missing: it and what it depends on, nothing recommended beside.
 	@command -v chromium >/dev/null || ($(SUDO) apt-get update -q && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium)
