@@ -95,7 +95,7 @@ PROCESS_PKGS = ./runtime/ ./runtime/sinkworker/ ./runtime/connectworker/
 PROCESS_LOG = $(CURDIR)/.build/process-tests.log
 CAUSAL_LOG = $(CURDIR)/.build/causal-tests.log
 
-test: chromium postgres ## Lint (the gate's simulation beside it), then run every test (the worker's page in headless Chromium among them) with the race detector where there are goroutines (the multi-process tests beside them without it, see PROCESS_TESTS), and, beside them, what a build without cgo changes; meant to take under 3 minutes on 2 cores: 166, 184 and 168 s in three warm runs on 7 Dec 2026 with no test binary to link again (TESTBINS), 273 s when every one is linked (a clean clone, as CI runs it); 213 to 230 s before, when go test linked every test binary on every run, and 167 to 184 s before the Connect and table tests of issues 49 and 51.
+test: chromium postgres ## Lint (the gate's simulation beside it), then run every test (the worker's page in headless Chromium among them) with the race detector where there are goroutines (the multi-process tests beside them without it, see PROCESS_TESTS), and, beside them, what a build without cgo changes; meant to take under 3 minutes on 2 cores: 152 and 164 s in two warm runs on 7 Dec 2026 with no test binary to link again (TESTBINS) and the test Postgres in memory (internal/pgtest), 166 to 184 s with it on disk, 273 s when every test binary is linked (a clean clone, as CI runs it); 213 to 230 s when go test linked every test binary on every run, and 167 to 184 s before the Connect and table tests of issues 49 and 51.
 	@# In the background, their output kept for the end: the gate's tests
 	@# with causal_mutants, which builds the gate's deliberate defects in
 	@# for the negative controls that show the simulation's checker

@@ -1,6 +1,6 @@
 // Package pgtest starts a real PostgreSQL server for tests and demos:
 // Debian's postgresql package, a cluster made with initdb in a temporary
-// directory, listening on 127.0.0.1 on a free port, with trust
+// directory (in memory, on Linux, when /dev/shm has room), listening on 127.0.0.1 on a free port, with trust
 // authentication. Postgres refuses to run as root; as root, the cluster
 // belongs to, and runs as, the postgres user the package made.
 package pgtest
@@ -81,14 +81,15 @@ func version(binDir string) int {
 	return n
 }
 
-// Start makes a cluster in a new temporary directory, with opts, and
-// starts it. Stop it with Stop, which removes the directory.
+// Start makes a cluster in a new temporary directory (in clustersDir),
+// with opts, and starts it. Stop it with Stop, which removes the
+// directory.
 func Start(ctx context.Context, opts ...Option) (*Cluster, error) {
 	bin, err := bindir()
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "causeway-pg-")
+	dir, err := os.MkdirTemp(clustersDir(), "causeway-pg-")
 	if err != nil {
 		return nil, err
 	}
