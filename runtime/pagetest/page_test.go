@@ -50,25 +50,6 @@ func shop(t *testing.T) *framework.Topology {
 	return topo
 }
 
-// browser starts headless Chromium with the flags this machine's closed
-// network needs, and returns a context for driving it.
-func browser(t *testing.T) context.Context {
-	t.Helper()
-	path := "/usr/bin/chromium"
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("Chromium is not installed at %s (Debian package chromium): %v", path, err)
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true), chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 1000))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
-	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
-	return ctx
-}
-
 // The page of a running worker (two stream threads) on the embedded
 // broker draws the topology and lists every task the worker reports, and
 // a screenshot of it is saved (to CAUSEWAY_SCREENSHOT when set, for
