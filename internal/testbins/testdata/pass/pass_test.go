@@ -1,0 +1,5 @@
+package pass
+
+import "testing"
+
+func TestPasses(t *testing.T) {}
