@@ -17,7 +17,7 @@ STATE_KEYS ?= 1000000,5000000
 # librdkafka or franz (pure Go).
 CLIENT   ?= librdkafka
 
-.PHONY: help run run-orders run-clicks run-regions run-connect run-cdc test test-all test-purego chromium postgres test-browser test-short lint bench bench-scale bench-state bench-instructions fuzz tidy
+.PHONY: help run run-orders run-clicks run-regions run-connect run-cdc test test-all test-purego clean chromium postgres test-browser test-short lint bench bench-scale bench-state bench-instructions fuzz tidy
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -73,7 +73,8 @@ WORKER_BIN = $(TESTBIN_DIR)/plain/runtime.test
 # not linked again, which go test does every time. Linking took more than
 # a third of make test's CPU time: a race-built test binary with
 # librdkafka in it takes 3 to 8 CPU-seconds. TEST_P binaries run at once,
-# as many as go test runs (-p): one a core.
+# as many as go test runs (-p): one a core. The binaries take about 1.5 GB;
+# make clean removes them.
 TESTBIN_DIR = $(CURDIR)/.build/tests
 TESTBINS = $(CURDIR)/internal/testbins/run
 TEST_P ?= $(shell getconf _NPROCESSORS_ONLN)
@@ -116,6 +117,9 @@ test: chromium postgres ## Lint (the gate's simulation beside it), then run ever
 	echo "the gate's tests, with its deliberate defects built in:"; cat $(CAUSAL_LOG); \
 	echo "the multi-process tests, without the race detector, then the tests without cgo:"; cat $(PROCESS_LOG); \
 	exit $$status
+
+clean: ## Remove what make test keeps between runs (its test binaries and logs, in .build).
+	rm -rf $(CURDIR)/.build
 
 # What make test runs again without cgo: the tests of the code only such a
 # build has or lacks (the client list, the refusal of librdkafka). The
