@@ -4,7 +4,9 @@ package testbins
 
 import (
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"testing"
 
@@ -17,7 +19,9 @@ import (
 // code.
 func runScript(t *testing.T, dir, build string, pkgs []string, flags ...string) (string, int) {
 	t.Helper()
-	args := append(append([]string{dir, "2", build}, pkgs...), "--")
+	// One at a time: the first package is built alone and runs while
+	// the others are built.
+	args := append(append([]string{dir, "1", build}, pkgs...), "--")
 	cmd := exec.Command("./run", append(args, flags...)...)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
@@ -43,6 +47,23 @@ func TestAFailingPackageFailsTheRun(t *testing.T) {
 	out, code = runScript(t, dir, "", []string{"./testdata/fail"}, "-test.count=1", "-test.run=TestPasses")
 	assert.Equal(t, 0, code, out)
 	assert.Regexp(t, `(?m)^ok  \t`+fixtures+`fail\t`, out)
+}
+
+// A package whose test binary does not build fails the run, while the
+// packages that built still run; a binary left from an earlier run in its
+// place is not run.
+func TestAPackageThatDoesNotBuildFailsTheRun(t *testing.T) {
+	dir := t.TempDir()
+	_, code := runScript(t, dir, "", []string{"./testdata/pass"})
+	require.Equal(t, 0, code)
+	stale, err := os.ReadFile(filepath.Join(dir, "pass.test"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "broken.test"), stale, 0o755))
+
+	out, code := runScript(t, dir, "", []string{"./testdata/pass", "./testdata/broken"}, "-test.count=1")
+	assert.NotEqual(t, 0, code, out)
+	assert.Regexp(t, `(?m)^FAIL\t`+fixtures+`broken\t`, out)
+	assert.Regexp(t, `(?m)^ok  \t`+fixtures+`pass\t`, out)
 }
 
 // A binary whose inputs did not change is not linked again: go test -c
