@@ -1,8 +1,9 @@
 // Package pgtest starts a real PostgreSQL server for tests and demos:
 // Debian's postgresql package, a cluster made with initdb in a temporary
-// directory (in memory, on Linux, when /dev/shm has room), listening on 127.0.0.1 on a free port, with trust
-// authentication. Postgres refuses to run as root; as root, the cluster
-// belongs to, and runs as, the postgres user the package made.
+// directory (in memory, on Linux, when /dev/shm has room), listening on
+// 127.0.0.1 on a free port, with trust authentication. Postgres refuses
+// to run as root; as root, the cluster belongs to, and runs as, the
+// postgres user the package made.
 package pgtest
 
 import (

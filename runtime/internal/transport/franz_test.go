@@ -624,7 +624,7 @@ func TestFranzClientsPushMetricsOnlyWhenAsked(t *testing.T) {
 	}{
 		{name: "by default", kafka: nil, pushed: false},
 		{name: "asked for", kafka: map[string]string{"enable.metrics.push": "true"}, pushed: true},
-		{name: "refused by name", kafka: map[string]string{"enable.metrics.push": "false"}, pushed: false},
+		{name: "turned off by name", kafka: map[string]string{"enable.metrics.push": "false"}, pushed: false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
