@@ -157,6 +157,7 @@ func (f *fakeKafka) Produce(msg *transport.Message) error {
 	f.open = append(f.open, &cp)
 	return nil
 }
+func (f *fakeKafka) Flush(context.Context) error        { return nil } // the stream worker does not flush
 func (f *fakeKafka) Watch()                             {}
 func (f *fakeKafka) Unwatch()                           {}
 func (f *fakeKafka) Refused() []transport.RefusedRecord { return nil }

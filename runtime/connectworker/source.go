@@ -60,7 +60,8 @@ type committedOffset struct {
 	Offset []byte   `json:"offset"`
 	Topics []string `json:"topics"`
 	// Pending are the end records of source transactions whose other
-	// records this commit wrote: written by the next (sourceTxns).
+	// records this commit wrote, as workers of an earlier version kept
+	// them: written by the next task (writeEnds).
 	Pending []pendingEnd `json:"pending,omitempty"`
 }
 
@@ -132,8 +133,8 @@ func (s *sourceRunner) start(ctx context.Context) error {
 	if err := s.out.claimTopics(ctx, &s.session, s.topics); err != nil {
 		return err
 	}
-	// Ends a task before committed the transactions of, and died before
-	// writing.
+	// Ends a task of an earlier version committed the transactions of,
+	// and died before writing.
 	return s.writeEnds(ctx, last.Pending)
 }
 

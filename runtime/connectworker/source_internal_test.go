@@ -22,6 +22,7 @@ import (
 	"github.com/causeway-stream/causeway/connect"
 	"github.com/causeway-stream/causeway/connect/transform"
 	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
 	"github.com/causeway-stream/causeway/runtime/internal/transport/transporttest"
 )
 
@@ -122,8 +123,7 @@ func sourceRunners(t *testing.T, kafka *transporttest.Cluster, name string, cfg 
 }
 
 // failingListener is a scripted task whose first commit callback fails:
-// the task stops between the commit of a poll's records and the write of
-// their transactions' ends.
+// the task stops right after a poll's commit.
 type failingListener struct {
 	scripted
 	failed bool
@@ -137,10 +137,25 @@ func (f *failingListener) Committed(context.Context, []byte) error {
 	return nil
 }
 
-// A source task that stops after its transactions' records are committed
-// and before their ends are written leaves the ends in its offset record:
-// the next task writes them, once, before anything else.
-func TestEndsLeftByATaskThatStoppedAreWrittenByTheNext(t *testing.T) {
+// runUntil runs a source runner on task until done says so (or 30 s
+// pass), then stops it.
+func runUntil(t *testing.T, r *sourceRunner, task connect.SourceTask, done func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- r.run(ctx, task) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for !done() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	require.NoError(t, <-stopped)
+}
+
+// A source task that stops right after a poll's commit has written its
+// transactions' records, their ends and its offset in that commit: the
+// next task writes nothing of it again, and polls from after it.
+func TestATaskThatStopsAfterItsCommitLeavesNothingToWrite(t *testing.T) {
 	t.Parallel()
 	kafka := transporttest.New(t)
 	runner := sourceRunners(t, kafka, "cdc", map[string]string{"topic.creation.default.partitions": "1"}, new(atomic.Int64))
@@ -150,18 +165,37 @@ func TestEndsLeftByATaskThatStoppedAreWrittenByTheNext(t *testing.T) {
 	}}}}
 	require.ErrorContains(t, runner().run(context.Background(), first), "the task died")
 	assert.Len(t, kafka.Records(causal.Channel{Topic: "orders"}), 1, "the transaction's record is committed")
-	assert.Empty(t, kafka.Records(causal.Channel{Topic: "txn"}), "its end is not written yet")
+	assert.Len(t, kafka.Records(causal.Channel{Topic: "txn"}), 1, "and its end with it")
 
 	next := &scripted{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- runner().run(ctx, next) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for len(kafka.Records(causal.Channel{Topic: "txn"})) == 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	cancel()
-	require.NoError(t, <-done)
+	runUntil(t, runner(), next, func() bool { return next.polls() > 0 })
+	assert.Len(t, kafka.Records(causal.Channel{Topic: "orders"}), 1)
+	assert.Len(t, kafka.Records(causal.Channel{Topic: "txn"}), 1, "the end, once")
+	assert.Equal(t, [][]byte{[]byte(`1`)}, next.asked, "the next task starts after the committed offset")
+}
+
+// An offset record that keeps ends, as a worker of an earlier version
+// left it when its task died between a poll's two transactions, makes
+// the next task write them, once, before anything else.
+func TestEndsLeftInAnOffsetRecordAreWrittenByTheNextTask(t *testing.T) {
+	t.Parallel()
+	kafka := transporttest.New(t)
+	require.NoError(t, kafka.CreateTopic("causeway-connect-offsets", 25, map[string]string{"cleanup.policy": "compact"}))
+	require.NoError(t, kafka.CreateTopic("orders", 1, nil))
+	_, err := kafka.Produce(transport.Message{Topic: "orders", Key: []byte(`1`), Value: []byte(`{"id":1}`)})
+	require.NoError(t, err)
+	left, err := json.Marshal(committedOffset{Offset: []byte(`1`), Topics: []string{"orders"}, Pending: []pendingEnd{{
+		Topic: "txn", Key: []byte(`"t1"`), Value: []byte(`{"status":"END"}`),
+		Headers: []framework.Header{{Key: connect.TxnEndHeader, Value: []byte("t1")}}}}})
+	require.NoError(t, err)
+	_, err = kafka.Produce(transport.Message{Topic: "causeway-connect-offsets", Partition: offsetsPartition("cdc", 25), Key: []byte("cdc"), Value: left})
+	require.NoError(t, err)
+
+	runner := sourceRunners(t, kafka, "cdc", map[string]string{"topic.creation.default.partitions": "1"}, new(atomic.Int64))
+	next := &scripted{}
+	runUntil(t, runner(), next, func() bool { return next.polls() > 0 })
+	again := &scripted{}
+	runUntil(t, runner(), again, func() bool { return again.polls() > 0 })
 	ends := kafka.Records(causal.Channel{Topic: "txn"})
 	require.Len(t, ends, 1, "the end, once")
 	end, ok := framework.Record(ends[0]).Header(connect.TxnEndHeader)
@@ -171,12 +205,12 @@ func TestEndsLeftByATaskThatStoppedAreWrittenByTheNext(t *testing.T) {
 }
 
 // A poll of many small source transactions, whose ends together exceed
-// the offsets topic's largest record, is written a run of whole
-// transactions at a time: every record and every end once, each end
-// after its transaction's records, and the task goes on (it failed on
-// its offset record, too large, when one record kept every end, and
-// again with ends of a few bytes each, when the budget counted their
-// bytes and not what an end takes in the offset record's JSON).
+// the offsets topic's largest record, is written whole: every record and
+// every end once, each end after its transaction's records, and the task
+// goes on (it failed on its offset record, too large, when one record
+// kept every end, and again with ends of a few bytes each, when the
+// budget counted their bytes and not what an end takes in the offset
+// record's JSON; ends are no longer kept there).
 func TestManySmallTransactionsInOnePollAreWritten(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

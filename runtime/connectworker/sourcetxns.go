@@ -13,9 +13,10 @@ import (
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
-// pendingEnd is the end record of a source transaction, kept in the
-// offsets topic between the commit of the transaction's other records
-// and its own.
+// pendingEnd is the end record of a source transaction as a worker of
+// an earlier version kept it in the offsets topic, between the commit of
+// the transaction's other records and its own: the next task writes it
+// first (writeEnds).
 type pendingEnd struct {
 	Topic     string             `json:"topic"`
 	Key       []byte             `json:"key,omitempty"`
@@ -24,81 +25,37 @@ type pendingEnd struct {
 	Timestamp time.Time          `json:"timestamp"`
 }
 
-// pendingBudget bounds the bytes the ends one offset record keeps take
-// in it (pendingSize), far under the offsets topic's largest record (1 MB
-// by default): a poll of many source transactions, whose ends would not
-// fit, is written a run of whole transactions at a time, each run's ends
-// kept beside its offset. Each run costs two Kafka transactions, so the
-// budget is no smaller than it must be: a poll of the capture bench's
-// shop workload (2,048 records, JSON schemas on) fits one run.
-const pendingBudget = 700 << 10
-
-// pendingSize is about what the end r takes in an offset record, as a
-// pendingEnd in JSON: its bytes in base64, and its field names, quotes and
-// time.
-func pendingSize(r routedRecord) int {
-	size := len(r.t.Key) + len(r.t.Value) + len(r.src.Transaction)
-	names := len(r.t.Topic) + len(connect.TxnEndHeader)
-	for _, h := range r.t.Headers {
-		size += len(h.Value)
-		names += len(h.Key) + 24
-	}
-	return size*4/3 + names + 128
-}
-
-// writeTxns writes the records of whole source transactions, a run of
-// transactions whose ends fit pendingBudget at a time (writeRunOfTxns).
+// writeTxns writes the records of whole source transactions, with the
+// offset, in one Kafka transaction. First every record but the ends, each
+// stamped with the session's clock (what the source wrote before), those
+// of a transaction that has an end marked with its id (connect.TxnHeader).
+// Once they have reached the broker the session claims them (settle), and
+// then the ends follow, stamped with a clock that claims every record
+// before them: a reader with the gate receives an end only after its
+// transaction's records, on whatever topics and partitions they lie, and
+// the ends of one topic in the order written. The offset goes last, so a
+// task that dies at any point leaves the transaction's records, ends and
+// offset all committed or none.
 func (s *sourceRunner) writeTxns(ctx context.Context, recs []routedRecord) error {
-	for len(recs) > 0 {
-		n, size := 0, 0
-		for n < len(recs) && size < pendingBudget {
-			if r := recs[n]; r.src.EndsTransaction {
-				size += pendingSize(r)
-			}
-			n++
-		}
-		if err := s.writeRunOfTxns(ctx, recs[:n]); err != nil {
-			return err
-		}
-		recs = recs[n:]
-	}
-	return nil
-}
-
-// writeRunOfTxns writes the records of whole source transactions in two Kafka
-// transactions. The first holds every record but the ends, each stamped
-// with the session's clock (what the source wrote before), those of a
-// transaction that has an end marked with its id (connect.TxnHeader), and
-// the offset, with the ends kept beside it. Once it is committed and
-// claimed, the second writes the ends to partition 0 of their topics,
-// stamped with a clock that claims every record of the first: a reader
-// with the gate receives an end only after its transaction's records, on
-// whatever topics and partitions they lie, and the ends of one topic in
-// the order written. The offset is committed with the first, so a task
-// that dies between the two writes the ends when it starts again.
-func (s *sourceRunner) writeRunOfTxns(ctx context.Context, recs []routedRecord) error {
 	ended := map[string]bool{}
-	var ends []pendingEnd
 	offset := s.offset
 	data := make([]routedRecord, 0, len(recs))
+	var ends []routedRecord
+	topics := s.topics
 	for _, r := range recs {
 		if r.src.Offset != nil {
 			offset = r.src.Offset
 		}
-		if r.src.EndsTransaction {
-			ended[r.src.Transaction] = true
-			ends = append(ends, pendingEnd{Topic: r.t.Topic, Key: r.t.Key, Value: r.t.Value, Timestamp: r.src.Timestamp,
-				Headers: append(r.t.Headers, framework.Header{Key: connect.TxnEndHeader, Value: []byte(r.src.Transaction)})})
-			continue
-		}
-		data = append(data, r)
-	}
-	topics := s.topics
-	for _, r := range data {
 		topics = addTopic(topics, r.t.Topic)
 		if err := s.out.ensureTopic(ctx, r.t.Topic); err != nil {
 			return err
 		}
+		if r.src.EndsTransaction {
+			ended[r.src.Transaction] = true
+			ends = append(ends, r)
+			continue
+		}
+		data = append(data, r)
 	}
 	committed, err := s.out.write(ctx, &s.session, func(tx *sourceTxn) error {
 		for _, r := range data {
@@ -110,23 +67,32 @@ func (s *sourceRunner) writeRunOfTxns(ctx context.Context, recs []routedRecord) 
 				return err
 			}
 		}
-		return s.offsetRecord(tx, committedOffset{Offset: offset, Topics: topics, Pending: ends})
+		if len(ends) > 0 && len(data) > 0 {
+			if err := tx.settle(ctx); err != nil {
+				return err
+			}
+		}
+		for _, r := range ends {
+			h := append(r.t.Headers, framework.Header{Key: connect.TxnEndHeader, Value: []byte(r.src.Transaction)})
+			if _, err := tx.record(r.t.Topic, r.t.Key, r.t.Value, r.src.Timestamp, h); err != nil {
+				return err
+			}
+		}
+		return s.offsetRecord(tx, committedOffset{Offset: offset, Topics: topics})
 	})
 	if committed {
+		// Committed, even when the claim after it failed.
 		s.offset, s.topics = offset, topics
-		s.produced.Add(int64(len(data)))
+		s.produced.Add(int64(len(recs)))
+		if err == nil {
+			err = s.committed(ctx)
+		}
 	}
-	if err != nil {
-		return err
-	}
-	if err := s.committed(ctx); err != nil {
-		return err
-	}
-	return s.writeEnds(ctx, ends)
+	return err
 }
 
-// writeEnds writes the ends of transactions already committed, with the
-// offset that keeps them no longer.
+// writeEnds writes ends an earlier worker left in the offset record, with
+// the offset, which keeps them no longer.
 func (s *sourceRunner) writeEnds(ctx context.Context, ends []pendingEnd) error {
 	if len(ends) == 0 {
 		return nil

@@ -66,9 +66,33 @@ func (sw *sourceWriter) ensureTopic(ctx context.Context, topic string) error {
 // sourceTxn is the open transaction of one write.
 type sourceTxn struct {
 	sw      *sourceWriter
+	session *causal.Session
 	send    func(*transport.Message) error
 	header  []byte
 	written map[causal.Channel]bool
+}
+
+// settle waits until every record sent so far has reached the broker, and
+// makes the session claim the end of every partition they went to: each
+// record sent after claims them, though they are all in one transaction
+// (a reader under read_committed gets them together, and each partition
+// in the order written). A reader that takes the records sent after only
+// once their claims are met takes them after the ones settled.
+func (tx *sourceTxn) settle(ctx context.Context) error {
+	if err := tx.sw.producer.Flush(ctx); err != nil {
+		return err
+	}
+	chs := make([]causal.Channel, 0, len(tx.written))
+	for ch := range tx.written {
+		chs = append(chs, ch)
+	}
+	if err := tx.sw.claim(ctx, tx.session, chs); err != nil {
+		return err
+	}
+	// A header of its own: the client may read the one before until the
+	// transaction ends.
+	tx.header = tx.session.AppendHeader(nil)
+	return nil
 }
 
 // record sends a record to topic (which must exist: ensureTopic), in the
@@ -87,13 +111,16 @@ func (tx *sourceTxn) record(topic string, key, value []byte, ts time.Time, heade
 func (tx *sourceTxn) raw(m *transport.Message) error { return tx.send(m) }
 
 // write runs fill in one transaction, in which each record fill sends is
-// stamped with session's clock as it was before the write; after the
-// commit the session claims every partition written. It reports whether
-// the transaction committed: an error with true is the claim's.
+// stamped with session's clock as it was before the write, or before the
+// last settle; after the commit the session claims every partition
+// written. It reports whether the transaction committed: an error with
+// true is the claim's. A write that fails leaves the session claiming
+// what it may not hold (records settled in an aborted transaction): its
+// caller gives the session up.
 func (sw *sourceWriter) write(ctx context.Context, session *causal.Session, fill func(tx *sourceTxn) error) (bool, error) {
 	// A header of its own for each write: a client may read it until the
 	// transaction ends.
-	tx := &sourceTxn{sw: sw, header: session.AppendHeader(nil), written: map[causal.Channel]bool{}}
+	tx := &sourceTxn{sw: sw, session: session, header: session.AppendHeader(nil), written: map[causal.Channel]bool{}}
 	err := sw.producer.Do(func(send func(*transport.Message) error) error {
 		tx.send = send
 		return fill(tx)

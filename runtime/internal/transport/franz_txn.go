@@ -114,15 +114,18 @@ func (p *franzProducer) endTxn(ctx context.Context, commit bool) error {
 	return franzError(err)
 }
 
-func (p *franzProducer) CommitTransaction(ctx context.Context) error {
+func (p *franzProducer) Flush(ctx context.Context) error {
 	if err := p.cl.Flush(ctx); err != nil {
 		return franzError(err)
 	}
 	p.mu.Lock()
-	failed := p.failed
-	p.mu.Unlock()
-	if failed != nil {
-		return failed
+	defer p.mu.Unlock()
+	return p.failed
+}
+
+func (p *franzProducer) CommitTransaction(ctx context.Context) error {
+	if err := p.Flush(ctx); err != nil {
+		return err
 	}
 	if err := p.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return franzError(err)

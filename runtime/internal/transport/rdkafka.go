@@ -259,6 +259,27 @@ func (r *rdkProducer) Produce(m *Message) error {
 	return rdkError(err)
 }
 
+// Flush calls the client's Flush a millisecond at a time until nothing it
+// produced is on its way: each call waits for an event on the client's
+// main queue, which the client's own poller may take first, so a long
+// call could wait its whole length after the last delivery. The client's
+// count of what is outstanding includes the events on its channel, which
+// nothing here reads (its errors): they are left out.
+func (r *rdkProducer) Flush(ctx context.Context) error {
+	for {
+		r.p.Flush(2)
+		if r.p.Len()-len(r.p.Events()) <= 0 {
+			return nil
+		}
+		if err := r.p.GetFatalError(); err != nil {
+			return rdkError(err)
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("flush: %w", err)
+		}
+	}
+}
+
 func (r *rdkProducer) SendOffsetsToTransaction(ctx context.Context, offsets map[causal.Channel]int64, md GroupMetadata) error {
 	tps := make([]kafka.TopicPartition, 0, len(offsets))
 	for ch, off := range offsets {

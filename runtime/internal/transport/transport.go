@@ -137,6 +137,11 @@ type Producer interface {
 	// client may send them later, as they are), and its header list, with
 	// the header values, until Released reports true.
 	Produce(m *Message) error
+	// Flush waits until every record produced into the open transaction
+	// has reached the broker, or failed, so that the partitions' ends
+	// (Admin.Ends) count the records that reached it. A failure it learns
+	// of is returned; one it does not fails the commit.
+	Flush(ctx context.Context) error
 	SendOffsetsToTransaction(ctx context.Context, offsets map[causal.Channel]int64, md GroupMetadata) error
 	CommitTransaction(ctx context.Context) error
 	// AbortTransaction aborts the open transaction; with none open it

@@ -152,6 +152,15 @@ func (p *Producer) produce(m *transport.Message) error {
 	return nil
 }
 
+// Flush waits until every record sent into the open transaction has
+// reached the broker (transport.Producer's Flush).
+func (p *Producer) Flush(ctx context.Context) error {
+	if err := p.client.Flush(ctx); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	return nil
+}
+
 // Commit sends offsets with the group metadata md (KIP-447), when there
 // are any, and commits the open transaction (opening one if none is), a
 // retriable failure tried again with backoff.

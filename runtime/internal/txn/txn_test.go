@@ -24,6 +24,7 @@ type client struct {
 	// commitErrs fail the next commits, in turn; abortErr every abort.
 	commitErrs []error
 	abortErr   error
+	flushErr   error
 	fatal      error
 	// refuse is what the broker refuses, by key, once watched.
 	refuse  map[string]error
@@ -54,6 +55,11 @@ func (c *client) Produce(m *transport.Message) error {
 	}
 	c.pending = append(c.pending, *m)
 	return nil
+}
+
+func (c *client) Flush(context.Context) error {
+	c.calls = append(c.calls, "flush")
+	return c.flushErr
 }
 
 func (c *client) SendOffsetsToTransaction(context.Context, map[causal.Channel]int64, transport.GroupMetadata) error {
@@ -170,6 +176,23 @@ func TestDoEndsEveryTransactionItBegins(t *testing.T) {
 			assert.False(t, c.open)
 		})
 	}
+}
+
+// A flush that fails inside Do fails the write: the transaction is
+// aborted, and nothing of it committed.
+func TestAFailedFlushAbortsItsTransaction(t *testing.T) {
+	flushErr := errors.New("the broker is gone")
+	c := &client{flushErr: flushErr}
+	p := txn.New(c, txn.Options{})
+	err := p.Do(func(send func(*transport.Message) error) error {
+		if err := send(msg("a", "1")); err != nil {
+			return err
+		}
+		return p.Flush(context.Background())
+	})
+	require.ErrorIs(t, err, flushErr)
+	assert.Equal(t, []string{"begin", "flush", "abort"}, c.calls)
+	assert.Empty(t, c.committed)
 }
 
 // After a transaction fails on a record the broker refuses, that record

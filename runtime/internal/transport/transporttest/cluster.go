@@ -9,7 +9,11 @@
 //   - read committed: a transaction's records become readable all at
 //     once when it commits, each partition it wrote followed by a marker
 //     that takes an offset, as a commit marker does; an aborted
-//     transaction leaves nothing;
+//     transaction leaves nothing readable;
+//   - records flushed in an open transaction (Producer.Flush) take their
+//     offsets at once: a partition's end counts them, and a reader stops
+//     before them until the transaction ends (the last stable offset);
+//     aborted, they stay, skipped, with a marker after them;
 //   - offsets sent with a transaction become the group's committed
 //     offsets at its commit, not before;
 //   - a producer is fenced when another initialises transactions with its
@@ -67,7 +71,18 @@ type topic struct {
 type entry struct {
 	msg    transport.Message
 	marker bool
+	state  entryState
 }
+
+// entryState is whether a record's transaction is committed, open or
+// aborted.
+type entryState int8
+
+const (
+	committed entryState = iota
+	open
+	aborted
+)
 
 // names numbers the clusters of a test binary.
 var names atomic.Int64
@@ -163,7 +178,7 @@ func (c *Cluster) Records(ch causal.Channel) []transport.Message {
 	var out []transport.Message
 	if t, ok := c.topics[ch.Topic]; ok && int(ch.Partition) < len(t.partitions) {
 		for _, e := range t.partitions[ch.Partition] {
-			if !e.marker {
+			if !e.marker && e.state == committed {
 				out = append(out, copyMessage(e.msg))
 			}
 		}

@@ -157,8 +157,11 @@ func (k *consumer) fetch(max int, batch *[]transport.Event) int {
 		atRecord, moved := p, false
 		for p < int64(len(*log)) && n < max {
 			e := (*log)[p]
+			if e.state == open {
+				break // the last stable offset
+			}
 			p++
-			if e.marker {
+			if e.marker || e.state == aborted {
 				moved = true
 				continue
 			}

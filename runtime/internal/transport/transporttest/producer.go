@@ -21,8 +21,10 @@ type producer struct {
 	// epoch is the one InitTransactions got; 0 before.
 	epoch int
 	open  bool
-	// pending are the open transaction's records and offsets.
+	// pending are the open transaction's records and offsets; flushed
+	// are where its records Flush appended lie.
 	pending []transport.Message
+	flushed []flushedEntry
 	offsets map[string]map[causal.Channel]int64
 	// refused are the open transaction's records over their topic's
 	// limit; watching keeps them for Refused.
@@ -84,6 +86,44 @@ func (p *producer) Produce(m *transport.Message) error {
 	}
 	p.pending = append(p.pending, msg)
 	return nil
+}
+
+// flushedEntry is where a record of the open transaction lies.
+type flushedEntry struct {
+	ch causal.Channel
+	at int
+}
+
+// Flush appends the open transaction's records to their partitions, where
+// they wait, unread, for the transaction's end.
+func (p *producer) Flush(context.Context) error {
+	p.c.mu.Lock()
+	defer p.c.mu.Unlock()
+	if err := p.fencedLocked(); err != nil {
+		return err
+	}
+	for _, m := range p.pending {
+		log, _ := p.c.partitionLocked(m.Channel())
+		m.Offset = int64(len(*log))
+		p.flushed = append(p.flushed, flushedEntry{ch: m.Channel(), at: len(*log)})
+		*log = append(*log, entry{msg: m, state: open})
+	}
+	p.pending = nil
+	return nil
+}
+
+// settleLocked gives the records Flush appended state, and appends a
+// marker to each partition they, or the records in written, lie in.
+func (p *producer) settleLocked(state entryState, written map[causal.Channel]bool) {
+	for _, f := range p.flushed {
+		log, _ := p.c.partitionLocked(f.ch)
+		(*log)[f.at].state = state
+		written[f.ch] = true
+	}
+	for _, ch := range sortedChannels(written) {
+		log, _ := p.c.partitionLocked(ch)
+		*log = append(*log, entry{marker: true, msg: transport.Message{Topic: ch.Topic, Partition: ch.Partition, Offset: int64(len(*log))}})
+	}
 }
 
 // recordSize is about what a record takes in a batch.
@@ -150,10 +190,7 @@ func (p *producer) CommitTransaction(context.Context) error {
 		*log = append(*log, entry{msg: m})
 		written[m.Channel()] = true
 	}
-	for ch := range written {
-		log, _ := p.c.partitionLocked(ch)
-		*log = append(*log, entry{marker: true, msg: transport.Message{Topic: ch.Topic, Partition: ch.Partition, Offset: int64(len(*log))}})
-	}
+	p.settleLocked(committed, written)
 	for group, offs := range p.offsets {
 		mergeOffsets(p.c.offsets, group, offs)
 	}
@@ -171,13 +208,17 @@ func (p *producer) AbortTransaction(context.Context) error {
 	if p.open && p.watching {
 		p.kept = append(p.kept, p.refused...)
 	}
+	if len(p.flushed) > 0 {
+		p.settleLocked(aborted, map[causal.Channel]bool{})
+		p.c.broadcastLocked()
+	}
 	p.endLocked()
 	return nil
 }
 
 // endLocked forgets the open transaction.
 func (p *producer) endLocked() {
-	p.open, p.pending, p.offsets, p.refused = false, nil, nil, nil
+	p.open, p.pending, p.flushed, p.offsets, p.refused = false, nil, nil, nil, nil
 }
 
 func (p *producer) FatalError() error {

@@ -86,6 +86,49 @@ func TestATransactionIsReadWholeAtItsCommitAndNotAtAll(t *testing.T) {
 	assert.Equal(t, int64(2), ends[ch], "the marker takes an offset")
 }
 
+// Records flushed in an open transaction take their offsets, which the
+// partition's end counts, and are read only once it commits: a reader
+// stops before them (the last stable offset), even when the transaction
+// wrote more after them. Aborted, they are skipped, with their marker.
+func TestFlushedRecordsCountInTheEndAndAreReadAtTheCommit(t *testing.T) {
+	c := transporttest.New(t)
+	require.NoError(t, c.CreateTopic("t", 1, nil))
+	ch := causal.Channel{Topic: "t"}
+	p, a, k := clients(t, c, "app", "a")
+	require.NoError(t, k.Assign(map[causal.Channel]int64{ch: 0}))
+	end := func() int64 {
+		ends, err := a.Ends(ctx, []causal.Channel{ch})
+		require.NoError(t, err)
+		return ends[ch]
+	}
+
+	require.NoError(t, p.BeginTransaction())
+	require.NoError(t, p.Produce(&transport.Message{Topic: "t", Value: []byte("x")}))
+	assert.Equal(t, int64(0), end(), "a record not flushed has no offset yet")
+	require.NoError(t, p.Flush(ctx))
+	assert.Equal(t, int64(1), end(), "a flushed record counts in the end")
+	require.NoError(t, p.AbortTransaction(ctx))
+	assert.Equal(t, int64(2), end(), "aborted: the record stays, and a marker follows it")
+	assert.Empty(t, c.Records(ch))
+
+	require.NoError(t, p.BeginTransaction())
+	require.NoError(t, p.Produce(&transport.Message{Topic: "t", Value: []byte("y")}))
+	require.NoError(t, p.Flush(ctx))
+	require.NoError(t, p.Produce(&transport.Message{Topic: "t", Value: []byte("z")}))
+	assert.Equal(t, int64(3), end())
+	evs := poll(k, 60*time.Millisecond)
+	require.Len(t, evs, 1, "only the position past the aborted record and its marker")
+	assert.Equal(t, transport.EventPosition, evs[0].Kind)
+	assert.Equal(t, int64(2), evs[0].Msg.Offset, "the reader stops at the open transaction")
+
+	require.NoError(t, p.CommitTransaction(ctx))
+	assert.Equal(t, int64(5), end(), "y, z and the commit marker")
+	assert.Equal(t, []string{"y", "z"}, values(poll(k, 60*time.Millisecond)))
+	got := c.Records(ch)
+	require.Len(t, got, 2)
+	assert.Equal(t, []int64{2, 3}, []int64{got[0].Offset, got[1].Offset})
+}
+
 func TestRecordsProducedOutsideTransactionsTakeTheNextOffsets(t *testing.T) {
 	c := transporttest.New(t)
 	require.NoError(t, c.CreateTopic("t", 2, nil))
