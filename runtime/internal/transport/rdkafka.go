@@ -71,6 +71,12 @@ func (s Settings) producerConfigWithoutReports() kafka.ConfigMap {
 	// Delivery failures surface through CommitTransaction; no report channel
 	// to drain.
 	cm["go.delivery.reports"] = false
+	// The client's channels hold a million events and a million records
+	// by default: 24 MB a producer, which the garbage collector scans on
+	// every cycle. Records go through Produce, not the channel, and the
+	// events left (the client's errors) are drained (drainEvents).
+	cm["go.events.channel.size"] = 64
+	cm["go.produce.channel.size"] = 0
 	return cm
 }
 
@@ -200,6 +206,8 @@ type rdkProducer struct {
 	started  bool
 	stop     chan struct{}
 	done     chan struct{}
+	// drained is closed when drainEvents has returned.
+	drained chan struct{}
 }
 
 // barrier is sent through reports after the delivery reports to wait for.
@@ -212,8 +220,26 @@ func (barrier) String() string { return "barrier" }
 const reportsBuffer = 1 << 14
 
 func newRdkProducer(p *kafka.Producer, log *zap.Logger) *rdkProducer {
-	return &rdkProducer{p: p, log: log, topics: map[string]*string{}, reports: make(chan kafka.Event, reportsBuffer),
-		stop: make(chan struct{}), done: make(chan struct{})}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	r := &rdkProducer{p: p, log: log, topics: map[string]*string{}, reports: make(chan kafka.Event, reportsBuffer),
+		stop: make(chan struct{}), done: make(chan struct{}), drained: make(chan struct{})}
+	go r.drainEvents()
+	return r
+}
+
+// drainEvents reads the client's event channel until Close closes it: a
+// channel nothing read would fill with the client's errors, and then hold
+// up its poller. The errors are logged; a fatal one also comes back from
+// the calls that follow it (FatalError).
+func (r *rdkProducer) drainEvents() {
+	defer close(r.drained)
+	for ev := range r.p.Events() {
+		if e, ok := ev.(kafka.Error); ok {
+			r.log.Debug("producer error event", zap.Error(e))
+		}
+	}
 }
 
 func (r *rdkProducer) InitTransactions(ctx context.Context) error {
@@ -371,6 +397,7 @@ func (r *rdkProducer) Refused() []RefusedRecord {
 
 func (r *rdkProducer) Close() error {
 	r.p.Close()
+	<-r.drained
 	if r.started {
 		close(r.stop)
 		<-r.done
