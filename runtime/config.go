@@ -13,6 +13,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/causeway-stream/causeway/runtime/internal/reach"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
@@ -258,7 +259,7 @@ func DefaultConfig() Config {
 		MaxHeldPerChannel:        10_000,
 		MaxRecordBytes:           999_000,
 		ShutdownTimeout:          10 * time.Second,
-		ConnectTimeout:           30 * time.Second,
+		ConnectTimeout:           reach.DefaultTimeout,
 		TopicWaitTimeout:         5 * time.Minute,
 		TaskRestartBackoffMax:    5 * time.Minute,
 		LogLevel:                 "info",

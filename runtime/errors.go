@@ -4,10 +4,16 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/causeway-stream/causeway/runtime/internal/transport"
-
 	"github.com/causeway-stream/causeway/framework/taskmgr"
+	"github.com/causeway-stream/causeway/runtime/internal/reach"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
+
+// ErrKafkaUnreachable is returned by Start when the cluster did not answer
+// within Config.ConnectTimeout, or refused the worker for good (its
+// credentials, or a broker certificate that does not verify); the error
+// names the bootstrap servers and the last cause.
+var ErrKafkaUnreachable = reach.ErrUnreachable
 
 // ErrNoTask is returned by RestartTask and SkipRecord for a task this
 // worker does not run.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/causeway-stream/causeway/framework/taskmgr"
 	"github.com/causeway-stream/causeway/runtime/embedded"
+	"github.com/causeway-stream/causeway/runtime/internal/reach"
 	"github.com/causeway-stream/causeway/runtime/internal/statedir"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 	"github.com/causeway-stream/causeway/runtime/internal/txn"
@@ -31,7 +32,7 @@ func (w *StreamThread) connect(ctx context.Context) error {
 	w.producer = newProducer(p, w.log, w.metrics, w.stop)
 	w.admin = admin
 	w.board.setStarting("connecting to Kafka at " + w.bootstrap)
-	if err := reachCluster(ctx, admin, w.bootstrap, w.cfg.Kafka, w.cfg.ConnectTimeout, w.log); err != nil {
+	if err := reach.Cluster(ctx, admin, w.bootstrap, w.cfg.Kafka, w.cfg.ConnectTimeout, w.log); err != nil {
 		return err
 	}
 	w.board.setStarting("reading and creating topics")

@@ -57,6 +57,7 @@ func runConnect(ctx context.Context, args []string, env func(string) string, std
 	id := fs.String("worker-id", "", "the worker's id in the cluster (default: host name and REST port)")
 	stateTopic := fs.String("state-topic", "causeway-connect-state", "the cluster's state topic: connectors, their states and the workers")
 	offsetsTopic := fs.String("offsets-topic", "causeway-connect-offsets", "where sources keep their offsets")
+	connectTimeout := fs.Duration("connect-timeout", 30*time.Second, "how long to keep trying to reach Kafka at start, with backoff, before exiting")
 	heartbeat := fs.Duration("heartbeat", 2*time.Second, "how often the worker says it is alive; gone after three")
 	restartBackoff := fs.Duration("task-restart-backoff", 0, "restart a FAILED task this long after it failed, doubling the wait on each failure in a row (0: never, as Kafka Connect)")
 	restartMax := fs.Duration("task-restart-backoff-max", 5*time.Minute, "the longest wait before a task restart, and how long a restarted task must run to count from the first attempt again")
@@ -91,7 +92,7 @@ func runConnect(ctx context.Context, args []string, env func(string) string, std
 	}
 	defer log.Sync() //nolint:errcheck // stderr
 	w, err := connectworker.New(connectworker.Config{Bootstrap: *bootstrap, Client: *client, Kafka: kafka, StateTopic: *stateTopic,
-		OffsetsTopic: *offsetsTopic, Listen: *listen, WorkerID: *id, Heartbeat: *heartbeat, Log: log,
+		OffsetsTopic: *offsetsTopic, Listen: *listen, WorkerID: *id, ConnectTimeout: *connectTimeout, Heartbeat: *heartbeat, Log: log,
 		Restarts: connectworker.RestartPolicy{Initial: *restartBackoff, Max: *restartMax},
 		Sinks:    map[string]connect.Sink{"PostgresSink": postgres.Sink{}},
 		Sources:  map[string]connect.Source{"PostgresSource": postgres.Source{}, "PostgresCdcSource": pgcdc.Source{}}})

@@ -84,7 +84,7 @@ func (w *Worker) runSink(ctx context.Context, name string, task int, cfg map[str
 		return err
 	}
 	sw, err := sinkworker.New(sinkworker.Config{Connector: name, TaskID: task, Class: cfg[keyClass], Topics: topics, Task: t, Bootstrap: w.cfg.Bootstrap,
-		Client: w.cfg.Client, Kafka: w.cfg.Kafka, InstanceID: fmt.Sprintf("%s-%d", w.cfg.WorkerID, task),
+		Client: w.cfg.Client, Kafka: w.cfg.Kafka, InstanceID: fmt.Sprintf("%s-%d", w.cfg.WorkerID, task), ConnectTimeout: w.cfg.ConnectTimeout,
 		GateOff: cfg[keyGate] == "false", TransactionTopic: cfg[keyTxnTopic], DeadLetterTopic: cfg[keyDeadLetter], ToleranceAll: cfg[keyTolerance] == "all",
 		NoContextHeaders: cfg[keyContextHeaders] != "true",
 		Skip:             skip, Convert: sinkConvert(chain, convs), Log: log, TopicUsed: w.topicUsed(name),

@@ -15,6 +15,7 @@ import (
 	"github.com/causeway-stream/causeway/connect"
 	"github.com/causeway-stream/causeway/connect/transform"
 	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/runtime/internal/reach"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
@@ -51,6 +52,8 @@ type sourceRunner struct {
 	envelope sourceEnvelope
 	// listener hears of each committed offset, when the task listens.
 	listener connect.CommitListener
+	// reach reaches the cluster (package reach), as the task starts.
+	reach func(context.Context) error
 }
 
 // committedOffset is the record a source runner keeps in the offsets
@@ -78,6 +81,9 @@ func (w *Worker) newSourceRunner(name string, cfg map[string]string, chain *tran
 		return nil, err
 	}
 	s.out = newSourceWriter(producer, admin, creation, w.topicUsed(name))
+	s.reach = func(ctx context.Context) error {
+		return reach.Cluster(ctx, admin, w.cfg.Bootstrap, w.cfg.Kafka, w.cfg.ConnectTimeout, log)
+	}
 	if s.consumer, err = w.supplier.Consumer(settings); err != nil {
 		s.close()
 		return nil, err
@@ -115,8 +121,12 @@ func (s *sourceRunner) run(ctx context.Context, t connect.SourceTask) (err error
 	return nil
 }
 
-// start fences the task before, and reads the offset it committed.
+// start reaches the cluster, fences the task before, and reads the
+// offset it committed.
 func (s *sourceRunner) start(ctx context.Context) error {
+	if err := s.reach(ctx); err != nil {
+		return err
+	}
 	if _, err := createTopic(ctx, s.out.admin, s.offsets.Topic, 25, map[string]string{"cleanup.policy": "compact"}); err != nil {
 		return fmt.Errorf("offsets topic: %w", err)
 	}

@@ -33,13 +33,19 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/causeway-stream/causeway/runtime/internal/restarts"
-
 	"github.com/causeway-stream/causeway/connect"
+	"github.com/causeway-stream/causeway/runtime/internal/reach"
+	"github.com/causeway-stream/causeway/runtime/internal/restarts"
 	"github.com/causeway-stream/causeway/runtime/internal/server"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 	"github.com/causeway-stream/causeway/runtime/internal/txn"
 )
+
+// ErrKafkaUnreachable is returned by Run when the cluster did not answer
+// within Config.ConnectTimeout, or refused the worker for good; the error
+// names the bootstrap servers and the last cause. It is the stream
+// worker's runtime.ErrKafkaUnreachable.
+var ErrKafkaUnreachable = reach.ErrUnreachable
 
 // RestartPolicy is when FAILED tasks restart without an operator: the
 // first attempt Initial after the failure, each further one in a row
@@ -76,6 +82,12 @@ type Config struct {
 	// The HTTP source (HTTPSourceClass) is always there.
 	Sinks   map[string]connect.Sink
 	Sources map[string]connect.Source
+	// ConnectTimeout bounds how long Run keeps trying to reach the
+	// cluster as it starts (with backoff, each failure logged with the
+	// address and the cause) before it gives up with ErrKafkaUnreachable.
+	// Refused credentials and a broker certificate that does not verify
+	// end it at once. Default: 30s.
+	ConnectTimeout time.Duration
 	// Heartbeat is how often the worker says it is alive; it is taken for
 	// gone after three. Default: 2s.
 	Heartbeat time.Duration
@@ -123,6 +135,9 @@ func New(cfg Config) (*Worker, error) {
 	}
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = 2 * time.Second
+	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = reach.DefaultTimeout
 	}
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
@@ -189,6 +204,12 @@ func (w *Worker) settings(application, instance string) transport.Settings {
 func (w *Worker) Run(ctx context.Context) (err error) {
 	producer, admin, err := w.producer(w.settings("causeway-connect", w.cfg.WorkerID))
 	if err != nil {
+		w.server.Stop(context.Background())
+		return fmt.Errorf("connectworker: %w", err)
+	}
+	if err := reach.Cluster(ctx, admin, w.cfg.Bootstrap, w.cfg.Kafka, w.cfg.ConnectTimeout, w.log); err != nil {
+		producer.Close()
+		admin.Close()
 		w.server.Stop(context.Background())
 		return fmt.Errorf("connectworker: %w", err)
 	}

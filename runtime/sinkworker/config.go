@@ -53,6 +53,12 @@ type Config struct {
 	// errors.deadletterqueue.context.headers.enable=false. Default: the
 	// headers are written.
 	NoContextHeaders bool
+	// ConnectTimeout bounds how long Run keeps trying to reach the cluster
+	// as it starts (with backoff, each failure logged with the address
+	// and the cause) before it gives up with ErrKafkaUnreachable. Refused
+	// credentials and a broker certificate that does not verify end it
+	// at once. Default: 30s.
+	ConnectTimeout time.Duration
 	// CommitInterval is the longest a delivered record waits to be
 	// committed. Default: 100ms.
 	CommitInterval time.Duration

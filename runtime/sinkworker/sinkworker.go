@@ -27,9 +27,16 @@ import (
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/connect"
 	"github.com/causeway-stream/causeway/runtime/internal/member"
+	"github.com/causeway-stream/causeway/runtime/internal/reach"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 	"github.com/causeway-stream/causeway/runtime/internal/txn"
 )
+
+// ErrKafkaUnreachable is returned by Run when the cluster did not answer
+// within Config.ConnectTimeout, or refused the worker for good; the error
+// names the bootstrap servers and the last cause. It is the stream
+// worker's runtime.ErrKafkaUnreachable.
+var ErrKafkaUnreachable = reach.ErrUnreachable
 
 // Worker runs one sink task. Build it with New, run it with Run.
 //
@@ -132,6 +139,9 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.InstanceID == "" {
 		cfg.InstanceID = "0"
 	}
+	if cfg.ConnectTimeout <= 0 {
+		cfg.ConnectTimeout = reach.DefaultTimeout
+	}
 	if cfg.CommitInterval <= 0 {
 		cfg.CommitInterval = 100 * time.Millisecond
 	}
@@ -197,9 +207,13 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	return w.commit(context.WithoutCancel(ctx))
 }
 
-// start learns the topics' partition counts, readies the dead-letter
-// producer, and joins the group (or assigns the configured channels).
+// start reaches the cluster, learns the topics' partition counts, readies
+// the dead-letter producer, and joins the group (or assigns the
+// configured channels).
 func (w *Worker) start(ctx context.Context) error {
+	if err := reach.Cluster(ctx, w.admin, w.cfg.Bootstrap, w.cfg.Kafka, w.cfg.ConnectTimeout, w.log); err != nil {
+		return fmt.Errorf("sinkworker: %w", err)
+	}
 	counts, err := w.awaitTopics(ctx)
 	if err != nil {
 		return err

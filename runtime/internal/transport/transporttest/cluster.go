@@ -29,6 +29,7 @@ package transporttest
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -45,6 +46,8 @@ import (
 // goroutine.
 type Cluster struct {
 	name string
+	// listener is the cluster's address (Bootstrap).
+	listener net.Listener
 
 	mu sync.Mutex
 	// changed is closed, and replaced, whenever records, offsets or a
@@ -98,7 +101,31 @@ func New(t testing.TB) *Cluster {
 		t.Fatalf("transporttest: %v", err)
 	}
 	t.Cleanup(remove)
+	if c.listener, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+		t.Fatalf("transporttest: %v", err)
+	}
+	done := make(chan struct{})
+	go c.answer(done)
+	t.Cleanup(func() {
+		c.listener.Close()
+		<-done
+	})
 	return c
+}
+
+// answer accepts connections to the cluster's address, and closes them:
+// a worker's start-up check dials its bootstrap servers (package reach)
+// before it asks its admin client. It returns, closing done, once the
+// listener is closed.
+func (c *Cluster) answer(done chan<- struct{}) {
+	defer close(done)
+	for {
+		conn, err := c.listener.Accept()
+		if err != nil {
+			return
+		}
+		conn.Close()
+	}
 }
 
 // InProcess names the in-process Kafka among the clients Kafkas returns.
@@ -122,9 +149,10 @@ func (c *Cluster) ID() string { return c.name }
 // worker's client setting.
 func (c *Cluster) Client() string { return c.name }
 
-// Bootstrap is an address for a worker's bootstrap setting, which must
-// not be empty; nothing dials it.
-func (c *Cluster) Bootstrap() string { return c.name + ".invalid:9092" }
+// Bootstrap is an address for a worker's bootstrap setting: it accepts
+// connections, and closes them. The clients talk to the cluster in the
+// process.
+func (c *Cluster) Bootstrap() string { return c.listener.Addr().String() }
 
 // CreateTopic makes a topic of partitions partitions; configs may set
 // max.message.bytes. A topic that exists is left as it is.

@@ -1,4 +1,4 @@
-package runtime
+package reach
 
 import (
 	"context"
@@ -29,7 +29,7 @@ func (a *answeringAdmin) PartitionCounts(context.Context) (map[string]int32, err
 // A cluster that answers with an error of the fatal class (credentials or
 // authorization refused) is not asked again; one that answers with any
 // other error is, with backoff, until the bound.
-func TestReachClusterRetriesAllButFatalAnswers(t *testing.T) {
+func TestClusterRetriesAllButFatalAnswers(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0") // accepts TCP connections, never reads
 	require.NoError(t, err)
 	t.Cleanup(func() { ln.Close() })
@@ -46,8 +46,8 @@ func TestReachClusterRetriesAllButFatalAnswers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			admin := &answeringAdmin{err: tt.err}
-			err := reachCluster(context.Background(), admin, ln.Addr().String(), nil, time.Second, zaptest.NewLogger(t))
-			require.ErrorIs(t, err, ErrKafkaUnreachable)
+			err := Cluster(context.Background(), admin, ln.Addr().String(), nil, time.Second, zaptest.NewLogger(t))
+			require.ErrorIs(t, err, ErrUnreachable)
 			assert.ErrorContains(t, err, tt.wantCause)
 			assert.ErrorContains(t, err, ln.Addr().String())
 			assert.GreaterOrEqual(t, admin.asked, tt.atLeast)

@@ -1,4 +1,11 @@
-package runtime
+// Package reach is the start-up check every kind of worker makes before
+// it uses the cluster: ask for its metadata until it answers, with
+// backoff and a bound, logging each failure with the address and the
+// cause, and refuse at once what asking again will not change (refused
+// credentials, a broker certificate that does not verify). Both clients
+// then behave alike when the cluster is down, not up yet, or the address
+// is wrong.
+package reach
 
 import (
 	"context"
@@ -13,10 +20,14 @@ import (
 	"go.uber.org/zap"
 )
 
-// ErrKafkaUnreachable is returned by Start when the cluster did not answer
-// within Config.ConnectTimeout; the error names the bootstrap servers and
-// the last cause.
-var ErrKafkaUnreachable = errors.New("cannot reach Kafka")
+// ErrUnreachable is returned by Cluster when the cluster did not answer
+// within its bound, or refused for good; the error names the bootstrap
+// servers and the last cause. The workers export it under their own
+// names (runtime.ErrUnreachable and the like): one value.
+var ErrUnreachable = errors.New("cannot reach Kafka")
+
+// DefaultTimeout is the workers' default bound (their ConnectTimeout).
+const DefaultTimeout = 30 * time.Second
 
 // reachBackoff is the first wait between attempts to reach the cluster,
 // doubled after each up to reachBackoffMax.
@@ -28,11 +39,12 @@ const (
 	reachAttemptMax = 10 * time.Second
 )
 
-// reachCluster asks the cluster for its metadata until it answers, with
-// backoff, for at most bound: both clients then behave alike when the
-// cluster is down or not up yet, or the address is wrong. Each failed
-// attempt is logged with the address and the cause.
-func reachCluster(ctx context.Context, admin transport.Admin, bootstrap string, settings map[string]string, bound time.Duration, log *zap.Logger) error {
+// Cluster asks the cluster for its metadata through admin until it
+// answers, with backoff, for at most bound: both clients then behave
+// alike when the cluster is down or not up yet, or the address is wrong.
+// Each failed attempt is logged with the address and the cause; settings
+// are the worker's client settings (its TLS ones checked here too).
+func Cluster(ctx context.Context, admin transport.Admin, bootstrap string, settings map[string]string, bound time.Duration, log *zap.Logger) error {
 	start := time.Now()
 	deadline := start.Add(bound)
 	wait := reachBackoff
@@ -55,11 +67,11 @@ func reachCluster(ctx context.Context, admin transport.Admin, bootstrap string, 
 		if transport.Classify(err) == transport.ClassFatal {
 			// Refused credentials or authorization, or a certificate that
 			// does not verify: asking again will not change the answer.
-			return fmt.Errorf("%w at %s: %w", ErrKafkaUnreachable, bootstrap, err)
+			return fmt.Errorf("%w at %s: %w", ErrUnreachable, bootstrap, err)
 		}
 		left := time.Until(deadline)
 		if left <= 0 || ctx.Err() != nil {
-			return fmt.Errorf("%w at %s within %v (%d attempts): %v", ErrKafkaUnreachable, bootstrap, bound, attempt, cause)
+			return fmt.Errorf("%w at %s within %v (%d attempts): %v", ErrUnreachable, bootstrap, bound, attempt, cause)
 		}
 		wait = min(wait, left)
 		log.Warn("Kafka not reachable yet; retrying", zap.String("bootstrap_servers", bootstrap), zap.Int("attempt", attempt),
@@ -69,7 +81,7 @@ func reachCluster(ctx context.Context, admin transport.Admin, bootstrap string, 
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%w at %s (%d attempts): %v", ErrKafkaUnreachable, bootstrap, attempt, cause)
+			return fmt.Errorf("%w at %s (%d attempts): %v", ErrUnreachable, bootstrap, attempt, cause)
 		}
 		wait = min(2*wait, reachBackoffMax)
 	}
