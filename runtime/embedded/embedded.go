@@ -5,6 +5,7 @@
 package embedded
 
 import (
+	"crypto/tls"
 	"fmt"
 	"strings"
 
@@ -37,6 +38,10 @@ func DataDir(dir string) Opt { return optFunc(func(c *config) { c.dataDir = dir 
 
 // Port listens on a fixed localhost port. Default: a free port.
 func Port(p int) Opt { return optFunc(func(c *config) { c.port = p }) }
+
+// TLS makes the broker speak only TLS, with cfg (its certificate).
+// Default: plaintext.
+func TLS(cfg *tls.Config) Opt { return KfakeOpts(kfake.TLS(cfg)) }
 
 // KfakeOpts passes options straight to kfake (fault injection in tests).
 func KfakeOpts(opts ...kfake.Opt) Opt {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/causeway-stream/causeway/internal/testca"
 	"github.com/causeway-stream/causeway/internal/testport"
@@ -41,7 +40,7 @@ func Cases(t testing.TB) []Case {
 	require.NoError(t, err)
 	other, err := testca.New(t.TempDir())
 	require.NoError(t, err)
-	b, err := embedded.Start(embedded.KfakeOpts(kfake.TLS(ca.ServerConfig())))
+	b, err := embedded.Start(embedded.TLS(ca.ServerConfig()))
 	require.NoError(t, err)
 	t.Cleanup(b.Close)
 	held, err := testport.Hold(0)
