@@ -10,7 +10,6 @@ import (
 
 	"github.com/causeway-stream/causeway/runtime/connectworker"
 	"github.com/causeway-stream/causeway/runtime/internal/reach/reachtest"
-	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
 // A connect worker reaches its cluster before it reads its state topic,
@@ -19,20 +18,12 @@ import (
 // a broker whose certificate does not verify with the settings' authority
 // is refused at the first handshake, not at the bound.
 func TestAConnectWorkerThatCannotReachItsClusterSaysWhereAndWhy(t *testing.T) {
-	cases := reachtest.Cases(t)
-	for _, client := range transport.Clients() {
-		for _, c := range cases {
-			t.Run(client+"/"+c.Name, func(t *testing.T) {
-				t.Parallel()
-				w, err := connectworker.New(connectworker.Config{Bootstrap: c.Bootstrap, Client: client, Kafka: c.Kafka,
-					Listen: "127.0.0.1:0", ConnectTimeout: c.Timeout, Log: zaptest.NewLogger(t)})
-				require.NoError(t, err)
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-				defer cancel()
-				start := time.Now()
-				err = w.Run(ctx)
-				c.Check(t, err, connectworker.ErrKafkaUnreachable, time.Since(start))
-			})
-		}
-	}
+	reachtest.Run(t, connectworker.ErrKafkaUnreachable, func(t *testing.T, client string, c reachtest.Case) error {
+		w, err := connectworker.New(connectworker.Config{Bootstrap: c.Bootstrap, Client: client, Kafka: c.Kafka,
+			Listen: "127.0.0.1:0", ConnectTimeout: c.Timeout, Log: zaptest.NewLogger(t)})
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		return w.Run(ctx)
+	})
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/causeway-stream/causeway/connect"
 	"github.com/causeway-stream/causeway/runtime/internal/reach/reachtest"
-	"github.com/causeway-stream/causeway/runtime/internal/transport"
 	"github.com/causeway-stream/causeway/runtime/sinkworker"
 )
 
@@ -25,20 +24,12 @@ func (idleTask) Close() error { return nil }
 // whose certificate does not verify with the settings' authority is
 // refused at the first handshake, not at the bound.
 func TestASinkWorkerThatCannotReachItsClusterSaysWhereAndWhy(t *testing.T) {
-	cases := reachtest.Cases(t)
-	for _, client := range transport.Clients() {
-		for _, c := range cases {
-			t.Run(client+"/"+c.Name, func(t *testing.T) {
-				t.Parallel()
-				w, err := sinkworker.New(sinkworker.Config{Connector: "unreached", Topics: []string{"orders"}, Task: idleTask{},
-					Bootstrap: c.Bootstrap, Client: client, Kafka: c.Kafka, ConnectTimeout: c.Timeout, Log: zaptest.NewLogger(t)})
-				require.NoError(t, err)
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-				defer cancel()
-				start := time.Now()
-				err = w.Run(ctx)
-				c.Check(t, err, sinkworker.ErrKafkaUnreachable, time.Since(start))
-			})
-		}
-	}
+	reachtest.Run(t, sinkworker.ErrKafkaUnreachable, func(t *testing.T, client string, c reachtest.Case) error {
+		w, err := sinkworker.New(sinkworker.Config{Connector: "unreached", Topics: []string{"orders"}, Task: idleTask{},
+			Bootstrap: c.Bootstrap, Client: client, Kafka: c.Kafka, ConnectTimeout: c.Timeout, Log: zaptest.NewLogger(t)})
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		return w.Run(ctx)
+	})
 }

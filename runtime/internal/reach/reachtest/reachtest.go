@@ -17,6 +17,7 @@ import (
 	"github.com/causeway-stream/causeway/internal/testca"
 	"github.com/causeway-stream/causeway/internal/testport"
 	"github.com/causeway-stream/causeway/runtime/embedded"
+	"github.com/causeway-stream/causeway/runtime/internal/transport"
 )
 
 // Case is a cluster a worker cannot reach, the settings to try it with,
@@ -53,6 +54,25 @@ func Cases(t testing.TB) []Case {
 		{Name: "a certificate that does not verify", Bootstrap: b.Addr(), Timeout: time.Minute,
 			Kafka: map[string]string{"security.protocol": "SSL", "ssl.ca.location": other.File},
 			want:  []string{"TLS handshake with " + b.Addr(), "certificate signed by unknown authority"}},
+	}
+}
+
+// Run runs start on each client built in against each case, in parallel
+// subtests, and checks what it returns: start starts a worker with the
+// case's settings and returns the error its start ended with, which must
+// be sentinel.
+func Run(t *testing.T, sentinel error, start func(t *testing.T, client string, c Case) error) {
+	t.Helper()
+	cases := Cases(t)
+	for _, client := range transport.Clients() {
+		for _, c := range cases {
+			t.Run(client+"/"+c.Name, func(t *testing.T) {
+				t.Parallel()
+				began := time.Now()
+				err := start(t, client, c)
+				c.Check(t, err, sentinel, time.Since(began))
+			})
+		}
 	}
 }
 
