@@ -17,7 +17,8 @@
 //   - offsets sent with a transaction become the group's committed
 //     offsets at its commit, not before;
 //   - a producer is fenced when another initialises transactions with its
-//     transactional id (the application and instance ids);
+//     transactional id (the application and instance ids), and what it
+//     flushed into a transaction it left open is aborted;
 //   - a topic's max.message.bytes: a larger record fails its transaction
 //     at the commit, and the producer reports the refusal once watched;
 //   - groups rebalance eagerly: every member gives its partitions up
@@ -57,8 +58,10 @@ type Cluster struct {
 	// offsets are the groups' committed offsets.
 	offsets map[string]map[causal.Channel]int64
 	groups  map[string]*group
-	// epochs are the transactional ids' producer epochs.
-	epochs map[string]int
+	// epochs are the transactional ids' producer epochs, and holders
+	// the producers that hold them.
+	epochs  map[string]int
+	holders map[string]*producer
 	// failCommits fails the next commits with a retriable error.
 	failCommits int
 }
@@ -95,7 +98,8 @@ var names atomic.Int64
 func New(t testing.TB) *Cluster {
 	t.Helper()
 	c := &Cluster{name: "fake-" + strconv.FormatInt(names.Add(1), 10), changed: make(chan struct{}),
-		topics: map[string]*topic{}, offsets: map[string]map[causal.Channel]int64{}, groups: map[string]*group{}, epochs: map[string]int{}}
+		topics: map[string]*topic{}, offsets: map[string]map[causal.Channel]int64{}, groups: map[string]*group{}, epochs: map[string]int{},
+		holders: map[string]*producer{}}
 	remove, err := transport.Register(c.name, supplier{c: c})
 	if err != nil {
 		t.Fatalf("transporttest: %v", err)

@@ -36,11 +36,20 @@ type producer struct {
 
 var _ transport.Producer = (*producer)(nil)
 
+// InitTransactions takes the transactional id, fencing the producer
+// that held it, and aborts what that producer flushed into a transaction
+// it left open, as the broker does: readers then pass those records.
 func (p *producer) InitTransactions(context.Context) error {
 	p.c.mu.Lock()
 	defer p.c.mu.Unlock()
 	p.c.epochs[p.id]++
 	p.epoch = p.c.epochs[p.id]
+	if old := p.c.holders[p.id]; old != nil && old != p && len(old.flushed) > 0 {
+		old.settleLocked(aborted, map[causal.Channel]bool{})
+		old.flushed = nil
+		p.c.broadcastLocked()
+	}
+	p.c.holders[p.id] = p
 	return nil
 }
 

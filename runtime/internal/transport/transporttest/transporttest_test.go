@@ -129,6 +129,27 @@ func TestFlushedRecordsCountInTheEndAndAreReadAtTheCommit(t *testing.T) {
 	assert.Equal(t, []int64{2, 3}, []int64{got[0].Offset, got[1].Offset})
 }
 
+// A producer that dies with records flushed into an open transaction
+// holds readers back until the next producer of its transactional id
+// starts: that aborts the transaction, and readers pass its records.
+func TestTheNextProducerAbortsWhatTheLastLeftOpen(t *testing.T) {
+	c := transporttest.New(t)
+	require.NoError(t, c.CreateTopic("t", 1, nil))
+	ch := causal.Channel{Topic: "t"}
+	dead, _, k := clients(t, c, "app", "a")
+	require.NoError(t, k.Assign(map[causal.Channel]int64{ch: 0}))
+	require.NoError(t, dead.BeginTransaction())
+	require.NoError(t, dead.Produce(&transport.Message{Topic: "t", Value: []byte("x")}))
+	require.NoError(t, dead.Flush(ctx))
+	assert.Empty(t, poll(k, 60*time.Millisecond), "held at the open transaction")
+
+	next, _, _ := clients(t, c, "app", "a") // InitTransactions: the dead one is fenced
+	require.NoError(t, next.BeginTransaction())
+	require.NoError(t, next.Produce(&transport.Message{Topic: "t", Value: []byte("y")}))
+	require.NoError(t, next.CommitTransaction(ctx))
+	assert.Equal(t, []string{"y"}, values(poll(k, 60*time.Millisecond)), "the left record aborted, the next one read")
+}
+
 func TestRecordsProducedOutsideTransactionsTakeTheNextOffsets(t *testing.T) {
 	c := transporttest.New(t)
 	require.NoError(t, c.CreateTopic("t", 2, nil))
