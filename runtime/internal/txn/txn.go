@@ -37,7 +37,7 @@ type Options struct {
 	// OnAbort is told of each abort that went through. Default: nothing.
 	OnAbort func()
 	// CommitTimeout bounds the sending of offsets and the commit, retries
-	// included, and an abort. Default: 30 s.
+	// included, an abort, and a flush. Default: 30 s.
 	CommitTimeout time.Duration
 	// CommitAttempts is how many times a retriable commit failure is
 	// tried. Default: 5.
@@ -153,8 +153,11 @@ func (p *Producer) produce(m *transport.Message) error {
 }
 
 // Flush waits until every record sent into the open transaction has
-// reached the broker (transport.Producer's Flush).
+// reached the broker (transport.Producer's Flush), for at most
+// CommitTimeout, as a commit's own flush does.
 func (p *Producer) Flush(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, p.opts.CommitTimeout)
+	defer cancel()
 	if err := p.client.Flush(ctx); err != nil {
 		return fmt.Errorf("flush: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -25,6 +26,7 @@ type client struct {
 	commitErrs []error
 	abortErr   error
 	flushErr   error
+	flushHangs bool
 	fatal      error
 	// refuse is what the broker refuses, by key, once watched.
 	refuse  map[string]error
@@ -57,8 +59,12 @@ func (c *client) Produce(m *transport.Message) error {
 	return nil
 }
 
-func (c *client) Flush(context.Context) error {
+func (c *client) Flush(ctx context.Context) error {
 	c.calls = append(c.calls, "flush")
+	if c.flushHangs {
+		<-ctx.Done() // a broker that never answers
+		return ctx.Err()
+	}
 	return c.flushErr
 }
 
@@ -193,6 +199,20 @@ func TestAFailedFlushAbortsItsTransaction(t *testing.T) {
 	require.ErrorIs(t, err, flushErr)
 	assert.Equal(t, []string{"begin", "flush", "abort"}, c.calls)
 	assert.Empty(t, c.committed)
+}
+
+// A flush that gets no answer gives up after CommitTimeout, as a commit
+// does, though the caller's context has no deadline.
+func TestAFlushIsBoundedByTheCommitTimeout(t *testing.T) {
+	p := txn.New(&client{flushHangs: true}, txn.Options{CommitTimeout: 50 * time.Millisecond})
+	done := make(chan error, 1)
+	go func() { done <- p.Flush(context.Background()) }()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the flush did not give up")
+	}
 }
 
 // After a transaction fails on a record the broker refuses, that record
