@@ -269,9 +269,12 @@ func TestAGroupSharesItsPartitionsWithNoPartitionHeldTwice(t *testing.T) {
 		return h, func() {
 			close(stop)
 			wg.Wait()
-			require.NoError(t, k.Close())
-			// A client gives its partitions up as it closes.
+			// A client gives its partitions up as it closes, before it
+			// leaves the group: once it has left, the group may hand them
+			// to another member at once (noted after the close, they were
+			// seen held twice in about 2% of runs).
 			h.Revoked(slices.Collect(maps.Keys(h.held)), false)
+			require.NoError(t, k.Close())
 		}
 	}
 	a, stopA := member("a")
