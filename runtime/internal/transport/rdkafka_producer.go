@@ -127,12 +127,13 @@ func (r *rdkProducer) Produce(m *Message) error {
 	return rdkError(err)
 }
 
-// Flush calls the client's Flush a millisecond at a time until nothing it
-// produced is on its way: each call waits for an event on the client's
-// main queue, which the client's own poller may take first, so a long
-// call could wait its whole length after the last delivery. The client's
-// count of what is outstanding includes the events on its channel, which
-// nothing here reads (its errors): they are left out.
+// Flush calls the client's Flush for 2 ms at a time until nothing it
+// produced is on its way. Each call waits for an event on the client's
+// main queue, which the client's own poller may take first, so a longer
+// call could wait its whole length after the last delivery; a shorter one
+// returns at once without flushing (it counts whole milliseconds left).
+// The client's count of what is outstanding includes the events on its
+// channel, which drainEvents empties: those are left out.
 func (r *rdkProducer) Flush(ctx context.Context) error {
 	for {
 		r.p.Flush(2)
