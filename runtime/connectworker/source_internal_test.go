@@ -22,6 +22,7 @@ import (
 	"github.com/causeway-stream/causeway/connect"
 	"github.com/causeway-stream/causeway/connect/transform"
 	"github.com/causeway-stream/causeway/framework"
+	"github.com/causeway-stream/causeway/internal/testport"
 	"github.com/causeway-stream/causeway/runtime/internal/transport"
 	"github.com/causeway-stream/causeway/runtime/internal/transport/transporttest"
 )
@@ -363,4 +364,60 @@ func TestAStreamingSourceIsReadAheadOfItsWrites(t *testing.T) {
 			assert.Len(t, kafka.Records(causal.Channel{Topic: "rows"}), 2, "both batches written, once")
 		})
 	}
+}
+
+// A source task checks that it can reach the cluster as it starts, as
+// the worker does: where nothing listens it gives up after the worker's
+// ConnectTimeout with ErrKafkaUnreachable, naming the address, and polls
+// nothing.
+func TestASourceTaskThatCannotReachItsClusterPollsNothing(t *testing.T) {
+	t.Parallel()
+	kafka := transporttest.New(t)
+	held, err := testport.Hold(0)
+	require.NoError(t, err)
+	t.Cleanup(held.Release)
+	nowhere := fmt.Sprintf("127.0.0.1:%d", held.Port)
+	w, err := New(Config{Bootstrap: nowhere, Client: kafka.Client(), Listen: "127.0.0.1:0", ConnectTimeout: time.Second, Log: zaptest.NewLogger(t)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.server.Stop(context.Background()) })
+	r, err := w.newSourceRunner("cdc", map[string]string{}, nil, zaptest.NewLogger(t), new(atomic.Int64))
+	require.NoError(t, err)
+	task := &scripted{}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = r.run(ctx, task)
+	require.ErrorIs(t, err, ErrKafkaUnreachable)
+	assert.ErrorContains(t, err, "cannot reach Kafka at "+nowhere)
+	assert.Zero(t, task.polls())
+}
+
+// A poll whose Kafka transaction fails after its records were flushed
+// (the commit refused until the attempts run out) leaves nothing a reader
+// takes: the transaction is aborted, records and end alike, and the task
+// fails. The next task writes the poll again, and each record is read
+// once.
+func TestAPollWhoseCommitFailsAfterTheFlushLeavesNothingToRead(t *testing.T) {
+	t.Parallel()
+	kafka := transporttest.New(t)
+	runner := sourceRunners(t, kafka, "cdc", map[string]string{"topic.creation.default.partitions": "1"}, new(atomic.Int64))
+	poll := func() *scripted {
+		return &scripted{batches: [][]connect.SourceRecord{{
+			{Topic: "orders", Key: []byte(`1`), Value: []byte(`{"id":1}`), Transaction: "t1", Offset: []byte(`1`)},
+			{Topic: "txn", Key: []byte(`"t1"`), Value: []byte(`{"status":"END"}`), Transaction: "t1", EndsTransaction: true},
+		}}}
+	}
+	first := runner()
+	kafka.FailCommits(5) // as many as the producer tries
+	require.Error(t, first.run(context.Background(), poll()))
+	orders := causal.Channel{Topic: "orders"}
+	assert.Empty(t, kafka.Records(orders), "aborted: nothing of the poll is read")
+	assert.Empty(t, kafka.Records(causal.Channel{Topic: "txn"}))
+	assert.Equal(t, int64(2), kafka.End(orders), "the flushed record stayed, aborted, with its marker")
+
+	again := poll()
+	runUntil(t, runner(), again, func() bool { return again.polls() > 1 })
+	got := kafka.Records(orders)
+	require.Len(t, got, 1, "written once, by the next task")
+	assert.Equal(t, int64(2), got[0].Offset)
+	assert.Len(t, kafka.Records(causal.Channel{Topic: "txn"}), 1)
 }
