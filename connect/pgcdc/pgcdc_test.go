@@ -367,6 +367,32 @@ func TestTheSlotMovesOnWhileTheCapturedTablesAreQuiet(t *testing.T) {
 	assert.Positive(t, heartbeats)
 }
 
+func TestAPollEndsWhenItsContextDoesAndTheTaskGoesOn(t *testing.T) {
+	url, db := newDB(t, shopSchema)
+	ctx := context.Background()
+	// A poll that would wait a minute for the log.
+	task, err := open(t, url, pgcdc.SnapshotMode, "never", pgcdc.PollInterval, "60000")
+	require.NoError(t, err)
+	defer func() { require.NoError(t, task.Close()) }()
+	_, err = task.Poll(ctx, nil)
+	require.NoError(t, err)
+
+	cctx, cancel := context.WithCancel(ctx)
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start := time.Now()
+	_, err = task.Poll(cctx, nil)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Less(t, time.Since(start), 10*time.Second, "the poll ended with its context, not at poll.interval.ms")
+
+	// The next poll reads on.
+	_, err = db.Exec(ctx, "INSERT INTO orders VALUES (1, 'ann', 5)")
+	require.NoError(t, err)
+	recs, _ := pollUntil(t, task, nil)
+	got := changes(t, recs)
+	require.Len(t, got, 1)
+	assert.Equal(t, "c", got[0].Op)
+}
+
 func TestColumnTypesAsDebeziumWritesThem(t *testing.T) {
 	const row = `CREATE TABLE kinds (id bigint PRIMARY KEY, b bool, s smallint, f float8, n numeric, d date, tm time(3), ts timestamp,
 		tz timestamptz, raw bytea, u uuid, j jsonb, txt text);

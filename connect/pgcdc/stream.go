@@ -19,6 +19,9 @@ import (
 func (t *task) stream(ctx context.Context) ([]connect.SourceRecord, error) {
 	var out []connect.SourceRecord
 	deadline := time.Now().Add(t.s.pollWait)
+	// A cancelled ctx ends the read under way at once (receive).
+	stop := context.AfterFunc(ctx, func() { t.repl.Conn().SetReadDeadline(time.Now()) }) //nolint:errcheck // a closed connection fails the read anyway
+	defer stop()
 	for len(out) < t.s.maxBatch {
 		if time.Now().After(t.nextStatus) {
 			if err := t.sendStatus(ctx); err != nil {
@@ -54,11 +57,18 @@ func (t *task) stream(ctx context.Context) ([]connect.SourceRecord, error) {
 }
 
 // receive returns the next message of the replication stream's, nil when
-// none came within wait.
+// none came within wait. The wait is the connection's read deadline, not
+// a context: pgconn watches a context that can end with a goroutine of
+// its own for each call, a cost a message at a time adds up at the
+// stream's rate. stream cuts the wait short when ctx ends.
 func (t *task) receive(ctx context.Context, wait time.Duration) ([]byte, error) {
-	rctx, cancel := context.WithTimeout(ctx, wait)
-	msg, err := t.repl.ReceiveMessage(rctx)
-	cancel()
+	if err := t.repl.Conn().SetReadDeadline(time.Now().Add(wait)); err != nil {
+		return nil, fmt.Errorf("replication from slot %q: %w", t.s.slot, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err // ended before the deadline above was set
+	}
+	msg, err := t.repl.ReceiveMessage(context.Background())
 	if err != nil {
 		if pgconn.Timeout(err) && ctx.Err() == nil {
 			return nil, nil
