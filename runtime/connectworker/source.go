@@ -317,16 +317,22 @@ func (s *sourceRunner) writeRun(ctx context.Context, topic string, recs []routed
 	if len(recs) > 0 && !slices.Contains(topics, topic) {
 		topics = append(slices.Clone(topics), topic)
 	}
+	for _, r := range recs {
+		if r.src.Offset != nil {
+			offset = r.src.Offset
+		}
+	}
 	committed, err := s.out.write(ctx, &s.session, func(tx *sourceTxn) error {
+		// The offset first, as writeTxns writes it.
+		if err := s.offsetRecord(tx, committedOffset{Offset: offset, Topics: topics}); err != nil {
+			return err
+		}
 		for _, r := range recs {
-			if r.src.Offset != nil {
-				offset = r.src.Offset
-			}
 			if _, err := tx.record(topic, r.t.Key, r.t.Value, r.src.Timestamp, r.t.Headers); err != nil {
 				return err
 			}
 		}
-		return s.offsetRecord(tx, committedOffset{Offset: offset, Topics: topics})
+		return nil
 	})
 	if committed {
 		// Committed, even when the claim after it failed.

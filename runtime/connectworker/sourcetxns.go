@@ -33,9 +33,13 @@ type pendingEnd struct {
 // then the ends follow, stamped with a clock that claims every record
 // before them: a reader with the gate receives an end only after its
 // transaction's records, on whatever topics and partitions they lie, and
-// the ends of one topic in the order written. The offset goes last, so a
-// task that dies at any point leaves the transaction's records, ends and
-// offset all committed or none.
+// the ends of one topic in the order written. One Kafka transaction holds
+// the records, the ends and the offset, so a task that dies at any point
+// leaves them all committed or none. The offset goes first: the client
+// adds the partitions a transaction writes to it before it sends there,
+// and those of the first records go in one request, whereas a record
+// written last to a partition of its own waits for a request of its own
+// just before the commit.
 func (s *sourceRunner) writeTxns(ctx context.Context, recs []routedRecord) error {
 	ended := map[string]bool{}
 	offset := s.offset
@@ -58,6 +62,9 @@ func (s *sourceRunner) writeTxns(ctx context.Context, recs []routedRecord) error
 		data = append(data, r)
 	}
 	committed, err := s.out.write(ctx, &s.session, func(tx *sourceTxn) error {
+		if err := s.offsetRecord(tx, committedOffset{Offset: offset, Topics: topics}); err != nil {
+			return err
+		}
 		for _, r := range data {
 			h := r.t.Headers
 			if ended[r.src.Transaction] {
@@ -78,7 +85,7 @@ func (s *sourceRunner) writeTxns(ctx context.Context, recs []routedRecord) error
 				return err
 			}
 		}
-		return s.offsetRecord(tx, committedOffset{Offset: offset, Topics: topics})
+		return nil
 	})
 	if committed {
 		// Committed, even when the claim after it failed.
