@@ -95,13 +95,13 @@ func (Source) Config() *connect.ConfigDef {
 			Doc: "Regular expressions matched against schema.table: tables left out."},
 		{Name: SnapshotMode, Type: connect.TypeString, Default: "initial", Allowed: []string{"initial", "never", "when_needed"}, FoldCase: true, Importance: connect.High, Group: "Snapshot",
 			Doc: "initial: read the tables once, when the connector has no offset, then stream; never: stream only; when_needed: as initial, and again when the slot is gone."},
-		{Name: TopicPrefix, Type: connect.TypeString, Required: true, Importance: connect.High, Group: "Connector",
+		{Name: TopicPrefix, Type: connect.TypeString, Required: true, Check: topicPart, Importance: connect.High, Group: "Connector",
 			Doc: "Names the server: the topics are <prefix>.<schema>.<table>, the events' source.name is it."},
 		{Name: HeartbeatInterval, Type: connect.TypeInt, Default: "0", Importance: connect.Medium, Group: "Heartbeat", Check: notNegative,
 			Doc: "Milliseconds between heartbeat events (0: none). A heartbeat runs heartbeat.action.query and writes an event that carries the log position, so that the slot moves on while the captured tables are quiet."},
 		{Name: HeartbeatQuery, Type: connect.TypeString, Importance: connect.Low, Group: "Heartbeat",
 			Doc: "A statement run on the database at each heartbeat (an update of a heartbeat table the publication covers), to make WAL the slot reads."},
-		{Name: HeartbeatTopicPrefix, Type: connect.TypeString, Default: "__debezium-heartbeat", Importance: connect.Low, Group: "Heartbeat",
+		{Name: HeartbeatTopicPrefix, Type: connect.TypeString, Default: "__debezium-heartbeat", Check: topicPart, Importance: connect.Low, Group: "Heartbeat",
 			Doc: "The heartbeat topic is <this>.<topic.prefix>."},
 		{Name: SlotDropOnStop, Type: connect.TypeBoolean, Default: "false", Importance: connect.Low, Group: "Replication",
 			Doc: "Drop the slot when the task stops (the WAL it held is let go; the next start needs a snapshot)."},
@@ -111,7 +111,7 @@ func (Source) Config() *connect.ConfigDef {
 			Doc: "Operations not written: c (insert), u (update), d (delete), t (truncate), or none."},
 		{Name: TransactionMetadata, Type: connect.TypeBoolean, Default: "true", Importance: connect.Medium, Group: "Events",
 			Doc: "Write BEGIN and END events to the transaction topic, and a transaction block in each change event. Causal readers need them to take transactions whole (Debezium's default is false)."},
-		{Name: TransactionTopic, Type: connect.TypeString, Default: "transaction", Importance: connect.Low, Group: "Events",
+		{Name: TransactionTopic, Type: connect.TypeString, Default: "transaction", Check: topicPart, Importance: connect.Low, Group: "Events",
 			Doc: "The transaction topic is <topic.prefix>.<this>."},
 		{Name: TimePrecision, Type: connect.TypeString, Default: "adaptive", Allowed: []string{"adaptive", "connect"}, FoldCase: true, Importance: connect.Medium, Group: "Events",
 			Doc: "adaptive: dates, times and timestamps in Debezium's types at the column's precision (io.debezium.time.*); connect: in Kafka Connect's Date, Time and Timestamp (milliseconds)."},
@@ -237,9 +237,57 @@ func (s *settings) captured(schema, table string) bool {
 	return !matchesAny(s.exclude, name)
 }
 
-// topic is the topic of a table's events.
+// topic is the topic of a table's events: <prefix>.<schema>.<table>, made
+// a name Kafka takes as Debezium makes it (kafkaTopicName).
 func (s *settings) topic(schema, table string) string {
-	return s.prefix + "." + schema + "." + table
+	return kafkaTopicName(s.prefix + "." + schema + "." + table)
+}
+
+// maxTopicName is the longest topic name Kafka takes.
+const maxTopicName = 249
+
+// kafkaTopicName is name as a Kafka topic can be named, as Debezium's
+// topic naming strategies make it: each character Kafka does not allow
+// in a name (all but ASCII letters, digits, '.', '_' and '-') becomes
+// '_', one for each UTF-16 unit as Java counts them; a name longer than
+// Kafka's limit is cut to it; "." and ".." become "_" and "__".
+func kafkaTopicName(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		switch {
+		case topicChar(r):
+			b.WriteRune(r)
+		case r > 0xFFFF:
+			b.WriteString("__")
+		default:
+			b.WriteByte('_')
+		}
+	}
+	out := b.String()
+	switch {
+	case len(out) > maxTopicName:
+		out = out[:maxTopicName]
+	case out == ".":
+		out = "_"
+	case out == "..":
+		out = "__"
+	}
+	return out
+}
+
+func topicChar(r rune) bool {
+	return r == '.' || r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+}
+
+// topicPart checks a setting that names topics in part: Kafka's
+// characters only.
+func topicPart(v string) error {
+	for _, r := range v {
+		if !topicChar(r) {
+			return fmt.Errorf("%q is not a character of a Kafka topic's name (letters, digits, '.', '_' and '-')", r)
+		}
+	}
+	return nil
 }
 
 func matchesAny(res []*regexp.Regexp, name string) bool {

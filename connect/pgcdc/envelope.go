@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/causeway-stream/causeway/connect"
+	"github.com/causeway-stream/causeway/connect/internal/jsontext"
 )
 
 // cell is one column's value in a row as the log or the snapshot gives
@@ -32,7 +33,10 @@ type origin struct {
 
 // prepare makes the schemas of t's events.
 func (s *settings) prepare(t *table) {
-	base := s.topic(t.schema, t.name)
+	t.topic = s.topic(t.schema, t.name)
+	// The schemas are named by the table as it is, not by its topic's
+	// name, as Debezium names them.
+	base := s.prefix + "." + t.schema + "." + t.name
 	t.keySchema = &connect.Schema{Type: "struct", Name: base + ".Key"}
 	t.valueSchema = &connect.Schema{Type: "struct", Name: base + ".Value", Optional: true}
 	for _, c := range t.columns {
@@ -91,7 +95,7 @@ func (s *settings) changeEvent(t *table, op string, before, after []cell, o *ori
 	v = append(v, `,"source":`...)
 	v = s.appendSource(v, t, o)
 	v = append(v, `,"op":`...)
-	v = strconv.AppendQuote(v, op)
+	v = jsontext.AppendString(v, op)
 	v = append(v, `,"ts_ms":`...)
 	v = strconv.AppendInt(v, o.tsMs, 10)
 	if s.metadata {
@@ -119,7 +123,7 @@ func (s *settings) appendRow(b []byte, t *table, row []cell, keyOnly bool) ([]by
 			b = append(b, ',')
 		}
 		first = false
-		b = strconv.AppendQuote(b, c.name)
+		b = jsontext.AppendString(b, c.name)
 		b = append(b, ':')
 		f := &t.valueSchema.Fields[i]
 		var err error
@@ -143,26 +147,26 @@ func (s *settings) appendRow(b []byte, t *table, row []cell, keyOnly bool) ([]by
 func (s *settings) appendPlaceholder(b []byte, f *connect.Schema) []byte {
 	switch {
 	case f.Type == "string" && f.Name != debeziumZonedTS:
-		return strconv.AppendQuote(b, s.placeholder)
+		return jsontext.AppendString(b, s.placeholder)
 	case f.Type == "bytes" && f.Name == "":
-		return strconv.AppendQuote(b, base64Of(s.placeholder))
+		return jsontext.AppendString(b, base64Of(s.placeholder))
 	}
 	return append(b, "null"...)
 }
 
 func (s *settings) appendSource(b []byte, t *table, o *origin) []byte {
 	b = append(b, `{"version":"causeway","connector":"postgresql","name":`...)
-	b = strconv.AppendQuote(b, s.prefix)
+	b = jsontext.AppendString(b, s.prefix)
 	b = append(b, `,"ts_ms":`...)
 	b = strconv.AppendInt(b, o.tsMs, 10)
 	b = append(b, `,"snapshot":`...)
-	b = strconv.AppendQuote(b, o.snapshot)
+	b = jsontext.AppendString(b, o.snapshot)
 	b = append(b, `,"db":`...)
-	b = strconv.AppendQuote(b, s.dbname)
+	b = jsontext.AppendString(b, s.dbname)
 	b = append(b, `,"sequence":null,"schema":`...)
-	b = strconv.AppendQuote(b, t.schema)
+	b = jsontext.AppendString(b, t.schema)
 	b = append(b, `,"table":`...)
-	b = strconv.AppendQuote(b, t.name)
+	b = jsontext.AppendString(b, t.name)
 	b = append(b, `,"txId":`...)
 	if o.txID == 0 {
 		b = append(b, "null"...)
@@ -179,7 +183,7 @@ func appendBlock(b []byte, o *origin) []byte {
 		return append(b, `,"transaction":null`...)
 	}
 	b = append(b, `,"transaction":{"id":`...)
-	b = strconv.AppendQuote(b, o.txn)
+	b = jsontext.AppendString(b, o.txn)
 	b = append(b, `,"total_order":`...)
 	b = strconv.AppendInt(b, o.order, 10)
 	b = append(b, `,"data_collection_order":`...)
@@ -203,10 +207,10 @@ var (
 // txnEvent is a BEGIN or END event's key and value. counts, for an END,
 // are the events of each table (schema.table) in the order first seen.
 func txnEvent(status, id string, tsMs int64, tables []string, counts map[string]int64) (key, value []byte) {
-	key = append(strconv.AppendQuote([]byte(`{"id":`), id), '}')
+	key = append(jsontext.AppendString([]byte(`{"id":`), id), '}')
 	v := append([]byte(`{"status":`), strconv.Quote(status)...)
 	v = append(v, `,"id":`...)
-	v = strconv.AppendQuote(v, id)
+	v = jsontext.AppendString(v, id)
 	if status == "BEGIN" {
 		v = append(v, `,"event_count":null,"data_collections":null`...)
 	} else {
@@ -222,7 +226,7 @@ func txnEvent(status, id string, tsMs int64, tables []string, counts map[string]
 				v = append(v, ',')
 			}
 			v = append(v, `{"data_collection":`...)
-			v = strconv.AppendQuote(v, t)
+			v = jsontext.AppendString(v, t)
 			v = append(v, `,"event_count":`...)
 			v = strconv.AppendInt(v, counts[t], 10)
 			v = append(v, '}')

@@ -426,6 +426,41 @@ func TestColumnTypesAsDebeziumWritesThem(t *testing.T) {
 	}
 }
 
+func TestTextOfAnyCharacterIsWrittenAsJSON(t *testing.T) {
+	// Control characters, a character outside the basic plane that Go
+	// does not print, the line separator, quotes and backslashes: in the
+	// key, the row, and the names of the table and a column.
+	const odd = "a\x1bb\x07c\x0bd\x00e\U000E0001f\u2028g\"h\\i<j>&k\u00e9"
+	lit := strings.ReplaceAll(odd, "\x00", "") // text holds no NUL
+	sqlText := "'a' || chr(27) || 'b' || chr(7) || 'c' || chr(11) || 'de' || chr(917505) || 'f' || chr(8232) || 'g\"h\\i<j>&k' || chr(233)"
+	url, _ := newDB(t, `CREATE TABLE "we""ird\" (k text PRIMARY KEY, "v ""x""" text)`,
+		`INSERT INTO "we""ird\" VALUES (`+sqlText+`, `+sqlText+`)`)
+	task, err := open(t, url)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, task.Close()) }()
+	recs, _ := pollUntil(t, task, nil)
+	var ev []connect.SourceRecord
+	for _, r := range recs {
+		if !strings.HasSuffix(r.Topic, ".transaction") {
+			ev = append(ev, r)
+		}
+	}
+	require.Len(t, ev, 1)
+	assert.Equal(t, "shop.public.we_ird_", ev[0].Topic, "a name Kafka takes, as Debezium makes it")
+	var key map[string]string
+	require.NoError(t, json.Unmarshal(ev[0].Key, &key), "%q", ev[0].Key)
+	assert.Equal(t, map[string]string{"k": lit}, key)
+	var value struct {
+		After  map[string]string `json:"after"`
+		Source struct {
+			Table string `json:"table"`
+		} `json:"source"`
+	}
+	require.NoError(t, json.Unmarshal(ev[0].Value, &value), "%q", ev[0].Value)
+	assert.Equal(t, map[string]string{"k": lit, `v "x"`: lit}, value.After)
+	assert.Equal(t, `we"ird\`, value.Source.Table)
+}
+
 func TestReplicaIdentityToastKeyChangesAndTruncates(t *testing.T) {
 	url, db := newDB(t, `CREATE TABLE docs (id int PRIMARY KEY, title text, body text);
 		ALTER TABLE docs ALTER COLUMN body SET STORAGE EXTERNAL;

@@ -50,7 +50,7 @@ func (x *txn) change(tb *table, op string, before, after []cell, o *origin) erro
 	if x.s.metadata && o.snapshot == "false" {
 		o.txn, o.order, o.tableOrder = x.id, x.order, x.counts[name]
 	}
-	topic := x.s.topic(tb.schema, tb.name)
+	topic := tb.topic
 	if op == "t" {
 		_, v, err := x.s.changeEvent(tb, op, nil, nil, o)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/causeway-stream/causeway/connect"
+	"github.com/causeway-stream/causeway/connect/internal/jsontext"
 )
 
 // column is one column of a captured table.
@@ -26,7 +27,9 @@ type column struct {
 // catalog at the snapshot, from the log's Relation messages after.
 type table struct {
 	schema, name string
-	columns      []column
+	// topic is the topic of its events (settings.topic), named once.
+	topic   string
+	columns []column
 	// keySchema and valueSchema are the Connect schemas of its events'
 	// key and of the row in before and after.
 	keySchema, valueSchema *connect.Schema
@@ -129,7 +132,7 @@ func (s *settings) appendValue(b []byte, c column, f *connect.Schema, text []byt
 	case "float32", "float64":
 		if _, err := strconv.ParseFloat(v, 64); err != nil {
 			// NaN and the infinities have no JSON number: as text.
-			return strconv.AppendQuote(b, v), nil
+			return jsontext.AppendString(b, v), nil
 		}
 		return append(b, v...), nil
 	case "bytes":
@@ -137,7 +140,7 @@ func (s *settings) appendValue(b []byte, c column, f *connect.Schema, text []byt
 		if err != nil {
 			return nil, err
 		}
-		return strconv.AppendQuote(b, base64.StdEncoding.EncodeToString(raw)), nil
+		return jsontext.AppendString(b, base64.StdEncoding.EncodeToString(raw)), nil
 	case "struct": // VariableScaleDecimal
 		scale, unscaled, err := decimalParts(v, -1)
 		if err != nil {
@@ -146,7 +149,7 @@ func (s *settings) appendValue(b []byte, c column, f *connect.Schema, text []byt
 		b = append(b, `{"scale":`...)
 		b = strconv.AppendInt(b, int64(scale), 10)
 		b = append(b, `,"value":`...)
-		b = strconv.AppendQuote(b, base64.StdEncoding.EncodeToString(twosComplement(unscaled)))
+		b = jsontext.AppendString(b, base64.StdEncoding.EncodeToString(twosComplement(unscaled)))
 		return append(b, '}'), nil
 	}
 	if f.Name == debeziumZonedTS {
@@ -154,9 +157,9 @@ func (s *settings) appendValue(b []byte, c column, f *connect.Schema, text []byt
 		if err != nil {
 			return nil, err
 		}
-		return strconv.AppendQuote(b, t.UTC().Format("2006-01-02T15:04:05.999999Z07:00")), nil
+		return jsontext.AppendString(b, t.UTC().Format("2006-01-02T15:04:05.999999Z07:00")), nil
 	}
-	return strconv.AppendQuote(b, v), nil
+	return jsontext.AppendString(b, v), nil
 }
 
 // appendInteger writes integers and the temporal types held in them.

@@ -33,6 +33,7 @@ import (
 	"github.com/causeway-stream/causeway/causal"
 	"github.com/causeway-stream/causeway/connect"
 	"github.com/causeway-stream/causeway/connect/internal/jsonscan"
+	"github.com/causeway-stream/causeway/connect/internal/jsontext"
 )
 
 // Sink is the Postgres sink plugin.
@@ -464,7 +465,7 @@ func appendFields(obj []byte, fields map[string]json.RawMessage) []byte {
 func (t *task) keyColumns(tb *table, r connect.Record) (map[string]json.RawMessage, error) {
 	switch t.s.pkMode {
 	case "kafka":
-		return map[string]json.RawMessage{t.s.pkFields[0]: strconv.AppendQuote(nil, r.Topic),
+		return map[string]json.RawMessage{t.s.pkFields[0]: jsontext.AppendString(nil, r.Topic),
 			t.s.pkFields[1]: strconv.AppendInt(nil, int64(r.Partition), 10), t.s.pkFields[2]: strconv.AppendInt(nil, r.Offset, 10)}, nil
 	case "record_key":
 	default:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/causeway-stream/causeway/connect"
 	"github.com/causeway-stream/causeway/connect/internal/jsonscan"
+	"github.com/causeway-stream/causeway/connect/internal/jsontext"
 )
 
 // A record whose converter read a schema beside it (the JsonConverter's
@@ -75,7 +76,7 @@ func (t *task) render(obj []byte, s *connect.Schema) ([]byte, error) {
 		if len(out) > 1 {
 			out = append(out, ',')
 		}
-		out = strconv.AppendQuote(out, name)
+		out = jsontext.AppendString(out, name)
 		out = append(out, ':')
 		for _, f := range p {
 			if f.name == name && string(v) != "null" {
@@ -120,13 +121,13 @@ func renderValue(v []byte, s *connect.Schema, zone *time.Location) ([]byte, erro
 		default:
 			text = time.UnixMilli(n).In(zone).Format("2006-01-02T15:04:05.000-07:00")
 		}
-		return strconv.AppendQuote(nil, text), nil
+		return jsontext.AppendString(nil, text), nil
 	}
 	b, err := base64Of(v)
 	if err != nil {
 		return nil, err
 	}
-	return strconv.AppendQuote(nil, `\x`+hex.EncodeToString(b)), nil
+	return jsontext.AppendString(nil, `\x`+hex.EncodeToString(b)), nil
 }
 
 func base64Of(v []byte) ([]byte, error) {
