@@ -33,7 +33,7 @@ type origin struct {
 
 // prepare makes the schemas of t's events.
 func (s *settings) prepare(t *table) {
-	t.topic = s.topic(t.schema, t.name)
+	t.topic, t.qualified = s.topic(t.schema, t.name), t.schema+"."+t.name
 	// The schemas are named by the table as it is, not by its topic's
 	// name, as Debezium names them.
 	base := s.prefix + "." + t.schema + "." + t.name
@@ -84,7 +84,7 @@ func (s *settings) changeEvent(t *table, op string, before, after []cell, o *ori
 	if key, err = s.appendRow(nil, t, keyRow, true); err != nil {
 		return nil, nil, err
 	}
-	v := append(make([]byte, 0, 256), `{"before":`...)
+	v := append(make([]byte, 0, max(256, t.valueCap)), `{"before":`...)
 	if v, err = s.appendRowOrNull(v, t, before); err != nil {
 		return nil, nil, err
 	}
@@ -101,8 +101,15 @@ func (s *settings) changeEvent(t *table, op string, before, after []cell, o *ori
 	if s.metadata {
 		v = appendBlock(v, o)
 	}
-	return key, append(v, '}'), nil
+	v = append(v, '}')
+	t.valueCap = min(max(t.valueCap, len(v)), maxValueCap)
+	return key, v, nil
 }
+
+// maxValueCap bounds the room an event value is given before it is
+// written (table.valueCap): a table's one large row does not make all
+// its events that large.
+const maxValueCap = 16 << 10
 
 func (s *settings) appendRowOrNull(b []byte, t *table, row []cell) ([]byte, error) {
 	if row == nil {

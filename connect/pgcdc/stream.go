@@ -17,7 +17,9 @@ import (
 // transactions, or poll.interval.ms went by; between transactions it
 // writes a heartbeat when one is due.
 func (t *task) stream(ctx context.Context) ([]connect.SourceRecord, error) {
-	var out []connect.SourceRecord
+	// Room for as many records as the last poll returned.
+	out := make([]connect.SourceRecord, 0, t.lastPoll)
+	defer func() { t.lastPoll = min(len(out), 2*t.s.maxBatch) }()
 	deadline := time.Now().Add(t.s.pollWait)
 	// A cancelled ctx ends the read under way at once (receive).
 	stop := context.AfterFunc(ctx, func() { t.repl.Conn().SetReadDeadline(time.Now()) }) //nolint:errcheck // a closed connection fails the read anyway

@@ -53,7 +53,9 @@ type task struct {
 	// serverEnd, how far the server said it had decoded when idle.
 	returned, confirmed, serverEnd pglogrepl.LSN
 	// open is the transaction being read from the log, nil between two.
-	open          *txn
+	open *txn
+	// lastPoll is how many records the last poll of the stream returned.
+	lastPoll      int
 	nextStatus    time.Time
 	nextHeartbeat time.Time
 	// rep is what Report answers.

@@ -41,7 +41,7 @@ func (t *task) newTxn(id string, tsMs int64) *txn {
 // change adds the event of one change to tb (op c, u, d, r or t), and
 // after a delete its tombstone when tombstones.on.delete says so.
 func (x *txn) change(tb *table, op string, before, after []cell, o *origin) error {
-	name := tb.schema + "." + tb.name
+	name := tb.qualified
 	if _, ok := x.counts[name]; !ok {
 		x.tables = append(x.tables, name)
 	}

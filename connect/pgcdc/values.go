@@ -27,9 +27,13 @@ type column struct {
 // catalog at the snapshot, from the log's Relation messages after.
 type table struct {
 	schema, name string
-	// topic is the topic of its events (settings.topic), named once.
-	topic   string
-	columns []column
+	// topic is the topic of its events (settings.topic), and qualified
+	// its name as a transaction's event counts name it, each made once.
+	topic, qualified string
+	// valueCap is the longest event value written for it so far (up to
+	// maxValueCap), the room the next is given at first.
+	valueCap int
+	columns  []column
 	// keySchema and valueSchema are the Connect schemas of its events'
 	// key and of the row in before and after.
 	keySchema, valueSchema *connect.Schema

@@ -65,12 +65,22 @@ func (s *sourceRunner) writeTxns(ctx context.Context, recs []routedRecord) error
 		if err := s.offsetRecord(tx, committedOffset{Offset: offset, Topics: topics}); err != nil {
 			return err
 		}
+		// The id's bytes, made once for the records of one transaction,
+		// which come together; no client changes a header's value.
+		var id string
+		var idBytes []byte
 		for _, r := range data {
-			h := r.t.Headers
+			var err error
 			if ended[r.src.Transaction] {
-				h = append(h, framework.Header{Key: connect.TxnHeader, Value: []byte(r.src.Transaction)})
+				if r.src.Transaction != id {
+					id, idBytes = r.src.Transaction, []byte(r.src.Transaction)
+				}
+				_, err = tx.record(r.t.Topic, r.t.Key, r.t.Value, r.src.Timestamp, r.t.Headers,
+					framework.Header{Key: connect.TxnHeader, Value: idBytes})
+			} else {
+				_, err = tx.record(r.t.Topic, r.t.Key, r.t.Value, r.src.Timestamp, r.t.Headers)
 			}
-			if _, err := tx.record(r.t.Topic, r.t.Key, r.t.Value, r.src.Timestamp, h); err != nil {
+			if err != nil {
 				return err
 			}
 		}
@@ -80,8 +90,8 @@ func (s *sourceRunner) writeTxns(ctx context.Context, recs []routedRecord) error
 			}
 		}
 		for _, r := range ends {
-			h := append(r.t.Headers, framework.Header{Key: connect.TxnEndHeader, Value: []byte(r.src.Transaction)})
-			if _, err := tx.record(r.t.Topic, r.t.Key, r.t.Value, r.src.Timestamp, h); err != nil {
+			if _, err := tx.record(r.t.Topic, r.t.Key, r.t.Value, r.src.Timestamp, r.t.Headers,
+				framework.Header{Key: connect.TxnEndHeader, Value: []byte(r.src.Transaction)}); err != nil {
 				return err
 			}
 		}

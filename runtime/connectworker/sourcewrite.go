@@ -3,7 +3,6 @@ package connectworker
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/causeway-stream/causeway/causal"
@@ -70,6 +69,8 @@ type sourceTxn struct {
 	send    func(*transport.Message) error
 	header  []byte
 	written map[causal.Channel]bool
+	// last is the partition the last record went to, in written.
+	last causal.Channel
 }
 
 // settle waits until every record sent so far has reached the broker, and
@@ -96,13 +97,18 @@ func (tx *sourceTxn) settle(ctx context.Context) error {
 }
 
 // record sends a record to topic (which must exist: ensureTopic), in the
-// partition its key falls in, stamped with the session's clock, and
-// returns that partition.
-func (tx *sourceTxn) record(topic string, key, value []byte, ts time.Time, headers []framework.Header) (int32, error) {
+// partition its key falls in, with headers, then extra, then the
+// session's clock, and returns that partition.
+func (tx *sourceTxn) record(topic string, key, value []byte, ts time.Time, headers []framework.Header, extra ...framework.Header) (int32, error) {
 	p := framework.PartitionFor(key, tx.sw.counts[topic])
-	tx.written[causal.Channel{Topic: topic, Partition: p}] = true
-	m := transport.Message{Topic: topic, Partition: p, Key: key, Value: value, Timestamp: ts,
-		Headers: append(slices.Clone(headers), framework.Header{Key: causal.HeaderKey, Value: tx.header})}
+	if ch := (causal.Channel{Topic: topic, Partition: p}); ch != tx.last {
+		tx.written[ch] = true
+		tx.last = ch
+	}
+	// A list of its own: a client may hold it until the transaction ends.
+	hs := make([]framework.Header, 0, len(headers)+len(extra)+1)
+	hs = append(append(append(hs, headers...), extra...), framework.Header{Key: causal.HeaderKey, Value: tx.header})
+	m := transport.Message{Topic: topic, Partition: p, Key: key, Value: value, Timestamp: ts, Headers: hs}
 	return p, tx.send(&m)
 }
 
