@@ -215,7 +215,7 @@ var (
 // are the events of each table (schema.table) in the order first seen.
 func txnEvent(status, id string, tsMs int64, tables []string, counts map[string]int64) (key, value []byte) {
 	key = append(jsontext.AppendString([]byte(`{"id":`), id), '}')
-	v := append([]byte(`{"status":`), strconv.Quote(status)...)
+	v := jsontext.AppendString([]byte(`{"status":`), status)
 	v = append(v, `,"id":`...)
 	v = jsontext.AppendString(v, id)
 	if status == "BEGIN" {
